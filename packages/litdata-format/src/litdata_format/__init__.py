@@ -1,0 +1,94 @@
+"""litdata-format: the bytes of a LitData dataset, with no torch at import.
+
+Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pytree spec,
+serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
+"""
+
+from litdata_format._chunk import Chunk, ChunkView, encode_chunk
+from litdata_format._compression import compress, decompress
+from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
+from litdata_format._index import (
+    ChunkInfo,
+    DatasetIndex,
+    complete_dataset,
+    is_complete_dataset,
+    load_index,
+    parse_index,
+    write_json_atomic,
+)
+from litdata_format._json_leaf import JsonLeaf
+from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
+from litdata_format._media import (
+    Audio,
+    File,
+    Graph,
+    Image,
+    Jpeg,
+    JpegArray,
+    Mesh,
+    Nifti,
+    Pdf,
+    Pil,
+    Tensor,
+    Text,
+    Tiff,
+    Video,
+)
+from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
+from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
+from litdata_format._registry import default_serializers, resolve_serializers
+from litdata_format._serializers import Serializer
+from litdata_format._sizes import parse_size
+from litdata_format._writer import DEFAULT_CHUNK_BYTES, BinaryWriter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "Audio",
+    "Encryption",
+    "FernetEncryption",
+    "File",
+    "Graph",
+    "Image",
+    "Jpeg",
+    "JpegArray",
+    "JsonLeaf",
+    "Mesh",
+    "Nifti",
+    "Pdf",
+    "Pil",
+    "RSAEncryption",
+    "Tensor",
+    "Text",
+    "Tiff",
+    "Video",
+    "BaseItemLoader",
+    "BinaryWriter",
+    "Chunk",
+    "ChunkInfo",
+    "ChunkView",
+    "DatasetIndex",
+    "DatasetReader",
+    "PyTreeLoader",
+    "Serializer",
+    "TokensLoader",
+    "TreeSpec",
+    "__version__",
+    "complete_dataset",
+    "compress",
+    "decompress",
+    "default_serializers",
+    "encode_chunk",
+    "is_complete_dataset",
+    "load_index",
+    "open_chunk",
+    "parse_index",
+    "parse_size",
+    "plain_chunk_name",
+    "register_namedtuple",
+    "resolve_serializers",
+    "tree_flatten",
+    "tree_unflatten",
+    "write_json_atomic",
+]

@@ -1,0 +1,140 @@
+"""The chunk layout: ``u32 N | u32 offsets[N+1] | item bytes``, little-endian, offsets absolute.
+
+Reading maps the file and hands out ``memoryview`` slices of it, so an item costs no copy until
+a serializer decodes it. A chunk is validated when opened (count, offsets monotonic and inside
+the file), so a truncated or corrupt file fails with its name instead of returning garbage.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from litdata_format._serializers import Buffer
+
+__all__ = ["ARROW_ROWS_MAGIC", "FRAMED_MAGIC", "Chunk", "ChunkView", "encode_chunk", "header_size"]
+
+# Layouts that upstream 0.2.76 writes inside a plain ``.bin``, told apart by these magics.
+FRAMED_MAGIC = b"LDFZ01\x00\x00"  # at the start: zstd frames of items plus a frame table
+ARROW_ROWS_MAGIC = b"LDARW01\x00"  # at the end: an Arrow IPC file of the rows
+
+
+def header_size(num_items: int) -> int:
+    """Bytes taken by the count and the offsets table of a chunk holding ``num_items`` items."""
+    return 4 * (num_items + 2)
+
+
+def encode_chunk(items: Sequence[bytes]) -> bytes:
+    """The bytes of a chunk holding ``items`` in order."""
+    count = len(items)
+    offsets = np.empty(count + 1, dtype="<u8")
+    offsets[0] = header_size(count)
+    if count:
+        np.cumsum([len(item) for item in items], out=offsets[1:])
+        offsets[1:] += offsets[0]
+    if offsets[-1] > 0xFFFFFFFF:
+        raise ValueError(
+            f"a chunk of {int(offsets[-1])} bytes does not fit the format's 32-bit offsets; "
+            "lower chunk_bytes or chunk_size"
+        )
+    header = np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")])
+    return b"".join([header.tobytes(), *items])
+
+
+def map_file(path: str | os.PathLike[str]) -> mmap.mmap:
+    """Map a chunk file into memory.
+
+    The mapping is private copy-on-write (``ACCESS_COPY``): nothing is copied unless written,
+    and zero-copy tensors over it get the writable buffer torch asks for.
+    """
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            raise ValueError(f"chunk {path}: the file is empty")
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+
+
+class Chunk(Protocol):
+    """What item loaders read from: a chunk whose items can be fetched by position."""
+
+    name: str
+
+    def __len__(self) -> int: ...
+
+    def item(self, index: int) -> memoryview:
+        """The bytes of item ``index`` (plaintext, uncompressed)."""
+        ...
+
+    def payload(self) -> memoryview:
+        """Everything after the offsets table (TokensLoader reads this as one token stream)."""
+        ...
+
+
+class ChunkView:
+    """A classic chunk over a buffer (an mmap of the file, or bytes already in memory).
+
+    Args:
+        data: the chunk's bytes.
+        name: the file name, used in error messages.
+        decrypt: called on each item's bytes when the dataset is encrypted per sample.
+    """
+
+    def __init__(self, data: Buffer, name: str, decrypt: Any = None) -> None:
+        self.name = name
+        self._owner = data
+        self._view = memoryview(data)
+        self._decrypt = decrypt
+        size = len(self._view)
+        if size < 4:
+            raise ValueError(f"chunk {name}: {size} bytes is too short to hold an item count")
+        count = int(np.frombuffer(self._view[:4], dtype="<u4")[0])
+        if header_size(count) > size:
+            raise ValueError(
+                f"chunk {name}: says it holds {count} items but its {size} bytes cannot hold the offsets "
+                "table; the file is truncated or not a chunk"
+            )
+        offsets = np.frombuffer(self._view[4 : header_size(count)], dtype="<u4").astype(np.int64)
+        if offsets[0] != header_size(count) or np.any(np.diff(offsets) < 0):
+            raise ValueError(f"chunk {name}: the offsets table is corrupt (not increasing from the header end)")
+        if offsets[-1] > size:
+            raise ValueError(
+                f"chunk {name}: offsets end at {int(offsets[-1])} but the file has {size} bytes; "
+                "it is truncated (re-download or re-create it)"
+            )
+        self._count = count
+        self._offsets = offsets.tolist()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], decrypt: Any = None) -> ChunkView:
+        """Map ``path`` (no copy) and validate it."""
+        return cls(map_file(path), str(path), decrypt)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def item(self, index: int) -> memoryview:
+        if not 0 <= index < self._count:
+            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
+        view = self._view[self._offsets[index] : self._offsets[index + 1]]
+        if self._decrypt is not None:
+            return memoryview(self._decrypt(view))
+        return view
+
+    def raw(self) -> memoryview:
+        """The whole chunk as stored (after whole-file decompression and decryption)."""
+        return self._view
+
+    def payload(self) -> memoryview:
+        return self._view[header_size(self._count) : self._offsets[-1]]
+
+    def close(self) -> None:
+        """Release the mapping once no item view is alive (otherwise the GC does it later)."""
+        try:
+            self._view.release()
+            if isinstance(self._owner, mmap.mmap):
+                self._owner.close()
+        except BufferError:
+            pass

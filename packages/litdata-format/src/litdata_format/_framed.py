@@ -1,0 +1,183 @@
+"""Reading upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
+
+``compression_level="batch"`` (upstream's default for ``"zstd"``): a plain ``.bin`` that starts
+with the magic ``LDFZ01\\0\\0``, then a frame table, then zstd frames each holding the bytes of
+a run of consecutive items (all little-endian)::
+
+    magic 8s | version u16 (1) | flags u16 | num_items u32 | frame_rows u32 | num_frames u32
+    offsets u32[num_items + 1]     item boundaries in the uncompressed item bytes, from 0
+    frames[num_frames]: first_item u32 | item_count u32 | file_offset u64 | stored_len u32 | plain_len u32
+    the zstd frames
+
+``compression_level="sample"``: the classic header and offsets, but each item's bytes are a
+zstd frame of their own. Nothing in the file says so; ``config.compression_level`` does.
+
+Both are read-only here (this project writes classic chunks). An item costs inflating one
+frame; :class:`FramedChunk` keeps the last inflated frame, so reading in order inflates each
+frame once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import struct
+from typing import Any
+
+from litdata_format._chunk import FRAMED_MAGIC, ChunkView
+from litdata_format._serializers import Buffer
+
+__all__ = ["FramedChunk", "SampleZstdChunk", "inflate_zstd"]
+
+_PREFIX = struct.Struct("<8sHHIII")
+_FRAME = struct.Struct("<IIQII")
+_VERSION = 1
+_ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstandard() -> Any:
+    import zstandard
+
+    return zstandard
+
+
+def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> bytes:
+    """Decompress one zstd frame, checking its size when known; errors name ``where``.
+
+    Frames written without a content size in their header are accepted too.
+    """
+    zstandard = _zstandard()
+    try:
+        decompressor = zstandard.ZstdDecompressor().decompressobj()
+        out = decompressor.decompress(data)
+        complete = decompressor.eof
+    except zstandard.ZstdError as err:
+        raise ValueError(f"{where}: zstd decompression failed ({err}); the chunk is corrupt") from None
+    if not complete:
+        raise ValueError(f"{where}: the zstd frame is truncated; the chunk is corrupt or was cut short")
+    if expected_size is not None and len(out) != expected_size:
+        raise ValueError(f"{where}: a zstd frame inflated to {len(out)} bytes but the frame table says {expected_size}")
+    return out
+
+
+class FramedChunk:
+    """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table.
+
+    Args:
+        data: the chunk file's bytes (an mmap or a bytes-like object).
+        name: the chunk's path or file name, used in error messages.
+        index: the dataset index (unused; accepted so every layout is built the same way).
+    """
+
+    def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
+        self.name = name
+        self._owner = data
+        self._view = memoryview(data).cast("B")
+        size = len(self._view)
+        if size < _PREFIX.size or bytes(self._view[: len(FRAMED_MAGIC)]) != FRAMED_MAGIC:
+            raise ValueError(f"chunk {name}: not a framed zstd chunk (no LDFZ01 header)")
+        _, version, _flags, count, _rows, num_frames = _PREFIX.unpack_from(self._view, 0)
+        if version != _VERSION:
+            raise ValueError(
+                f"chunk {name}: framed zstd version {version} is not supported (only {_VERSION}); "
+                "it was written by a newer LitData"
+            )
+        offsets_end = _PREFIX.size + 4 * (count + 1)
+        table_end = offsets_end + _FRAME.size * num_frames
+        if table_end > size:
+            raise ValueError(
+                f"chunk {name}: the frame table of {count} items and {num_frames} frames needs {table_end} bytes "
+                f"but the file has {size}; it is truncated"
+            )
+        offsets = list(struct.unpack_from(f"<{count + 1}I", self._view, _PREFIX.size))
+        if offsets[0] != 0 or any(a > b for a, b in itertools.pairwise(offsets)):
+            raise ValueError(f"chunk {name}: the item offsets are corrupt (not increasing from 0)")
+        frames = [_FRAME.unpack_from(self._view, offsets_end + k * _FRAME.size) for k in range(num_frames)]
+        self._check_frames(frames, offsets, count, table_end, size)
+        self._count = count
+        self._offsets = offsets
+        self._frames = frames
+        self._firsts = [frame[0] for frame in frames]
+        self._cached: tuple[int, bytes] | None = None
+
+    def _check_frames(
+        self, frames: list[tuple[int, int, int, int, int]], offsets: list[int], count: int, table_end: int, size: int
+    ) -> None:
+        expected_first = 0
+        for k, (first, items, start, stored, plain) in enumerate(frames):
+            if first != expected_first or items == 0:
+                raise ValueError(f"chunk {self.name}: frame {k} of the frame table is corrupt (items out of order)")
+            expected_first = first + items
+            if expected_first > count:
+                raise ValueError(f"chunk {self.name}: frame {k} holds items past the chunk's {count} items")
+            if start < table_end or start + stored > size:
+                raise ValueError(
+                    f"chunk {self.name}: frame {k} lies at bytes [{start}, {start + stored}) outside the data "
+                    f"area [{table_end}, {size}); the file is truncated or corrupt"
+                )
+            if plain != offsets[first + items] - offsets[first]:
+                raise ValueError(f"chunk {self.name}: frame {k}'s size disagrees with the item offsets")
+        if expected_first != count:
+            raise ValueError(f"chunk {self.name}: the frames hold {expected_first} items but the header says {count}")
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _inflate(self, k: int) -> bytes:
+        cached = self._cached
+        if cached is not None and cached[0] == k:
+            return cached[1]
+        _, _, start, stored, plain = self._frames[k]
+        data = (
+            b""
+            if plain == 0
+            else inflate_zstd(self._view[start : start + stored], f"chunk {self.name}, frame {k}", plain)
+        )
+        self._cached = (k, data)  # one tuple, so a concurrent reader sees either the old or the new frame
+        return data
+
+    def item(self, index: int) -> memoryview:
+        if not 0 <= index < self._count:
+            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
+        k = bisect.bisect_right(self._firsts, index) - 1
+        base = self._offsets[self._frames[k][0]]
+        data = self._inflate(k)
+        return memoryview(data)[self._offsets[index] - base : self._offsets[index + 1] - base]
+
+    def raw(self) -> memoryview:
+        """The chunk as stored (compressed frames and all)."""
+        return self._view
+
+    def payload(self) -> memoryview:
+        """All items' bytes, back to back, uncompressed."""
+        return memoryview(b"".join(self._inflate(k) for k in range(len(self._frames))))
+
+    def close(self) -> None:
+        self._cached = None
+        try:
+            self._view.release()
+            close = getattr(self._owner, "close", None)
+            if close is not None:
+                close()
+        except BufferError:
+            pass
+
+
+class SampleZstdChunk(ChunkView):
+    """A ``compression_level="sample"`` chunk: the classic layout whose items are each a zstd frame.
+
+    An item that does not start with the zstd magic is returned as stored: upstream records
+    ``compression_level`` for the whole dataset but leaves some chunks unwrapped (e.g. when
+    samples are not dicts), and a pytree item cannot start with those bytes (its first u32
+    would be a leaf size of about 4 GiB).
+    """
+
+    def item(self, index: int) -> memoryview:
+        stored = super().item(index)
+        if bytes(stored[:4]) != _ZSTD_FRAME_MAGIC:
+            return stored
+        return memoryview(inflate_zstd(stored, f"chunk {self.name}, item {index}"))
+
+    def payload(self) -> memoryview:
+        """All items' bytes, back to back, uncompressed."""
+        return memoryview(b"".join(bytes(self.item(i)) for i in range(len(self))))

@@ -1,0 +1,114 @@
+"""Encode a sample into one item's bytes and back (the PyTree item layout).
+
+An item is ``u32 size[number of leaves]`` followed by each leaf's bytes in flatten order. The
+first sample fixes the tree spec and the serializer of every leaf (``data_format``); every later
+sample must have the same structure and leaf kinds, or the writer says which sample and which
+leaf differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from litdata_format._pytree import TreeSpec, tree_flatten, tree_unflatten
+from litdata_format._registry import serializer_for_format
+from litdata_format._serializers import Buffer, Serializer
+
+__all__ = ["SampleDecoder", "SampleEncoder"]
+
+
+def _describe(value: Any) -> str:
+    return type(value).__qualname__
+
+
+class SampleEncoder:
+    """Serializes samples of one dataset; the first sample decides the format."""
+
+    def __init__(self, serializers: Mapping[str, Serializer]) -> None:
+        self._serializers = serializers
+        self.spec: TreeSpec | None = None
+        self.data_format: list[str] = []
+        self._leaf_serializers: list[Serializer] = []
+        self._leaf_types: list[type] = []
+
+    def _infer(self, leaves: Sequence[Any], spec: TreeSpec) -> None:
+        formats, chosen = [], []
+        for position, leaf in enumerate(leaves):
+            for name, serializer in self._serializers.items():
+                if serializer.can_serialize(leaf):
+                    chosen.append(serializer)
+                    formats.append(name)
+                    break
+            else:
+                raise TypeError(f"no serializer accepts leaf {position} of type {_describe(leaf)}")
+        self.spec, self._leaf_serializers, self.data_format = spec, chosen, formats
+        self._leaf_types = [type(leaf) for leaf in leaves]
+
+    def leaves(self, sample: Any, index: int) -> list[bytes]:
+        """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
+        leaves, spec = tree_flatten(sample)
+        first = self.spec is None
+        if first:
+            self._infer(leaves, spec)
+        elif spec != self.spec:
+            raise ValueError(
+                f"sample {index} has a different structure than the first sample: "
+                f"{spec.to_json()} vs {self.spec.to_json() if self.spec else None}"
+            )
+        out = []
+        for position, (leaf, serializer) in enumerate(zip(leaves, self._leaf_serializers)):
+            # Same type as the first sample's leaf: accepted (skips costly checks like isfile).
+            if type(leaf) is not self._leaf_types[position] and not serializer.can_serialize(leaf):
+                raise TypeError(
+                    f"sample {index}, leaf {position}: a {_describe(leaf)} cannot be stored as "
+                    f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
+                )
+            data, name = serializer.serialize(leaf)
+            if first and name is not None:
+                self.data_format[position] = name
+            elif name is not None and name != self.data_format[position]:
+                raise TypeError(
+                    f"sample {index}, leaf {position}: encoded as {name!r} but the first sample "
+                    f"fixed {self.data_format[position]!r} (e.g. a different dtype)"
+                )
+            out.append(bytes(data) if not isinstance(data, bytes) else data)
+        return out
+
+    def encode(self, sample: Any, index: int) -> bytes:
+        """The PyTree item bytes of ``sample``: the leaf sizes, then the leaves."""
+        leaves = self.leaves(sample, index)
+        sizes = np.fromiter((len(b) for b in leaves), dtype="<u4", count=len(leaves))
+        return b"".join([sizes.tobytes(), *leaves])
+
+
+class SampleDecoder:
+    """Rebuilds samples from PyTree item bytes, given an index's ``data_format`` and ``data_spec``."""
+
+    def __init__(self, data_format: Sequence[str], data_spec: str | TreeSpec, serializers: Mapping[str, Serializer]):
+        self.spec = data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec)
+        if self.spec.num_leaves != len(data_format):
+            raise ValueError(
+                f"index.json is inconsistent: data_spec has {self.spec.num_leaves} leaves but "
+                f"data_format lists {len(data_format)}"
+            )
+        self._serializers = [serializer_for_format(fmt, serializers) for fmt in data_format]
+        self._num = len(self._serializers)
+
+    def decode(self, item: Buffer, where: str = "item") -> Any:
+        """The sample stored in ``item`` (``where`` names it in errors)."""
+        view = memoryview(item)
+        header = 4 * self._num
+        if len(view) < header:
+            raise ValueError(f"{where}: {len(view)} bytes is shorter than its {header}-byte size header")
+        sizes = np.frombuffer(view[:header], dtype="<u4")
+        end = header + int(sizes.sum())
+        if end > len(view):
+            raise ValueError(f"{where}: its leaves need {end} bytes but the item has {len(view)}")
+        leaves, start = [], header
+        for size, serializer in zip(sizes.tolist(), self._serializers):
+            leaves.append(serializer.deserialize(view[start : start + size]))
+            start += size
+        return tree_unflatten(leaves, self.spec)

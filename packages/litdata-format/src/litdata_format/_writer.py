@@ -1,0 +1,193 @@
+"""``BinaryWriter``: samples in, chunk files and an index out.
+
+Each writer (one per worker, told apart by ``rank``) fills chunks up to ``chunk_size`` items
+(tokens for TokensLoader) or ``chunk_bytes`` bytes, writes them as ``chunk-{rank}-{i}.bin``
+through a temporary name and a rename, and at the end writes ``{rank}.index.json``. One process
+then merges the rank files into ``index.json`` (:meth:`BinaryWriter.merge` or
+:func:`complete_dataset`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from litdata_format._chunk import encode_chunk, header_size
+from litdata_format._compression import check_compression, compress
+from litdata_format._index import (
+    INDEX_FILENAME,
+    ChunkInfo,
+    DatasetIndex,
+    complete_dataset,
+    rank_index_files,
+    write_json_atomic,
+)
+from litdata_format._loaders import BaseItemLoader, PyTreeLoader
+from litdata_format._registry import resolve_serializers
+from litdata_format._serializers import Serializer
+from litdata_format._sizes import parse_size
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter"]
+
+DEFAULT_CHUNK_BYTES = 1 << 26
+
+
+def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
+    """Write ``data`` to ``path`` so that the final name only ever holds the whole file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class BinaryWriter:
+    """Writes samples into chunk files in the LitData layout.
+
+    Args:
+        output_dir: the dataset directory (created if missing).
+        chunk_size: the most items per chunk (tokens, with TokensLoader).
+        chunk_bytes: the most bytes per chunk, as an int or a string like ``"64MB"``. Give at
+            most one of chunk_size and chunk_bytes; with neither, chunks hold 64 MiB.
+        compression: None, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22), whole chunk.
+        encryption: an :class:`~litdata_format.Encryption` applied per sample or per chunk.
+        serializers: extra serializers by key; they are tried before the built-in ones.
+        item_loader: the layout of items; ``PyTreeLoader()`` by default, ``TokensLoader()``
+            for token streams.
+        rank: this writer's number; it names the chunk and rank-index files.
+        chunk_index: the number of the first chunk this writer writes (to append after earlier ones).
+    """
+
+    def __init__(
+        self,
+        output_dir: str | os.PathLike[str],
+        chunk_size: int | None = None,
+        chunk_bytes: int | str | None = None,
+        compression: str | None = None,
+        encryption: Any = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        item_loader: BaseItemLoader | None = None,
+        rank: int = 0,
+        chunk_index: int = 0,
+    ) -> None:
+        if chunk_size is not None and chunk_bytes is not None:
+            raise ValueError("give either chunk_size or chunk_bytes, not both")
+        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        self.output_dir = Path(output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.chunk_size = chunk_size
+        self.chunk_bytes = (
+            parse_size(chunk_bytes, name="chunk_bytes")
+            if chunk_bytes is not None
+            else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
+        )
+        self.compression = check_compression(compression)
+        self.encryption = encryption
+        if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
+            raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
+        self.item_loader = item_loader if item_loader is not None else PyTreeLoader()
+        self.item_loader.start_writing(resolve_serializers(serializers))
+        self.rank = rank
+        self._chunk_index = chunk_index
+        self._pending: list[tuple[int, bytes, int]] = []  # (sample index, item bytes, weight)
+        self._pending_bytes = 0
+        self._pending_weight = 0
+        self._next_index = 0
+        self.chunks: list[ChunkInfo] = []
+
+    # -- adding samples -------------------------------------------------------------------------
+    def add_item(self, index: int, item: Any) -> str | None:
+        """Add sample ``item`` under position ``index``; return the path of a chunk if one was written.
+
+        Samples may arrive out of order; each chunk stores its samples sorted by index.
+        """
+        data, weight = self.item_loader.encode(item, index)
+        if self.encryption is not None and self.encryption.level == "sample":
+            data = self.encryption.encrypt(data)
+        written = None
+        if self._pending and self._would_overflow(len(data), weight):
+            written = self._flush()
+        self._pending.append((index, data, weight))
+        self._pending_bytes += len(data)
+        self._pending_weight += weight
+        self._next_index = max(self._next_index, index + 1)
+        return written
+
+    def write(self, item: Any) -> str | None:
+        """Add ``item`` after the last one added."""
+        return self.add_item(self._next_index, item)
+
+    def _would_overflow(self, size: int, weight: int) -> bool:
+        if self.chunk_size is not None:
+            return self._pending_weight + weight > self.chunk_size
+        assert self.chunk_bytes is not None
+        total = header_size(len(self._pending) + 1) + self._pending_bytes + size
+        return total > self.chunk_bytes
+
+    def _flush(self) -> str | None:
+        if not self._pending:
+            return None
+        self._pending.sort(key=lambda entry: entry[0])
+        items = [data for _, data, _ in self._pending]
+        weights = [weight for _, _, weight in self._pending]
+        data: bytes = encode_chunk(items)
+        if self.encryption is not None and self.encryption.level == "chunk":
+            data = self.encryption.encrypt(data)
+        name = f"chunk-{self.rank}-{self._chunk_index}.bin"
+        payload = data
+        if self.compression is not None:
+            name = f"chunk-{self.rank}-{self._chunk_index}.{self.compression}.bin"
+            payload = compress(data, self.compression)
+        path = self.output_dir / name
+        write_file_atomic(path, payload)
+        self.chunks.append(ChunkInfo(name, len(data), len(items), self.item_loader.chunk_dim(weights)))
+        self._chunk_index += 1
+        self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
+        return str(path)
+
+    # -- finishing ------------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """The ``config`` object of this writer's index."""
+        return {
+            "chunk_bytes": self.chunk_bytes,
+            "chunk_size": self.chunk_size,
+            "compression": self.compression,
+            "compression_batch_size": None,
+            "compression_level": None,
+            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
+            "ipc_compression": None,
+            "item_loader": self.item_loader.name,
+            "types": None,
+            **self.item_loader.written_config(),
+        }
+
+    def done(self) -> list[str]:
+        """Write the last chunk and ``{rank}.index.json``; return the chunk paths written."""
+        self._flush()
+        index = DatasetIndex(self.chunks, self.config(), str(time.time()))
+        write_json_atomic(self.output_dir / f"{self.rank}.index.json", index.to_json())
+        return [str(self.output_dir / c.filename) for c in self.chunks]
+
+    def merge(self, num_workers: int = 1, timeout: float = 600.0) -> DatasetIndex:
+        """Wait for ``num_workers`` rank index files and merge them (with any existing index)."""
+        deadline = time.monotonic() + timeout
+        while len(rank_index_files(self.output_dir)) < num_workers:
+            if time.monotonic() > deadline:
+                found = len(rank_index_files(self.output_dir))
+                raise TimeoutError(
+                    f"{self.output_dir}: waited {timeout:.0f}s for {num_workers} rank index files, found {found}"
+                )
+            time.sleep(0.05)
+        return complete_dataset(self.output_dir)
+
+    @property
+    def index_path(self) -> Path:
+        return self.output_dir / INDEX_FILENAME

@@ -1,0 +1,171 @@
+"""Bad input gets an error that names the thing (file, sample, field) and nothing is left half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from litdata_format import BinaryWriter, DatasetReader, Serializer, load_index
+
+
+def _dataset(path: Path, n: int = 6, **kwargs: object) -> Path:
+    writer = BinaryWriter(path, chunk_size=3, **kwargs)  # type: ignore[arg-type]
+    for i in range(n):
+        writer.write({"i": i, "a": np.arange(3)})
+    writer.done()
+    writer.merge()
+    return path
+
+
+def _edit_index(path: Path, edit: object) -> None:
+    index = json.loads((path / "index.json").read_text())
+    edit(index)  # type: ignore[operator]
+    (path / "index.json").write_text(json.dumps(index))
+
+
+def test_chunk_size_and_chunk_bytes_both(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="either chunk_size or chunk_bytes"):
+        BinaryWriter(tmp_path, chunk_size=1, chunk_bytes=10)
+
+
+@pytest.mark.parametrize("value", ["64XB", "-1", "", 0, "abc"])
+def test_bad_chunk_bytes(tmp_path: Path, value: object) -> None:
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        BinaryWriter(tmp_path, chunk_bytes=value)  # type: ignore[arg-type]
+
+
+def test_bad_compression(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="zstd:1"):
+        BinaryWriter(tmp_path, compression="gzip")
+    with pytest.raises(ValueError, match="from 1 to 22"):
+        BinaryWriter(tmp_path, compression="zstd:30")
+
+
+def test_structure_change(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3)
+    writer.write({"a": 1})
+    with pytest.raises(ValueError, match="sample 1 has a different structure"):
+        writer.write({"a": 1, "b": 2})
+
+
+def test_leaf_type_change(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3)
+    writer.write({"a": 1})
+    with pytest.raises(TypeError, match="sample 1, leaf 0: a str cannot be stored as 'int'"):
+        writer.write({"a": "x"})
+
+
+def test_dtype_change(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3)
+    writer.write(np.arange(3, dtype=np.int64))
+    with pytest.raises(TypeError, match="sample 1, leaf 0"):
+        writer.write(np.arange(3, dtype=np.int32))
+
+
+def test_missing_index(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no index.json"):
+        DatasetReader(tmp_path)
+
+
+def test_pending_rank_files_hint(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3)
+    writer.write(1)
+    writer.done()
+    with pytest.raises(FileNotFoundError, match="complete_dataset"):
+        load_index(tmp_path)
+
+
+def test_malformed_index(tmp_path: Path) -> None:
+    (tmp_path / "index.json").write_text('{"chunks": [')
+    with pytest.raises(ValueError, match="index.json is not valid JSON"):
+        load_index(tmp_path)
+    (tmp_path / "index.json").write_text('{"chunks": []}')
+    with pytest.raises(ValueError, match="'chunks' list and a 'config' object"):
+        load_index(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["../evil.bin", "sub/chunk.bin", "..", "a\\b.bin"])
+def test_chunk_filename_with_path(tmp_path: Path, name: str) -> None:
+    _dataset(tmp_path)
+    _edit_index(tmp_path, lambda index: index["chunks"][0].update(filename=name))
+    with pytest.raises(ValueError, match="path separator or '..'"):
+        load_index(tmp_path)
+
+
+def test_unknown_serializer(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    _edit_index(tmp_path, lambda index: index["config"].update(data_format=["int", "mystery:3"]))
+    with pytest.raises(ValueError, match="serializer 'mystery'"):
+        DatasetReader(tmp_path)
+
+
+def test_truncated_chunk(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    chunk = tmp_path / "chunk-0-1.bin"
+    chunk.write_bytes(chunk.read_bytes()[:-5])
+    reader = DatasetReader(tmp_path)
+    assert reader[0]["i"] == 0
+    with pytest.raises(ValueError, match=r"chunk-0-1.bin: offsets end at \d+ but the file has"):
+        reader[4]
+
+
+def test_offsets_past_end(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    chunk = tmp_path / "chunk-0-0.bin"
+    data = bytearray(chunk.read_bytes())
+    data[4:8] = (10**6).to_bytes(4, "little")
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="chunk-0-0.bin: the offsets table is corrupt"):
+        DatasetReader(tmp_path)[0]
+
+
+def test_chunk_count_differs_from_index(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    _edit_index(tmp_path, lambda index: index["chunks"][0].update(chunk_size=2))
+    with pytest.raises(ValueError, match="holds 3 items but index.json says 2"):
+        DatasetReader(tmp_path)[0]
+
+
+def test_item_loader_mismatch(tmp_path: Path) -> None:
+    from litdata_format import TokensLoader
+
+    _dataset(tmp_path)
+    with pytest.raises(ValueError, match="written with PyTreeLoader, but it is being read with TokensLoader"):
+        DatasetReader(tmp_path, item_loader=TokensLoader(4))
+
+
+def test_out_of_range(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    with pytest.raises(IndexError, match="sample 6 is out of range"):
+        DatasetReader(tmp_path)[6]
+
+
+class Upper(Serializer):
+    def serialize(self, data: str) -> tuple[bytes, str | None]:
+        return data.upper().encode(), "upper"
+
+    def deserialize(self, data: Any) -> str:
+        return bytes(data).decode() + "!"
+
+    def can_serialize(self, data: object) -> bool:
+        return isinstance(data, str)
+
+
+def test_user_serializer_wins(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3, serializers={"upper": Upper()})
+    writer.write({"s": "abc", "n": 1})
+    writer.done()
+    writer.merge()
+    assert load_index(tmp_path).data_format == ["upper", "int"]
+    with pytest.raises(ValueError, match="serializer 'upper'"):
+        DatasetReader(tmp_path)
+    assert DatasetReader(tmp_path, serializers={"upper": Upper()})[0] == {"s": "ABC!", "n": 1}
+
+
+def test_not_a_serializer(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"serializers\['x'\] is a int"):
+        BinaryWriter(tmp_path, serializers={"x": 1})  # type: ignore[dict-item]

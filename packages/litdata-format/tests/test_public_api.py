@@ -1,0 +1,61 @@
+"""Pin the public API: adding or removing a name is a deliberate change to this list."""
+
+from __future__ import annotations
+
+import litdata_format
+
+EXPECTED = {
+    "DEFAULT_CHUNK_BYTES",
+    "Audio",
+    "Encryption",
+    "FernetEncryption",
+    "File",
+    "Graph",
+    "Image",
+    "Jpeg",
+    "JpegArray",
+    "JsonLeaf",
+    "Mesh",
+    "Nifti",
+    "Pdf",
+    "Pil",
+    "RSAEncryption",
+    "Tensor",
+    "Text",
+    "Tiff",
+    "Video",
+    "BaseItemLoader",
+    "BinaryWriter",
+    "Chunk",
+    "ChunkInfo",
+    "ChunkView",
+    "DatasetIndex",
+    "DatasetReader",
+    "PyTreeLoader",
+    "Serializer",
+    "TokensLoader",
+    "TreeSpec",
+    "__version__",
+    "complete_dataset",
+    "compress",
+    "decompress",
+    "default_serializers",
+    "encode_chunk",
+    "is_complete_dataset",
+    "load_index",
+    "open_chunk",
+    "parse_index",
+    "parse_size",
+    "plain_chunk_name",
+    "register_namedtuple",
+    "resolve_serializers",
+    "tree_flatten",
+    "tree_unflatten",
+    "write_json_atomic",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(litdata_format.__all__) == EXPECTED
+    for name in litdata_format.__all__:
+        assert hasattr(litdata_format, name), name

@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from litdata_format import (
+    BinaryWriter,
+    DatasetReader,
+    TokensLoader,
+    complete_dataset,
+    is_complete_dataset,
+    load_index,
+)
+
+
+def _sample(i: int) -> dict:
+    return {
+        "index": i,
+        "name": f"s{i}",
+        "flag": i % 2 == 0,
+        "x": i / 2,
+        "raw": bytes([i % 256]) * (i % 5),
+        "vec": np.arange(i, dtype=np.int64),
+        "mat": np.full((2, 3), i, dtype=np.float32),
+        "pair": (i, [str(i), None]),
+    }
+
+
+def _assert_same(a: Any, b: Any) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b)
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert a == b and type(a) is type(b)
+
+
+def _write(path: Path, samples: list, **kwargs: object) -> None:
+    writer = BinaryWriter(path, **kwargs)  # type: ignore[arg-type]
+    for i, sample in enumerate(samples):
+        writer.add_item(i, sample)
+    writer.done()
+    writer.merge()
+
+
+@pytest.mark.parametrize("options", [{"chunk_size": 4}, {"chunk_bytes": 300}, {"chunk_bytes": "1KB"}, {}])
+def test_round_trip(tmp_path: Path, options: dict) -> None:
+    samples = [_sample(i) for i in range(23)]
+    _write(tmp_path, samples, **options)
+    reader = DatasetReader(tmp_path)
+    assert len(reader) == 23
+    for i, sample in enumerate(samples):
+        _assert_same(sample, reader[i])
+    index = load_index(tmp_path)
+    assert index.num_items == 23
+    assert next(c.filename for c in index.chunks) == "chunk-0-0.bin"
+    if "chunk_size" in options:
+        assert [c.chunk_size for c in index.chunks] == [4, 4, 4, 4, 4, 3]
+
+
+def test_layout_bytes(tmp_path: Path) -> None:
+    _write(tmp_path, [{"index": 7, "name": "ab"}], chunk_size=10)
+    data = (tmp_path / "chunk-0-0.bin").read_bytes()
+    count, first, end = struct.unpack_from("<III", data)
+    assert (count, first) == (1, 12)
+    sizes = struct.unpack_from("<II", data, first)
+    assert sizes == (8, 2)
+    assert data[first + 8 : first + 16] == struct.pack("<q", 7)
+    assert data[first + 16 : end] == b"ab"
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert index["chunks"] == [{"chunk_bytes": len(data), "chunk_size": 1, "dim": None, "filename": "chunk-0-0.bin"}]
+    assert index["config"]["data_format"] == ["int", "str"]
+    assert index["config"]["item_loader"] == "PyTreeLoader"
+    assert not (tmp_path / "0.index.json").exists()
+
+
+def test_out_of_order_items_are_sorted_in_chunks(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=10)
+    for i in [3, 1, 2, 0]:
+        writer.add_item(i, i * 10)
+    writer.done()
+    writer.merge()
+    assert list(DatasetReader(tmp_path)) == [0, 10, 20, 30]
+
+
+def test_several_ranks_merge(tmp_path: Path) -> None:
+    for rank in range(3):
+        writer = BinaryWriter(tmp_path, chunk_size=2, rank=rank)
+        for i in range(5):
+            writer.write(rank * 100 + i)
+        writer.done()
+    assert not is_complete_dataset(tmp_path)
+    complete_dataset(tmp_path)
+    assert is_complete_dataset(tmp_path)
+    assert list(DatasetReader(tmp_path)) == [r * 100 + i for r in range(3) for i in range(5)]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".json")) == ["index.json"]
+
+
+def test_merge_orders_chunks_naturally(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=1, rank=0)
+    for i in range(12):
+        writer.write(i)
+    writer.done()
+    index = complete_dataset(tmp_path)
+    assert [c.filename for c in index.chunks][:3] == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin"]
+    assert list(DatasetReader(tmp_path)) == list(range(12))
+
+
+def test_zstd_classic(tmp_path: Path) -> None:
+    samples = [_sample(i) for i in range(10)]
+    _write(tmp_path, samples, chunk_size=4, compression="zstd:7")
+    names = sorted(p.name for p in tmp_path.glob("chunk-*"))
+    assert names == ["chunk-0-0.zstd:7.bin", "chunk-0-1.zstd:7.bin", "chunk-0-2.zstd:7.bin"]
+    reader = DatasetReader(tmp_path)
+    for i, sample in enumerate(samples):
+        _assert_same(sample, reader[i])
+
+
+def test_tokens(tmp_path: Path) -> None:
+    streams = [np.arange(start, start + length, dtype=np.int32) for start, length in [(0, 10), (100, 7), (200, 20)]]
+    _write(tmp_path, streams, chunk_size=20, item_loader=TokensLoader())
+    index = load_index(tmp_path)
+    assert index.config["data_format"] == ["no_header_numpy:2"]
+    assert [(c.chunk_size, c.dim) for c in index.chunks] == [(2, 17), (1, 20)]
+    reader = DatasetReader(tmp_path, item_loader=TokensLoader(block_size=4))
+    assert len(reader) == 17 // 4 + 20 // 4
+    flat = np.concatenate(streams[:2])
+    np.testing.assert_array_equal(reader[0], flat[:4])
+    np.testing.assert_array_equal(reader[3], flat[12:16])
+    np.testing.assert_array_equal(reader[4], streams[2][:4])
+
+
+def test_tokens_tensor(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    _write(
+        tmp_path, [torch.arange(i * 10, i * 10 + 9, dtype=torch.int32) for i in range(4)], item_loader=TokensLoader()
+    )
+    assert load_index(tmp_path).config["data_format"] == ["no_header_tensor:16"]
+    reader = DatasetReader(tmp_path, item_loader=TokensLoader(block_size=6))
+    assert len(reader) == 6
+    block = reader[1]
+    assert isinstance(block, torch.Tensor) and block.dtype == torch.int32
+    assert block.tolist() == [6, 7, 8, 10, 11, 12]
+
+
+def test_tensors(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    samples = [
+        {"t": torch.full((2, 2), float(i)), "v": torch.arange(i, dtype=torch.int32), "b": torch.ones(3, 1).bfloat16()}
+        for i in range(5)
+    ]
+    _write(tmp_path, samples, chunk_size=2)
+    index = load_index(tmp_path)
+    assert index.config["data_format"] == ["tensor", "no_header_tensor:16", "tensor"]
+    data = (tmp_path / "chunk-0-0.bin").read_bytes()
+    first = struct.unpack_from("<I", data, 4)[0]
+    assert data[first + 12 : first + 20] == bytes.fromhex("0000000100000002")  # big-endian header: float32 -> 1
+    reader = DatasetReader(tmp_path)
+    for i, sample in enumerate(samples):
+        got = reader[i]
+        for key in sample:
+            assert got[key].dtype == sample[key].dtype
+            assert torch.equal(got[key], sample[key])
+
+
+def test_serializer_order_matches_upstream_for_scalars(tmp_path: Path) -> None:
+    _write(tmp_path, [{"b": True, "i": 1, "f": 1.0, "s": "x", "n": None, "y": b"1"}])
+    assert load_index(tmp_path).data_format == ["bool", "int", "float", "str", "pickle", "bytes"]
+
+
+def test_existing_file_path_is_not_stored_as_str(tmp_path: Path) -> None:
+    target = tmp_path / "file.xyz"
+    target.write_text("hello")
+    out = tmp_path / "out"
+    _write(out, [{"p": str(target)}])
+    assert load_index(out).data_format != ["str"]
+
+
+def test_no_torch_needed_for_numpy_datasets(tmp_path: Path) -> None:
+    _write(tmp_path, [_sample(i) for i in range(3)])
+    code = (
+        "import sys, litdata_format as lf; r = lf.DatasetReader(sys.argv[1]); "
+        "[r[i] for i in range(len(r))]; print('torch' in sys.modules)"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
+    _write(tmp_path, [_sample(i) for i in range(9)], chunk_size=2)
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

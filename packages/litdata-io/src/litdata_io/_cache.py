@@ -1,0 +1,614 @@
+"""The local chunk cache: fetch a dataset's chunk files into a folder under a byte cap.
+
+Publishing. A chunk is downloaded into a hidden staging folder next to its final place
+(``.{name}.partial/``), decompressed there if it is a whole-file compressed chunk
+(``*.zstd.bin`` is published as ``*.bin``), and only then moved to its final name with
+``os.replace``. A chunk file is therefore never visible half-written or still compressed, and a
+crash leaves at worst a hidden staging folder that the next download of that chunk removes.
+
+One download per chunk. Within a process, the first caller of a missing chunk downloads it and
+the others wait on a future it completes (no polling). Across processes, the downloader holds an
+exclusive ``flock`` on ``.{name}.lock``; another process that wants the same chunk blocks on that
+lock (the kernel wakes it; a crashed holder's lock is released by the kernel, so it can never
+block others forever), then finds the published file. The holder deletes the lock file before
+releasing it; lockers verify after locking that the path still names the inode they locked, so a
+deleted lock file is never trusted. After normal operation no lock file is left behind.
+
+Readers pin. Every reader holds a shared ``flock`` (``LOCK_SH``) on the chunk file itself while it
+uses it (:meth:`ChunkCache.acquire` / :meth:`ChunkCache.release`, one descriptor per chunk per
+process with an in-process count). Eviction deletes a chunk only after taking ``LOCK_EX |
+LOCK_NB`` on it, which fails while any process holds a shared lock; a reader that locked a file
+just unlinked sees that the path no longer names its inode and fetches the chunk again. A fresh
+download is pinned before it is published (the staging file is locked, then renamed), so no
+other process can evict it between publication and use. The kernel drops the locks of a process
+that dies, so a crashed reader never pins a chunk forever.
+
+Eviction. Everything in the folder except hidden files and index files (``*.json``,
+``*.json.zstd``) counts towards ``max_cache_size``. When the total exceeds it, unpinned chunks are
+deleted, consumed ones first (:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which
+every process sees), then the oldest. Pinned chunks are never deleted, so the cap can be exceeded
+by the chunks in use.
+
+Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
+so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
+Locking needs ``fcntl`` (POSIX); without it, only in-process pins protect chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import re
+import shutil
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from litdata_format import ChunkInfo, decompress, parse_size, plain_chunk_name
+from litdata_io._cache_locks import (
+    SH,
+    delete_if_unused,
+    flock,
+    lock_exclusive,
+    lock_exclusive_async,
+    open_pinned,
+    release_lock_file,
+    same_file,
+)
+from litdata_io._loop import run_sync
+from litdata_io._resolver import cache_root
+from litdata_io._tracer import trace_instant, trace_span
+
+if TYPE_CHECKING:
+    from litdata_io._storage import Storage
+
+__all__ = [
+    "CacheClearResult",
+    "ChunkCache",
+    "ChunkDownloadError",
+    "cache_path",
+    "clear_cache",
+    "resolve_max_cache_size",
+]
+
+_GB = 1000**3
+_RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large enough
+_DEFAULT_FRACTION = 0.75
+_FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
+_LOCK_SUFFIX = ".lock"
+_STAGING_SUFFIX = ".partial"
+
+
+class ChunkDownloadError(OSError):
+    """A chunk could not be fetched into the cache; the message names its URL and the cause."""
+
+
+# -- max_cache_size -------------------------------------------------------------------------------
+def _free_bytes(path: Path) -> int:
+    probe = path.absolute()
+    while not probe.is_dir() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def resolve_max_cache_size(value: int | float | str | None, cache_dir: str | os.PathLike[str] = ".") -> int:
+    """The cache budget in bytes.
+
+    Args:
+        value: ``None`` = 75% of the free space of the cache's disk, but leaving at least 50 GB free
+            when the disk has more than that free; an int or a string such as ``"100GB"`` = that
+            many bytes; a float (or a string such as ``"0.9"``) in (0, 1] = that fraction of the
+            free space. The environment variable ``MAX_CACHE_SIZE`` overrides it.
+        cache_dir: where the cache lives (need not exist yet), to measure its disk.
+    """
+    env = os.environ.get("MAX_CACHE_SIZE", "").strip()
+    source = "max_cache_size"
+    if env:
+        value, source = env, "MAX_CACHE_SIZE"
+    if value is None:
+        free = _free_bytes(Path(cache_dir))
+        budget = int(free * _DEFAULT_FRACTION)
+        if free > _RESERVE_BYTES:
+            budget = min(budget, free - _RESERVE_BYTES)
+        return max(budget, 1)
+    fraction: float | None = None
+    if isinstance(value, float):
+        fraction = value
+    elif isinstance(value, str) and _FRACTION.match(value) and "." in value:
+        fraction = float(value)
+    if fraction is not None:
+        if not 0 < fraction <= 1:
+            raise ValueError(
+                f"{source}={value!r}: a fraction of the free disk must be in (0, 1]; "
+                "pass a size such as '100GB' for a fixed budget"
+            )
+        return max(int(_free_bytes(Path(cache_dir)) * fraction), 1)
+    if isinstance(value, (int, str)):
+        return parse_size(value, name=source)
+    raise TypeError(f"{source} must be None, a size such as '100GB', or a fraction such as 0.9, not {value!r}")
+
+
+def _is_cached_file(name: str) -> bool:
+    """Whether a file name in a cache folder is cached data that counts towards the cap."""
+    return not name.startswith(".") and not name.endswith(".json") and ".json." not in name
+
+
+# -- per-process state ----------------------------------------------------------------------------
+@dataclass
+class _Pin:
+    fd: int
+    count: int
+
+
+@dataclass
+class _ProcessState:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pins: dict[str, _Pin] = field(default_factory=dict)
+    inflight: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)
+
+
+_LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for cache in list(_LIVE_CACHES):
+        cache._forget_parent_state()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+# -- the cache ------------------------------------------------------------------------------------
+class ChunkCache:
+    """Chunk files of one dataset, fetched from ``storage`` into ``cache_dir`` under a byte cap.
+
+    Safe to share between threads and between processes that use the same ``cache_dir`` (see the
+    module docstring for how). Picklable: a copy in another process starts with no pins.
+
+    Args:
+        cache_dir: the local folder for this dataset's chunks (created if missing).
+        storage: where the chunks come from; chunk file names are keys relative to its root.
+        max_cache_size: the byte budget; see :func:`resolve_max_cache_size` for the forms.
+        compression: the dataset's whole-file compression (``index.json``'s ``config.compression``);
+            chunks named ``*.{compression}.bin`` are stored decompressed as ``*.bin``.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike[str],
+        storage: Storage,
+        max_cache_size: int | float | str | None = None,
+        *,
+        compression: str | None = None,
+    ) -> None:
+        self.cache_dir = Path(cache_dir).expanduser().absolute()
+        self.storage = storage
+        self.compression = compression
+        self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
+        _refuse_source_folder(storage, self.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self._state = _ProcessState()
+        _LIVE_CACHES.add(self)
+
+    def __repr__(self) -> str:
+        return f"ChunkCache({str(self.cache_dir)!r}, url={self.storage.url!r}, max_cache_size={self.max_cache_size})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_state"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._state = _ProcessState()
+        _LIVE_CACHES.add(self)
+
+    def _forget_parent_state(self) -> None:
+        # In a forked child: the parent's descriptors are duplicates of its locks (closing ours
+        # leaves the parent's locks alone), its downloads in flight are not ours to wait for, and a
+        # thread may have held the lock at fork time.
+        for pin in self._state.pins.values():
+            with contextlib.suppress(OSError):
+                os.close(pin.fd)
+        self._state = _ProcessState()
+
+    # -- names ----------------------------------------------------------------------------------
+    def name_for(self, info: ChunkInfo) -> str:
+        """The file name ``info`` has in the cache (compressed chunks lose their compression suffix)."""
+        return plain_chunk_name(info, self.compression)
+
+    def path_for(self, info: ChunkInfo) -> Path:
+        """Where ``info`` is (or will be) in the cache."""
+        return self.cache_dir / self.name_for(info)
+
+    def is_cached(self, info: ChunkInfo) -> bool:
+        """Whether the chunk is in the cache right now (it may be evicted later unless acquired)."""
+        return self.path_for(info).is_file()
+
+    # -- fetching -------------------------------------------------------------------------------
+    async def aensure(self, info: ChunkInfo) -> Path:
+        """Make the chunk present in the cache and return its path, without pinning it.
+
+        Use :meth:`aacquire` to read it: an unpinned chunk may be evicted by another process.
+        """
+        path = self.path_for(info)
+        if path.is_file():
+            return path
+        await self._afetch(info, pin=False)
+        return path
+
+    def ensure(self, info: ChunkInfo) -> Path:
+        """Sync twin of :meth:`aensure`."""
+        path = self.path_for(info)
+        return path if path.is_file() else run_sync(self.aensure(info))
+
+    async def aacquire(self, info: ChunkInfo) -> Path:
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
+        if self._pin_present(info):
+            return self.path_for(info)
+        await self._afetch(info, pin=True)
+        return self.path_for(info)
+
+    def acquire(self, info: ChunkInfo) -> Path:
+        """Sync twin of :meth:`aacquire`."""
+        if self._pin_present(info):
+            return self.path_for(info)
+        return run_sync(self.aacquire(info))
+
+    def release(self, info: ChunkInfo) -> None:
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
+        name = self.name_for(info)
+        state = self._state
+        with state.lock:
+            pin = state.pins.get(name)
+            if pin is None:
+                raise ValueError(f"chunk {name} in {self.cache_dir} is not acquired by this process")
+            pin.count -= 1
+            if pin.count:
+                return
+            del state.pins[name]
+        # Closing (not LOCK_UN) releases only this process's lock even if a child shares the fd.
+        os.close(pin.fd)
+
+    @contextlib.contextmanager
+    def use(self, info: ChunkInfo) -> Iterator[Path]:
+        """``with cache.use(info) as path:`` acquire the chunk for the block."""
+        path = self.acquire(info)
+        try:
+            yield path
+        finally:
+            self.release(info)
+
+    def _pin_present(self, info: ChunkInfo) -> bool:
+        name = self.name_for(info)
+        state = self._state
+        with state.lock:
+            pin = state.pins.get(name)
+            if pin is not None:
+                pin.count += 1
+                return True
+        fd = open_pinned(self.cache_dir / name)
+        if fd is None:
+            return False
+        self._add_pin(name, fd)
+        return True
+
+    def _add_pin(self, name: str, fd: int) -> None:
+        state = self._state
+        with state.lock:
+            pin = state.pins.get(name)
+            if pin is None:
+                state.pins[name] = _Pin(fd, 1)
+                return
+            pin.count += 1
+        os.close(fd)  # another thread pinned it meanwhile: one descriptor per chunk is enough
+
+    async def _afetch(self, info: ChunkInfo, pin: bool) -> None:
+        name = self.name_for(info)
+        while True:
+            if pin and self._pin_present(info):
+                return
+            if not pin and (self.cache_dir / name).is_file():
+                return
+            state = self._state
+            with state.lock:
+                leading = name not in state.inflight
+                if leading:
+                    state.inflight[name] = concurrent.futures.Future()
+                    state.inflight[name].set_running_or_notify_cancel()  # nobody can cancel it for the others
+                mine = state.inflight[name]
+            if not leading:
+                # Another task or thread of this process is downloading it: wait for its signal,
+                # then look again (it may have failed, been cancelled, or the chunk been evicted).
+                await asyncio.wrap_future(mine)
+                continue
+            try:
+                fd = await self._download(info, name)
+            except asyncio.CancelledError:
+                _finish(state, name, mine, None)  # the waiters try again themselves
+                raise
+            except BaseException as err:
+                _finish(state, name, mine, err)
+                raise
+            if pin:
+                self._add_pin(name, fd)
+            else:
+                os.close(fd)
+            _finish(state, name, mine, None)
+            return
+
+    async def _download(self, info: ChunkInfo, name: str) -> int:
+        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result."""
+        final = self.cache_dir / name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = final.parent / f".{final.name}{_LOCK_SUFFIX}"
+        lock_fd = await lock_exclusive_async(lock_path)
+        staging = final.parent / f".{final.name}{_STAGING_SUFFIX}"
+        try:
+            fd = open_pinned(final)
+            if fd is not None:  # another process published it while we waited
+                return fd
+            shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
+            staging.mkdir()
+            self.evict(incoming=info.chunk_bytes)
+            url = self.storage.url_for(info.filename)
+            try:
+                fetched = staging / Path(info.filename).name
+                with trace_span("download", chunk=info.filename) as span:
+                    span.set(bytes=await self.storage.adownload(info.filename, fetched))
+                ready = staging / final.name
+                if fetched != ready:
+                    with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
+                        await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
+            except (asyncio.CancelledError, ChunkDownloadError):
+                raise
+            except Exception as err:
+                if url in str(err):
+                    raise
+                raise ChunkDownloadError(f"downloading chunk {url} failed: {type(err).__name__}: {err}") from err
+            fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                flock(fd, SH)  # pinned before anyone can see it
+                os.replace(ready, final)
+            except BaseException:
+                os.close(fd)
+                raise
+            if same_file(fd, final) is None:
+                # A writer of a cancelled attempt swapped the staged file under us: pin what is there.
+                os.close(fd)
+                fd = open_pinned(final)
+                if fd is None:
+                    raise ChunkDownloadError(f"chunk {url}: {final} vanished right after it was published")
+            return fd
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            release_lock_file(lock_fd, lock_path)
+
+    # -- the cap --------------------------------------------------------------------------------
+    def _scan(self) -> list[tuple[Path, int, int]]:
+        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded."""
+        found: list[tuple[Path, int, int]] = []
+        stack = [self.cache_dir]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif _is_cached_file(entry.name):
+                        stat = entry.stat(follow_symlinks=False)
+                        found.append((Path(entry.path), stat.st_size, stat.st_mtime_ns))
+                except FileNotFoundError:
+                    continue
+        return found
+
+    def size(self) -> int:
+        """Bytes of cached chunks in ``cache_dir`` right now, from every process using it."""
+        return sum(size for _, size, _ in self._scan())
+
+    def mark_consumed(self, info: ChunkInfo) -> None:
+        """Say the chunk has been read: it is evicted first, once no process uses it.
+
+        Evicts at once if the cache is over its cap.
+        """
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.path_for(info), ns=(0, 0))
+        self.evict()
+
+    def evict(self, incoming: int = 0) -> int:
+        """Delete unpinned chunks, consumed then oldest first, until ``incoming`` more bytes fit.
+
+        Args:
+            incoming: bytes about to be added (a download in progress).
+
+        Returns:
+            The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
+        """
+        entries = self._scan()
+        total = sum(size for _, size, _ in entries)
+        budget = self.max_cache_size - max(incoming, 0)
+        if total <= budget:
+            return 0
+        with self._state.lock:
+            pinned = set(self._state.pins)
+        freed = 0
+        for path, size, _ in sorted(entries, key=lambda entry: entry[2]):
+            if total <= budget:
+                break
+            if path.relative_to(self.cache_dir).as_posix() in pinned:
+                continue
+            if delete_if_unused(path):
+                trace_instant("delete", chunk=path.name, bytes=size)
+                total -= size
+                freed += size
+        return freed
+
+    def clear(self) -> CacheClearResult:
+        """Delete everything cached for this dataset that no process is using."""
+        return clear_cache(self.cache_dir)
+
+    def close(self) -> None:
+        """Release every pin this process holds in this cache."""
+        state = self._state
+        with state.lock:
+            pins, state.pins = list(state.pins.values()), {}
+        for pin in pins:
+            os.close(pin.fd)
+
+
+def _finish(
+    state: _ProcessState, name: str, future: concurrent.futures.Future[None], error: BaseException | None
+) -> None:
+    with state.lock:
+        if state.inflight.get(name) is future:
+            del state.inflight[name]
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+def _decompress_file(source: Path, target: Path, url: str, expected_size: int) -> None:
+    data = source.read_bytes()
+    target.write_bytes(decompress(data, url, expected_size or None))
+    source.unlink()
+
+
+async def _decompress_in_thread(source: Path, target: Path, url: str, expected_size: int) -> None:
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            _decompress_file(source, target, url, expected_size)
+        finally:
+            finished.set()
+
+    future = asyncio.get_running_loop().run_in_executor(None, work)
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        # Let the thread finish before the chunk's lock is released, so no writer outlives it.
+        finished.wait()
+        raise
+
+
+def _refuse_source_folder(storage: Storage, cache_dir: Path) -> None:
+    """Eviction deletes files: never let the cache folder hold the dataset's own local files."""
+    url = storage.url
+    if "://" in url and not url.startswith("file://"):
+        return
+    source = Path(url.removeprefix("file://").removeprefix("local:")).expanduser().resolve()
+    cache = cache_dir.resolve()
+    if source == cache or cache in source.parents:
+        raise ValueError(
+            f"cache_dir {cache_dir} holds the dataset's own files ({url}); the cache evicts files, so give "
+            "it a folder of its own (or read a local dataset without a cache)"
+        )
+
+
+# -- the whole cache: `litdata cache path|clear` --------------------------------------------------
+def cache_path() -> Path:
+    """The active cache root: ``LITDATA_CACHE_DIR`` if set, else ``~/.lightning/chunks``."""
+    return cache_root()
+
+
+@dataclass
+class CacheClearResult:
+    """What :func:`clear_cache` did.
+
+    Attributes:
+        path: the folder cleared.
+        files: how many files were deleted.
+        bytes: how many bytes they held.
+        in_use: files kept because a process is reading or downloading them.
+    """
+
+    path: Path
+    files: int = 0
+    bytes: int = 0
+    in_use: list[Path] = field(default_factory=list)
+
+
+def clear_cache(path: str | os.PathLike[str] | None = None) -> CacheClearResult:
+    """Delete cached chunks (and index files, and leftovers of crashed downloads) under ``path``.
+
+    Chunks that a process is reading and downloads in progress are kept (and listed in the
+    result); no lock file is left behind. Folders left empty are removed, ``path`` included.
+
+    Args:
+        path: the folder to clear; default :func:`cache_path`.
+    """
+    root = Path(path).expanduser() if path is not None else cache_path()
+    resolved = root.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise ValueError(f"refusing to clear {root}: it is not a cache folder (set LITDATA_CACHE_DIR or pass a path)")
+    result = CacheClearResult(root)
+    if not root.is_dir():
+        return result
+    folders = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        folders.append(here)
+        # A staging folder belongs to a download: clear it under that chunk's lock, never file by file.
+        for name in [d for d in dirs if d.startswith(".") and d.endswith(_STAGING_SUFFIX)]:
+            dirs.remove(name)
+            _clear_staging(here / name, result)
+        for name in files:
+            _clear_file(here / name, result)
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if empty
+    return result
+
+
+def _clear_file(path: Path, result: CacheClearResult) -> None:
+    name = path.name
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if name.startswith(".") and name.endswith(_LOCK_SUFFIX):
+        fd = lock_exclusive(path, blocking=False)
+        if fd is None:
+            result.in_use.append(path)  # a download in progress
+            return
+        release_lock_file(fd, path)
+    elif delete_if_unused(path):
+        pass
+    elif path.exists():
+        result.in_use.append(path)
+        return
+    else:
+        return
+    result.files += 1
+    result.bytes += size
+
+
+def _clear_staging(staging: Path, result: CacheClearResult) -> None:
+    # Only a download holding the chunk's lock writes here: take the lock to remove it safely.
+    chunk_name = staging.name[1 : -len(_STAGING_SUFFIX)]
+    lock_path = staging.parent / f".{chunk_name}{_LOCK_SUFFIX}"
+    fd = lock_exclusive(lock_path, blocking=False)
+    if fd is None:
+        result.in_use.append(staging)
+        return
+    try:
+        for file in staging.rglob("*"):
+            if file.is_file():
+                result.files += 1
+                result.bytes += file.stat().st_size
+        shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        release_lock_file(fd, lock_path)

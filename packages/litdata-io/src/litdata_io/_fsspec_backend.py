@@ -1,0 +1,274 @@
+"""Any fsspec filesystem as a :class:`~litdata_io.Storage`, and Hugging Face ``hf://`` (read-only).
+
+fsspec is the fallback for every scheme obstore does not serve (``memory://``, ``sftp://``,
+``abfs://``, ... whatever fsspec implementations are installed), the explicit choice with
+``storage_options={"backend": "fsspec"}`` (then the other options go to the filesystem untouched,
+e.g. gcsfs's ``project``/``token``), and the reader of ``hf://`` through ``huggingface_hub``'s
+``HfFileSystem``. Calls go through fsspec's sync API in a worker thread: fsspec runs its own IO
+loop thread and resets it after a fork, so this backend is fork-safe. The filesystem object is
+created lazily in each process and dropped from pickles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from litdata_io._options import BackendOptions
+from litdata_io._retry import retry_call
+from litdata_io._secret import Secret
+from litdata_io._storage import ObjectInfo, Storage, check_key
+
+__all__ = ["FsspecStorage", "HfStorage"]
+
+T = TypeVar("T")
+_COPY_BLOCK = 8 * 1024 * 1024
+
+
+def _import_fsspec(extra: str):  # type: ignore[no-untyped-def]
+    try:
+        import fsspec
+        import fsspec.core
+    except ImportError as exc:
+        raise ImportError(f'this URL needs fsspec: pip install "litdata-io[{extra}]"') from exc
+    return fsspec
+
+
+def _timestamp(info: dict[str, Any]) -> float | None:
+    for name in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _etag(info: dict[str, Any]) -> str | None:
+    for name in ("ETag", "etag", "md5Hash", "blob_id", "md5"):
+        if info.get(name):
+            return str(info[name])
+    lfs = info.get("lfs")
+    if isinstance(lfs, dict) and lfs.get("sha256"):
+        return str(lfs["sha256"])
+    return None
+
+
+class FsspecStorage(Storage):
+    """A storage over an fsspec filesystem.
+
+    Args:
+        url: the root URL (``memory://data``, ``gs://bucket/prefix``, ...).
+        options: normalized options; ``options.config``/``options.secrets`` are the filesystem's kwargs.
+        extra: the extra that installs this backend, for the error if fsspec is missing.
+        fs_url: the URL to hand fsspec when its protocol name differs (``az://`` for ``azure://``).
+    """
+
+    def __init__(self, url: str, options: BackendOptions, extra: str = "fsspec", fs_url: str | None = None) -> None:
+        self.url = url
+        self._fs_url = fs_url or url
+        self.options = options
+        self.settings = options.settings
+        self._extra = extra
+        self._fs: Any = None
+        self._root = ""
+        self._pid: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_fs=None, _pid=None)
+        return state
+
+    def _secrets(self) -> Sequence[Secret]:
+        return self.options.secret_values()
+
+    def _open_fs(self) -> tuple[Any, str]:
+        fsspec = _import_fsspec(self._extra)
+        try:
+            return fsspec.core.url_to_fs(self._fs_url, **self.options.merged())
+        except ImportError as exc:
+            raise ImportError(f"{self.url}: the fsspec filesystem for this scheme is not installed ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(
+                f"no storage backend for {self.url}: {exc}. Install an fsspec filesystem for it, or register one with "
+                "litdata_io.register_storage(scheme, 'module:Class')"
+            ) from None
+
+    def _filesystem(self) -> tuple[Any, str]:
+        if self._fs is None or self._pid != os.getpid():
+            self._fs, root = self._open_fs()
+            self._root = root.rstrip("/")
+            self._pid = os.getpid()
+        return self._fs, self._root
+
+    def _path(self, key: str) -> str:
+        _, root = self._filesystem()
+        key = check_key(self.url, key)
+        return f"{root}/{key}" if key else root
+
+    def _key(self, path: str) -> str:
+        _, root = self._filesystem()
+        path = path.lstrip("/") if not root.startswith("/") else path
+        return path[len(root) :].lstrip("/") if path.startswith(root) else path
+
+    async def _call(self, what: str, key: str, function: Callable[[], T]) -> T:
+        async def attempt() -> T:
+            return await asyncio.to_thread(function)
+
+        return await retry_call(
+            attempt,
+            what=what,
+            url=self.url_for(key),
+            settings=self.settings,
+            secrets=self._secrets(),
+            attempt_timeout=self.settings.request_timeout,
+        )
+
+    def _info(self, key: str) -> ObjectInfo:
+        fs, _ = self._filesystem()
+        info = fs.info(self._path(key))
+        if info.get("type") == "directory":
+            raise FileNotFoundError(2, f"{self.url_for(key)} is a folder, not an object")
+        return ObjectInfo(key, int(info.get("size") or 0), _etag(info), _timestamp(info))
+
+    async def ahead(self, key: str) -> ObjectInfo:
+        return await self._call("HEAD", key, lambda: self._info(key))
+
+    def _list(self, prefix: str, recursive: bool) -> list[ObjectInfo]:
+        fs, root = self._filesystem()
+        folder = f"{root}/{prefix.rsplit('/', 1)[0]}" if "/" in prefix else root
+        try:
+            if recursive:
+                entries = list(fs.find(folder, withdirs=False, detail=True).values())
+            else:
+                entries = [entry for entry in fs.ls(folder, detail=True) if entry.get("type") != "directory"]
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            key = self._key(entry["name"])
+            if key.startswith(prefix) and key:
+                found.append(ObjectInfo(key, int(entry.get("size") or 0), _etag(entry), _timestamp(entry)))
+        return sorted(found, key=lambda info: info.key)
+
+    async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
+        prefix = check_key(self.url, prefix)
+        return await self._call("LIST", prefix, lambda: self._list(prefix, recursive))
+
+    async def aget(self, key: str) -> bytes:
+        path = self._path(key)
+        return await self._call("GET", key, lambda: bytes(self._filesystem()[0].cat_file(path)))
+
+    async def aget_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        path = self._path(key)
+        return await self._call("GET", key, lambda: bytes(self._filesystem()[0].cat_file(path, start=start, end=end)))
+
+    def _after_write(self) -> None:
+        fs, _ = self._filesystem()
+        fs.invalidate_cache()
+
+    async def aput(self, key: str, data: bytes) -> None:
+        self._refuse_write("PUT", key)
+        path = self._path(key)
+
+        def put() -> None:
+            self._filesystem()[0].pipe_file(path, bytes(data))
+            self._after_write()
+
+        await self._call("PUT", key, put)
+
+    async def adelete(self, key: str) -> None:
+        self._refuse_write("DELETE", key)
+        path = self._path(key)
+
+        def delete() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                self._filesystem()[0].rm_file(path)
+            self._after_write()
+
+        await self._call("DELETE", key, delete)
+
+    async def acopy(self, src_key: str, dst_key: str) -> None:
+        self._refuse_write("COPY", dst_key)
+        src, dst = self._path(src_key), self._path(dst_key)
+
+        def copy() -> None:
+            self._filesystem()[0].copy(src, dst)
+            self._after_write()
+
+        await self._call("COPY", src_key, copy)
+
+    async def aupload(self, source: str | Path, key: str) -> None:
+        self._refuse_write("PUT", key)
+        path = self._path(key)
+        if not Path(source).is_file():
+            raise FileNotFoundError(2, f"upload to {self.url_for(key)}: no such local file {str(source)!r}")
+
+        def upload() -> None:
+            self._filesystem()[0].put_file(os.fspath(source), path)
+            self._after_write()
+
+        await self._call("PUT", key, upload)
+
+    def _fetch_to(self, key: str, destination: Path, expected: int) -> int:
+        fs, _ = self._filesystem()
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+        try:
+            with os.fdopen(fd, "wb") as out, fs.open(self._path(key), "rb") as source:
+                shutil.copyfileobj(source, out, _COPY_BLOCK)
+                received = out.tell()
+            self._check_size(key, received, expected)
+            os.replace(tmp, destination)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return received
+
+    async def adownload(self, key: str, destination: str | Path) -> int:
+        info = await self.ahead(key)
+        destination = Path(destination)
+        if info.size > self.settings.parallel_threshold:
+            return await self._download_parts(key, destination, info)
+        return await self._call("GET", key, lambda: self._fetch_to(key, destination, info.size))
+
+
+class HfStorage(FsspecStorage):
+    """A Hugging Face Hub repository folder (``hf://datasets/org/name/path``), read-only.
+
+    Options: ``token`` (else ``HF_TOKEN`` / the saved login), ``endpoint`` (else ``HF_ENDPOINT``),
+    ``revision`` (a branch, tag or commit; default the main branch).
+    """
+
+    read_only = True
+
+    def _open_fs(self) -> tuple[Any, str]:
+        _import_fsspec("hf")
+        try:
+            from huggingface_hub import HfFileSystem
+        except ImportError as exc:
+            raise ImportError(f'{self.url} needs huggingface_hub: pip install "litdata-io[hf]"') from exc
+        config = self.options.merged()
+        kwargs = {name: config[name] for name in ("token", "endpoint") if config.get(name)}
+        path = self.url[len("hf://") :]
+        revision = config.get("revision")
+        if revision:
+            kind, org, name, *rest = path.split("/")
+            path = "/".join([kind, org, f"{name}@{quote(str(revision), safe='')}", *rest])
+        # A fresh instance per process: fsspec's instance cache would share listings across tests.
+        return HfFileSystem(skip_instance_cache=True, **kwargs), path

@@ -1,0 +1,132 @@
+"""A local folder (or a mounted network drive) as a :class:`~litdata_io.Storage`.
+
+Used for plain paths, ``file://`` URLs and ``local:/shared/drive`` (where the cache copies chunks
+from the drive to local disk with :meth:`LocalStorage.adownload`). Blocking file calls run in a
+worker thread so an event loop that serves other downloads is never stalled by a slow drive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from litdata_io._errors import StorageError
+from litdata_io._settings import IOSettings
+from litdata_io._storage import ObjectInfo, Storage, check_key, write_atomic
+
+__all__ = ["LocalStorage"]
+
+
+class LocalStorage(Storage):
+    """Objects are files under ``root``; keys are ``/``-separated paths relative to it.
+
+    Args:
+        root: the folder.
+        url: the URL to name in messages (``local:/drive/data``, ``file:///data``); default the
+            folder's path.
+        settings: the IO settings (local files are never retried).
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], url: str | None = None, settings: IOSettings | None = None
+    ) -> None:
+        self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
+        self.url = url or str(self.root)
+        if settings is not None:
+            self.settings = settings
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(self.url, key) if key else self.root
+
+    def _not_found(self, key: str) -> FileNotFoundError:
+        return FileNotFoundError(2, f"{self.url_for(key)}: no such file")
+
+    def _info(self, key: str, path: Path) -> ObjectInfo:
+        try:
+            stat = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise self._not_found(key) from None
+        if not path.is_file():
+            raise self._not_found(key)
+        return ObjectInfo(key, stat.st_size, etag=f"{stat.st_mtime_ns:x}-{stat.st_size:x}", mtime=stat.st_mtime)
+
+    async def ahead(self, key: str) -> ObjectInfo:
+        path = self._path(key)
+        return await asyncio.to_thread(self._info, key, path)
+
+    def _list(self, prefix: str, recursive: bool) -> list[ObjectInfo]:
+        prefix = check_key(self.url, prefix)
+        folder = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.root
+        found: list[ObjectInfo] = []
+        if not folder.is_dir():
+            return found
+        walker = os.walk(folder) if recursive else [(str(folder), [], os.listdir(folder))]
+        for parent, dirs, files in walker:
+            dirs[:] = [name for name in dirs if not name.startswith(".")] if recursive else dirs
+            for name in files:
+                path = Path(parent) / name
+                key = path.relative_to(self.root).as_posix()
+                if name.startswith(".") or not key.startswith(prefix) or not path.is_file():
+                    continue  # hidden files are temp files of an atomic write in progress
+                try:
+                    found.append(self._info(key, path))
+                except FileNotFoundError:
+                    continue  # deleted while listing
+        return sorted(found, key=lambda info: info.key)
+
+    async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
+        return await asyncio.to_thread(self._list, prefix, recursive)
+
+    def _read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as handle:
+                if start:
+                    handle.seek(start)
+                return handle.read() if end is None else handle.read(max(0, end - start))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise self._not_found(key) from None
+
+    async def aget(self, key: str) -> bytes:
+        return await asyncio.to_thread(self._read, key)
+
+    async def aget_range(self, key: str, start: int, end: int) -> bytes:
+        if start < 0 or end < start:
+            raise StorageError(f"GET {self.url_for(key)}: invalid range [{start}, {end})", url=self.url_for(key))
+        return await asyncio.to_thread(self._read, key, start, end)
+
+    async def aput(self, key: str, data: bytes) -> None:
+        await asyncio.to_thread(write_atomic, self._path(key), data)
+
+    async def adelete(self, key: str) -> None:
+        await asyncio.to_thread(self._path(key).unlink, True)
+
+    def _copy_file(self, source: Path, destination: Path, missing: str) -> int:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent)
+        os.close(fd)
+        try:
+            try:
+                shutil.copyfile(source, tmp)
+            except (FileNotFoundError, IsADirectoryError):
+                raise FileNotFoundError(2, f"{missing}: no such file") from None
+            os.replace(tmp, destination)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return destination.stat().st_size
+
+    async def adownload(self, key: str, destination: str | Path) -> int:
+        return await asyncio.to_thread(self._copy_file, self._path(key), Path(destination), self.url_for(key))
+
+    async def aupload(self, source: str | Path, key: str) -> None:
+        await asyncio.to_thread(self._copy_file, Path(source), self._path(key), str(source))
+
+    async def acopy(self, src_key: str, dst_key: str) -> None:
+        await asyncio.to_thread(self._copy_file, self._path(src_key), self._path(dst_key), self.url_for(src_key))
+
+    async def aexists(self, key: str) -> bool:
+        return await asyncio.to_thread(self._path(key).is_file)

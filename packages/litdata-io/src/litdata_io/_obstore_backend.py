@@ -1,0 +1,322 @@
+"""S3 (and R2), GCS, Azure Blob and HTTP through obstore, the Rust ``object_store`` bindings.
+
+Clients are built lazily in the process that uses them and dropped from pickles. Retries happen
+in :mod:`litdata_io._retry` only: obstore's own retries are switched off, and its timeouts are set
+from :class:`~litdata_io._settings.IOSettings` (``connect_timeout`` and ``read_timeout`` =
+``timeout``, catching a stalled connection; ``timeout`` = ``request_timeout``).
+
+Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked
+child that touches it hangs. :func:`obstore_usable` remembers the first process that used obstore
+through litdata-io; in a process forked from it, this backend hands every call to a fork-safe
+fallback (:func:`litdata_io._fallback.fallback_storage`) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from litdata_io._aws_config import endpoint_of, s3_client_config
+from litdata_io._options import BackendOptions, parse_connection_string
+from litdata_io._retry import retry_call
+from litdata_io._secret import Secret
+from litdata_io._storage import ObjectInfo, Storage, check_key
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+__all__ = ["ObstoreStorage", "obstore_usable"]
+
+_MiB = 1024 * 1024
+_runtime_pid: int | None = None
+_AZURE_CREDENTIALS = ("account_key", "sas_key", "token", "client_secret", "skip_signature", "use_emulator")
+
+
+def obstore_usable(claim: bool = True) -> bool:
+    """Whether obstore can run in this process (it has not been started in a parent before a fork).
+
+    Args:
+        claim: record this process as the one using obstore if none is recorded yet.
+    """
+    global _runtime_pid
+    pid = os.getpid()
+    if _runtime_pid is None:
+        if claim:
+            _runtime_pid = pid
+        return True
+    return _runtime_pid == pid
+
+
+def _import_obstore() -> Any:
+    try:
+        import obstore
+        import obstore.store
+    except ImportError as exc:  # pragma: no cover - the extras install it
+        raise ImportError('obstore is not installed: pip install "litdata-io[s3]" (or [gcs], [azure], [http])') from exc
+    return obstore
+
+
+def _meta_info(meta: Any) -> ObjectInfo:
+    modified = meta.get("last_modified")
+    return ObjectInfo(
+        key=meta["path"],
+        size=int(meta["size"]),
+        etag=meta.get("e_tag"),
+        mtime=modified.timestamp() if modified is not None else None,
+    )
+
+
+class ObstoreStorage(Storage):
+    """An object store reached through obstore.
+
+    Args:
+        url: ``s3://bucket/prefix``, ``r2://...``, ``gs://...``, ``azure://container/prefix`` or ``http(s)://...``.
+        options: the normalized ``storage_options``.
+    """
+
+    def __init__(self, url: str, options: BackendOptions) -> None:
+        self.url = url
+        self.options = options
+        self.settings = options.settings
+        self.read_only = options.provider == "http"
+        parts = urlsplit(url)
+        self._bucket = parts.netloc
+        self._prefix = parts.path.strip("/")
+        self._store: Any = None
+        self._pid: int | None = None
+        self._fallback: Storage | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_store=None, _pid=None, _fallback=None)  # live clients stay in their process
+        return state
+
+    def _secrets(self) -> Sequence[Secret]:
+        return self.options.secret_values()
+
+    # -- clients ----------------------------------------------------------------------------------
+    def _client_options(self, allow_http: bool) -> dict[str, Any]:
+        settings = self.settings
+        client: dict[str, Any] = {
+            "connect_timeout": timedelta(seconds=settings.timeout),
+            "read_timeout": timedelta(seconds=settings.timeout),
+            "timeout": timedelta(seconds=settings.request_timeout),
+        }
+        for name, value in self.options.client.items():
+            if name == "default_headers":
+                client[name] = {k: v.reveal() if isinstance(v, Secret) else v for k, v in value.items()}
+            else:
+                client[name] = value
+        if allow_http:
+            client["allow_http"] = True
+        return client
+
+    def _build(self) -> Any:
+        obstore = _import_obstore()
+        stores = obstore.store
+        retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=self.settings.retry_deadline)}
+        provider = self.options.provider
+        prefix = self._prefix or None
+        if provider == "s3":
+            config = s3_client_config(self.options)
+            endpoint = endpoint_of(config) or ""
+            client = self._client_options(endpoint.startswith("http://"))
+            return stores.S3Store(self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry)
+        if provider == "gcs":
+            config = {k: v for k, v in self.options.merged().items() if k != "project"}
+            client = self._client_options(str(config.get("base_url", "")).startswith("http://"))
+            return stores.GCSStore(
+                self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry
+            )
+        if provider == "azure":
+            config = self.options.merged()
+            env_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
+            if env_string and not any(name in config for name in _AZURE_CREDENTIALS):
+                config = {**parse_connection_string(env_string), **config}
+            if isinstance(config.get("use_emulator"), str):
+                config["use_emulator"] = config["use_emulator"].lower() == "true"
+            client = self._client_options(str(config.get("endpoint", "")).startswith("http://"))
+            return stores.AzureStore(
+                self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry
+            )
+        if provider == "http":
+            client = self._client_options(self.url.startswith("http://"))
+            return stores.HTTPStore(self.url, client_options=client, retry_config=retry)
+        raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")  # pragma: no cover
+
+    def _client(self) -> Any:
+        if self._store is None or self._pid != os.getpid():
+            self._store = self._build()
+            self._pid = os.getpid()
+        return self._store
+
+    def _fallback_storage(self) -> Storage | None:
+        """The fork-safe stand-in when obstore's runtime was started in a parent before a fork."""
+        if obstore_usable():
+            return None
+        if self._fallback is None or getattr(self._fallback, "_owner_pid", None) != os.getpid():
+            from litdata_io._fallback import fallback_storage
+
+            self._fallback = fallback_storage(self.url, self.options)
+            self._fallback._owner_pid = os.getpid()  # type: ignore[attr-defined]
+        return self._fallback
+
+    async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        return await retry_call(
+            attempt, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets()
+        )
+
+    # -- primitives -------------------------------------------------------------------------------
+    async def ahead(self, key: str) -> ObjectInfo:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.ahead(key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+        meta = await self._call("HEAD", key, lambda: obstore.head_async(self._client(), key))
+        return _meta_info(meta)
+
+    async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.alist(prefix, recursive)
+        prefix = check_key(self.url, prefix)
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
+        obstore = _import_obstore()
+
+        async def attempt() -> list[ObjectInfo]:
+            store = self._client()
+            if recursive:
+                metas = [meta async for batch in obstore.list(store, folder, chunk_size=1000) for meta in batch]
+            else:
+                metas = (await obstore.list_with_delimiter_async(store, folder))["objects"]
+            return sorted((_meta_info(m) for m in metas if m["path"].startswith(prefix)), key=lambda i: i.key)
+
+        return await self._call("LIST", prefix, attempt)
+
+    async def aget(self, key: str) -> bytes:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.aget(key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+
+        async def attempt() -> bytes:
+            result = await obstore.get_async(self._client(), key)
+            data = bytes(await result.bytes_async())
+            self._check_size(key, len(data), int(result.meta["size"]))
+            return data
+
+        return await self._call("GET", key, attempt)
+
+    async def aget_range(self, key: str, start: int, end: int) -> bytes:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.aget_range(key, start, end)
+        key = check_key(self.url, key)
+        if end <= start:
+            return b""
+        obstore = _import_obstore()
+
+        async def attempt() -> bytes:
+            return bytes(await obstore.get_range_async(self._client(), key, start=start, end=end))
+
+        return await self._call("GET", key, attempt)
+
+    async def aput(self, key: str, data: bytes) -> None:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.aput(key, data)
+        self._refuse_write("PUT", key)
+        key = check_key(self.url, key)
+        await self._put(key, data)
+
+    async def _put(self, key: str, payload: Any) -> None:
+        obstore = _import_obstore()
+        part = max(5 * _MiB, self.settings.part_size)  # S3's smallest multipart part
+
+        async def attempt() -> None:
+            await obstore.put_async(
+                self._client(), key, payload, chunk_size=part, max_concurrency=self.settings.max_concurrency
+            )
+
+        await self._call("PUT", key, attempt)
+
+    async def adelete(self, key: str) -> None:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.adelete(key)
+        self._refuse_write("DELETE", key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+
+        async def attempt() -> None:
+            with contextlib.suppress(FileNotFoundError):  # some stores report a missing key
+                await obstore.delete_async(self._client(), key)
+
+        await self._call("DELETE", key, attempt)
+
+    # -- conveniences -----------------------------------------------------------------------------
+    async def aupload(self, source: str | Path, key: str) -> None:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.aupload(source, key)
+        self._refuse_write("PUT", key)
+        key = check_key(self.url, key)
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(2, f"upload to {self.url_for(key)}: no such local file {str(path)!r}")
+        await self._put(key, path)
+
+    async def acopy(self, src_key: str, dst_key: str) -> None:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.acopy(src_key, dst_key)
+        self._refuse_write("COPY", dst_key)
+        src_key, dst_key = check_key(self.url, src_key), check_key(self.url, dst_key)
+        obstore = _import_obstore()
+        await self._call("COPY", src_key, lambda: obstore.copy_async(self._client(), src_key, dst_key))
+
+    async def adownload(self, key: str, destination: str | Path) -> int:
+        if (fallback := self._fallback_storage()) is not None:
+            return await fallback.adownload(key, destination)
+        key = check_key(self.url, key)
+        destination = Path(destination)
+        # One GET both learns the size and, for a small object, streams it to disk: no HEAD first.
+        outcome = await self._call("GET", key, lambda: self._stream_to(key, destination))
+        if isinstance(outcome, ObjectInfo):
+            return await self._download_parts(key, destination, outcome)
+        return outcome
+
+    async def _stream_to(self, key: str, destination: Path) -> int | ObjectInfo:
+        obstore = _import_obstore()
+        result = await obstore.get_async(self._client(), key)
+        info = _meta_info(result.meta)
+        if info.size > self.settings.parallel_threshold:
+            del result  # dropping the response closes its connection; the parts are fetched in parallel
+            return ObjectInfo(key, info.size, info.etag, info.mtime)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+        try:
+            received = 0
+            with os.fdopen(fd, "wb") as handle:
+                async for chunk in result.stream(min_chunk_size=_MiB):
+                    handle.write(chunk)
+                    received += len(chunk)
+            self._check_size(key, received, info.size)
+            os.replace(tmp, destination)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return received
+
+    async def _get_part(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        obstore = _import_obstore()
+        # If-Match pins every part to the version the size came from: a concurrent overwrite
+        # fails the download (412) instead of stitching two versions into one file.
+        options: dict[str, Any] = {"range": (start, end), **({"if_match": etag} if etag else {})}
+
+        async def attempt() -> bytes:
+            result = await obstore.get_async(self._client(), key, options=options)  # type: ignore[arg-type]
+            data = bytes(await result.bytes_async())
+            self._check_size(key, len(data), end - start)
+            return data
+
+        return await self._call("GET", key, attempt)

@@ -1,0 +1,339 @@
+"""Prefetch a worker's chunks ahead of its reader, on an asyncio loop in a background thread.
+
+The reader tells the :class:`Prefetcher` the order it will read chunks in (:meth:`schedule`) and
+takes them one at a time (:meth:`wait`). At most ``max_pre_download`` chunks are fetched ahead of
+the reader, each pinned in the :class:`~litdata_io.ChunkCache` from the moment it is published
+until the reader releases it, so prefetching never pushes the cache over its cap by more than
+``max_pre_download`` chunks per worker and a prefetched chunk is never evicted before it is read.
+
+Environment:
+    ``LITDATA_ASYNC_CHUNK_PREFETCH=0``: no background thread; :meth:`wait` downloads in the
+    calling thread (useful to debug).
+    ``LITDATA_ASYNC_DOWNLOAD_CONCURRENCY`` (default 8): downloads in flight at once.
+    ``LITDATA_ASYNC_MIN_PRE_DOWNLOAD`` (default 4; 0 = no floor): ``max_pre_download`` is raised
+    to at least this when prefetching is asynchronous, so enough downloads overlap.
+
+The loop and its thread are created on first use in the process that uses them, never at import
+or construction, and again in a forked child, so DataLoader workers with ``fork`` never inherit a
+dead loop. uvloop is used when it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections import deque
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from litdata_format import ChunkInfo
+from litdata_io._cache import ChunkCache
+
+__all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
+
+_T = TypeVar("_T")
+_DEFAULT_CONCURRENCY = 8
+_DEFAULT_MIN_PRE_DOWNLOAD = 4
+
+
+def _env_int(name: str, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def async_prefetch_enabled() -> bool:
+    """False when ``LITDATA_ASYNC_CHUNK_PREFETCH`` is ``0``/``false``/``no``/``off``; True otherwise."""
+    raw = os.environ.get("LITDATA_ASYNC_CHUNK_PREFETCH", "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"LITDATA_ASYNC_CHUNK_PREFETCH={raw!r}: use 1 (on) or 0 (synchronous downloads)")
+
+
+def download_concurrency() -> int:
+    """``LITDATA_ASYNC_DOWNLOAD_CONCURRENCY``, default 8: chunk downloads in flight per worker."""
+    return _env_int("LITDATA_ASYNC_DOWNLOAD_CONCURRENCY", _DEFAULT_CONCURRENCY, 1)
+
+
+def min_pre_download() -> int:
+    """``LITDATA_ASYNC_MIN_PRE_DOWNLOAD``, default 4: the floor of ``max_pre_download`` (0 = none)."""
+    return _env_int("LITDATA_ASYNC_MIN_PRE_DOWNLOAD", _DEFAULT_MIN_PRE_DOWNLOAD, 0)
+
+
+_PENDING, _RUNNING, _READY, _DROPPED = "pending", "running", "ready", "dropped"
+
+
+@dataclass(eq=False)
+class _Slot:
+    info: ChunkInfo
+    state: str = _PENDING
+    future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future)
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread of the process that made it."""
+
+    def __init__(self) -> None:
+        self.loop = _new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), name="litdata-prefetch", daemon=True)
+        self.thread.start()
+        started.wait()
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            self.loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, timeout: float) -> None:
+        async def cancel_all() -> None:
+            current = asyncio.current_task()
+            tasks = [task for task in asyncio.all_tasks() if task is not current]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self.submit(cancel_all()).result(timeout)
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class Prefetcher:
+    """Fetch chunks into ``cache`` ahead of one reader, in the order it will read them.
+
+    Use from one reader thread (a DataLoader worker's main thread)::
+
+        prefetcher.schedule(chunks_of_this_epoch)
+        for info in chunks_of_this_epoch:
+            path = prefetcher.wait(info)      # pinned: cannot be evicted while read
+            ...read path...
+            cache.release(info)
+            cache.mark_consumed(info)
+        prefetcher.close()
+
+    Args:
+        cache: where chunks land.
+        max_pre_download: how many chunks may be fetched ahead of the reader (raised to
+            ``LITDATA_ASYNC_MIN_PRE_DOWNLOAD`` when prefetching is asynchronous).
+        concurrency: downloads in flight at once; default ``LITDATA_ASYNC_DOWNLOAD_CONCURRENCY``.
+        asynchronous: prefetch in a background thread; default from ``LITDATA_ASYNC_CHUNK_PREFETCH``.
+    """
+
+    def __init__(
+        self,
+        cache: ChunkCache,
+        max_pre_download: int = 2,
+        *,
+        concurrency: int | None = None,
+        asynchronous: bool | None = None,
+    ) -> None:
+        if max_pre_download < 1:
+            raise ValueError(f"max_pre_download must be at least 1, got {max_pre_download}")
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.cache = cache
+        self.asynchronous = async_prefetch_enabled() if asynchronous is None else asynchronous
+        self.max_pre_download = max(max_pre_download, min_pre_download()) if self.asynchronous else max_pre_download
+        self.concurrency = download_concurrency() if concurrency is None else concurrency
+        self._lock = threading.Lock()
+        self._slots: deque[_Slot] = deque()
+        self._runner: _LoopThread | None = None
+        self._urgent: list[_Slot] = []
+        self._active = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pid = os.getpid()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        mode = "async" if self.asynchronous else "sync"
+        return f"Prefetcher({self.cache!r}, max_pre_download={self.max_pre_download}, {mode})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cache": self.cache, "max_pre_download": self.max_pre_download, "concurrency": self.concurrency,
+                "asynchronous": self.asynchronous}  # fmt: skip
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._slots = deque()
+        self._runner = None
+        self._urgent = []
+        self._active = 0
+        self._tasks = set()
+        self._pid = os.getpid()
+        self._closed = False
+
+    # -- the reader's side ----------------------------------------------------------------------
+    def schedule(self, infos: Iterable[ChunkInfo]) -> None:
+        """Append chunks to the reading order; the first ``max_pre_download`` start downloading."""
+        self._check_process()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Prefetcher is closed")
+            self._slots.extend(_Slot(info) for info in infos)
+        if self.asynchronous:
+            self._kick()
+
+    def wait(self, info: ChunkInfo, timeout: float | None = None) -> Path:
+        """Block until ``info`` is in the cache; return its path, acquired for the caller.
+
+        The caller must :meth:`ChunkCache.release` it when done. Chunks scheduled before ``info``
+        and not taken yet are skipped (their prefetched copies are released). A chunk that was not
+        scheduled is fetched at once.
+
+        Raises:
+            The download's error (naming the chunk's URL) if it failed.
+        """
+        self._check_process()
+        name = info.filename
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Prefetcher is closed")
+            position = next((i for i, slot in enumerate(self._slots) if slot.info.filename == name), None)
+            if position is None:
+                slot = _Slot(info)  # not scheduled: fetch it now
+            else:
+                for _ in range(position):
+                    self._drop(self._slots.popleft())
+                slot = self._slots.popleft()
+            if not self.asynchronous:
+                slot.state = _DROPPED
+            elif slot.state == _PENDING:
+                self._urgent.append(slot)  # the reader waits for it: it goes before the window
+        if not self.asynchronous:
+            return self.cache.acquire(info)
+        self._kick()
+        return slot.future.result(timeout)
+
+    def pending(self) -> int:
+        """How many scheduled chunks the reader has not taken yet."""
+        with self._lock:
+            return len(self._slots)
+
+    def close(self) -> None:
+        """Stop prefetching, release what was fetched but not taken, and stop the thread."""
+        self._check_process()
+        with self._lock:
+            self._closed = True
+            slots, self._slots = [*self._slots, *self._urgent], deque()
+            self._urgent = []
+            for slot in slots:
+                self._drop(slot)
+                slot.future.cancel()  # a reader blocked in wait() (another thread) gets CancelledError
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.stop(timeout=10.0)
+
+    def __enter__(self) -> Prefetcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- machinery ------------------------------------------------------------------------------
+    def _check_process(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child: the parent's thread does not exist here and its lock may be held.
+            self._lock = threading.Lock()
+            self._slots = deque()
+            self._runner = None
+            self._urgent = []
+            self._active = 0
+            self._tasks = set()
+            self._pid = os.getpid()
+
+    def _loop(self) -> _LoopThread:
+        with self._lock:
+            if self._runner is None:
+                self._runner = _LoopThread()
+            return self._runner
+
+    def _kick(self) -> None:
+        runner = self._loop()
+        with contextlib.suppress(RuntimeError):
+            runner.loop.call_soon_threadsafe(self._pump)
+
+    def _pump(self) -> None:
+        """Start downloads (runs on the loop): what the reader waits for, then the window in
+        order, while fewer than ``concurrency`` are in flight."""
+        with self._lock:
+            window = [slot for slot, _ in zip(self._slots, range(self.max_pre_download))]
+            starting = []
+            for slot in (*self._urgent, *window):
+                if self._active >= self.concurrency:
+                    break
+                if slot.state == _PENDING:
+                    slot.state = _RUNNING
+                    self._active += 1
+                    starting.append(slot)
+            self._urgent = [slot for slot in self._urgent if slot.state == _PENDING]
+        loop = asyncio.get_running_loop()
+        for slot in starting:
+            task = loop.create_task(self._fetch(slot))
+            self._tasks.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._tasks.discard)
+
+    async def _fetch(self, slot: _Slot) -> None:
+        try:
+            path = await self.cache.aacquire(slot.info)
+        except asyncio.CancelledError:
+            slot.future.cancel()
+            raise
+        except BaseException as err:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled by close()
+                slot.future.set_exception(err)
+            return
+        finally:
+            with self._lock:
+                self._active -= 1
+            self._pump()
+        with self._lock:
+            dropped = slot.state == _DROPPED
+            if not dropped:
+                slot.state = _READY
+        if dropped:
+            self.cache.release(slot.info)
+            return
+        try:
+            slot.future.set_result(path)
+        except concurrent.futures.InvalidStateError:  # its reader gave up (close() from another thread)
+            self.cache.release(slot.info)
+
+    def _drop(self, slot: _Slot) -> None:
+        """Forget a slot the reader will not take (called with the lock held)."""
+        ready = slot.state == _READY
+        slot.state = _DROPPED
+        if ready:
+            self.cache.release(slot.info)

@@ -1,0 +1,169 @@
+"""Resolve what a user passes as a dataset location into a :class:`Dir` (local path and/or URL).
+
+``resolve_dir`` accepts a plain local path, ``file://``, ``local:/network/drive`` (a shared drive
+whose chunks are copied into the local cache), the object-store URLs ``s3://``, ``gs://``,
+``r2://``, ``azure://``/``az://``, ``hf://datasets/org/name/path`` and read-only ``http(s)://``,
+any other ``scheme://`` an fsspec filesystem or :func:`~litdata_io.register_storage` provides,
+or a :class:`Dir`. ``{%Y-%m-%d}``-style strftime templates expand to the current time.
+
+``cache_dir_for`` gives each remote dataset its own folder under the cache root, keyed by the
+URL (a readable slug plus a short hash), so two datasets never share chunk files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Dir", "cache_dir_for", "cache_root", "expand_time_template", "resolve_dir"]
+
+_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_STUDIO_PREFIXES = {
+    "s3_connections": "s3://<bucket>/<path>",
+    "gcs_connections": "gs://<bucket>/<path>",
+    "s3_folders": "s3://<bucket>/<path>",
+    "gcs_folders": "gs://<bucket>/<path>",
+    "lightning_storage": "the bucket URL (r2://<bucket>/<path> or s3://<bucket>/<path>)",
+    "datasets": "the bucket URL the dataset was written to (s3://..., gs://...)",
+    "studios": "the bucket URL the data lives in (s3://..., gs://...)",
+}
+
+
+@dataclass
+class Dir:
+    """A dataset location: a local folder, a remote URL, or both.
+
+    With only ``path`` the data is read in place. With a ``url`` the data lives there and
+    ``path`` (if set) is the local folder chunks are cached in; with ``path=None`` the cache
+    folder is chosen under :func:`cache_root`.
+
+    Attributes:
+        path: a local folder.
+        url: a remote URL (``s3://...``, ``local:/drive/...``, ...).
+    """
+
+    path: str | None = None
+    url: str | None = None
+
+
+def expand_time_template(text: str, now: datetime.datetime | None = None) -> str:
+    """Replace each ``{%...}`` strftime template in ``text`` with the current time.
+
+    Args:
+        text: e.g. ``"s3://bucket/run_{%Y-%m-%d}"``.
+        now: the time to use (default: now, local time).
+    """
+    if "{%" not in text:
+        return text
+    moment = now or datetime.datetime.now()
+    return _TEMPLATE.sub(lambda match: moment.strftime(match.group(1)), text)
+
+
+def _studio_error(path: str) -> ValueError:
+    parts = path.split("/")
+    kind = parts[2] if len(parts) > 2 else ""
+    instead = _STUDIO_PREFIXES.get(kind, "the bucket URL behind the mount (s3://..., gs://...)")
+    return ValueError(
+        f"{path!r} is a Lightning Studio data connection: finding the bucket behind it needs the Lightning Studio "
+        f"environment (its credentials and API), which litdata does not use. Pass {instead} with storage_options "
+        f"instead, or read the mounted files as a plain network drive with 'local:{path}' (slow through FUSE)"
+    )
+
+
+def resolve_dir(location: str | os.PathLike[str] | Dir | None) -> Dir:
+    """Resolve a dataset location into a :class:`Dir`.
+
+    Args:
+        location: a local path, ``file://`` URL, ``local:/drive`` path, object-store URL, or a
+            :class:`Dir` (its ``path`` and ``url`` are resolved the same way).
+
+    Returns:
+        ``Dir(path=<absolute path>, url=None)`` for local data, ``Dir(path=None,
+        url="local:<absolute path>")`` for a network drive, ``Dir(path=None, url=<url>)`` for
+        remote data, and the given cache path next to a resolved URL for a :class:`Dir`.
+
+    Raises:
+        ValueError: for ``/teamspace/...`` Lightning Studio paths (they need Lightning Studio) or
+            an empty location.
+        TypeError: for anything that is not a path, a string or a :class:`Dir`.
+    """
+    if location is None:
+        return Dir()
+    if isinstance(location, Dir):
+        resolved_url = resolve_dir(location.url) if location.url else Dir()
+        url = resolved_url.url if resolved_url.url else resolved_url.path
+        path = str(_absolute(expand_time_template(os.fspath(location.path)))) if location.path else None
+        return Dir(path=path, url=url)
+    if not isinstance(location, (str, os.PathLike)):
+        raise TypeError(f"a dataset location must be a path, a URL string or a Dir, not {type(location).__name__}")
+    text = expand_time_template(os.fspath(location))
+    if not text.strip():
+        raise ValueError("the dataset location is an empty string; pass a local path or a URL such as s3://bucket/data")
+    if text.startswith("local:") and not text.startswith("local://"):
+        return Dir(path=None, url="local:" + str(_absolute(text[len("local:") :])))
+    match = _SCHEME.match(text)
+    if match:
+        scheme = match.group(1).lower()
+        if scheme == "file":
+            return resolve_dir(text[len("file://") :] or "/")
+        if scheme == "local":
+            return Dir(path=None, url="local:" + str(_absolute(text[len("local://") :])))
+        return Dir(path=None, url=_normalize_url(scheme, text[match.end() :]))
+    path = _absolute(text)
+    if str(path).startswith("/teamspace/") and not str(path).startswith("/teamspace/studios/this_studio"):
+        raise _studio_error(str(path))
+    return Dir(path=str(path), url=None)
+
+
+def _absolute(text: str) -> Path:
+    # An absolute path without resolving symlinks: a mount point may be a symlink worth keeping.
+    return Path(os.path.abspath(os.path.expanduser(text)))
+
+
+def _normalize_url(scheme: str, rest: str) -> str:
+    if scheme == "az":
+        scheme = "azure"
+    if scheme == "gcs":
+        scheme = "gs"
+    if scheme in ("s3", "gs", "r2", "azure") and not rest.split("/", 1)[0]:
+        raise ValueError(f"{scheme}://{rest!r} names no bucket; write {scheme}://<bucket>/<path>")
+    if scheme == "hf" and not re.match(r"(datasets|models|spaces)/[^/]+/[^/]+", rest):
+        raise ValueError(
+            f"hf://{rest} is not a Hugging Face repository path; write hf://datasets/<org>/<name>[/<path>]"
+        )
+    rest = rest.rstrip("/")
+    if not rest:
+        raise ValueError(f"{scheme}:// names no location; write {scheme}://<host or bucket>/<path>")
+    return f"{scheme}://{rest}"
+
+
+def cache_root() -> Path:
+    """The folder remote datasets are cached under: ``$LITDATA_CACHE_DIR`` or ``~/.lightning/chunks``."""
+    configured = os.environ.get("LITDATA_CACHE_DIR", "").strip()
+    if configured:
+        return _absolute(configured)
+    return Path.home() / ".lightning" / "chunks"
+
+
+def cache_dir_for(url: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder of the remote dataset at ``url``: ``<root>/<slug>-<hash>``.
+
+    The slug keeps the end of the URL readable (``s3-my-bucket-data-...``); the 12-hex-digit hash
+    of the whole normalized URL makes the folder unique to that dataset. The folder is not created.
+
+    Args:
+        url: the dataset's URL (a :func:`resolve_dir` result's ``url``; trailing ``/`` ignored).
+        cache_dir: the cache root to use instead of :func:`cache_root`.
+    """
+    normalized = url.strip().rstrip("/") or url
+    digest = hashlib.sha256(normalized.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", normalized).strip("-.") or "dataset"
+    if len(slug) > 60:
+        slug = slug[:20].rstrip("-.") + "--" + slug[-36:].lstrip("-.")
+    root = _absolute(os.fspath(cache_dir)) if cache_dir is not None else cache_root()
+    return root / f"{slug}-{digest}"

@@ -1,0 +1,105 @@
+"""Retries with exponential backoff and jitter, bounded by a count and a deadline.
+
+This is the only layer that retries: the obstore backend turns obstore's own retries off
+(``retry_config={"max_retries": 0}``), so one request is attempted at most
+``1 + max_retries`` times and no retry starts later than ``retry_deadline`` seconds after the
+first attempt. Only transient failures (5xx, 408/429 throttling, ``SlowDown``, connection resets,
+timeouts) are retried; a missing object, denied access or any other client error fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+
+from litdata_io._errors import ErrorKind, classify, short_cause, translate
+from litdata_io._secret import Secret
+from litdata_io._settings import IOSettings
+
+__all__ = ["backoff_delay", "retry_call"]
+
+T = TypeVar("T")
+log = logging.getLogger("litdata_io")
+
+
+def backoff_delay(attempt: int, settings: IOSettings, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based): uniform in [cap/10, cap], cap doubling.
+
+    Args:
+        attempt: which retry this is (1 for the first retry).
+        settings: the storage's settings (``backoff_base``, ``backoff_max``).
+        rng: a random generator (tests pass a seeded one).
+    """
+    cap = min(settings.backoff_max, settings.backoff_base * (2 ** (attempt - 1)))
+    return (rng or random).uniform(cap / 10, cap)
+
+
+async def retry_call(
+    call: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    url: str,
+    settings: IOSettings,
+    secrets: Iterable[Secret | str] = (),
+    attempt_timeout: float | None = None,
+    classifier: Callable[[BaseException], ErrorKind] = classify,
+) -> T:
+    """Await ``call()`` until it succeeds, retrying transient failures within the budget.
+
+    Args:
+        call: makes one attempt (a fresh awaitable each time).
+        what: the operation, for messages (``"GET"``, ``"PUT"``, ...).
+        url: the object's URL, for messages.
+        settings: the retry budget.
+        secrets: values to mask in error messages.
+        attempt_timeout: cancel an attempt after this many seconds (for backends without a
+            client-side timeout of their own); a timed-out attempt counts as transient.
+        classifier: sorts an exception into an :class:`ErrorKind`.
+
+    Raises:
+        FileNotFoundError: the object does not exist.
+        PermissionError: the credentials do not allow the operation.
+        StorageError: a permanent failure, or the budget ran out on transient ones.
+    """
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            if attempt_timeout is None:
+                return await call()
+            return await asyncio.wait_for(call(), attempt_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classifier(exc)
+            elapsed = time.monotonic() - started
+            delay = backoff_delay(attempt, settings)
+            if (
+                kind is not ErrorKind.TRANSIENT
+                or attempt > settings.max_retries
+                or elapsed + delay > settings.retry_deadline
+            ):
+                error = translate(
+                    exc,
+                    what=what,
+                    url=url,
+                    kind=kind,
+                    attempts=attempt,
+                    elapsed=elapsed,
+                    budget=settings.budget(),
+                    secrets=secrets,
+                )
+                if error is exc:
+                    raise
+                # Chain the backend's exception for debugging unless its text would leak a secret.
+                cause = exc if short_cause(exc, secrets) == short_cause(exc) else None
+                raise error from cause
+            log.debug(
+                "%s %s: attempt %d failed (%s); retrying in %.2fs", what, url, attempt, short_cause(exc, secrets), delay
+            )
+            await asyncio.sleep(delay)

@@ -1,0 +1,271 @@
+"""The storage interface every backend implements (local disk, obstore stores, fsspec filesystems).
+
+A :class:`Storage` is rooted at one URL (``s3://bucket/prefix``, ``/data/set``, ...) and takes
+keys relative to that root. Higher layers (the chunk cache, optimize's uploader) depend on this
+interface only, never on a backend SDK. Every method has an async twin; the sync ones run the
+async ones on a per-process background loop (see :mod:`litdata_io._loop`), so they also work
+when called from inside a running event loop.
+
+Downloads are atomic: :meth:`Storage.adownload` writes a temporary file next to the destination
+and publishes it with ``os.replace``, so the destination is either absent, the old file, or the
+whole new object. Objects larger than ``settings.parallel_threshold`` are fetched with
+``settings.max_concurrency`` ranged requests of ``settings.part_size`` bytes in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litdata_io._errors import ReadOnlyStorageError, StorageError
+from litdata_io._loop import run_sync
+from litdata_io._secret import Secret
+from litdata_io._settings import IOSettings
+
+__all__ = ["ObjectInfo", "Storage", "check_key", "write_atomic"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a listing or a head request tells about one object.
+
+    Attributes:
+        key: the object's key relative to the storage root (``/``-separated).
+        size: its size in bytes.
+        etag: an opaque version tag, if the backend has one.
+        mtime: the modification time as a POSIX timestamp, if known.
+    """
+
+    key: str
+    size: int
+    etag: str | None = None
+    mtime: float | None = None
+
+
+class Storage(ABC):
+    """Byte operations on one root URL. Implementations must be safe to pickle (no live client
+    in the pickled state: clients are created lazily in each process) and must never put
+    secrets in ``repr``, errors or pickles beyond what the worker needs to connect."""
+
+    #: The root URL this storage was opened for, with no secrets in it.
+    url: str
+    #: Retry, timeout and parallelism settings.
+    settings: IOSettings = IOSettings()
+    #: Whether writes (put, upload, delete, copy) are refused.
+    read_only: bool = False
+
+    def url_for(self, key: str) -> str:
+        """The full URL of ``key``, for messages."""
+        return f"{self.url.rstrip('/')}/{key.lstrip('/')}" if key else self.url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    def _secrets(self) -> Sequence[Secret]:
+        """Credential values to mask in messages (backends with credentials override this)."""
+        return ()
+
+    def _refuse_write(self, what: str, key: str) -> None:
+        if self.read_only:
+            raise ReadOnlyStorageError(
+                f"{what} {self.url_for(key)}: {self.url.split('://')[0]}:// storage is read-only in litdata-io; "
+                "write the data somewhere writable (a local folder, s3://, gs://, azure://) and upload it with "
+                "the store's own tools"
+            )
+
+    # -- async primitives (implement these) -----------------------------------------------------
+    @abstractmethod
+    async def ahead(self, key: str) -> ObjectInfo:
+        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist."""
+
+    @abstractmethod
+    async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
+        """Objects whose key starts with ``prefix`` (``""`` = everything), sorted by key.
+
+        With ``recursive=False`` only the objects directly in the folder of ``prefix`` (no ``/``
+        in the rest of their key) are listed."""
+
+    @abstractmethod
+    async def aget(self, key: str) -> bytes:
+        """The whole object."""
+
+    @abstractmethod
+    async def aget_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object."""
+
+    @abstractmethod
+    async def aput(self, key: str, data: bytes) -> None:
+        """Create or replace ``key`` with ``data``."""
+
+    @abstractmethod
+    async def adelete(self, key: str) -> None:
+        """Remove ``key`` (no error if it is already gone)."""
+
+    # -- async conveniences (backends may override with something faster) ----------------------
+    async def aexists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
+        try:
+            await self.ahead(key)
+        except FileNotFoundError:
+            return False
+        return True
+
+    async def adownload(self, key: str, destination: str | Path) -> int:
+        """Write ``key`` to the local file ``destination`` (through a temp name); return its size."""
+        info = await self.ahead(key)
+        if info.size > self.settings.parallel_threshold:
+            return await self._download_parts(key, Path(destination), info)
+        data = await self.aget(key)
+        self._check_size(key, len(data), info.size)
+        await asyncio.to_thread(write_atomic, Path(destination), data)
+        return len(data)
+
+    async def aupload(self, source: str | Path, key: str) -> None:
+        """Upload the local file ``source`` to ``key``."""
+        self._refuse_write("PUT", key)
+        await self.aput(key, await asyncio.to_thread(Path(source).read_bytes))
+
+    async def acopy(self, src_key: str, dst_key: str) -> None:
+        """Copy ``src_key`` to ``dst_key`` within this storage."""
+        self._refuse_write("COPY", dst_key)
+        await self.aput(dst_key, await self.aget(src_key))
+
+    # -- helpers for backends -------------------------------------------------------------------
+    def _check_size(self, key: str, got: int, expected: int) -> None:
+        if got != expected:
+            # A body cut short without the connection noticing; the caller's retry fetches it again.
+            raise ConnectionResetError(f"{self.url_for(key)}: received {got} bytes, expected {expected}")
+
+    async def _download_parts(self, key: str, destination: Path, info: ObjectInfo) -> int:
+        """Download ``info.size`` bytes of ``key`` with parallel ranged gets into ``destination``."""
+        size, part = info.size, self.settings.part_size
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+        gate = asyncio.Semaphore(self.settings.max_concurrency)
+        write_lock = threading.Lock()
+
+        async def fetch(start: int) -> None:
+            end = min(start + part, size)
+            async with gate:
+                data = await self._get_part(key, start, end, info.etag)
+            await asyncio.to_thread(_pwrite, fd, data, start, write_lock)
+
+        try:
+            os.ftruncate(fd, size)
+            tasks = [asyncio.ensure_future(fetch(start)) for start in range(0, size, part)]
+            try:
+                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for task in tasks:
+                    task.cancel()
+            for task in tasks:  # the first failure, in part order, wins
+                if task in done and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            await asyncio.gather(*pending, return_exceptions=True)
+            os.close(fd)
+            fd = -1
+            os.replace(tmp, destination)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return size
+
+    async def _get_part(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """One part of a parallel download; backends that can pin the version with ``etag`` do."""
+        data = await self.aget_range(key, start, end)
+        self._check_size(key, len(data), end - start)
+        return data
+
+    # -- sync twins -----------------------------------------------------------------------------
+    def head(self, key: str) -> ObjectInfo:
+        """Sync twin of :meth:`ahead`."""
+        return run_sync(self.ahead(key))
+
+    def exists(self, key: str) -> bool:
+        """Sync twin of :meth:`aexists`."""
+        return run_sync(self.aexists(key))
+
+    def list(self, prefix: str = "", recursive: bool = True) -> Sequence[ObjectInfo]:
+        """Sync twin of :meth:`alist`."""
+        return run_sync(self.alist(prefix, recursive))
+
+    def get(self, key: str) -> bytes:
+        """Sync twin of :meth:`aget`."""
+        return run_sync(self.aget(key))
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Sync twin of :meth:`aget_range`."""
+        return run_sync(self.aget_range(key, start, end))
+
+    def put(self, key: str, data: bytes) -> None:
+        """Sync twin of :meth:`aput`."""
+        run_sync(self.aput(key, data))
+
+    def delete(self, key: str) -> None:
+        """Sync twin of :meth:`adelete`."""
+        run_sync(self.adelete(key))
+
+    def download(self, key: str, destination: str | Path) -> int:
+        """Sync twin of :meth:`adownload`."""
+        return run_sync(self.adownload(key, destination))
+
+    def upload(self, source: str | Path, key: str) -> None:
+        """Sync twin of :meth:`aupload`."""
+        run_sync(self.aupload(source, key))
+
+    def copy(self, src_key: str, dst_key: str) -> None:
+        """Sync twin of :meth:`acopy`."""
+        run_sync(self.acopy(src_key, dst_key))
+
+
+def _pwrite(fd: int, data: Any, offset: int, lock: threading.Lock) -> None:
+    view = memoryview(data)
+    if hasattr(os, "pwrite"):
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view, offset = view[written:], offset + written
+        return
+    with lock:  # no pwrite (Windows): seek and write under a lock
+        os.lseek(fd, offset, os.SEEK_SET)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def write_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    Args:
+        path: the destination.
+        data: bytes or any buffer.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_key(url: str, key: str) -> str:
+    """``key`` without a leading ``/``, refusing ``..`` segments that would escape the root.
+
+    Args:
+        url: the storage root, for the message.
+        key: the key to check.
+    """
+    key = key.replace("\\", "/").lstrip("/")
+    if any(part == ".." for part in key.split("/")):
+        raise StorageError(f"{url}: key {key!r} contains '..'; keys are relative paths inside the root", url=url)
+    return key

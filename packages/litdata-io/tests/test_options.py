@@ -1,0 +1,261 @@
+"""storage_options/session_options in the forms LitData users write, and AWS profile files."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import botocore
+import botocore.config
+import pytest
+
+from litdata_io import Secret, get_storage
+from litdata_io._aws_config import read_profile, s3_client_config
+from litdata_io._options import normalize_options, parse_connection_string
+
+KEY, SECRET, TOKEN = "AKIAEXAMPLEKEY", "example/secret+value", "example-session-token"
+
+
+def test_boto3_style_keys() -> None:
+    options = normalize_options(
+        "s3",
+        {
+            "aws_access_key_id": KEY,
+            "aws_secret_access_key": SECRET,
+            "aws_session_token": TOKEN,
+            "endpoint_url": "http://127.0.0.1:9000",
+            "region_name": "eu-west-1",
+        },
+    )
+    assert options.provider == "s3" and options.backend == "obstore"
+    assert options.config == {"endpoint": "http://127.0.0.1:9000", "region": "eu-west-1"}
+    assert options.merged()["secret_access_key"] == SECRET
+    assert options.client == {"allow_http": True}  # an http:// endpoint needs it with obstore
+    text = repr(options)
+    assert SECRET not in text and KEY not in text and TOKEN not in text and "***" in text
+
+
+def test_upper_case_and_s3fs_forms() -> None:
+    upper = normalize_options(
+        "s3", {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "S3_ENDPOINT_URL": "https://minio.local"}
+    )
+    s3fs = normalize_options(
+        "s3", {"key": KEY, "secret": SECRET, "client_kwargs": {"endpoint_url": "https://minio.local"}}
+    )
+    assert (
+        upper.merged()
+        == s3fs.merged()
+        == {
+            "access_key_id": KEY,
+            "secret_access_key": SECRET,
+            "endpoint": "https://minio.local",
+        }
+    )
+    assert upper.client == {}
+
+
+def test_unsigned_access_in_every_spelling() -> None:
+    config = botocore.config.Config(
+        retries={"max_attempts": 7, "mode": "adaptive"}, signature_version=botocore.UNSIGNED
+    )
+    from_config = normalize_options("s3", {"config": config})
+    assert from_config.config == {"skip_signature": True}
+    assert from_config.settings.max_retries == 7
+    for options in (
+        {"anon": True},
+        {"unsigned": True},
+        {"config": {"signature_version": "unsigned"}},
+        {"anon": "true"},
+    ):
+        assert normalize_options("s3", options).config == {"skip_signature": True}
+    assert normalize_options("s3", {"anon": False}).config == {"skip_signature": False}
+
+
+def test_botocore_config_addressing_and_timeouts() -> None:
+    config = botocore.config.Config(s3={"addressing_style": "virtual"}, read_timeout=5, region_name="us-west-2")
+    options = normalize_options("s3", {"config": config})
+    assert options.config == {"virtual_hosted_style_request": True, "region": "us-west-2"}
+    assert options.settings.timeout == 5.0
+
+
+def test_conflicting_spellings_are_an_error() -> None:
+    with pytest.raises(ValueError, match="aws_access_key_id.*AWS_ACCESS_KEY_ID|AWS_ACCESS_KEY_ID.*aws_access_key_id"):
+        normalize_options("s3", {"aws_access_key_id": "a", "AWS_ACCESS_KEY_ID": "b"})
+    same = normalize_options("s3", {"aws_access_key_id": "a", "AWS_ACCESS_KEY_ID": "a"})
+    assert same.merged() == {"access_key_id": "a"}
+
+
+def test_unknown_key_names_itself_and_the_way_out() -> None:
+    with pytest.raises(ValueError, match=r"'bogus'.*backend='fsspec'"):
+        normalize_options("s3", {"bogus": 1})
+    with pytest.raises(ValueError, match="backend"):
+        normalize_options("s3", {"backend": "rust"})
+    with pytest.raises(ValueError, match="python"):
+        normalize_options("gs", {"backend": "python"})
+
+
+def test_session_options_yield_to_storage_options() -> None:
+    options = normalize_options(
+        "s3", {"region_name": "eu-central-1"}, {"profile_name": "dev", "region_name": "us-east-2"}
+    )
+    assert options.profile == "dev"
+    assert options.config == {"region": "eu-central-1"}
+    assert normalize_options("s3", None, {"region_name": "us-east-2"}).config == {"region": "us-east-2"}
+
+
+def test_r2_needs_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("R2_ENDPOINT_URL", "R2_ACCOUNT_ID", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ValueError, match="R2_ACCOUNT_ID"):
+        normalize_options("r2", {})
+    monkeypatch.setenv("R2_ACCOUNT_ID", "abc123")
+    options = normalize_options("r2", {})
+    assert options.config == {"region": "auto", "endpoint": "https://abc123.r2.cloudflarestorage.com"}
+    explicit = normalize_options("r2", {"endpoint_url": "https://x.r2.cloudflarestorage.com", "region_name": "wnam"})
+    assert explicit.config == {"endpoint": "https://x.r2.cloudflarestorage.com", "region": "wnam"}
+
+
+def test_gcs_project_and_token_forms(tmp_path: Path) -> None:
+    assert normalize_options("gs", {"project": "p"}).config == {"project": "p"}
+    assert normalize_options("gs", {"token": "anon"}).config == {"skip_signature": True}
+    assert normalize_options("gs", {"token": "google_default"}).config == {}
+    key_file = tmp_path / "sa.json"
+    assert normalize_options("gs", {"token": str(key_file)}).config == {"application_credentials": str(key_file)}
+    as_dict = normalize_options("gs", {"token": {"type": "service_account", "private_key": "PRIVATE"}})
+    assert "PRIVATE" not in repr(as_dict) and "PRIVATE" in as_dict.merged()["service_account_key"]
+    emulator = normalize_options("gs", {"endpoint_url": "http://127.0.0.1:4443", "anon": True})
+    assert emulator.config == {"base_url": "http://127.0.0.1:4443", "skip_signature": True}
+    assert emulator.client == {"allow_http": True}
+    with pytest.raises(ValueError, match="token"):
+        normalize_options("gs", {"token": 3.5})
+
+
+def test_azure_account_url_and_credential() -> None:
+    options = normalize_options(
+        "azure", {"account_url": "https://acct.blob.core.windows.net", "credential": "bXlrZXk="}
+    )
+    assert options.config == {"account_name": "acct"}
+    assert options.merged() == {"account_name": "acct", "account_key": "bXlrZXk="}
+    sas = normalize_options(
+        "azure", {"account_url": "https://acct.blob.core.windows.net", "credential": "?sv=1&sig=abc"}
+    )
+    assert sas.merged()["sas_key"] == "sv=1&sig=abc"
+    emulator = normalize_options(
+        "azure", {"account_url": "http://127.0.0.1:10000/devstoreaccount1", "account_key": "k"}
+    )
+    assert emulator.config == {
+        "endpoint": "http://127.0.0.1:10000/devstoreaccount1",
+        "account_name": "devstoreaccount1",
+    }
+    assert emulator.client == {"allow_http": True}
+
+
+def test_azure_credential_objects_and_connection_strings() -> None:
+    class NamedKey:  # the shape of azure.core.credentials.AzureNamedKeyCredential
+        class named_key:
+            name, key = "acct", "s3cr3t"
+
+    assert normalize_options("azure", {"credential": NamedKey()}).merged() == {
+        "account_name": "acct",
+        "account_key": "s3cr3t",
+    }
+    text = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"
+    assert parse_connection_string(text) == {"account_name": "acct", "account_key": "a2V5"}
+    assert parse_connection_string("UseDevelopmentStorage=true") == {"use_emulator": "true"}
+    custom = parse_connection_string("AccountName=a;SharedAccessSignature=?sig=x;BlobEndpoint=http://h:1/a/")
+    assert custom == {"account_name": "a", "sas_key": "sig=x", "endpoint": "http://h:1/a"}
+    options = normalize_options("azure", {"connection_string": text})
+    assert "a2V5" not in repr(options) and options.merged()["account_key"] == "a2V5"
+    with pytest.raises(ValueError, match="credential"):
+        normalize_options("azure", {"credential": object()})
+
+
+def test_hf_and_http_options() -> None:
+    hf = normalize_options("hf", {"token": "hf_secret", "revision": "v1"})
+    assert hf.backend == "fsspec" and hf.config == {"revision": "v1"} and "hf_secret" not in repr(hf)
+    http = normalize_options("https", {"headers": {"Authorization": "Bearer t0ken", "X-Trace": "1"}})
+    assert "t0ken" not in repr(http) and http.client["default_headers"]["X-Trace"] == "1"
+
+
+def test_io_settings_from_env_and_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITDATA_IO_MAX_RETRIES", "3")
+    monkeypatch.setenv("LITDATA_IO_RETRY_DEADLINE", "12.5")
+    monkeypatch.setenv("LITDATA_IO_PARALLEL_THRESHOLD", "1MiB")
+    settings = normalize_options("s3", {"max_retries": 5}).settings
+    assert (settings.max_retries, settings.retry_deadline, settings.parallel_threshold) == (5, 12.5, 1024 * 1024)
+    monkeypatch.setenv("LITDATA_IO_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="LITDATA_IO_TIMEOUT"):
+        normalize_options("s3", {})
+    monkeypatch.delenv("LITDATA_IO_TIMEOUT")
+    with pytest.raises(ValueError, match="max_retries"):
+        normalize_options("s3", {"max_retries": -1})
+
+
+def test_secret_wrapper() -> None:
+    secret = Secret("hunter2")
+    assert repr(secret) == str(secret) == "'***'" and f"{secret}" == "'***'"
+    assert pickle.loads(pickle.dumps(secret)).reveal() == "hunter2"  # a worker needs it to connect
+    assert Secret(secret) == secret
+
+
+# -- AWS profiles ---------------------------------------------------------------------------------
+@pytest.fixture
+def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
+                "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_DEFAULT_PROFILE"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "credentials").write_text(
+        "[default]\naws_access_key_id = DEFAULTKEY\naws_secret_access_key = default-secret\n\n"
+        "[dev]\naws_access_key_id = DEVKEY\naws_secret_access_key = dev-secret-value\naws_session_token = devtoken\n"
+    )
+    (tmp_path / "config").write_text(
+        "[default]\nregion = us-west-1\n\n[profile dev]\nregion = eu-north-1\nendpoint_url = http://127.0.0.1:9\n"
+        "s3 =\n    addressing_style = path\n\n[profile sso]\nsso_session = corp\nregion = us-east-2\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    return tmp_path
+
+
+def test_read_profile(aws_files: Path) -> None:
+    dev = read_profile("dev")
+    assert dev is not None
+    assert dev["aws_access_key_id"] == "DEVKEY" and dev["region"] == "eu-north-1" and "s3" not in dev
+    assert read_profile("missing") is None
+
+
+def test_named_profile_supplies_keys_region_and_endpoint(aws_files: Path) -> None:
+    config = s3_client_config(normalize_options("s3", None, {"profile_name": "dev"}))
+    assert config == {
+        "access_key_id": "DEVKEY",
+        "secret_access_key": "dev-secret-value",
+        "session_token": "devtoken",
+        "region": "eu-north-1",
+        "endpoint": "http://127.0.0.1:9",
+    }
+
+
+def test_default_profile_is_read_when_nothing_else_is_set(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = s3_client_config(normalize_options("s3", {}))
+    assert (config["access_key_id"], config["region"]) == ("DEFAULTKEY", "us-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENVKEY")
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")
+    assert s3_client_config(normalize_options("s3", {})) == {}  # obstore reads the environment itself
+    explicit = s3_client_config(normalize_options("s3", {"aws_access_key_id": "K", "aws_secret_access_key": "S"}))
+    assert explicit == {"access_key_id": "K", "secret_access_key": "S"}
+
+
+def test_profile_errors(aws_files: Path) -> None:
+    with pytest.raises(ValueError, match="'nope'.*aws configure"):
+        s3_client_config(normalize_options("s3", None, {"profile_name": "nope"}))
+    with pytest.raises(ValueError, match="SSO"):
+        s3_client_config(normalize_options("s3", None, {"profile_name": "sso"}))
+
+
+def test_profile_keys_never_travel_in_a_pickle(aws_files: Path) -> None:
+    storage = get_storage("s3://bucket/data", session_options={"profile_name": "dev"})
+    blob = pickle.dumps(storage)
+    assert b"dev-secret-value" not in blob and b"DEVKEY" not in blob
+    assert pickle.loads(blob).options.profile == "dev"

@@ -1,0 +1,66 @@
+"""Pin litdata_io's public API: a change here is a change users see (update the list on purpose)."""
+
+from __future__ import annotations
+
+import litdata_io
+
+STORAGE_API = {
+    "Dir",
+    "IOSettings",
+    "ObjectInfo",
+    "ReadOnlyStorageError",
+    "Secret",
+    "Storage",
+    "StorageError",
+    "cache_dir_for",
+    "cache_root",
+    "expand_time_template",
+    "get_storage",
+    "register_storage",
+    "registered_schemes",
+    "resolve_dir",
+}
+CACHE_API = {
+    "CacheClearResult",
+    "ChunkCache",
+    "ChunkDownloadError",
+    "Prefetcher",
+    "async_prefetch_enabled",
+    "cache_path",
+    "clear_cache",
+    "download_concurrency",
+    "min_pre_download",
+    "resolve_max_cache_size",
+}
+TRACER_API = {
+    "TRACE_CATEGORIES",
+    "TRACE_LEVELS",
+    "TraceSpan",
+    "TracerConfig",
+    "enable_tracer",
+    "trace_begin",
+    "trace_counter",
+    "trace_crash",
+    "trace_enabled",
+    "trace_end",
+    "trace_instant",
+    "trace_span",
+    "traced",
+    "tracer_config",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(litdata_io.__all__) == sorted(STORAGE_API | CACHE_API | TRACER_API | {"__version__"})
+
+
+def test_all_is_accurate() -> None:
+    assert len(litdata_io.__all__) == len(set(litdata_io.__all__))
+    for name in litdata_io.__all__:
+        assert hasattr(litdata_io, name), name
+
+
+def test_storage_has_sync_and_async_twins() -> None:
+    for name in ("head", "exists", "list", "get", "get_range", "put", "delete", "download", "upload", "copy"):
+        assert callable(getattr(litdata_io.Storage, name))
+        assert callable(getattr(litdata_io.Storage, f"a{name}"))

@@ -1,0 +1,133 @@
+"""``StreamingDataLoader``: a torch DataLoader that knows where it is in the epoch.
+
+The DataLoader hands out batches round-robin over its workers, in order, so counting the
+batches it delivered is enough to know what every worker consumed (``_plan``). ``state_dict``
+records that count; ``load_state_dict`` makes the next iteration continue from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from litdata_io import trace_begin, trace_end, trace_instant
+from litdata_stream._collate import litdata_collate
+from litdata_stream._dataset import StreamingDataset
+from litdata_stream._plan import batches_of
+
+__all__ = ["StreamingDataLoader"]
+
+
+class StreamingDataLoader(DataLoader):
+    """A DataLoader over a :class:`StreamingDataset` with an exact, resumable ``state_dict``.
+
+    Args:
+        dataset: the dataset to iterate.
+        batch_size: samples per batch.
+        num_workers: worker processes (0 reads in the main process).
+        shuffle: overrides the dataset's ``shuffle`` when given.
+        drop_last: overrides the dataset's ``drop_last`` when given.
+        collate_fn: how samples become a batch (default :func:`litdata_collate`).
+        **kwargs: anything else a torch ``DataLoader`` takes (``persistent_workers``,
+            ``prefetch_factor``, ``multiprocessing_context``, ``pin_memory``, ...).
+    """
+
+    def __init__(
+        self,
+        dataset: StreamingDataset,
+        *args: Any,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(dataset, StreamingDataset):
+            raise TypeError(f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}")
+        if kwargs.get("in_order") is False:
+            raise ValueError("StreamingDataLoader needs in_order=True: the resume point is derived from the order")
+        if shuffle is not None:
+            dataset.set_shuffle(shuffle)
+        if drop_last is not None:
+            dataset.set_drop_last(drop_last)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        dataset.set_batch_size(batch_size)
+        dataset.set_num_workers(num_workers)
+        self.current_epoch = 0
+        self._delivered = 0
+        self._restored = False
+        self._epoch_complete = False
+        super().__init__(
+            dataset,
+            *args,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            drop_last=dataset.drop_last,
+            collate_fn=collate_fn if collate_fn is not None else litdata_collate,
+            **kwargs,
+        )
+
+    @property
+    def streaming_dataset(self) -> StreamingDataset:
+        dataset = self.dataset
+        assert isinstance(dataset, StreamingDataset)
+        return dataset
+
+    def __len__(self) -> int:
+        dataset = self.streaming_dataset
+        topology = dataset._topology()
+        return sum(
+            batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
+            for plan, done in dataset.rank_plans(topology)
+        )
+
+    def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
+        dataset = self.streaming_dataset
+        if self._restored:
+            self._restored = False
+        else:
+            self.current_epoch += 1
+            dataset._resume = None
+            self._delivered = 0
+        self._epoch_complete = False
+        dataset.set_epoch(self.current_epoch)
+        trace_begin("dataloader", "epoch", epoch=self.current_epoch)
+        try:
+            for batch in super().__iter__():
+                self._delivered += 1
+                trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
+                yield batch
+            self._epoch_complete = True
+        finally:
+            trace_end("dataloader", "epoch", epoch=self.current_epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is: enough to resume without repeating or skipping a sample."""
+        dataset = self.streaming_dataset
+        samples = self._delivered * dataset.batch_size
+        return {
+            "dataset": dataset.state_dict(samples, self.num_workers, dataset.batch_size, self._delivered),
+            "current_epoch": self.current_epoch,
+            "num_samples_yielded": samples,
+            "epoch_complete": self._epoch_complete,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` on the next iteration (another num_workers or world size is fine)."""
+        if "dataset" not in state or "current_epoch" not in state:
+            raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
+        self.current_epoch = int(state["current_epoch"])
+        self._delivered = 0
+        if state.get("epoch_complete"):
+            self._restored = False  # the next iteration starts the next epoch
+            return
+        self.streaming_dataset.load_state_dict(state["dataset"])
+        self._restored = True
+
+
+def batches_of_done(done: int, batch_size: int) -> int:
+    return done // batch_size

@@ -1,0 +1,389 @@
+"""``StreamingDataset``: an optimized dataset read chunk by chunk, shuffled, split over ranks and
+workers, and resumable exactly (see ``_plan`` for the mechanism)."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from litdata_format import BaseItemLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
+from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
+from litdata_stream._env import DistributedEnv, WorkerEnv
+from litdata_stream._plan import (
+    EpochOrder,
+    Interval,
+    Topology,
+    WorkerPlan,
+    consumed_per_worker,
+    remaining_base,
+    split_base,
+)
+from litdata_stream._source import ChunkSource, open_source
+
+__all__ = ["StreamingDataset"]
+
+_STATE_VERSION = 1
+
+
+def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int) -> list[np.ndarray | None]:
+    """Per chunk, the item positions kept by ``subsample`` (None = all, in order)."""
+    if fraction == 1.0:
+        return [None] * len(lengths)
+    total = int(sum(lengths))
+    rng = np.random.default_rng([seed, total])
+    copies, rest = divmod(fraction, 1.0)
+    picked = [np.arange(total)] * int(copies)
+    take = round(rest * total)
+    if take:
+        picked.append(np.sort(rng.choice(total, size=take, replace=False)))
+    chosen = np.sort(np.concatenate(picked)) if picked else np.empty(0, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    out: list[np.ndarray | None] = []
+    for c in range(len(lengths)):
+        lo, hi = np.searchsorted(chosen, [starts[c], starts[c + 1]])
+        out.append((chosen[lo:hi] - starts[c]).astype(np.int64))
+    return out
+
+
+class StreamingDataset(IterableDataset):
+    """Stream an optimized dataset from local disk or object storage.
+
+    Args:
+        input_dir: the dataset: a local path, a URL (``s3://``, ``gs://``, ...) or a ``Dir``.
+        cache_dir: where remote chunks are cached (default: a folder per dataset under the cache root).
+        item_loader: how items are laid out; read from the index by default (``TokensLoader``
+            needs ``block_size``).
+        shuffle: permute chunks and the samples inside them, differently every epoch.
+        drop_last: drop the tail so every rank and worker yields whole, equal batches (default:
+            True when training on several processes, else False).
+        seed: the shuffle and subsample seed.
+        serializers: extra serializers by key, as given to the writer.
+        max_cache_size: the byte cap of the local chunk cache (int, ``"50GB"``, or a fraction of free space).
+        subsample: the fraction of samples to use; above 1, whole copies plus a fraction.
+        encryption: the key for encrypted datasets.
+        storage_options: credentials and endpoint for the object store.
+        session_options: boto3-style session options (``profile_name``, ``region_name``).
+        max_pre_download: chunks to fetch ahead of the one being read.
+        index_path: read ``index.json`` from this path instead of the dataset directory.
+        force_override_state_dict: accept a state dict recorded with another seed / shuffle setting.
+        transform: a callable, or a list of callables, applied to each sample.
+        num_canonical_nodes: accepted for compatibility; the split here never depends on it.
+    """
+
+    def __init__(
+        self,
+        input_dir: Any,
+        cache_dir: Any = None,
+        item_loader: BaseItemLoader | None = None,
+        shuffle: bool = False,
+        drop_last: bool | None = None,
+        seed: int = 42,
+        serializers: dict[str, Serializer] | None = None,
+        max_cache_size: int | float | str | None = None,
+        subsample: float = 1.0,
+        encryption: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        session_options: dict[str, Any] | None = None,
+        max_pre_download: int = 2,
+        index_path: str | None = None,
+        force_override_state_dict: bool = False,
+        transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        num_canonical_nodes: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(subsample, (int, float)) or subsample <= 0:
+            raise ValueError(f"subsample must be a positive number, got {subsample!r}")
+        self.input_dir = input_dir
+        self.cache_dir = cache_dir
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.subsample = float(subsample)
+        self.encryption = encryption
+        self.storage_options = storage_options
+        self.session_options = session_options
+        self.max_cache_size = max_cache_size
+        self.max_pre_download = max_pre_download
+        self.index_path = index_path
+        self.force_override_state_dict = force_override_state_dict
+        self.num_canonical_nodes = num_canonical_nodes
+        self.serializers = serializers
+        if transform is None:
+            self._transforms: list[Callable[[Any], Any]] = []
+        elif callable(transform):
+            self._transforms = [transform]
+        elif isinstance(transform, Sequence) and all(callable(t) for t in transform):
+            self._transforms = list(transform)
+        else:
+            raise TypeError(f"transform must be a callable or a list of callables, got {transform!r}")
+
+        self.distributed_env = DistributedEnv.detect()
+        self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
+        if not self.drop_last and self.distributed_env.world_size > 1:
+            warnings.warn(
+                "drop_last=False with several processes: ranks may get different numbers of batches, and a "
+                "collective operation in the training step can then hang. Prefer drop_last=True.",
+                UserWarning,
+                stacklevel=2,
+            )
+        source = self._source()
+        index = source.index
+        if item_loader is None:
+            item_loader = TokensLoader() if index.item_loader == "TokensLoader" else PyTreeLoader()
+        self.item_loader = item_loader
+        self.item_loader.setup(index, resolve_serializers(serializers))
+        base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
+        self._items = _subsample_lists(base_lengths, self.subsample, self.seed)
+        self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
+
+        self.current_epoch = 1
+        self.batch_size = 1
+        self.num_workers = 0
+        self._resume: dict[str, Any] | None = None
+        self._iterated_epochs = 0
+
+    # -- the sample space -----------------------------------------------------------------------
+    def _set_lengths(self, lengths: list[int]) -> None:
+        self._lengths = lengths
+        self._starts = [0]
+        for n in lengths:
+            self._starts.append(self._starts[-1] + n)
+
+    def _source(self) -> ChunkSource:
+        # One source per process: a forked DataLoader worker must not share the parent's threads.
+        found = self.__dict__.get("_chunk_source")
+        if found is None or found[0] != os.getpid():
+            found = (os.getpid(), open_source(self))
+            self.__dict__["_chunk_source"] = found
+        return found[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_chunk_source", None)  # each process opens its own (no shared handles, fork-safe)
+        return state
+
+    def _locate(self, index: int) -> tuple[int, int]:
+        total = self._starts[-1]
+        if index < 0:
+            index += total
+        if not 0 <= index < total:
+            raise IndexError(f"sample {index} is out of range: the dataset has {total} samples")
+        chunk = bisect.bisect_right(self._starts, index) - 1
+        return chunk, index - self._starts[chunk]
+
+    def _item_position(self, chunk: int, position: int) -> int:
+        kept = self._items[chunk]
+        return position if kept is None else int(kept[position])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._starts[-1]))]
+        chunk, position = self._locate(int(index))
+        data = self.item_loader.load(self._source().chunk(chunk), self._item_position(chunk, position))
+        return self.transform(data)
+
+    def transform(self, sample: Any) -> Any:
+        """Apply the ``transform`` callables to a sample; subclasses may override it."""
+        for fn in self._transforms:
+            sample = fn(sample)
+        return sample
+
+    def get_len(self, num_workers: int, batch_size: int) -> int:
+        """Samples this rank yields in this run (the rest of the epoch after a resume)."""
+        topology = self._topology(num_workers, batch_size)
+        plans = self.rank_plans(topology)
+        return sum(plan.num_samples - done for plan, done in plans)
+
+    def __len__(self) -> int:
+        return self.get_len(self.num_workers, self.batch_size)
+
+    @property
+    def num_samples(self) -> int:
+        """All samples of the dataset (after subsampling), across ranks."""
+        return self._starts[-1]
+
+    # -- settings the loader passes -------------------------------------------------------------
+    def set_epoch(self, current_epoch: int) -> None:
+        self.current_epoch = int(current_epoch)
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        self.shuffle = bool(shuffle)
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        self.drop_last = bool(drop_last)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        self.batch_size = int(batch_size)
+
+    def set_num_workers(self, num_workers: int) -> None:
+        self.num_workers = int(num_workers or 0)
+
+    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
+        workers = self.num_workers if num_workers is None else num_workers
+        return Topology(
+            self.distributed_env.world_size,
+            max(1, workers or 1),
+            max(1, self.batch_size if batch_size is None else batch_size),
+            self.drop_last,
+        )
+
+    # -- iteration ------------------------------------------------------------------------------
+    def _order(self, epoch: int) -> EpochOrder:
+        return EpochOrder(self._lengths, self.seed, epoch, self.shuffle)
+
+    def _run_start(self, topology: Topology) -> tuple[list[Interval], int, int]:
+        """(base, first worker, batches already delivered) that this run continues from."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return [(0, self._starts[-1])], 0, 0
+        if resume["topology"] == _topology_key(topology):
+            return resume["base"], resume["first_worker"], resume["batches"]
+        return _rebase(resume), 0, 0
+
+    def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
+        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
+
+        Workers are relabelled so that the one due next in the interrupted run is asked first
+        (the DataLoader always starts at worker 0), which keeps the resumed order identical.
+        """
+        base, first, delivered = self._run_start(topology)
+        plans = split_base(base, topology)[self.distributed_env.global_rank]
+        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
+        workers = topology.num_workers
+        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+
+    def __iter__(self) -> Iterator[Any]:
+        worker = WorkerEnv.detect()
+        if self._iterated_epochs and worker.world_size > 1:
+            # A persistent worker keeps this copy across epochs: advance the epoch on its own.
+            self.current_epoch += 1
+        self._iterated_epochs += 1
+        topology = self._topology(num_workers=worker.world_size)
+        plan, done = self.rank_plans(topology)[worker.rank]
+        order = self._order(self.current_epoch)
+        pieces = order.pieces(_skip(plan.intervals, done))
+        source = self._source()
+        source.schedule([p.chunk for p in pieces])
+        for piece in pieces:
+            within = order.within(piece.chunk)[piece.lo : piece.hi]
+            start = self._starts[piece.chunk]
+            trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
+            if trace_enabled("sample"):
+                for position in within.tolist():
+                    with trace_span("sample", "sample", chunk=piece.chunk, index=start + position):
+                        sample = self[start + position]
+                    yield sample
+            else:
+                for position in within.tolist():
+                    yield self[start + position]
+            trace_end("read", "read", chunk=piece.chunk)
+            source.release(piece.chunk)
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
+
+        ``num_samples_yielded`` is the upstream-style argument: without ``batches_delivered``
+        the batch count is derived from it.
+        """
+        topology = self._topology(num_workers, batch_size)
+        if batches_delivered is None:
+            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+        base, first, delivered = self._run_start(topology)
+        return {
+            "state_version": _STATE_VERSION,
+            "epoch": self.current_epoch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "subsample": self.subsample,
+            "num_samples": self._starts[-1],
+            "base": [list(i) for i in base],
+            "topology": list(_topology_key(topology)),
+            "batches": delivered + batches_delivered,
+            "first_worker": first,
+            "num_samples_yielded": num_samples_yielded,
+            "world_size": self.distributed_env.world_size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology)."""
+        if state.get("state_version") != _STATE_VERSION:
+            raise ValueError(
+                "this state dict was not written by this StreamingDataset (no state_version "
+                f"{_STATE_VERSION}); upstream LitData state dicts cannot be resumed exactly"
+            )
+        if state["num_samples"] != self._starts[-1]:
+            raise ValueError(
+                f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
+                f"{self._starts[-1]}; it is not the same dataset (or subsample differs)"
+            )
+        if not self.force_override_state_dict:
+            for field in ("seed", "shuffle", "drop_last", "subsample"):
+                if state[field] != getattr(self, field):
+                    raise ValueError(
+                        f"the state dict was recorded with {field}={state[field]!r} but this dataset has "
+                        f"{field}={getattr(self, field)!r}; use the same value or force_override_state_dict=True"
+                    )
+        self.current_epoch = int(state["epoch"])
+        self._resume = {
+            "epoch": int(state["epoch"]),
+            "base": [(int(a), int(b)) for a, b in state["base"]],
+            "topology": tuple(state["topology"]),
+            "batches": int(state["batches"]),
+            "first_worker": int(state["first_worker"]),
+        }
+
+    # -- views ----------------------------------------------------------------------------------
+    def subset(self, indices: Sequence[int] | range | slice) -> StreamingDataset:
+        """A dataset over the given global sample indexes (list, range or slice) of this one."""
+        if isinstance(indices, slice):
+            indices = range(*indices.indices(self._starts[-1]))
+        chosen = np.asarray(list(indices), dtype=np.int64)
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= self._starts[-1]):
+            raise IndexError(f"subset indexes must be in [0, {self._starts[-1]}); got {chosen.min()}..{chosen.max()}")
+        clone = self.__class__.__new__(self.__class__)
+        clone.__dict__.update(self.__getstate__())
+        chosen = np.sort(chosen)
+        items: list[np.ndarray | None] = []
+        for c in range(len(self._lengths)):
+            lo, hi = np.searchsorted(chosen, [self._starts[c], self._starts[c + 1]])
+            local = chosen[lo:hi] - self._starts[c]
+            kept = self._items[c]
+            items.append(local if kept is None else kept[local])
+        clone._items = items
+        clone._set_lengths([len(x) for x in items])  # type: ignore[arg-type]
+        clone._resume = None
+        return clone
+
+
+def _topology_key(topology: Topology) -> tuple[int, int, int, bool]:
+    return (topology.world_size, topology.num_workers, topology.batch_size, topology.drop_last)
+
+
+def _rebase(resume: dict[str, Any]) -> list[Interval]:
+    """What the interrupted run (with its own topology) had not consumed."""
+    world, workers, batch, drop_last = resume["topology"]
+    topology = Topology(world, workers, batch, drop_last)
+    plans = split_base(resume["base"], topology)
+    consumed = [
+        consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
+    ]
+    return remaining_base(plans, consumed)
+
+
+def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
+    out = []
+    for start, end in intervals:
+        if count >= end - start:
+            count -= end - start
+            continue
+        out.append((start + count, end))
+        count = 0
+    return out

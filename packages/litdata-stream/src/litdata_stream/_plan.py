@@ -1,0 +1,239 @@
+"""Which sample each worker of each rank reads, in which order, and how a resume continues.
+
+One mechanism serves shuffling, DDP, worker splits, ``drop_last`` and exact resume:
+
+1. The epoch order. For an epoch, the dataset's samples form one global sequence ``S``: the
+   chunks in an order (a permutation seeded by ``(seed, epoch)`` when shuffling), and inside each
+   chunk its samples in an order (a permutation seeded by ``(seed, epoch, chunk)``). ``S`` depends
+   only on the data, the seed, the epoch and the shuffle flag, never on the number of ranks or
+   workers.
+2. The base. What is still to be read this epoch is a list of intervals of positions in ``S``
+   (``[(0, len(S))]`` at the start of an epoch).
+3. The split. The base is cut into one contiguous stretch per (rank, worker): every rank gets
+   the same number of batches when ``drop_last`` is set (the tail is dropped), and inside a rank
+   every worker gets whole batches, so the DataLoader yields exactly ``len()`` samples.
+4. Progress. The DataLoader delivers batches round-robin over workers (a finished worker drops
+   out), so the number of batches delivered tells exactly how many samples each worker of every
+   rank consumed. A resume with the same topology continues each worker where it stopped, with
+   the worker that was due next placed first, so the order is the same as if never interrupted.
+   A resume with another topology takes what was not consumed as the new base and splits it
+   again: nothing is repeated and nothing is skipped.
+
+Positions are cheap to map to chunks: a stretch of ``S`` becomes a few ``(chunk, lo, hi)``
+pieces, each a slice of that chunk's permuted samples, so workers read whole runs of a chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["EpochOrder", "Piece", "Topology", "WorkerPlan", "consumed_per_worker", "remaining_base", "split_base"]
+
+Interval = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """How the reading is spread: ranks, workers per rank, batch size, and whether tails drop."""
+
+    world_size: int = 1
+    num_workers: int = 1
+    batch_size: int = 1
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("world_size", "num_workers", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Samples ``order[lo:hi]`` of chunk ``chunk``, where ``order`` is that chunk's epoch order."""
+
+    chunk: int
+    lo: int
+    hi: int
+
+
+class EpochOrder:
+    """The global sequence ``S`` of one epoch.
+
+    Args:
+        chunk_lengths: how many samples each chunk contributes (after subsampling).
+        seed: the shuffle seed.
+        epoch: the epoch number (1-based, as upstream counts).
+        shuffle: whether to permute chunks and samples.
+    """
+
+    def __init__(self, chunk_lengths: Sequence[int] | np.ndarray, seed: int, epoch: int, shuffle: bool) -> None:
+        self.chunk_lengths = np.asarray(chunk_lengths, dtype=np.int64)
+        self.seed, self.epoch, self.shuffle = seed, epoch, shuffle
+        count = len(self.chunk_lengths)
+        if shuffle and count:
+            self.chunk_order = np.random.default_rng([seed, epoch, count]).permutation(count)
+        else:
+            self.chunk_order = np.arange(count)
+        # starts[k] = position in S where the k-th chunk of the order begins.
+        self.starts = np.concatenate([[0], np.cumsum(self.chunk_lengths[self.chunk_order])])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def within(self, chunk: int) -> np.ndarray:
+        """The order of chunk ``chunk``'s samples (indexes into its own sample list)."""
+        length = int(self.chunk_lengths[chunk])
+        if not self.shuffle:
+            return np.arange(length)
+        return np.random.default_rng([self.seed, self.epoch, len(self.chunk_lengths), chunk]).permutation(length)
+
+    def pieces(self, intervals: Sequence[Interval]) -> list[Piece]:
+        """The chunk pieces covering the given intervals of ``S``, in order."""
+        out: list[Piece] = []
+        for start, end in intervals:
+            k = int(np.searchsorted(self.starts, start, side="right")) - 1
+            position = start
+            while position < end:
+                chunk_start, chunk_end = int(self.starts[k]), int(self.starts[k + 1])
+                stop = min(end, chunk_end)
+                if stop > position:
+                    out.append(Piece(int(self.chunk_order[k]), position - chunk_start, stop - chunk_start))
+                position = stop
+                k += 1
+        return out
+
+
+def _take(base: Sequence[Interval], offset: int, count: int) -> list[Interval]:
+    """``count`` positions of the flattened base starting at flattened position ``offset``."""
+    out: list[Interval] = []
+    seen = 0
+    for start, end in base:
+        length = end - start
+        if seen + length > offset and count > 0:
+            lo = start + max(0, offset - seen)
+            hi = min(end, lo + count)
+            out.append((lo, hi))
+            count -= hi - lo
+            offset += hi - lo
+        seen += length
+        if count <= 0:
+            break
+    return out
+
+
+def _shares(total: int, parts: int, batch_size: int, drop_last: bool) -> list[int]:
+    """Split ``total`` samples into ``parts`` counts made of whole batches.
+
+    With ``drop_last`` the remainder that does not fill a batch is dropped; otherwise the one
+    partial batch goes to the part after the last full one, so the whole set yields
+    ``ceil(total / batch_size)`` batches, as a plain DataLoader would.
+    """
+    batches, rest = divmod(total, batch_size)
+    per = [batches // parts + (1 if i < batches % parts else 0) for i in range(parts)]
+    counts = [n * batch_size for n in per]
+    if rest and not drop_last:
+        counts[batches % parts] += rest
+    return counts
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What one worker reads: intervals of ``S`` in order, and how many samples that is."""
+
+    intervals: tuple[Interval, ...]
+
+    @property
+    def num_samples(self) -> int:
+        return sum(end - start for start, end in self.intervals)
+
+
+def split_base(base: Sequence[Interval], topology: Topology) -> list[list[WorkerPlan]]:
+    """``plans[rank][worker]``: the base cut into one stretch per worker of every rank."""
+    total = sum(end - start for start, end in base)
+    world, workers, batch = topology.world_size, topology.num_workers, topology.batch_size
+    if topology.drop_last:
+        per_rank = [(total // (batch * world)) * batch] * world
+    else:
+        per_rank = [total // world + (1 if r < total % world else 0) for r in range(world)]
+    plans: list[list[WorkerPlan]] = []
+    offset = 0
+    for rank in range(world):
+        rank_plans = []
+        for count in _shares(per_rank[rank], workers, batch, topology.drop_last):
+            rank_plans.append(WorkerPlan(tuple(_take(base, offset, count))))
+            offset += count
+        plans.append(rank_plans)
+    return plans
+
+
+def batches_of(plan: WorkerPlan, batch_size: int, drop_last: bool) -> int:
+    full, rest = divmod(plan.num_samples, batch_size)
+    return full + (1 if rest and not drop_last else 0)
+
+
+def consumed_per_worker(
+    plans: Sequence[WorkerPlan], batch_size: int, drop_last: bool, batches_delivered: int, first_worker: int = 0
+) -> tuple[list[int], int]:
+    """Samples each worker has delivered after ``batches_delivered`` batches, and who is due next.
+
+    The DataLoader asks workers round-robin starting at ``first_worker``; a worker that has no
+    batch left drops out of the rotation.
+    """
+    workers = len(plans)
+    left = [batches_of(p, batch_size, drop_last) for p in plans]
+    done_batches = [0] * workers
+    remaining = batches_delivered
+    turn = first_worker
+    # Whole rounds at once while every worker still has batches, then one at a time.
+    while remaining > 0 and any(left):
+        active = [w for w in range(workers) if left[w] > 0]
+        rounds = min(*(left[w] for w in active), remaining // len(active))
+        if rounds > 0:
+            for w in active:
+                left[w] -= rounds
+                done_batches[w] += rounds
+            remaining -= rounds * len(active)
+            continue
+        while left[turn % workers] == 0:
+            turn += 1
+        w = turn % workers
+        left[w] -= 1
+        done_batches[w] += 1
+        remaining -= 1
+        turn += 1
+    if remaining > 0:
+        raise ValueError(f"{batches_delivered} batches were delivered but the plan only holds fewer")
+    samples = [min(done_batches[w] * batch_size, plans[w].num_samples) for w in range(workers)]
+    # The next worker due: continue the rotation from where it stopped.
+    next_worker = turn % workers
+    for _ in range(workers):
+        if left[next_worker] > 0:
+            break
+        next_worker = (next_worker + 1) % workers
+    return samples, next_worker
+
+
+def remaining_base(plans: Sequence[Sequence[WorkerPlan]], consumed: Sequence[Sequence[int]]) -> list[Interval]:
+    """What no worker of any rank has consumed, as a new base (in rank, worker order)."""
+    out: list[Interval] = []
+    for rank_plans, rank_consumed in zip(plans, consumed):
+        for plan, done in zip(rank_plans, rank_consumed):
+            total = plan.num_samples
+            out.extend(_take(plan.intervals, done, total - done))
+    return _merge(out)
+
+
+def _merge(intervals: Sequence[Interval]) -> list[Interval]:
+    merged: list[Interval] = []
+    for start, end in intervals:
+        if end <= start:
+            continue
+        if merged and merged[-1][1] == start:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged

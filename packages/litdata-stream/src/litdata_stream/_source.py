@@ -1,0 +1,93 @@
+"""Where a dataset's chunks come from: read in place from local disk, or through the io cache.
+
+A source hands out opened chunks by number, takes a reading order as a prefetch hint, and is
+told when a chunk is no longer needed (so the cache may evict it). Sources are created lazily in
+the process that reads (never pickled open), so DataLoader workers each get their own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from litdata_format import Chunk, DatasetIndex, load_index, open_chunk
+
+__all__ = ["ChunkSource", "LocalSource", "open_source"]
+
+
+class ChunkSource(Protocol):
+    index: DatasetIndex
+
+    def schedule(self, chunks: list[int]) -> None:
+        """Chunks in the order they will be read; a source may fetch ahead."""
+        ...
+
+    def chunk(self, number: int) -> Chunk:
+        """Chunk ``number``, opened (blocking until it is available)."""
+        ...
+
+    def release(self, number: int) -> None:
+        """The reader is done with chunk ``number`` for now."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalSource:
+    """Chunks read in place from a local directory (mapped, never copied).
+
+    Args:
+        directory: the dataset directory.
+        index: its index (already loaded).
+        encryption: the key for encrypted datasets.
+        keep_open: how many chunks stay mapped at once.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
+                 keep_open: int = 4) -> None:  # fmt: skip
+        self.directory = Path(directory)
+        self.index = index if index is not None else load_index(self.directory)
+        self.encryption = encryption
+        self._keep_open = keep_open
+        self._open: dict[int, Chunk] = {}
+
+    def schedule(self, chunks: list[int]) -> None:
+        return None
+
+    def chunk(self, number: int) -> Chunk:
+        found = self._open.pop(number, None)
+        if found is None:
+            info = self.index.chunks[number]
+            found = open_chunk(self.directory / info.filename, info, self.index, self.encryption)
+            if len(found) != info.chunk_size:
+                raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
+        self._open[number] = found  # most recently used last
+        while len(self._open) > self._keep_open:
+            del self._open[next(iter(self._open))]
+        return found
+
+    def release(self, number: int) -> None:
+        return None
+
+    def close(self) -> None:
+        self._open.clear()
+
+
+def open_source(dataset: Any) -> ChunkSource:
+    """The chunk source for a StreamingDataset's ``input_dir``: local folders are read in place,
+    URLs and ``local:`` network drives go through the io cache."""
+    from litdata_io import resolve_dir
+
+    resolved = resolve_dir(dataset.input_dir)
+    if resolved.url is None and resolved.path is not None:
+        directory = Path(resolved.path)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"input_dir {str(dataset.input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
+            )
+        index_path = getattr(dataset, "index_path", None)
+        return LocalSource(directory, load_index(index_path or directory), dataset.encryption)
+    from litdata_stream._remote import RemoteSource
+
+    return RemoteSource.open(dataset)

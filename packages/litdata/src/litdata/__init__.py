@@ -1,0 +1,49 @@
+"""litdata: take training data from where it lives into PyTorch, fast and resumably.
+
+A drop-in for upstream LitData. Names are re-exported lazily from the workspace packages, so
+``import litdata`` stays cheap (no torch until a torch-backed name is used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> the module that owns the one real object
+_EXPORTS: dict[str, str] = {
+    "StreamingDataset": "litdata_stream",
+    "StreamingDataLoader": "litdata_stream",
+    "litdata_collate": "litdata_stream",
+    "TokensLoader": "litdata_format",
+    "complete_dataset": "litdata_format",
+    "is_complete_dataset": "litdata_format",
+}
+
+if TYPE_CHECKING:
+    from litdata_format import TokensLoader, complete_dataset, is_complete_dataset
+    from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
+
+__all__ = [
+    "StreamingDataLoader",
+    "StreamingDataset",
+    "TokensLoader",
+    "__version__",
+    "complete_dataset",
+    "is_complete_dataset",
+    "litdata_collate",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litdata' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,115 @@
+"""The conformance suite on Azure Blob (Azurite on 127.0.0.1) through obstore's AzureStore."""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+from collections.abc import Callable
+
+import pytest
+
+from litdata_io import Storage, get_storage
+from tests import servers_extra
+from tests.servers_extra import AzuriteServer
+from tests.storage_conformance import StorageConformance, StorageFactory, _read_in_fork
+
+pytestmark = pytest.mark.cloud
+
+azurite = servers_extra.azurite  # the session fixture, bound here so pytest finds it
+
+
+class _AzureConformance(StorageConformance):
+    def test_forked_child_after_parent_used_the_storage(
+        self, storage: Storage, seed: Callable[[str, bytes], None]
+    ) -> None:
+        if importlib.util.find_spec("adlfs") is not None:
+            super().test_forked_child_after_parent_used_the_storage(storage, seed)
+            return
+        # Without adlfs there is no fork-safe Azure client: the forked child must fail at once and
+        # say what to do, rather than hang in obstore's runtime that did not survive the fork.
+        seed("forked.bin", b"seen by the child")
+        assert storage.get("forked.bin") == b"seen by the child"
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_read_in_fork, args=(storage, "forked.bin", queue))
+        child.start()
+        try:
+            status, message, _ = queue.get(timeout=60)
+        finally:
+            child.join(10)
+            if child.is_alive():
+                child.kill()
+        assert status == "error"
+        assert "StorageError" in message
+        assert "spawn" in message
+        assert "adlfs" in message
+
+
+class TestAzureStorage(_AzureConformance):
+    """``account_url`` + ``credential`` (the Azure SDK's spelling), a fresh container per test."""
+
+    @pytest.fixture
+    def storage_factory(self, azurite: AzuriteServer) -> StorageFactory:
+        container = azurite.create_container()
+
+        def make(**options: object) -> Storage:
+            return get_storage(
+                f"azure://{container}/some/prefix",
+                storage_options={"account_url": azurite.endpoint, "credential": azurite.account_key, **options},
+            )
+
+        return make
+
+    @pytest.fixture
+    def secrets(self, azurite: AzuriteServer) -> list[str]:
+        return [azurite.account_key]
+
+    def test_objects_land_under_the_prefix(self, storage: Storage, azurite: AzuriteServer) -> None:
+        import obstore
+        from obstore.store import AzureStore
+
+        storage.put("k.bin", b"v")
+        container = storage.url.split("://", 1)[1].split("/", 1)[0]
+        raw = AzureStore(container, **azurite.obstore_config())
+        assert [item["path"] for item in obstore.list(raw).collect()] == ["some/prefix/k.bin"]
+
+
+class TestAzureConnectionStringStorage(_AzureConformance):
+    """A connection string (with its ``BlobEndpoint``) and the ``az://`` scheme."""
+
+    @pytest.fixture
+    def storage_factory(self, azurite: AzuriteServer) -> StorageFactory:
+        container = azurite.create_container()
+
+        def make(**options: object) -> Storage:
+            return get_storage(
+                f"az://{container}/data",
+                storage_options={"connection_string": azurite.connection_string, **options},
+            )
+
+        return make
+
+    @pytest.fixture
+    def secrets(self, azurite: AzuriteServer) -> list[str]:
+        return [azurite.account_key, azurite.connection_string]
+
+
+class TestAzureEmulatorStorage(_AzureConformance):
+    """``UseDevelopmentStorage=true``: obstore's emulator mode, with the well-known account and key.
+
+    obstore takes the emulator's address from ``AZURITE_BLOB_STORAGE_URL`` only (default
+    ``http://127.0.0.1:10000``); ``endpoint`` is ignored in that mode.
+    """
+
+    @pytest.fixture
+    def storage_factory(self, azurite: AzuriteServer, monkeypatch: pytest.MonkeyPatch) -> StorageFactory:
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azurite.blob_url)
+        container = azurite.create_container()
+
+        def make(**options: object) -> Storage:
+            return get_storage(
+                f"azure://{container}/emulated",
+                storage_options={"connection_string": "UseDevelopmentStorage=true", **options},
+            )
+
+        return make

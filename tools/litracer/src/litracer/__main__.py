@@ -1,0 +1,7 @@
+"""``python -m litracer``."""
+
+import sys
+
+from litracer._cli import main
+
+sys.exit(main())
