@@ -7,7 +7,8 @@ shuffles) sees an ordinary :class:`~litdata_format._index.DatasetIndex`; the con
 JSON copy of the shard's settings sits between that table and the samples, so shards are opened
 by :func:`open_mds_shard` (which also undoes MDS's whole-shard compression) rather than by
 :class:`~litdata_format._chunk.ChunkView`. Samples are decoded by :class:`MdsSampleDecoder` into
-exactly the values MDS's own reader returns. The layout is described in FORMAT.md (section "Reading MosaicML MDS datasets").
+exactly the values MDS's own reader returns. The layout is described in FORMAT.md
+("Reading MosaicML MDS datasets").
 """
 
 from __future__ import annotations
