@@ -19,8 +19,15 @@ READ_ALL = """
 import pickle, sys
 from litdata import StreamingDataset
 from litdata.streaming.item_loader import TokensLoader
-block = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-kwargs = {"item_loader": TokensLoader(block_size=block)} if block else {}
+from litdata.utilities.encryption import FernetEncryption, RSAEncryption
+extra = sys.argv[3] if len(sys.argv) > 3 else ""
+kwargs = {}
+if extra.isdigit():
+    kwargs["item_loader"] = TokensLoader(block_size=int(extra))
+elif extra:
+    kind, key_file = extra.split("=", 1)
+    cls = FernetEncryption if kind == "fernet" else RSAEncryption
+    kwargs["encryption"] = cls.load(key_file, "secret-pw")
 ds = StreamingDataset(sys.argv[2], **kwargs)
 
 def plain(value):  # upstream hands out memoryviews for bytes leaves; they do not pickle
@@ -113,6 +120,50 @@ def test_upstream_reads_our_dataset(tmp_path: Path, case: str) -> None:
     assert len(got) == len(samples)
     for i, (expected, value) in enumerate(zip(samples, got)):
         _assert_same(expected, value, f"sample {i}")
+
+
+@pytest.mark.parametrize(("kind", "level"), [("fernet", "sample"), ("fernet", "chunk"), ("rsa", "sample")])
+def test_upstream_reads_our_encrypted_dataset(tmp_path: Path, kind: str, level: str) -> None:
+    from litdata_format import FernetEncryption, RSAEncryption
+
+    encryption = (FernetEncryption if kind == "fernet" else RSAEncryption)("secret-pw", level=level)
+    samples = [{"index": i, "name": f"n{i}"} if kind == "rsa" else _arrays_sample(i) for i in range(7)]
+    _write(
+        tmp_path / "ds", samples, chunk_size=3, encryption=encryption, compression="zstd" if level == "chunk" else None
+    )
+    encryption.save(str(tmp_path / "key.json"))
+    got = run_upstream(READ_ALL, str(tmp_path / "ds"), f"{kind}={tmp_path / 'key.json'}")
+    assert len(got) == len(samples)
+    for i, (expected, value) in enumerate(zip(samples, got)):
+        _assert_same(expected, value, f"sample {i}")
+
+
+def test_upstream_reads_our_media_leaves(tmp_path: Path) -> None:
+    from litdata_format import Graph, JsonLeaf, Text
+
+    samples = [
+        {
+            "text": Text(text=f"caption {i}"),
+            "meta": JsonLeaf({"tags": ["a", str(i)], "score": i / 4}),
+            "graph": Graph(x=torch.ones(3, 2) * i, edge_index=torch.tensor([[0, 1], [1, 2]])),
+        }
+        for i in range(5)
+    ]
+    _write(tmp_path / "ds", samples, chunk_size=2)
+    got = run_upstream(
+        READ_ALL.replace("pickle.dump([plain(ds[i])", "pickle.dump([plain(summary(ds[i]))").replace(
+            "with open(sys.argv[1]",
+            "def summary(s):\n    g = s['graph']\n"
+            "    return {'text': s['text'], 'meta': s['meta'], 'x': g.x, 'edge_index': g.edge_index}\n\n"
+            "with open(sys.argv[1]",
+        ),
+        str(tmp_path / "ds"),
+    )
+    for i, value in enumerate(got):
+        assert value["text"] == f"caption {i}"
+        assert value["meta"] == {"tags": ["a", str(i)], "score": i / 4}
+        assert torch.equal(value["x"], torch.ones(3, 2) * i)
+        assert torch.equal(value["edge_index"], torch.tensor([[0, 1], [1, 2]]))
 
 
 def test_upstream_reads_our_tokens(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Upstream's ``litdata.utilities`` package path."""
