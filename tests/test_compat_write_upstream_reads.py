@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -123,7 +123,7 @@ def test_upstream_reads_our_dataset(tmp_path: Path, case: str) -> None:
 
 
 @pytest.mark.parametrize(("kind", "level"), [("fernet", "sample"), ("fernet", "chunk"), ("rsa", "sample")])
-def test_upstream_reads_our_encrypted_dataset(tmp_path: Path, kind: str, level: str) -> None:
+def test_upstream_reads_our_encrypted_dataset(tmp_path: Path, kind: str, level: Literal["sample", "chunk"]) -> None:
     from litdata_format import FernetEncryption, RSAEncryption
 
     encryption = (FernetEncryption if kind == "fernet" else RSAEncryption)("secret-pw", level=level)
