@@ -83,3 +83,67 @@ def test_resume_on_another_world_size(tmp_path: Path) -> None:
     assert len(after) == len(set(after))
     # 240 - 70 consumed = 170 left; 3 ranks x 5 per batch keeps 165 of them.
     assert len(before) == 70 and len(after) == 165
+
+
+MATRIX_WORKER = Path(__file__).with_name("ddp_matrix_worker.py")
+
+
+@pytest.fixture(scope="module")
+def matrix_datasets(tmp_path_factory: pytest.TempPathFactory) -> list[list[Any]]:
+    root = tmp_path_factory.mktemp("ddp_matrix")
+    # (size, batch size, window shuffle): sizes that no world size, worker count and batch divide;
+    # 37 is smaller than 4 ranks x 3 workers x 4 samples, so some workers get nothing at all.
+    shapes = [(37, 4, False), (101, 3, True)]
+    return [[str(_dataset(root / f"n{n}", n)), n, batch, window] for n, batch, window in shapes]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_every_rank_gets_equal_batches_under_every_setting(
+    tmp_path: Path, matrix_datasets: list[list[Any]], world: int
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"datasets": matrix_datasets, "workers": [0, 1, 2, 3]}))
+    out = tmp_path / "out.json"
+    records = _launch(MATRIX_WORKER, world, str(spec), str(out))
+    assert len(records) == len(matrix_datasets) * 4 * 2
+    for record in records:
+        ranks = record["ranks"]
+        size, batch, where = record["size"], record["batch_size"], {k: v for k, v in record.items() if k != "ranks"}
+        seen = [i for rank in ranks for i in rank["seen"]]
+        assert len(seen) == len(set(seen)), f"duplicates under {where}"
+        assert all(rank["batches"] == rank["len"] for rank in ranks), f"len(loader) is off under {where}"
+        counts = [rank["batches"] for rank in ranks]
+        if record["drop_last"]:
+            assert len(set(counts)) == 1, f"unequal batches {counts} under {where}"
+            assert len(seen) == (size // (batch * world)) * batch * world, where
+        else:
+            assert sorted(seen) == list(range(size)), f"samples missing under {where}"
+            assert max(counts) - min(counts) <= 1, f"batches {counts} under {where}"
+            # Equal counts are possible (without repeating samples) unless the last round of
+            # batches holds fewer samples than there are ranks; then they must be equal.
+            rounds = -(-size // (batch * world))
+            if size - (rounds - 1) * batch * world >= world:
+                assert len(set(counts)) == 1, f"unequal batches {counts} under {where}"
+
+
+def _launch(script: Path, world: int, *args: str) -> Any:
+    port = str(_free_port())
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
+        env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)}
+        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=env, stderr=subprocess.PIPE, text=True))
+    errors = []
+    for proc in procs:
+        try:
+            _, err = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            _, err = proc.communicate()
+            errors.append("timeout (a rank hung):\n" + err)
+            continue
+        if proc.returncode != 0:
+            errors.append(err)
+    assert not errors, "\n".join(errors)
+    return json.loads(Path(args[-1]).read_text())

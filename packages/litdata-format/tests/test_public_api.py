@@ -36,6 +36,7 @@ EXPECTED = {
     "TokensLoader",
     "TreeSpec",
     "__version__",
+    "atomic_file",
     "complete_dataset",
     "compress",
     "decompress",
@@ -51,6 +52,7 @@ EXPECTED = {
     "resolve_serializers",
     "tree_flatten",
     "tree_unflatten",
+    "write_file_atomic",
     "write_json_atomic",
 }
 

@@ -19,6 +19,7 @@ PATHS = {
     "litdata.streaming.dataloader": {"StreamingDataLoader": "litdata_stream"},
     "litdata.streaming.collate": {"litdata_collate": "litdata_stream"},
     "litdata.utilities.encryption": {"FernetEncryption": "litdata_format", "RSAEncryption": "litdata_format"},
+    "litdata.utilities.train_test_split": {"train_test_split": "litdata_stream"},
     "litdata.types": {"Image": "litdata_format", "Graph": "litdata_format"},
     "litdata.debugger": {"enable_tracer": "litdata_io"},
 }

@@ -4,6 +4,7 @@ Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pyt
 serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
 """
 
+from litdata_format._atomic import atomic_file, write_file_atomic
 from litdata_format._chunk import Chunk, ChunkView, encode_chunk
 from litdata_format._compression import compress, decompress
 from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
@@ -75,6 +76,7 @@ __all__ = [
     "TokensLoader",
     "TreeSpec",
     "__version__",
+    "atomic_file",
     "complete_dataset",
     "compress",
     "decompress",
@@ -90,5 +92,6 @@ __all__ = [
     "resolve_serializers",
     "tree_flatten",
     "tree_unflatten",
+    "write_file_atomic",
     "write_json_atomic",
 ]

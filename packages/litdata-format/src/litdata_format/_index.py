@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from litdata_format._atomic import write_file_atomic
 
 __all__ = [
     "INDEX_FILENAME",
@@ -182,15 +183,7 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(obj, handle, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file_atomic(path, json.dumps(obj, sort_keys=True).encode())
 
 
 def rank_index_files(directory: str | os.PathLike[str]) -> list[Path]:

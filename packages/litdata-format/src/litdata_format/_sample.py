@@ -8,6 +8,7 @@ leaf differ.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -96,6 +97,17 @@ class SampleDecoder:
             )
         self._serializers = [serializer_for_format(fmt, serializers) for fmt in data_format]
         self._num = len(self._serializers)
+        # Parsing the size header with struct costs ~0.1 us; numpy's frombuffer + sum ~2 us per sample.
+        self._header = struct.Struct(f"<{self._num}I")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_header"]  # struct.Struct does not pickle (spawned DataLoader workers pickle us)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._header = struct.Struct(f"<{self._num}I")
 
     def decode(self, item: Buffer, where: str = "item") -> Any:
         """The sample stored in ``item`` (``where`` names it in errors)."""
@@ -103,12 +115,12 @@ class SampleDecoder:
         header = 4 * self._num
         if len(view) < header:
             raise ValueError(f"{where}: {len(view)} bytes is shorter than its {header}-byte size header")
-        sizes = np.frombuffer(view[:header], dtype="<u4")
-        end = header + int(sizes.sum())
+        sizes = self._header.unpack_from(view)
+        end = header + sum(sizes)
         if end > len(view):
             raise ValueError(f"{where}: its leaves need {end} bytes but the item has {len(view)}")
         leaves, start = [], header
-        for size, serializer in zip(sizes.tolist(), self._serializers):
+        for size, serializer in zip(sizes, self._serializers):
             leaves.append(serializer.deserialize(view[start : start + size]))
             start += size
         return tree_unflatten(leaves, self.spec)

@@ -10,12 +10,12 @@ then merges the rank files into ``index.json`` (:meth:`BinaryWriter.merge` or
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from litdata_format._atomic import write_file_atomic
 from litdata_format._chunk import encode_chunk, header_size
 from litdata_format._compression import check_compression, compress
 from litdata_format._index import (
@@ -34,18 +34,6 @@ from litdata_format._sizes import parse_size
 __all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter"]
 
 DEFAULT_CHUNK_BYTES = 1 << 26
-
-
-def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
-    """Write ``data`` to ``path`` so that the final name only ever holds the whole file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class BinaryWriter:

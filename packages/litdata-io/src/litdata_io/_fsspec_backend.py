@@ -16,12 +16,12 @@ import contextlib
 import datetime
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from litdata_format import atomic_file
 from litdata_io._options import BackendOptions
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
@@ -227,17 +227,10 @@ class FsspecStorage(Storage):
 
     def _fetch_to(self, key: str, destination: Path, expected: int) -> int:
         fs, _ = self._filesystem()
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
-        try:
-            with os.fdopen(fd, "wb") as out, fs.open(self._path(key), "rb") as source:
-                shutil.copyfileobj(source, out, _COPY_BLOCK)
-                received = out.tell()
+        with atomic_file(destination, suffix=".part") as out, fs.open(self._path(key), "rb") as source:
+            shutil.copyfileobj(source, out, _COPY_BLOCK)
+            received = out.tell()
             self._check_size(key, received, expected)
-            os.replace(tmp, destination)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return received
 
     async def adownload(self, key: str, destination: str | Path) -> int:

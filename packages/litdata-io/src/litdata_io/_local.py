@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from litdata_format import atomic_file, write_file_atomic
 from litdata_io._errors import StorageError
 from litdata_io._settings import IOSettings
-from litdata_io._storage import ObjectInfo, Storage, check_key, write_atomic
+from litdata_io._storage import ObjectInfo, Storage, check_key
 
 __all__ = ["LocalStorage"]
+
+
+_COPY_BLOCK = 1 << 20
 
 
 class LocalStorage(Storage):
@@ -99,25 +102,19 @@ class LocalStorage(Storage):
         return await asyncio.to_thread(self._read, key, start, end)
 
     async def aput(self, key: str, data: bytes) -> None:
-        await asyncio.to_thread(write_atomic, self._path(key), data)
+        await asyncio.to_thread(write_file_atomic, self._path(key), data)
 
     async def adelete(self, key: str) -> None:
         await asyncio.to_thread(self._path(key).unlink, True)
 
     def _copy_file(self, source: Path, destination: Path, missing: str) -> int:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent)
-        os.close(fd)
         try:
-            try:
-                shutil.copyfile(source, tmp)
-            except (FileNotFoundError, IsADirectoryError):
-                raise FileNotFoundError(2, f"{missing}: no such file") from None
-            os.replace(tmp, destination)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return destination.stat().st_size
+            reader = open(source, "rb")  # noqa: SIM115 - closed by the with below
+        except (FileNotFoundError, IsADirectoryError):
+            raise FileNotFoundError(2, f"{missing}: no such file") from None
+        with reader, atomic_file(destination) as out:
+            shutil.copyfileobj(reader, out, _COPY_BLOCK)
+            return out.tell()
 
     async def adownload(self, key: str, destination: str | Path) -> int:
         return await asyncio.to_thread(self._copy_file, self._path(key), Path(destination), self.url_for(key))

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from litdata_format import atomic_file
 from litdata_io._aws_config import endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
 from litdata_io._retry import retry_call
@@ -292,19 +292,12 @@ class ObstoreStorage(Storage):
         if info.size > self.settings.parallel_threshold:
             del result  # dropping the response closes its connection; the parts are fetched in parallel
             return ObjectInfo(key, info.size, info.etag, info.mtime)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
-        try:
-            received = 0
-            with os.fdopen(fd, "wb") as handle:
-                async for chunk in result.stream(min_chunk_size=_MiB):
-                    handle.write(chunk)
-                    received += len(chunk)
+        received = 0
+        with atomic_file(destination, suffix=".part") as handle:
+            async for chunk in result.stream(min_chunk_size=_MiB):
+                handle.write(chunk)
+                received += len(chunk)
             self._check_size(key, received, info.size)
-            os.replace(tmp, destination)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return received
 
     async def _get_part(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import http.client
 import os
-import tempfile
 import threading
 import weakref
 import xml.etree.ElementTree as ET
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from litdata_format import atomic_file
 from litdata_io._aws_config import endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions
 from litdata_io._retry import retry_call
@@ -344,24 +344,17 @@ class PythonStorage(Storage):
         return await self._call("GET", key, get)
 
     def _fetch_to(self, key: str, destination: Path) -> int:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
+        with atomic_file(destination, suffix=".part") as out:
 
-                def sink(response: http.client.HTTPResponse) -> int:
-                    while block := response.read(_BLOCK):
-                        out.write(block)
-                    return out.tell()
+            def sink(response: http.client.HTTPResponse) -> int:
+                while block := response.read(_BLOCK):
+                    out.write(block)
+                return out.tell()
 
-                response, received = self._request("GET", key, sink=sink)
+            response, received = self._request("GET", key, sink=sink)
             expected = response.getheader("content-length")
             if expected is not None:
                 self._check_size(key, received, int(expected))
-            os.replace(tmp, destination)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return received
 
     async def adownload(self, key: str, destination: str | Path) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -24,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litdata_format import atomic_file, write_file_atomic
 from litdata_io._errors import ReadOnlyStorageError, StorageError
 from litdata_io._loop import run_sync
 from litdata_io._secret import Secret
 from litdata_io._settings import IOSettings
 
-__all__ = ["ObjectInfo", "Storage", "check_key", "write_atomic"]
+__all__ = ["ObjectInfo", "Storage", "check_key"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class Storage(ABC):
             return await self._download_parts(key, Path(destination), info)
         data = await self.aget(key)
         self._check_size(key, len(data), info.size)
-        await asyncio.to_thread(write_atomic, Path(destination), data)
+        await asyncio.to_thread(write_file_atomic, Path(destination), data)
         return len(data)
 
     async def aupload(self, source: str | Path, key: str) -> None:
@@ -146,18 +146,17 @@ class Storage(ABC):
     async def _download_parts(self, key: str, destination: Path, info: ObjectInfo) -> int:
         """Download ``info.size`` bytes of ``key`` with parallel ranged gets into ``destination``."""
         size, part = info.size, self.settings.part_size
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
         gate = asyncio.Semaphore(self.settings.max_concurrency)
         write_lock = threading.Lock()
+        with atomic_file(destination, suffix=".part") as handle:
+            fd = handle.fileno()
 
-        async def fetch(start: int) -> None:
-            end = min(start + part, size)
-            async with gate:
-                data = await self._get_part(key, start, end, info.etag)
-            await asyncio.to_thread(_pwrite, fd, data, start, write_lock)
+            async def fetch(start: int) -> None:
+                end = min(start + part, size)
+                async with gate:
+                    data = await self._get_part(key, start, end, info.etag)
+                await asyncio.to_thread(_pwrite, fd, data, start, write_lock)
 
-        try:
             os.ftruncate(fd, size)
             tasks = [asyncio.ensure_future(fetch(start)) for start in range(0, size, part)]
             try:
@@ -169,14 +168,6 @@ class Storage(ABC):
                 if task in done and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
             await asyncio.gather(*pending, return_exceptions=True)
-            os.close(fd)
-            fd = -1
-            os.replace(tmp, destination)
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return size
 
     async def _get_part(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
@@ -238,24 +229,6 @@ def _pwrite(fd: int, data: Any, offset: int, lock: threading.Lock) -> None:
         os.lseek(fd, offset, os.SEEK_SET)
         while view:
             view = view[os.write(fd, view) :]
-
-
-def write_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
-
-    Args:
-        path: the destination.
-        data: bytes or any buffer.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def check_key(url: str, key: str) -> str:

@@ -4,10 +4,23 @@ Stream optimized datasets from local disk or object storage into PyTorch, shuffl
 evenly over ranks and workers, and resumable mid-epoch without repeating or skipping a sample.
 """
 
+from litdata_stream._cache import Cache
 from litdata_stream._collate import litdata_collate
+from litdata_stream._combined import CombinedStreamingDataset
 from litdata_stream._dataloader import StreamingDataLoader
 from litdata_stream._dataset import StreamingDataset
+from litdata_stream._parallel import ParallelStreamingDataset
+from litdata_stream._split import train_test_split
 
 __version__ = "0.1.0"
 
-__all__ = ["StreamingDataLoader", "StreamingDataset", "__version__", "litdata_collate"]
+__all__ = [
+    "Cache",
+    "CombinedStreamingDataset",
+    "ParallelStreamingDataset",
+    "StreamingDataLoader",
+    "StreamingDataset",
+    "__version__",
+    "litdata_collate",
+    "train_test_split",
+]

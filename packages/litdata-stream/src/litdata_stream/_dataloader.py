@@ -15,13 +15,17 @@ from torch.utils.data import DataLoader
 from litdata_io import trace_begin, trace_end, trace_instant
 from litdata_stream._collate import litdata_collate
 from litdata_stream._dataset import StreamingDataset
+from litdata_stream._env import DistributedEnv
+from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import batches_of
+from litdata_stream._profiling import ProfiledCollate, ProfiledWorkerInit, main_profiler, profile_settings
 
 __all__ = ["StreamingDataLoader"]
 
 
 class StreamingDataLoader(DataLoader):
-    """A DataLoader over a :class:`StreamingDataset` with an exact, resumable ``state_dict``.
+    """A DataLoader over a :class:`StreamingDataset` (or a Combined / Parallel one) with an exact,
+    resumable ``state_dict``.
 
     Args:
         dataset: the dataset to iterate.
@@ -30,23 +34,36 @@ class StreamingDataLoader(DataLoader):
         shuffle: overrides the dataset's ``shuffle`` when given.
         drop_last: overrides the dataset's ``drop_last`` when given.
         collate_fn: how samples become a batch (default :func:`litdata_collate`).
+        profile_batches: record a viztracer trace (``result.json``) of worker 0 for this many
+            batches, or ``True`` for its whole life (needs ``num_workers >= 1`` and viztracer).
+        profile_skip_batches: batches worker 0 fetches before the trace starts.
+        profile_dir: where profiles are written (default: the current directory).
+        profile_cprofile: write cProfile stats of the main process and worker 0
+            (``cprofile_main.prof`` / ``cprofile_worker0.prof`` and ``.txt`` summaries).
         **kwargs: anything else a torch ``DataLoader`` takes (``persistent_workers``,
             ``prefetch_factor``, ``multiprocessing_context``, ``pin_memory``, ...).
     """
 
     def __init__(
         self,
-        dataset: StreamingDataset,
+        dataset: StreamingDataset | MixedDataset,
         *args: Any,
         batch_size: int = 1,
         num_workers: int = 0,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        profile_batches: bool | int = False,
+        profile_skip_batches: int = 0,
+        profile_dir: str | None = None,
+        profile_cprofile: bool = False,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, StreamingDataset):
-            raise TypeError(f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}")
+        if not isinstance(dataset, (StreamingDataset, MixedDataset)):
+            raise TypeError(
+                "StreamingDataLoader needs a StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset, "
+                f"got {type(dataset).__name__}"
+            )
         if kwargs.get("in_order") is False:
             raise ValueError("StreamingDataLoader needs in_order=True: the resume point is derived from the order")
         if shuffle is not None:
@@ -57,6 +74,14 @@ class StreamingDataLoader(DataLoader):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         dataset.set_batch_size(batch_size)
         dataset.set_num_workers(num_workers)
+        self._profile = profile_settings(
+            profile_batches, profile_skip_batches, profile_dir, profile_cprofile, num_workers,
+            DistributedEnv.detect().global_rank,
+        )  # fmt: skip
+        collate_fn = collate_fn if collate_fn is not None else litdata_collate
+        if self._profile is not None and num_workers > 0:
+            collate_fn = ProfiledCollate(collate_fn)
+            kwargs["worker_init_fn"] = ProfiledWorkerInit(self._profile, kwargs.get("worker_init_fn"))
         self.current_epoch = 0
         self._delivered = 0
         self._restored = False
@@ -67,18 +92,20 @@ class StreamingDataLoader(DataLoader):
             batch_size=batch_size,
             num_workers=num_workers,
             drop_last=dataset.drop_last,
-            collate_fn=collate_fn if collate_fn is not None else litdata_collate,
+            collate_fn=collate_fn,
             **kwargs,
         )
 
     @property
-    def streaming_dataset(self) -> StreamingDataset:
+    def streaming_dataset(self) -> StreamingDataset | MixedDataset:
         dataset = self.dataset
-        assert isinstance(dataset, StreamingDataset)
+        assert isinstance(dataset, (StreamingDataset, MixedDataset))
         return dataset
 
     def __len__(self) -> int:
         dataset = self.streaming_dataset
+        if isinstance(dataset, MixedDataset):
+            return dataset._batches_left()
         topology = dataset._topology()
         return sum(
             batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
@@ -95,12 +122,18 @@ class StreamingDataLoader(DataLoader):
             self._delivered = 0
         self._epoch_complete = False
         dataset.set_epoch(self.current_epoch)
+        # A Combined dataset that stops at its first exhausted dataset stops every rank together.
+        limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
         try:
-            for batch in super().__iter__():
-                self._delivered += 1
-                trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
-                yield batch
+            batches = super().__iter__()  # workers start here, before the main profiler does
+            with main_profiler(self._profile):
+                for batch in batches:
+                    self._delivered += 1
+                    trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
+                    yield batch
+                    if limit is not None and self._delivered >= limit:
+                        break
             self._epoch_complete = True
         finally:
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
@@ -122,12 +155,13 @@ class StreamingDataLoader(DataLoader):
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
         self.current_epoch = int(state["current_epoch"])
         self._delivered = 0
-        if state.get("epoch_complete"):
-            self._restored = False  # the next iteration starts the next epoch
+        if state.get("epoch_complete") or self.current_epoch == 0:
+            self._restored = False  # the next iteration starts the next epoch (or the first: nothing was read)
             return
         self.streaming_dataset.load_state_dict(state["dataset"])
         self._restored = True
 
 
 def batches_of_done(done: int, batch_size: int) -> int:
-    return done // batch_size
+    # ``done`` is a multiple of the batch size, or the whole stretch once its partial batch went out.
+    return -(-done // batch_size)

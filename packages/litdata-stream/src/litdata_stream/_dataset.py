@@ -4,17 +4,18 @@ workers, and resumable exactly (see ``_plan`` for the mechanism)."""
 from __future__ import annotations
 
 import bisect
-import os
+import hashlib
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._env import DistributedEnv, WorkerEnv
+from litdata_stream._fetch import fetch_many
 from litdata_stream._plan import (
     EpochOrder,
     Interval,
@@ -24,7 +25,9 @@ from litdata_stream._plan import (
     remaining_base,
     split_base,
 )
-from litdata_stream._source import ChunkSource, open_source
+from litdata_stream._posix import PosixProfile, detect_posix
+from litdata_stream._shuffle import WindowOrder
+from litdata_stream._source import ChunkSource, fork_generation, open_source
 
 __all__ = ["StreamingDataset"]
 
@@ -131,8 +134,10 @@ class StreamingDataset(IterableDataset):
                 UserWarning,
                 stacklevel=2,
             )
+        self.posix: PosixProfile = detect_posix(_local_path(input_dir))
         source = self._source()
         index = source.index
+        self._fingerprint = _fingerprint(index)
         if item_loader is None:
             item_loader = TokensLoader() if index.item_loader == "TokensLoader" else PyTreeLoader()
         self.item_loader = item_loader
@@ -156,9 +161,10 @@ class StreamingDataset(IterableDataset):
 
     def _source(self) -> ChunkSource:
         # One source per process: a forked DataLoader worker must not share the parent's threads.
+        # The fork generation changes in a forked child; comparing it costs no syscall per sample.
         found = self.__dict__.get("_chunk_source")
-        if found is None or found[0] != os.getpid():
-            found = (os.getpid(), open_source(self))
+        if found is None or found[0] != fork_generation():
+            found = (fork_generation(), open_source(self))
             self.__dict__["_chunk_source"] = found
         return found[1]
 
@@ -184,8 +190,35 @@ class StreamingDataset(IterableDataset):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._starts[-1]))]
         chunk, position = self._locate(int(index))
-        data = self.item_loader.load(self._source().chunk(chunk), self._item_position(chunk, position))
-        return self.transform(data)
+        opened = self._source().chunk(chunk)
+        item = self._item_position(chunk, position)
+        return self._transformed(self.item_loader.load(opened, item), int(index), opened, item)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
+
+        Reads every chunk once per call: the indexes are grouped by chunk and the samples come
+        back in the order asked for.
+        """
+        if type(self).__getitem__ is not StreamingDataset.__getitem__:
+            return [self[i] for i in indices]  # a subclass decides what one sample is
+        return fetch_many(self, indices)
+
+    def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
+        """``transform(data)``; an error names the sample and where it is stored."""
+        if not self._has_transform:
+            return data
+        try:
+            return self.transform(data)
+        except Exception as error:
+            raise RuntimeError(
+                f"transform failed on sample {index} (chunk {getattr(chunk, 'name', '?')}, item {item}): "
+                f"{type(error).__name__}: {error}"
+            ) from error
+
+    @property
+    def _has_transform(self) -> bool:
+        return bool(self._transforms) or type(self).transform is not StreamingDataset.transform
 
     def transform(self, sample: Any) -> Any:
         """Apply the ``transform`` callables to a sample; subclasses may override it."""
@@ -234,7 +267,17 @@ class StreamingDataset(IterableDataset):
 
     # -- iteration ------------------------------------------------------------------------------
     def _order(self, epoch: int) -> EpochOrder:
+        window = self.posix.window
+        if self.shuffle and window is not None:
+            return WindowOrder(self._lengths, self.seed, epoch, window)
         return EpochOrder(self._lengths, self.seed, epoch, self.shuffle)
+
+    @property
+    def shuffle_mode(self) -> str:
+        """``"none"``, ``"full"`` or ``"window:<size>"``: how the epoch order is drawn."""
+        if not self.shuffle:
+            return "none"
+        return "full" if self.posix.window is None else f"window:{self.posix.window}"
 
     def _run_start(self, topology: Topology) -> tuple[list[Interval], int, int]:
         """(base, first worker, batches already delivered) that this run continues from."""
@@ -243,7 +286,7 @@ class StreamingDataset(IterableDataset):
             return [(0, self._starts[-1])], 0, 0
         if resume["topology"] == _topology_key(topology):
             return resume["base"], resume["first_worker"], resume["batches"]
-        return _rebase(resume), 0, 0
+        return _rebase(resume, self._order(resume["epoch"])), 0, 0
 
     def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
@@ -259,21 +302,35 @@ class StreamingDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         worker = WorkerEnv.detect()
-        if self._iterated_epochs and worker.world_size > 1:
+        if self._iterated_epochs and get_worker_info() is not None:  # also with a single worker
             # A persistent worker keeps this copy across epochs: advance the epoch on its own.
             self.current_epoch += 1
         self._iterated_epochs += 1
         topology = self._topology(num_workers=worker.world_size)
         plan, done = self.rank_plans(topology)[worker.rank]
         order = self._order(self.current_epoch)
-        pieces = order.pieces(_skip(plan.intervals, done))
+        yield from self._read(order, _skip(order.read_order(plan.intervals), done))
+
+    def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
+        """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
+        read their sub-datasets' stretches through this too)."""
+        pieces = order.pieces(intervals)
         source = self._source()
         source.schedule([p.chunk for p in pieces])
+        # A subclass overriding __getitem__ decides what a sample is; otherwise read directly.
+        direct = type(self).__getitem__ is StreamingDataset.__getitem__ and not trace_enabled("sample")
+        load = self.item_loader.load
         for piece in pieces:
             within = order.within(piece.chunk)[piece.lo : piece.hi]
             start = self._starts[piece.chunk]
             trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
-            if trace_enabled("sample"):
+            if direct:
+                kept = self._items[piece.chunk]
+                items = within.tolist() if kept is None else kept[within].tolist()
+                for position, item in zip(within.tolist(), items):
+                    opened = source.chunk(piece.chunk)  # a dict lookup; no syscall, no lock
+                    yield self._transformed(load(opened, item), start + position, opened, item)
+            elif trace_enabled("sample"):
                 for position in within.tolist():
                     with trace_span("sample", "sample", chunk=piece.chunk, index=start + position):
                         sample = self[start + position]
@@ -301,6 +358,8 @@ class StreamingDataset(IterableDataset):
             "epoch": self.current_epoch,
             "seed": self.seed,
             "shuffle": self.shuffle,
+            "shuffle_mode": self.shuffle_mode,
+            "dataset": self._fingerprint,
             "drop_last": self.drop_last,
             "subsample": self.subsample,
             "num_samples": self._starts[-1],
@@ -314,6 +373,9 @@ class StreamingDataset(IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict` (possibly under another topology)."""
+        kind = state.get("kind")
+        if kind is not None and kind != "StreamingDataset":
+            raise ValueError(f"this state dict was recorded on a {kind}, not on a StreamingDataset")
         if state.get("state_version") != _STATE_VERSION:
             raise ValueError(
                 "this state dict was not written by this StreamingDataset (no state_version "
@@ -324,8 +386,16 @@ class StreamingDataset(IterableDataset):
                 f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
                 f"{self._starts[-1]}; it is not the same dataset (or subsample differs)"
             )
+        recorded = state.get("dataset")
+        if recorded is not None and recorded != self._fingerprint:
+            raise ValueError(
+                f"the state dict was recorded on another dataset (chunk list fingerprint {recorded}, this one is "
+                f"{self._fingerprint}); resume with the dataset it was recorded on"
+            )
         if not self.force_override_state_dict:
-            for field in ("seed", "shuffle", "drop_last", "subsample"):
+            for field in ("seed", "shuffle", "shuffle_mode", "drop_last", "subsample"):
+                if field not in state:
+                    continue
                 if state[field] != getattr(self, field):
                     raise ValueError(
                         f"the state dict was recorded with {field}={state[field]!r} but this dataset has "
@@ -367,7 +437,7 @@ def _topology_key(topology: Topology) -> tuple[int, int, int, bool]:
     return (topology.world_size, topology.num_workers, topology.batch_size, topology.drop_last)
 
 
-def _rebase(resume: dict[str, Any]) -> list[Interval]:
+def _rebase(resume: dict[str, Any], order: EpochOrder) -> list[Interval]:
     """What the interrupted run (with its own topology) had not consumed."""
     world, workers, batch, drop_last = resume["topology"]
     topology = Topology(world, workers, batch, drop_last)
@@ -375,7 +445,7 @@ def _rebase(resume: dict[str, Any]) -> list[Interval]:
     consumed = [
         consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
     ]
-    return remaining_base(plans, consumed)
+    return remaining_base(plans, consumed, order)
 
 
 def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
@@ -387,3 +457,19 @@ def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
         out.append((start + count, end))
         count = 0
     return out
+
+
+def _local_path(input_dir: Any) -> str | None:
+    """The local folder of ``input_dir``, or None for a URL (``s3://``, ``local:``, ...)."""
+    from litdata_io import resolve_dir
+
+    resolved = resolve_dir(input_dir)
+    return resolved.path if resolved.url is None else None
+
+
+def _fingerprint(index: Any) -> str:
+    """A short digest of the chunk list: tells a state dict recorded on another dataset."""
+    digest = hashlib.sha1()
+    for chunk in index.chunks:
+        digest.update(f"{chunk.filename}:{chunk.chunk_size}:{chunk.chunk_bytes};".encode())
+    return digest.hexdigest()[:16]

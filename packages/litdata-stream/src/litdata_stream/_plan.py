@@ -91,6 +91,15 @@ class EpochOrder:
             return np.arange(length)
         return np.random.default_rng([self.seed, self.epoch, len(self.chunk_lengths), chunk]).permutation(length)
 
+    def read_order(self, intervals: Sequence[Interval]) -> list[Interval]:
+        """The intervals of ``S`` one worker's stretch is read in (its own order, here unchanged).
+
+        Another order (``WindowOrder``) may permute the stretch, but only at the grain of whole
+        intervals: what a worker consumed is then always a prefix of this list, which keeps
+        resuming exact (``remaining_base``).
+        """
+        return list(intervals)
+
     def pieces(self, intervals: Sequence[Interval]) -> list[Piece]:
         """The chunk pieces covering the given intervals of ``S``, in order."""
         out: list[Piece] = []
@@ -217,14 +226,20 @@ def consumed_per_worker(
     return samples, next_worker
 
 
-def remaining_base(plans: Sequence[Sequence[WorkerPlan]], consumed: Sequence[Sequence[int]]) -> list[Interval]:
-    """What no worker of any rank has consumed, as a new base (in rank, worker order)."""
+def remaining_base(
+    plans: Sequence[Sequence[WorkerPlan]], consumed: Sequence[Sequence[int]], order: EpochOrder | None = None
+) -> list[Interval]:
+    """What no worker of any rank has consumed, as a new base (sorted by position in ``S``).
+
+    ``order`` tells in which order each worker read its stretch (``EpochOrder.read_order``);
+    by default the stretch's own order.
+    """
     out: list[Interval] = []
     for rank_plans, rank_consumed in zip(plans, consumed):
         for plan, done in zip(rank_plans, rank_consumed):
-            total = plan.num_samples
-            out.extend(_take(plan.intervals, done, total - done))
-    return _merge(out)
+            read = order.read_order(plan.intervals) if order is not None else plan.intervals
+            out.extend(_take(read, done, plan.num_samples - done))
+    return _merge(sorted(out))
 
 
 def _merge(intervals: Sequence[Interval]) -> list[Interval]:

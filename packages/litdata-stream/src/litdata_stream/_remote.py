@@ -32,9 +32,9 @@ class RemoteSource:
         self._open: dict[int, Chunk] = {}
 
     @classmethod
-    def open(cls, dataset: Any) -> RemoteSource:
-        """The source for ``dataset.input_dir`` (a URL or a ``Dir`` with a URL)."""
-        resolved = resolve_dir(dataset.input_dir)
+    def open(cls, dataset: Any, url: str | None = None) -> RemoteSource:
+        """The source for ``dataset.input_dir`` (a URL or a ``Dir`` with a URL), or for ``url`` if given."""
+        resolved = resolve_dir(url if url is not None else dataset.input_dir)
         cache_setting = dataset.cache_dir
         if isinstance(cache_setting, Dir):
             cache_setting = cache_setting.path

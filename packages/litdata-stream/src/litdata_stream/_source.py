@@ -13,7 +13,24 @@ from typing import Any, Protocol
 
 from litdata_format import Chunk, DatasetIndex, load_index, open_chunk
 
-__all__ = ["ChunkSource", "LocalSource", "open_source"]
+__all__ = ["ChunkSource", "LocalSource", "fork_generation", "open_source"]
+
+_generation = 0
+
+
+def _forked() -> None:
+    global _generation
+    _generation += 1
+
+
+# A forked child must open its own sources (no threads or handles shared with the parent).
+# Counting forks lets a dataset check that per sample without a getpid() syscall.
+os.register_at_fork(after_in_child=_forked)
+
+
+def fork_generation() -> int:
+    """A number that changes in every forked child process."""
+    return _generation
 
 
 class ChunkSource(Protocol):
@@ -41,11 +58,12 @@ class LocalSource:
         directory: the dataset directory.
         index: its index (already loaded).
         encryption: the key for encrypted datasets.
-        keep_open: how many chunks stay mapped at once.
+        keep_open: how many chunks stay mapped at once (a mapping costs address space, not
+            memory, so random access over a few dozen chunks does not reopen them).
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
-                 keep_open: int = 4) -> None:  # fmt: skip
+                 keep_open: int = 16) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
@@ -80,14 +98,18 @@ def open_source(dataset: Any) -> ChunkSource:
     from litdata_io import resolve_dir
 
     resolved = resolve_dir(dataset.input_dir)
+    url = None
     if resolved.url is None and resolved.path is not None:
         directory = Path(resolved.path)
         if not directory.is_dir():
             raise FileNotFoundError(
                 f"input_dir {str(dataset.input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
             )
-        index_path = getattr(dataset, "index_path", None)
-        return LocalSource(directory, load_index(index_path or directory), dataset.encryption)
+        profile = getattr(dataset, "posix", None)
+        if profile is None or profile.in_place:
+            index_path = getattr(dataset, "index_path", None)
+            return LocalSource(directory, load_index(index_path or directory), dataset.encryption)
+        url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
     from litdata_stream._remote import RemoteSource
 
-    return RemoteSource.open(dataset)
+    return RemoteSource.open(dataset, url)

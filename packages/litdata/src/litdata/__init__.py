@@ -15,7 +15,10 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "StreamingDataset": "litdata_stream",
     "StreamingDataLoader": "litdata_stream",
+    "CombinedStreamingDataset": "litdata_stream",
+    "ParallelStreamingDataset": "litdata_stream",
     "litdata_collate": "litdata_stream",
+    "train_test_split": "litdata_stream",
     "TokensLoader": "litdata_format",
     "Audio": "litdata_format",
     "File": "litdata_format",
@@ -33,6 +36,10 @@ _EXPORTS: dict[str, str] = {
     "Video": "litdata_format",
     "complete_dataset": "litdata_format",
     "is_complete_dataset": "litdata_format",
+    "optimize": "litdata_prep",
+    "map": "litdata_prep",
+    "merge_datasets": "litdata_prep",
+    "walk": "litdata_prep",
 }
 
 if TYPE_CHECKING:
@@ -55,7 +62,15 @@ if TYPE_CHECKING:
         complete_dataset,
         is_complete_dataset,
     )
-    from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
+    from litdata_prep import map, merge_datasets, optimize, walk
+    from litdata_stream import (
+        CombinedStreamingDataset,
+        ParallelStreamingDataset,
+        StreamingDataLoader,
+        StreamingDataset,
+        litdata_collate,
+        train_test_split,
+    )
 
 __all__ = [
     "Audio",
@@ -72,6 +87,8 @@ __all__ = [
     "Text",
     "Tiff",
     "Video",
+    "CombinedStreamingDataset",
+    "ParallelStreamingDataset",
     "StreamingDataLoader",
     "StreamingDataset",
     "TokensLoader",
@@ -79,6 +96,11 @@ __all__ = [
     "complete_dataset",
     "is_complete_dataset",
     "litdata_collate",
+    "map",
+    "merge_datasets",
+    "optimize",
+    "walk",
+    "train_test_split",
 ]
 
 

@@ -66,8 +66,29 @@ def _add_cache(commands: Any) -> None:
     clear.set_defaults(handler=_cache_clear)
 
 
+def _quickstart(args: argparse.Namespace) -> int:
+    from litdata_prep._quickstart import main as quickstart
+
+    argv = ["--samples", str(args.samples), "--workers", str(args.workers), "--batch-size", str(args.batch_size)]
+    return quickstart(argv + (["--output", args.output] if args.output else []))
+
+
+def _add_quickstart(commands: Any) -> None:
+    quickstart = commands.add_parser(
+        "quickstart",
+        help="optimize, stream, stop and resume a small synthetic dataset on local disk",
+        description="Make a small synthetic image dataset, optimize it, stream it with two loader workers, "
+        "stop halfway, resume from the state dict and check nothing was repeated or lost.",
+    )
+    quickstart.add_argument("--samples", type=int, default=512, help="how many samples to make (default 512)")
+    quickstart.add_argument("--workers", type=int, default=2, help="optimize and loader workers (default 2)")
+    quickstart.add_argument("--batch-size", type=int, default=16, help="loader batch size (default 16)")
+    quickstart.add_argument("--output", help="keep the dataset in this folder (default: a temporary folder)")
+    quickstart.set_defaults(handler=_quickstart)
+
+
 #: Functions that add one command group to the top-level sub-parsers.
-COMMANDS: list[Callable[[Any], None]] = [_add_cache]
+COMMANDS: list[Callable[[Any], None]] = [_add_cache, _add_quickstart]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,124 @@
+"""Checkpoints of ``optimize(..., use_checkpoint=True)``: a killed job resumes where it stopped.
+
+Each worker processes a static, ordered slice of inputs. Whenever one of its chunks reaches the
+output, the worker publishes ``.checkpoints/checkpoint-{rank}.json`` saying which chunks it has
+and where the next unwritten sample starts: input ``next_input`` of its slice, after skipping
+``skip_samples`` samples of it (a generator ``fn`` may have put its first samples in the chunk
+already). Samples still buffered in memory are lost with the process and produced again on
+resume, so a resumed job writes exactly the samples of an uninterrupted one, provided ``fn`` is
+deterministic. ``.checkpoints/node-{node_rank}.json`` pins the worker count and a fingerprint of
+each worker's slice; a resume with different inputs or workers is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from litdata_prep._output import Output
+from litdata_prep._plan import Numbered
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "WorkerCheckpoint",
+    "clear_checkpoints",
+    "fingerprint",
+    "load_checkpoints",
+    "save_node_config",
+]
+
+CHECKPOINT_DIR = ".checkpoints"
+
+
+@dataclass
+class WorkerCheckpoint:
+    """Where one worker is: the chunks it published and the first sample it has not.
+
+    Attributes:
+        rank: the worker's global rank (it names its chunks).
+        next_input: position, in the worker's slice, of the input to process next.
+        skip_samples: samples of that input already inside published chunks.
+        next_sample: the sample number the next sample gets.
+        next_chunk_index: the number of the next chunk file.
+        chunks: the ``index.json`` entries of the published chunks.
+        config: the writer's ``config`` once it wrote a sample (None before).
+    """
+
+    rank: int
+    next_input: int = 0
+    skip_samples: int = 0
+    next_sample: int = 0
+    next_chunk_index: int = 0
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{CHECKPOINT_DIR}/checkpoint-{self.rank}.json"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str) -> WorkerCheckpoint:
+        try:
+            return cls(**obj)
+        except TypeError as err:
+            raise ValueError(f"{source}: not a checkpoint written by this version of litdata ({err})") from None
+
+
+def fingerprint(items: Numbered) -> str:
+    """A short digest of a worker's slice (positions and reprs), to recognise the same job again."""
+    digest = hashlib.sha256()
+    for pos, item in items:
+        digest.update(f"{pos}:{item!r}\n".encode(errors="replace"))
+    return digest.hexdigest()[:32]
+
+
+def _node_key(node_rank: int) -> str:
+    return f"{CHECKPOINT_DIR}/node-{node_rank}.json"
+
+
+def save_node_config(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> None:
+    """Record this node's worker count and slice fingerprints before its workers start."""
+    output.write_json(
+        _node_key(node_rank),
+        {"num_workers": len(slices), "ranks": ranks, "slices": [fingerprint(s) for s in slices]},
+    )
+
+
+def load_checkpoints(
+    output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]
+) -> list[WorkerCheckpoint]:
+    """The checkpoints of this node's workers (fresh ones when there are none).
+
+    Raises:
+        ValueError: the checkpoints were written for another worker count or other inputs.
+    """
+    config = output.read_json(_node_key(node_rank))
+    if config is None:
+        return [WorkerCheckpoint(rank) for rank in ranks]
+    where = f"{output.display}/{_node_key(node_rank)}"
+    if config.get("num_workers") != len(slices) or config.get("ranks") != ranks:
+        raise ValueError(
+            f"{where}: the interrupted run used num_workers={config.get('num_workers')}, this one uses "
+            f"{len(slices)}; resume with the same num_workers, or pass mode='overwrite' to start over"
+        )
+    if config.get("slices") != [fingerprint(s) for s in slices]:
+        raise ValueError(
+            f"{where}: the inputs differ from the interrupted run's; resume with the same inputs, or pass "
+            "mode='overwrite' to start over"
+        )
+    found = []
+    for rank in ranks:
+        state = WorkerCheckpoint(rank)
+        obj = output.read_json(state.key)
+        found.append(state if obj is None else WorkerCheckpoint.from_json(obj, f"{output.display}/{state.key}"))
+    return found
+
+
+def clear_checkpoints(output: Output, node_rank: int, ranks: list[int]) -> None:
+    """Remove this node's checkpoint files."""
+    keys = [_node_key(node_rank)] + [WorkerCheckpoint(rank).key for rank in ranks]
+    output.delete_many([k for k in keys if output.exists(k)])

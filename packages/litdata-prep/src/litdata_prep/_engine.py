@@ -1,0 +1,275 @@
+"""The parent side of a job: start the worker processes, feed them, watch them, show progress.
+
+Nothing here can hang on a dead worker: the parent polls the ``events`` queue with a short
+timeout and checks every worker's exit code, so an exception in ``fn`` (reported by the worker
+with its traceback) or a worker killed by a signal stops the job with one clear error, after the
+other workers are terminated. Inputs for the shared queue are pickled in the parent's feeder
+thread, so an input that cannot be pickled is an error too, never a silently dropped sample.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import queue
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from litdata_prep._plan import Numbered
+from litdata_prep._worker import WorkerSpec, describe_input, worker_main
+
+__all__ = ["ALL_DONE", "WorkerError", "run_workers"]
+
+#: The value that ends a ``queue`` given to ``optimize`` (one is enough for every worker).
+ALL_DONE = "ALL_DONE"
+
+_POLL_S = 0.1
+_JOIN_S = 5.0
+
+
+class _RemoteTraceback(Exception):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed: ``fn`` raised on an input, or the process died.
+
+    Attributes:
+        input: a short ``repr`` of the input being processed, if known.
+        position: its position in the inputs, if known.
+        rank: the worker's global rank.
+        remote_traceback: the formatted traceback from the worker, if it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        rank: int,
+        input: str | None = None,
+        position: int | None = None,
+        remote_traceback: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.input = input
+        self.position = position
+        self.remote_traceback = remote_traceback
+        if remote_traceback:
+            self.__cause__ = _RemoteTraceback(remote_traceback)
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown error"
+
+
+class _Feeder(threading.Thread):
+    """Puts this node's inputs (or what arrives on the user's queue) on the workers' shared queue."""
+
+    def __init__(self, work: Any, items: Numbered | None, source: Any, num_workers: int) -> None:
+        super().__init__(name="litdata-feeder", daemon=True)
+        self.work, self.items, self.source, self.num_workers = work, items, source, num_workers
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.fed = 0
+        self.finished = False
+
+    def _put(self, obj: Any) -> None:
+        while not self.stop.is_set():
+            try:
+                self.work.put(obj, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+        raise InterruptedError
+
+    def _send(self, pos: int, item: Any) -> None:
+        try:
+            payload = pickle.dumps((pos, item), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as err:
+            raise TypeError(f"input #{pos} {describe_input(item)} cannot be pickled for the workers: {err}") from err
+        self._put(payload)
+        self.fed += 1
+
+    def run(self) -> None:
+        try:
+            if self.items is not None:
+                for pos, item in self.items:
+                    self._send(pos, item)
+            else:
+                while not self.stop.is_set():
+                    try:
+                        item = self.source.get(timeout=_POLL_S)
+                    except queue.Empty:
+                        continue
+                    if isinstance(item, str) and item == ALL_DONE:
+                        break
+                    self._send(self.fed, item)
+            self.finished = True
+            for _ in range(self.num_workers):
+                self._put(None)
+        except InterruptedError:
+            pass
+        except BaseException as err:
+            self.error = err
+
+
+class _Progress:
+    def __init__(self, total: int | None, desc: str, verbose: bool) -> None:
+        self.bar: Any = None
+        if verbose:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="item", smoothing=0.1, mininterval=0.5, dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_workers(
+    specs: Sequence[WorkerSpec],
+    start_method: str,
+    shared: Numbered | None = None,
+    source: Any = None,
+    total: int | None = None,
+    verbose: bool = True,
+    desc: str = "optimize",
+) -> dict[int, dict[str, Any]]:
+    """Run one process per spec until all finish; return each rank's summary.
+
+    Args:
+        specs: the workers.
+        start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``.
+        shared: inputs for the shared queue (specs then have ``items=None``).
+        source: the user's queue to relay, ended by :data:`ALL_DONE`.
+        total: inputs expected, for the progress bar.
+        verbose: show the progress bar.
+        desc: the progress bar's label.
+
+    Raises:
+        WorkerError: a worker failed or died; the other workers are stopped first.
+    """
+    ctx: Any = mp.get_context(start_method)
+    events = ctx.Queue()
+    uses_queue = shared is not None or source is not None
+    work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
+    feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
+    procs: dict[int, Any] = {}
+    summaries: dict[int, dict[str, Any]] = {}
+    progress = _Progress(total, desc, verbose)
+    processed = 0
+    heard: set[int] = set()
+    try:
+        for spec in specs:
+            proc = ctx.Process(target=worker_main, args=(spec, events, work), name=f"litdata-{desc}-{spec.rank}")
+            try:
+                proc.start()
+            except Exception as err:
+                raise WorkerError(
+                    f"{desc}: worker {spec.rank} could not be started with start_method={start_method!r}: {err}",
+                    spec.rank,
+                ) from err
+            procs[spec.rank] = proc
+        if feeder is not None:
+            feeder.start()
+
+        def handle(msg: tuple[Any, ...]) -> None:
+            nonlocal processed
+            kind, rank = msg[0], msg[1]
+            heard.add(rank)
+            if kind == "progress":
+                processed += msg[2]
+                progress.update(msg[2])
+            elif kind == "done":
+                summaries[rank] = msg[2]
+            elif kind == "error":
+                _, _, pos, item, text = msg
+                if item is not None:
+                    message = f"{desc}: fn raised on input {item} (position {pos}, worker {rank}): {_last_line(text)}"
+                else:
+                    message = f"{desc}: worker {rank} failed: {_last_line(text)}"
+                raise WorkerError(message, rank, item, pos, text)
+
+        while len(summaries) < len(procs):
+            if feeder is not None and feeder.error is not None:
+                raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
+            try:
+                handle(events.get(timeout=_POLL_S))
+                continue
+            except queue.Empty:
+                pass
+            for rank, proc in procs.items():
+                if rank in summaries or proc.exitcode is None:
+                    continue
+                deadline = time.monotonic() + 1.0
+                while rank not in summaries and time.monotonic() < deadline:
+                    try:
+                        handle(events.get(timeout=_POLL_S))
+                    except queue.Empty:
+                        break
+                if rank in summaries:
+                    continue
+                code = proc.exitcode
+                how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+                hint = "out of memory? killed from outside?"
+                if rank not in heard and code > 0 and start_method != "fork":
+                    hint = (
+                        "it failed while starting: with start_method='spawn' the script is imported again in each "
+                        "worker, so call optimize/map under `if __name__ == '__main__':` (see the worker's stderr)"
+                    )
+                raise WorkerError(
+                    f"{desc}: worker {rank} (pid {proc.pid}) {how} before finishing its inputs; the job is stopped "
+                    f"({hint})",
+                    rank,
+                )
+        if feeder is not None:
+            feeder.join(timeout=_JOIN_S)
+            if feeder.error is not None:
+                raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
+        for proc in procs.values():
+            proc.join(timeout=_JOIN_S)
+        expected = feeder.fed if feeder is not None else total
+        if expected is not None and processed != expected:
+            raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
+        return summaries
+    finally:
+        progress.close()
+        if feeder is not None:
+            feeder.stop.set()
+        _stop(list(procs.values()))
+        for q in (work, events):
+            if q is not None:
+                q.cancel_join_thread()
+                q.close()
+
+
+def _stop(procs: list[Any]) -> None:
+    alive = [p for p in procs if p.is_alive()]
+    for proc in alive:
+        proc.terminate()
+    deadline = time.monotonic() + _JOIN_S
+    for proc in alive:
+        proc.join(timeout=max(0.1, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=_JOIN_S)

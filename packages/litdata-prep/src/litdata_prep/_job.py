@@ -1,0 +1,170 @@
+"""Checks and set-up shared by ``optimize`` and ``map``, all done before any worker starts."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import pickletools
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from litdata_io import Dir, resolve_dir
+from litdata_prep._output import Output
+
+__all__ = [
+    "call_name",
+    "check_inputs",
+    "check_spawnable",
+    "default_num_workers",
+    "describe",
+    "make_staging",
+    "open_output",
+    "resolve_start_method",
+]
+
+_READ_ONLY_SCHEMES = ("http://", "https://", "hf://")
+
+
+def default_num_workers(num_workers: int | None) -> int:
+    """``num_workers`` checked; None means one per CPU, 0 means 1 (upstream's rule)."""
+    if num_workers is None:
+        return os.cpu_count() or 1
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+        raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
+    return max(1, num_workers)
+
+
+def resolve_start_method(start_method: str | None) -> str:
+    """Upstream's default: ``spawn``, except ``fork`` inside a notebook (spawn cannot import its functions)."""
+    if start_method is None:
+        return "fork" if "ipykernel" in sys.modules else "spawn"
+    if start_method not in mp.get_all_start_methods():
+        raise ValueError(
+            f"start_method={start_method!r} is not available here; choose from {mp.get_all_start_methods()}"
+        )
+    return start_method
+
+
+def check_inputs(inputs: Any, what: str) -> list[Any]:
+    """``inputs`` as a list; it must be a non-empty sequence (not a string, not an iterator)."""
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
+        raise ValueError(f"{what}: inputs must be a sequence such as a list, got {type(inputs).__name__}{hint}")
+    if len(inputs) == 0:
+        raise ValueError(f"{what}: inputs is empty; there is nothing to process")
+    return list(inputs)
+
+
+def _pickled_modules(data: bytes) -> set[str]:
+    """The modules a pickle imports when it is loaded."""
+    modules: set[str] = set()
+    strings: list[str] = []  # string pushes, most recent last (STACK_GLOBAL takes the last two)
+    memo: dict[int, str | None] = {}
+    last: str | None = None  # the string just pushed, if the previous opcode pushed one
+    for opcode, arg, _ in pickletools.genops(data):
+        pushed: str | None = None
+        if opcode.name == "GLOBAL" and isinstance(arg, str):
+            modules.add(arg.split(" ", 1)[0])
+        elif opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE") and isinstance(arg, str):
+            pushed = arg
+        elif opcode.name == "MEMOIZE":
+            memo[len(memo)] = last
+            pushed = last
+        elif opcode.name in ("BINPUT", "LONG_BINPUT", "PUT") and isinstance(arg, int):
+            memo[arg] = last
+            pushed = last
+        elif opcode.name in ("BINGET", "LONG_BINGET", "GET") and isinstance(arg, int):
+            pushed = memo.get(arg)
+        elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+            modules.add(strings[-2])
+        if pushed is not None and opcode.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
+            strings.append(pushed)
+        last = pushed
+    return modules
+
+
+def _importable_elsewhere(module: str) -> str | None:
+    """None if a fresh interpreter could import ``module``, else why not."""
+    if module in ("__main__", "__mp_main__"):
+        main = sys.modules.get("__main__")
+        if getattr(main, "__file__", None) is None and getattr(main, "__spec__", None) is None:
+            return "it is defined in an interactive session or `python -c`, which worker processes cannot import"
+        return None
+    top = module.split(".", 1)[0]
+    if top in sys.builtin_module_names:
+        return None
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            if find_spec(top, None) is not None:
+                return None
+        except Exception:
+            continue
+    return f"its module {module!r} cannot be imported from sys.path (it was loaded some other way)"
+
+
+def check_spawnable(name: str, obj: Any, start_method: str) -> None:
+    """Make sure ``obj`` reaches spawned workers: it pickles, and the modules it needs import there."""
+    if obj is None or start_method == "fork":
+        return
+    fix = (
+        f"define {name} at the top level of an importable module or script (not a lambda, not a nested "
+        "function), call optimize/map under `if __name__ == '__main__':`, or pass start_method='fork'"
+    )
+    try:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as err:
+        raise TypeError(
+            f"{name} {describe(obj)} cannot be sent to {start_method} worker processes: {err}. Fix: {fix}"
+        ) from None
+    for module in sorted(_pickled_modules(data)):
+        reason = _importable_elsewhere(module)
+        if reason is not None:
+            raise TypeError(
+                f"{name} {describe(obj)} cannot be loaded in {start_method} worker processes: {reason}. Fix: {fix}"
+            )
+
+
+def describe(obj: Any) -> str:
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return f"{module}.{qualname}"
+
+
+def open_output(output_dir: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None, what: str) -> Output:
+    """Resolve ``output_dir`` (expanding ``{%...}`` date templates) and check it can be written."""
+    if output_dir is None:
+        raise ValueError(f"{what}: output_dir is required")
+    location = resolve_dir(output_dir)
+    if location.url is not None and location.url.startswith("local:"):
+        location = Dir(path=location.url[len("local:") :], url=None)
+    if location.url is not None and location.url.startswith(_READ_ONLY_SCHEMES):
+        raise ValueError(f"{what}: output_dir {location.url} is read-only; write to a local folder or a bucket URL")
+    output = Output(location, storage_options)
+    output.check_writable()
+    return output
+
+
+def make_staging(output: Output, node_rank: int, what: str) -> Path:
+    """A fresh local folder for this node's unpublished files.
+
+    Inside the output folder when it is local (so publishing a chunk is a rename), else in the
+    temporary directory.
+    """
+    if output.is_remote:
+        return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-"))
+    staging = output.local_path / f".litdata-staging-{node_rank}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def call_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)

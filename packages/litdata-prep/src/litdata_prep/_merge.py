@@ -1,0 +1,99 @@
+"""``merge_datasets``: several optimized datasets into one, by copying their chunks under new names."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from litdata_io import Dir, resolve_dir
+from litdata_prep._indexes import INDEX
+from litdata_prep._job import open_output
+from litdata_prep._output import Output
+
+__all__ = ["merge_datasets"]
+
+
+def _read_index(source: Output, what: str) -> dict[str, Any]:
+    index = source.read_json(INDEX)
+    if index is None:
+        raise ValueError(f"merge_datasets: {what} {source.display} has no index.json; is it an optimized dataset?")
+    return index
+
+
+def _copy(source: Output, old: str, target: Output, new: str) -> None:
+    if not source.is_remote:
+        target.put_file(source.local_path / old, new, move=False)
+        return
+    if target.is_remote and source.dir.url == target.dir.url:
+        target.storage.copy(old, new)
+        return
+    fd, tmp = tempfile.mkstemp(prefix="litdata-merge-")
+    os.close(fd)
+    try:
+        source.storage.download(old, tmp)
+        target.put_file(tmp, new)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def merge_datasets(
+    input_dirs: Sequence[str | os.PathLike[str] | Dir],
+    output_dir: str | os.PathLike[str] | Dir,
+    max_workers: int | None = os.cpu_count(),
+    storage_options: dict[str, Any] | None = None,
+) -> None:
+    """Merge optimized datasets into ``output_dir``: their samples, in the order of ``input_dirs``.
+
+    Chunks are copied (locally, or between buckets) as ``chunk-0-{n}``; ``index.json`` is written
+    last. The datasets must share their sample layout and compression.
+
+    Args:
+        input_dirs: two or more optimized datasets (local folders or URLs).
+        output_dir: a new, empty location (local folder or URL).
+        max_workers: concurrent copies.
+        storage_options: credentials and endpoint for the URLs.
+    """
+    if len(input_dirs) < 2:
+        raise ValueError(f"merge_datasets: give at least two input_dirs to merge, got {len(input_dirs)}")
+    target = open_output(output_dir, storage_options, "merge_datasets")
+    sources = [_source(d, storage_options) for d in input_dirs]
+    for source in sources:
+        if source.display == target.display:
+            raise ValueError(f"merge_datasets: output_dir {target.display} is also one of the input_dirs")
+    indexes = [_read_index(s, "input_dir") for s in sources]
+    if target.read_json(INDEX) is not None:
+        raise ValueError(f"merge_datasets: output_dir {target.display} already holds an optimized dataset")
+    first = indexes[0]["config"]
+    for source, index in zip(sources[1:], indexes[1:]):
+        config = index["config"]
+        for key in ("data_format", "data_spec", "compression", "item_loader", "encryption"):
+            if config.get(key) != first.get(key):
+                raise ValueError(
+                    f"merge_datasets: {source.display} differs from {sources[0].display} in {key} "
+                    f"({config.get(key)!r} vs {first.get(key)!r}); only datasets of the same layout can be merged"
+                )
+    chunks: list[dict[str, Any]] = []
+    copies: list[tuple[Output, str, str]] = []
+    for source, index in zip(sources, indexes):
+        compression = index["config"].get("compression")
+        for chunk in index["chunks"]:
+            new = f"chunk-0-{len(chunks)}.{compression}.bin" if compression else f"chunk-0-{len(chunks)}.bin"
+            copies.append((source, chunk["filename"], new))
+            chunks.append({**chunk, "filename": new})
+    with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
+        for future in [pool.submit(_copy, s, old, target, new) for s, old, new in copies]:
+            future.result()
+    target.write_json(INDEX, {"chunks": chunks, "config": first, "updated_at": indexes[-1].get("updated_at")})
+
+
+def _source(location: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None) -> Output:
+    resolved = resolve_dir(location)
+    if resolved.url is not None and resolved.url.startswith("local:"):
+        resolved = Dir(path=resolved.url[len("local:") :])
+    if resolved.url is None and not os.path.isdir(resolved.path or ""):
+        raise ValueError(f"merge_datasets: input_dir {location} does not exist")
+    return Output(resolved, storage_options)

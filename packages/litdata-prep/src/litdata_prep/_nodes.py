@@ -1,0 +1,111 @@
+"""Which machine (node) of a multi-node ``optimize``/``map`` this process is.
+
+A multi-node job is the same script started once per machine. Each node learns its rank and the
+node count from the environment, processes its share of the inputs, and the last node merges
+the per-node indexes through the output storage. Three launchers are understood, in this order:
+
+- ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK`` (upstream LitData's variables);
+- torchrun (``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``), one process per node;
+- SLURM (``SLURM_NNODES`` / ``SLURM_NODEID``), one task per node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LAUNCH_HELP", "NodeInfo", "check_node_request", "detect_nodes"]
+
+LAUNCH_HELP = (
+    "To process on several machines, start the same script once on each machine with "
+    "DATA_OPTIMIZER_NUM_NODES=<N> DATA_OPTIMIZER_NODE_RANK=<0..N-1> set (or under torchrun with "
+    "--nnodes=<N> --nproc-per-node=1, or SLURM with one task per node), and an output_dir every machine "
+    "can reach (a bucket URL or a shared filesystem). Each node then processes its share and the last "
+    "node writes index.json."
+)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """This process's place in a multi-node job.
+
+    Attributes:
+        num_nodes: how many machines run the job (1 = a single-machine job).
+        node_rank: this machine's number, ``0 .. num_nodes - 1``.
+        source: which environment said so (``"DATA_OPTIMIZER"``, ``"torchrun"``, ``"SLURM"`` or ``"single"``).
+    """
+
+    num_nodes: int = 1
+    node_rank: int = 0
+    source: str = "single"
+
+    @property
+    def is_last(self) -> bool:
+        """Whether this node merges the per-node indexes into ``index.json``."""
+        return self.node_rank == self.num_nodes - 1
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    raw = env.get(name, "")
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"the environment variable {name}={raw!r} must be an integer") from None
+
+
+def _checked(num_nodes: int, node_rank: int, source: str) -> NodeInfo:
+    if num_nodes < 1:
+        raise ValueError(f"{source}: the node count must be at least 1, got {num_nodes}")
+    if not 0 <= node_rank < num_nodes:
+        raise ValueError(f"{source}: node rank {node_rank} is outside 0..{num_nodes - 1}")
+    return NodeInfo(num_nodes, node_rank, source)
+
+
+def detect_nodes(env: Mapping[str, str] | None = None) -> NodeInfo:
+    """Read the node count and rank from the environment (see the module docstring)."""
+    env = os.environ if env is None else env
+    if env.get("DATA_OPTIMIZER_NUM_NODES"):
+        num_nodes = _int(env, "DATA_OPTIMIZER_NUM_NODES")
+        rank = _int(env, "DATA_OPTIMIZER_NODE_RANK") if env.get("DATA_OPTIMIZER_NODE_RANK") else 0
+        return _checked(num_nodes, rank, "DATA_OPTIMIZER_NUM_NODES/DATA_OPTIMIZER_NODE_RANK")
+    if env.get("GROUP_RANK") and env.get("WORLD_SIZE") and env.get("LOCAL_WORLD_SIZE"):
+        local = _int(env, "LOCAL_WORLD_SIZE")
+        if local != 1:
+            raise ValueError(
+                f"optimize/map runs under torchrun with {local} processes per node; launch it with "
+                "--nproc-per-node=1 (it starts num_workers processes itself) or set DATA_OPTIMIZER_NUM_NODES "
+                "and DATA_OPTIMIZER_NODE_RANK"
+            )
+        return _checked(_int(env, "WORLD_SIZE"), _int(env, "GROUP_RANK"), "torchrun")
+    nodes = env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES")
+    if nodes and env.get("SLURM_NODEID") and int(nodes) > 1:
+        tasks = env.get("SLURM_NTASKS")
+        if tasks and int(tasks) != int(nodes):
+            raise ValueError(
+                f"optimize/map runs in a SLURM step with {tasks} tasks on {nodes} nodes; start one task per "
+                "node (srun --ntasks-per-node=1), it starts num_workers processes itself"
+            )
+        return _checked(int(nodes), _int(env, "SLURM_NODEID"), "SLURM")
+    return NodeInfo()
+
+
+def check_node_request(num_nodes: int | None, machine: Any, info: NodeInfo) -> None:
+    """Refuse ``num_nodes``/``machine`` that the environment cannot honour, before any work starts.
+
+    Upstream launches a cloud job for these; here the machines are started by the user, so the
+    arguments only make sense when the environment already describes a multi-node launch.
+    """
+    if num_nodes is None and machine is None:
+        return
+    if info.source == "single":
+        asked = f"num_nodes={num_nodes!r}" if num_nodes is not None else f"machine={machine!r}"
+        raise ValueError(
+            f"{asked} was given, but this process was not started as part of a multi-node job. {LAUNCH_HELP}"
+        )
+    if num_nodes is not None and num_nodes != info.num_nodes:
+        raise ValueError(
+            f"num_nodes={num_nodes} was given, but the environment ({info.source}) says this job runs on "
+            f"{info.num_nodes} nodes; drop num_nodes or make them agree"
+        )

@@ -1,0 +1,366 @@
+"""``optimize``: turn inputs into an optimized (chunked) dataset, in parallel, locally or into a bucket."""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing.queues
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from litdata_format import BaseItemLoader, BinaryWriter
+from litdata_io import Dir, resolve_dir
+from litdata_prep._checkpoint import (
+    CHECKPOINT_DIR,
+    clear_checkpoints,
+    fingerprint,
+    load_checkpoints,
+    save_node_config,
+)
+from litdata_prep._engine import run_workers
+from litdata_prep._indexes import (
+    CHUNK_NAME,
+    INDEX,
+    merge_parts,
+    next_chunk_indexes,
+    node_index_key,
+    read_rank_indexes,
+    wait_for_node_indexes,
+)
+from litdata_prep._job import (
+    check_inputs,
+    check_spawnable,
+    default_num_workers,
+    make_staging,
+    open_output,
+    resolve_start_method,
+)
+from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
+from litdata_prep._output import Output
+from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._worker import WorkerSpec
+
+__all__ = ["is_dataset_file", "optimize"]
+
+
+def is_dataset_file(key: str) -> bool:
+    """Whether ``key`` is something optimize writes (chunks, index files, checkpoints, staging)."""
+    name = key.rsplit("/", 1)[-1]
+    return (
+        bool(CHUNK_NAME.match(key))
+        or name.endswith("index.json")
+        or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
+    )
+
+
+def _check_options(
+    chunk_size: int | None,
+    chunk_bytes: int | str | None,
+    align_chunking: bool,
+    compression: str | None,
+    compression_level: str | None,
+    encryption: Any,
+    item_loader: BaseItemLoader | None,
+) -> dict[str, Any]:
+    if chunk_size is None and chunk_bytes is None:
+        raise ValueError("optimize: give chunk_size (items per chunk) or chunk_bytes (e.g. '64MB'); neither was given")
+    if chunk_size is not None and chunk_bytes is not None:
+        raise ValueError("optimize: give chunk_size or chunk_bytes, not both")
+    if align_chunking and chunk_size is None:
+        raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
+    if compression_level not in (None, "chunk"):
+        raise ValueError(
+            f"optimize: compression_level={compression_level!r} is not supported; litdata compresses whole chunks "
+            "(compression_level='chunk' or None), which upstream LitData reads too"
+        )
+    if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
+        raise TypeError(f"optimize: item_loader must be an item loader such as TokensLoader(), got {item_loader!r}")
+    options = {
+        "chunk_size": chunk_size,
+        "chunk_bytes": chunk_bytes,
+        "compression": compression,
+        "encryption": encryption,
+        "item_loader": item_loader,
+    }
+    # The writer validates everything else (sizes, compression names, encryption level) right here.
+    with tempfile.TemporaryDirectory() as tmp:
+        BinaryWriter(tmp, **{**options, "item_loader": copy.deepcopy(item_loader)})
+    return options
+
+
+def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunking: bool, queue: Any) -> bool:
+    if queue is not None:
+        if use_checkpoint or align_chunking or keep_data_ordered:
+            raise ValueError(
+                "optimize: a queue is consumed in arrival order by every worker; use_checkpoint, align_chunking "
+                "and keep_data_ordered=True need a static list of inputs"
+            )
+        return False
+    if keep_data_ordered is None:
+        return use_checkpoint or align_chunking
+    if not keep_data_ordered and (use_checkpoint or align_chunking):
+        need = "use_checkpoint" if use_checkpoint else "align_chunking"
+        raise ValueError(f"optimize: {need}=True needs keep_data_ordered=True (static ordered slices per worker)")
+    return bool(keep_data_ordered)
+
+
+def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> dict[str, Any] | None:
+    """Apply ``mode`` to what the output holds; return the existing index when appending."""
+    keys = output.list()
+    existing = output.read_json(INDEX) if INDEX in keys else None
+    if mode is None:
+        foreign = [k for k in keys if not is_dataset_file(k)]
+        if existing is not None or foreign:
+            what = "an optimized dataset (index.json)" if existing is not None else f"other files ({foreign[:3]})"
+            raise ValueError(
+                f"optimize: output_dir {output.display} already holds {what}. Datasets are immutable: choose a new "
+                "output_dir (e.g. with a version or a {%Y-%m-%d} suffix), or pass mode='append' to add to it or "
+                "mode='overwrite' to replace it"
+            )
+    if nodes.num_nodes > 1:
+        # Other nodes may already be writing: stale files are removed by the merging node at the end.
+        return existing if mode == "append" else None
+    stale = [k for k in keys if is_dataset_file(k)]
+    if mode == "append":
+        stale = [k for k in stale if k != INDEX and not CHUNK_NAME.match(k)]
+        if not use_checkpoint:
+            referenced = {c.get("filename") for c in (existing or {}).get("chunks", [])}
+            stale += [k for k in keys if CHUNK_NAME.match(k) and k not in referenced]
+    if use_checkpoint and mode != "overwrite":
+        stale = [k for k in stale if not (CHUNK_NAME.match(k) or k.startswith(CHECKPOINT_DIR + "/"))]
+    output.delete_many(stale)
+    return existing if mode == "append" else None
+
+
+def _collect_unreferenced(output: Output, index: dict[str, Any]) -> None:
+    referenced = {c["filename"] for c in index["chunks"]}
+    output.delete_many([k for k in output.list() if CHUNK_NAME.match(k) and k not in referenced])
+
+
+def optimize(
+    fn: Callable[[Any], Any],
+    inputs: Sequence[Any] | None = None,
+    output_dir: str | os.PathLike[str] | Dir = "optimized_data",
+    queue: Any = None,
+    input_dir: str | os.PathLike[str] | None = None,
+    weights: list[int] | None = None,
+    chunk_size: int | None = None,
+    chunk_bytes: int | str | None = None,
+    align_chunking: bool = False,
+    compression: str | None = None,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
+    encryption: Any = None,
+    num_workers: int | None = None,
+    fast_dev_run: bool | int = False,
+    num_nodes: int | None = None,
+    machine: Any = None,
+    num_downloaders: int | None = None,
+    num_uploaders: int | None = None,
+    reorder_files: bool = True,
+    reader: Any = None,
+    batch_size: int | None = None,
+    mode: Literal["append", "overwrite"] | None = None,
+    use_checkpoint: bool = False,
+    item_loader: BaseItemLoader | None = None,
+    start_method: str | None = None,
+    optimize_dns: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    keep_data_ordered: bool | None = None,
+    verbose: bool = True,
+    broadcast_paths: bool = False,
+    key_fn: Callable[[Any], Any] | None = None,
+) -> None:
+    """Convert inputs into an optimized dataset: ``fn`` turns each input into samples, workers write chunks.
+
+    Args:
+        fn: called on each input; returns one sample, yields any number (none filters the input out).
+        inputs: a sequence of inputs. Give ``inputs`` or ``queue``.
+        output_dir: a local folder or a URL (``s3://...``), ``{%Y-%m-%d}``-style templates expanded.
+        queue: a ``multiprocessing.Queue`` of inputs ended by one :data:`ALL_DONE`.
+        input_dir: where the input files live; with a URL, files it names are downloaded before ``fn`` runs.
+        weights: a positive weight per input, to balance the work between workers.
+        chunk_size: items per chunk (tokens with ``TokensLoader``). Give this or ``chunk_bytes``.
+        chunk_bytes: bytes per chunk, an int or a string such as ``"64MB"``.
+        align_chunking: every worker but the last writes whole chunks, so the chunk layout equals one worker's.
+        compression: ``None``, ``"zstd"`` or ``"zstd:N"`` (whole chunk).
+        compression_level: ``None`` or ``"chunk"`` (whole-chunk compression is the only kind written).
+        compression_batch_size: accepted for compatibility; unused.
+        encryption: a :class:`~litdata_format.FernetEncryption` / :class:`~litdata_format.RSAEncryption`.
+        num_workers: worker processes on this machine (default: the CPU count).
+        fast_dev_run: process only the first 10 inputs per worker (or this many).
+        num_nodes: the machine count; only with a multi-node launch (see ``docs/optimize.md``).
+        machine: accepted for compatibility; needs a multi-node launch like ``num_nodes``.
+        num_downloaders: accepted for compatibility; unused.
+        num_uploaders: concurrent uploads per worker for a remote output (default 2).
+        reorder_files: with a local ``input_dir``, balance workers by the size of the files each input names.
+        reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
+        batch_size: give ``fn`` lists of this many inputs.
+        mode: ``None`` (refuse a non-empty output), ``"append"`` or ``"overwrite"``.
+        use_checkpoint: record progress so a killed run resumes where it stopped when run again.
+        item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
+        start_method: ``"spawn"`` (default), ``"fork"`` (default in notebooks) or ``"forkserver"``.
+        optimize_dns: accepted for compatibility; unused.
+        storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
+        keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices
+            (needed by ``use_checkpoint`` and ``align_chunking``, which make it the default).
+        verbose: show a progress bar and a summary.
+        broadcast_paths: accepted for compatibility; every node expands date templates itself.
+        key_fn: not supported (upstream's key sidecar).
+
+    Raises:
+        ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
+        WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
+            or a worker process died.
+    """
+    if not callable(fn):
+        raise TypeError(f"optimize: fn must be callable, got {fn!r}")
+    if key_fn is not None:
+        raise NotImplementedError("optimize: key_fn (the key sidecar index) is not supported by litdata")
+    if (queue is None) == (inputs is None):
+        raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
+    if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
+        raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
+    if mode not in (None, "append", "overwrite"):
+        raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"optimize: batch_size must be a positive int, got {batch_size!r}")
+    if reader is not None and weights is not None:
+        raise ValueError("optimize: give reader or weights, not both")
+    nodes = detect_nodes()
+    check_node_request(num_nodes, machine, nodes)
+    ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
+    workers = default_num_workers(num_workers)
+    method = resolve_start_method(start_method)
+    options = _check_options(
+        chunk_size, chunk_bytes, align_chunking, compression, compression_level, encryption, item_loader
+    )
+    for name, obj in (("fn", fn), ("reader", reader), ("item_loader", item_loader), ("encryption", encryption)):
+        check_spawnable(name, obj, method)
+
+    items: list[Any] = []
+    if inputs is not None:
+        items = batched(check_inputs(inputs, "optimize"), batch_size)
+        if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
+            raise ValueError(
+                f"optimize: weights needs one positive number per input ({len(items)}), got {len(weights)}"
+            )
+        if reader is not None:
+            items = check_inputs(reader.remap_items(items, workers), "optimize (after reader.remap_items)")
+    resolved_input = resolve_dir(input_dir) if input_dir is not None else None
+    if weights is None and reorder_files and resolved_input is not None and resolved_input.path and items:
+        weights = file_sizes(items, resolved_input.path)
+
+    output = open_output(output_dir, storage_options, "optimize")
+    existing = _prepare_output(output, mode, use_checkpoint, nodes)
+    ranks = [nodes.node_rank * workers + w for w in range(workers)]
+    chunk_starts = next_chunk_indexes(existing, ranks)
+    limit = limit_for_dev_run(fast_dev_run)
+
+    slices: list[Numbered] | None = None
+    shared: Numbered | None = None
+    total: int | None = None
+    if inputs is not None and ordered:
+        slices = worker_slices(
+            items, workers, nodes.num_nodes, nodes.node_rank, weights, chunk_size if align_chunking else None
+        )
+        slices = [s[:limit] for s in slices] if limit else slices
+    elif inputs is not None:
+        shared = node_share(items, nodes.num_nodes, nodes.node_rank, weights)
+        shared = shared[:limit] if limit else shared
+        total = len(shared)
+    checkpoints = None
+    if use_checkpoint and slices is not None:
+        checkpoints = load_checkpoints(output, nodes.node_rank, slices, ranks)
+        save_node_config(output, nodes.node_rank, slices, ranks)
+        total = sum(len(s) - c.next_input for s, c in zip(slices, checkpoints))
+    elif slices is not None:
+        total = sum(len(s) for s in slices)
+
+    staging = make_staging(output, nodes.node_rank, "optimize")
+    index: dict[str, Any] | None = None
+    try:
+        specs = []
+        for w, rank in enumerate(ranks):
+            worker_staging = staging / f"rank-{rank}"
+            worker_staging.mkdir()
+            checkpoint = checkpoints[w] if checkpoints is not None else None
+            if checkpoint is not None and not checkpoint.chunks and checkpoint.next_input == 0:
+                checkpoint.next_chunk_index = chunk_starts[rank]
+            specs.append(
+                WorkerSpec(
+                    kind="optimize",
+                    fn=fn,
+                    rank=rank,
+                    staging=str(worker_staging),
+                    node_staging=str(staging),
+                    output=output,
+                    items=slices[w] if slices is not None else None,
+                    writer_options=options,
+                    chunk_index=chunk_starts[rank],
+                    checkpoint=checkpoint,
+                    reader=reader,
+                    input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
+                    storage_options=dict(storage_options or {}),
+                    upload_threads=num_uploaders or 2,
+                    env={
+                        "DATA_OPTIMIZER_GLOBAL_RANK": str(rank),
+                        "DATA_OPTIMIZER_NUM_WORKERS": str(workers),
+                        "DATA_OPTIMIZER_NUM_NODES": str(nodes.num_nodes),
+                        "DATA_OPTIMIZER_NODE_RANK": str(nodes.node_rank),
+                    },
+                )
+            )
+        if verbose:
+            what = f"{total} inputs" if total is not None else "inputs from a queue"
+            print(f"optimize: {what} on {workers} {method} workers -> {output.display}", flush=True)
+        run_workers(specs, method, shared=shared, source=queue, total=total, verbose=verbose, desc="optimize")
+        parts = read_rank_indexes(staging, ranks)
+        index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
+        if use_checkpoint:
+            clear_checkpoints(output, nodes.node_rank, ranks)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if verbose and index is not None:
+        samples = sum(c.get("dim") or c["chunk_size"] for c in index["chunks"])
+        print(f"optimize: {output.display} holds {samples} samples in {len(index['chunks'])} chunks", flush=True)
+
+
+def _finish(
+    output: Output,
+    nodes: NodeInfo,
+    existing: dict[str, Any] | None,
+    parts: list[dict[str, Any]],
+    items: list[Any],
+    gc: bool,
+) -> dict[str, Any] | None:
+    """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
+    if nodes.num_nodes == 1:
+        index = merge_parts(existing, parts, f"{output.display}/{INDEX}")
+        _check_not_empty(index, output)
+        output.write_json(INDEX, index)
+        if gc:
+            _collect_unreferenced(output, index)
+        return index
+    job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
+    node_index = merge_parts(None, parts, f"{output.display}/{node_index_key(nodes.node_rank)}")
+    output.write_json(node_index_key(nodes.node_rank), {**node_index, "job": job})
+    if not nodes.is_last:
+        return None
+    node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
+    index = merge_parts(existing, node_parts, f"{output.display}/{INDEX}")
+    _check_not_empty(index, output)
+    output.write_json(INDEX, index)
+    output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
+    _collect_unreferenced(output, index)
+    return index
+
+
+def _check_not_empty(index: dict[str, Any], output: Output) -> None:
+    if not index["chunks"]:
+        raise ValueError(
+            f"optimize: fn produced no samples for any input, so {output.display} would be an empty dataset; "
+            "check the filtering in fn"
+        )

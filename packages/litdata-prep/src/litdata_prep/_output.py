@@ -1,0 +1,165 @@
+"""Where a job's files go: a local folder, written in place, or a storage URL, uploaded to.
+
+:class:`Output` is small and picklable (the storage client is opened lazily in each process), so
+the parent and every worker talk to the same destination through it. Keys are ``/``-separated
+and relative to the output root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from litdata_format import atomic_file, write_json_atomic
+from litdata_io import Dir, Storage, get_storage
+
+__all__ = ["Output"]
+
+
+class Output:
+    """One output location of ``optimize``/``map``/``merge_datasets``.
+
+    Args:
+        location: the resolved output (a local ``path`` or a ``url``).
+        storage_options: credentials and endpoint for a URL.
+    """
+
+    def __init__(self, location: Dir, storage_options: dict[str, Any] | None = None) -> None:
+        if location.url is None and location.path is None:
+            raise ValueError("an output needs a local path or a URL")
+        self.dir = location
+        self.storage_options = dict(storage_options or {})
+        self._storage: Storage | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_storage"] = None
+        return state
+
+    # -- what it is -----------------------------------------------------------------------------
+    @property
+    def is_remote(self) -> bool:
+        return self.dir.url is not None
+
+    @property
+    def local_path(self) -> Path:
+        """The local folder (only for a local output)."""
+        if self.dir.path is None or self.is_remote:
+            raise ValueError(f"{self.display} is not a local folder")
+        return Path(self.dir.path)
+
+    @property
+    def display(self) -> str:
+        return str(self.dir.url or self.dir.path)
+
+    def __repr__(self) -> str:
+        return f"Output({self.display!r})"
+
+    @property
+    def storage(self) -> Storage:
+        if self._storage is None:
+            self._storage = get_storage(self.dir.url or "", self.storage_options)
+        return self._storage
+
+    # -- reading --------------------------------------------------------------------------------
+    def list(self) -> list[str]:
+        """Every key under the output (files only, recursively)."""
+        if self.is_remote:
+            return [info.key for info in self.storage.list("")]
+        root = self.local_path
+        if not root.is_dir():
+            return []
+        return sorted(str(p.relative_to(root)).replace(os.sep, "/") for p in root.rglob("*") if p.is_file())
+
+    def exists(self, key: str) -> bool:
+        if self.is_remote:
+            return self.storage.exists(key)
+        return (self.local_path / key).is_file()
+
+    def read_json(self, key: str) -> Any:
+        """The decoded JSON object at ``key``, or None if there is none."""
+        if self.is_remote:
+            try:
+                data = self.storage.get(key)
+            except FileNotFoundError:
+                return None
+            return json.loads(data)
+        path = self.local_path / key
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    # -- writing --------------------------------------------------------------------------------
+    def write_json(self, key: str, obj: Any) -> None:
+        """Publish ``obj`` at ``key`` whole (a temporary name and a rename locally)."""
+        if self.is_remote:
+            self.storage.put(key, json.dumps(obj, sort_keys=True).encode())
+            return
+        path = self.local_path / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, obj)
+
+    def put_file(self, source: str | os.PathLike[str], key: str, move: bool = True) -> None:
+        """Publish the local file ``source`` at ``key`` (moved when ``move`` and the output is local)."""
+        if self.is_remote:
+            self.storage.upload(os.fspath(source), key)
+            if move:
+                Path(source).unlink(missing_ok=True)
+            return
+        dest = self.local_path / key
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if move:
+            try:
+                os.replace(source, dest)
+                return
+            except OSError:
+                pass  # another filesystem: copy through a temporary name instead
+        with open(source, "rb") as reader, atomic_file(dest) as out:
+            shutil.copyfileobj(reader, out, 1 << 20)
+        if move:
+            Path(source).unlink(missing_ok=True)
+
+    def delete(self, key: str) -> None:
+        if self.is_remote:
+            self.storage.delete(key)
+            return
+        (self.local_path / key).unlink(missing_ok=True)
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
+        if not self.is_remote:
+            _remove_empty_dirs(self.local_path)
+
+    def check_writable(self) -> None:
+        """Create and remove a probe object, so a read-only output fails before any work starts."""
+        probe = f".litdata-write-probe-{uuid.uuid4().hex}"
+        if not self.is_remote:
+            root = self.local_path
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                (root / probe).write_bytes(b"")
+                (root / probe).unlink()
+            except OSError as err:
+                raise PermissionError(
+                    f"output_dir {root} is not writable ({err.strerror or err}); choose a folder you can write to"
+                ) from None
+            return
+        try:
+            self.storage.put(probe, b"")
+            self.storage.delete(probe)
+        except Exception as err:
+            raise PermissionError(
+                f"output_dir {self.display} is not writable: {err}; check the URL, the bucket and storage_options"
+            ) from err
+
+
+def _remove_empty_dirs(root: Path) -> None:
+    for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()

@@ -1,0 +1,146 @@
+"""Who processes what: this node's share of the inputs, split over its workers.
+
+Inputs are numbered once (their position in the user's sequence, after ``batch_size`` grouping
+and the reader's remapping), and the numbers travel with them, so errors can name the input and
+checkpoints can say where a worker stopped.
+
+- ``keep_data_ordered=True``: ``num_nodes * num_workers`` static slices; worker ``w`` of node
+  ``n`` takes slice ``n * num_workers + w``. Contiguous slices by default (the remainder goes to
+  the last workers, like upstream), balanced bins with ``weights`` (or file sizes when
+  ``reorder_files`` and ``input_dir`` point at local files), and with ``align_chunking`` every
+  slice but the last holds whole chunks so the chunk layout equals a single worker's.
+- ``keep_data_ordered=False``: ``num_nodes`` slices; the node's slice goes through one queue that
+  every worker of the node pulls from.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from litdata_format import tree_flatten
+
+__all__ = [
+    "DEFAULT_FAST_DEV_RUN_ITEMS",
+    "Numbered",
+    "balanced_bins",
+    "batched",
+    "contiguous_bins",
+    "file_sizes",
+    "limit_for_dev_run",
+    "node_share",
+    "worker_slices",
+]
+
+#: Inputs per worker under ``fast_dev_run=True`` (upstream's number).
+DEFAULT_FAST_DEV_RUN_ITEMS = 10
+
+Numbered = list[tuple[int, Any]]
+
+
+def batched(inputs: Sequence[Any], batch_size: int | None) -> list[Any]:
+    """``inputs`` as a list, grouped into lists of ``batch_size`` when it is more than 1."""
+    items = list(inputs)
+    if batch_size is None or batch_size <= 1:
+        return items
+    return [items[pos : pos + batch_size] for pos in range(0, len(items), batch_size)]
+
+
+def contiguous_bins(count: int, num_bins: int, align: int | None = None) -> list[range]:
+    """Split ``range(count)`` into ``num_bins`` contiguous ranges.
+
+    Without ``align`` the sizes differ by at most one and the larger ranges come last. With
+    ``align`` every range but the last holds a multiple of ``align`` items.
+    """
+    if align is not None:
+        per_bin = (count // align) // num_bins * align
+        if per_bin == 0 and count > align:
+            warnings.warn(
+                f"align_chunking: chunk_size={align} is too large for {count} inputs over {num_bins} workers; "
+                "the last worker takes all of them",
+                UserWarning,
+                stacklevel=3,
+            )
+        sizes = [per_bin] * (num_bins - 1) + [count - per_bin * (num_bins - 1)]
+    else:
+        base, extra = divmod(count, num_bins)
+        sizes = [base + (1 if b >= num_bins - extra else 0) for b in range(num_bins)]
+    out, start = [], 0
+    for size in sizes:
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def balanced_bins(weights: Sequence[float], num_bins: int) -> list[list[int]]:
+    """Positions packed greedily (heaviest first, into the lightest bin), each bin in input order."""
+    bins: list[list[int]] = [[] for _ in range(num_bins)]
+    loads = [0.0] * num_bins
+    for pos in sorted(range(len(weights)), key=lambda p: (-weights[p], p)):
+        target = min(range(num_bins), key=lambda b: (loads[b], b))
+        bins[target].append(pos)
+        loads[target] += weights[pos]
+    return [sorted(b) for b in bins]
+
+
+def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
+    """For each input, the total size of the local files under ``input_dir`` it names (at least 1)."""
+    root = os.path.abspath(input_dir)
+    sizes = []
+    for item in items:
+        leaves, _ = tree_flatten(item)
+        total = 0
+        for leaf in leaves:
+            if isinstance(leaf, str) and os.path.abspath(leaf).startswith(root) and os.path.isfile(leaf):
+                total += os.path.getsize(leaf)
+        sizes.append(max(total, 1))
+    return sizes
+
+
+def _bins(
+    items: list[Any],
+    num_bins: int,
+    weights: Sequence[float] | None,
+    align: int | None,
+) -> list[list[int]]:
+    if weights is not None:
+        return balanced_bins(weights, num_bins)
+    return [list(r) for r in contiguous_bins(len(items), num_bins, align)]
+
+
+def worker_slices(
+    items: list[Any],
+    num_workers: int,
+    num_nodes: int = 1,
+    node_rank: int = 0,
+    weights: Sequence[float] | None = None,
+    align: int | None = None,
+) -> list[Numbered]:
+    """The static, ordered slices of this node's workers (``keep_data_ordered=True``)."""
+    bins = _bins(items, num_nodes * num_workers, weights, align)
+    mine = bins[node_rank * num_workers : (node_rank + 1) * num_workers]
+    return [[(pos, items[pos]) for pos in b] for b in mine]
+
+
+def node_share(
+    items: list[Any],
+    num_nodes: int = 1,
+    node_rank: int = 0,
+    weights: Sequence[float] | None = None,
+) -> Numbered:
+    """This node's inputs, for its workers' shared queue (``keep_data_ordered=False``)."""
+    bins = _bins(items, num_nodes, weights, None)
+    return [(pos, items[pos]) for pos in bins[node_rank]]
+
+
+def limit_for_dev_run(fast_dev_run: bool | int) -> int | None:
+    """How many inputs per worker ``fast_dev_run`` keeps (None = all)."""
+    if fast_dev_run is True:
+        return DEFAULT_FAST_DEV_RUN_ITEMS
+    if fast_dev_run is False or fast_dev_run is None:
+        return None
+    if not isinstance(fast_dev_run, int) or fast_dev_run < 1:
+        raise ValueError(f"fast_dev_run must be a bool or a positive int, got {fast_dev_run!r}")
+    return fast_dev_run

@@ -1,0 +1,116 @@
+"""The upload pipeline of one worker: finished files go to the output while the worker goes on.
+
+Each worker writes a chunk into its local staging folder and hands it to its :class:`Publisher`.
+For a remote output a small thread pool uploads it and deletes the staging copy; the number of
+files waiting is bounded (``LITDATA_UPLOAD_BACKLOG``, default 4 per worker), so a worker that
+outruns the network blocks instead of filling the disk. A JSON record (a checkpoint) is
+published only after every file submitted before it, so a checkpoint never names a chunk that is
+not in the output yet. For a local output the chunk is renamed into place right away.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from litdata_io import trace_span
+from litdata_prep._output import Output
+
+__all__ = ["Publisher", "upload_backlog"]
+
+
+def upload_backlog() -> int:
+    """How many finished files a worker may keep waiting for upload."""
+    raw = os.environ.get("LITDATA_UPLOAD_BACKLOG", "4")
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        raise ValueError(f"LITDATA_UPLOAD_BACKLOG={raw!r} must be a positive integer") from None
+
+
+class Publisher:
+    """Publishes a worker's files to ``output`` in submission order of effect.
+
+    Args:
+        output: where files go.
+        threads: concurrent uploads for a remote output.
+        backlog: files that may wait for upload before :meth:`put_file` blocks.
+    """
+
+    def __init__(self, output: Output, threads: int = 2, backlog: int | None = None) -> None:
+        self.output = output
+        self._remote = output.is_remote
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="litdata-upload")
+        self._slots = threading.BoundedSemaphore(backlog or upload_backlog())
+        self._pending: list[Future[None]] = []
+        self._error: BaseException | None = None
+        self.uploaded = 0
+
+    def _raise_if_failed(self) -> None:
+        self._pending = [f for f in self._pending if not f.done() or self._note(f)]
+        if self._error is not None:
+            raise self._error
+
+    def _note(self, future: Future[None]) -> bool:
+        err = future.exception()
+        if err is not None and self._error is None:
+            self._error = err
+        return False
+
+    def _upload(self, source: str, key: str) -> None:
+        try:
+            with trace_span("upload", "upload", key=key):
+                self.output.put_file(source, key)
+            self.uploaded += 1
+        finally:
+            self._slots.release()
+
+    def put_file(self, source: str | os.PathLike[str], key: str | None = None) -> None:
+        """Publish the staging file ``source`` at ``key`` (default: its file name); it is moved away."""
+        self._raise_if_failed()
+        key = key or Path(source).name
+        if not self._remote:
+            self.output.put_file(source, key)
+            return
+        self._slots.acquire()
+        try:
+            self._pending.append(self._pool.submit(self._upload, str(source), key))
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def put_json(self, key: str, obj: Any) -> None:
+        """Publish ``obj`` at ``key`` once every file submitted so far is in the output."""
+        self._raise_if_failed()
+        if not self._remote:
+            self.output.write_json(key, obj)
+            return
+        before = list(self._pending)
+
+        def publish() -> None:
+            wait(before)
+            if all(f.exception() is None for f in before):
+                self.output.write_json(key, obj)
+
+        self._pending.append(self._pool.submit(publish))
+
+    def close(self) -> None:
+        """Wait for every upload; raise the first failure."""
+        try:
+            wait(self._pending)
+            for future in self._pending:
+                self._note(future)
+        finally:
+            self._pool.shutdown(wait=True)
+        self._pending = []
+        if self._error is not None:
+            raise self._error
+
+    def abort(self) -> None:
+        """Stop without waiting for queued uploads (the job failed anyway)."""
+        for future in self._pending:
+            future.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,289 @@
+"""The worker process: run ``fn`` over inputs, write chunks (optimize) or files (map), publish them.
+
+A worker takes its inputs either from a static ordered slice (``keep_data_ordered=True``) or
+from the node's shared queue (pickled ``(position, input)`` pairs, ``None`` to stop). It tells
+the parent about progress, completion and failure on the ``events`` queue; a failure message
+names the input and carries the formatted traceback of the original exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import pickle
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from litdata_format import BinaryWriter, ChunkInfo, tree_flatten, tree_unflatten
+from litdata_io import Dir, get_storage
+from litdata_prep._checkpoint import WorkerCheckpoint
+from litdata_prep._output import Output
+from litdata_prep._plan import Numbered
+from litdata_prep._publish import Publisher
+
+__all__ = ["FnFailed", "WorkerSpec", "describe_input", "worker_main"]
+
+_PROGRESS_EVERY_S = 0.2
+
+
+def describe_input(item: Any, limit: int = 200) -> str:
+    """A short ``repr`` of an input for error messages."""
+    try:
+        text = repr(item)
+    except Exception:
+        text = f"<{type(item).__name__} with a failing repr>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class WorkerSpec:
+    """Everything one worker process needs (pickled to it under spawn).
+
+    Attributes:
+        kind: ``"optimize"`` or ``"map"``.
+        fn: the user's function.
+        rank: the global worker number (it names chunk files).
+        staging: this worker's local staging folder.
+        node_staging: the node's staging folder, where the rank index goes.
+        output: the destination.
+        items: the static slice (ordered mode) or None (shared queue).
+        writer_options: BinaryWriter keyword arguments (optimize).
+        chunk_index: the number of this worker's first chunk (append mode).
+        checkpoint: where to resume (``use_checkpoint``), else None.
+        reader: a :class:`~litdata_prep.BaseReader` applied to each input.
+        input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
+        storage_options: credentials for ``input_dir``.
+        upload_threads: concurrent uploads.
+        env: environment variables to set in the worker.
+    """
+
+    kind: str
+    fn: Callable[..., Any]
+    rank: int
+    staging: str
+    node_staging: str
+    output: Output
+    items: Numbered | None = None
+    writer_options: dict[str, Any] = field(default_factory=dict)
+    chunk_index: int = 0
+    checkpoint: WorkerCheckpoint | None = None
+    reader: Any = None
+    input_dir: Dir | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    upload_threads: int = 2
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class FnFailed(Exception):
+    """``fn`` (or writing what it returned) raised on one input."""
+
+    def __init__(self, pos: int, item: Any, text: str) -> None:
+        super().__init__(text)
+        self.pos = pos
+        self.item = describe_input(item)
+        self.text = text
+
+
+class _Inputs:
+    """Downloads the remote files an input names (under ``input_dir``) and cleans them up after."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        url = spec.input_dir.url if spec.input_dir is not None else None
+        self.url = url.rstrip("/") + "/" if url else None
+        self.cache = Path(spec.staging) / "inputs"
+        self.storage = get_storage(url, spec.storage_options) if url else None
+        self.reader = spec.reader
+
+    def prepare(self, item: Any) -> tuple[Any, list[Path]]:
+        local: list[Path] = []
+        if self.storage is not None and self.url is not None:
+            leaves, spec = tree_flatten(item)
+            changed = False
+            for i, leaf in enumerate(leaves):
+                if isinstance(leaf, str) and leaf.startswith(self.url):
+                    key = leaf[len(self.url) :]
+                    dest = self.cache / key
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    self.storage.download(key, dest)
+                    leaves[i], changed = str(dest), True
+                    local.append(dest)
+            if changed:
+                item = tree_unflatten(leaves, spec)
+        if self.reader is not None:
+            item = self.reader.read(item)
+        return item, local
+
+
+class _Worker:
+    def __init__(self, spec: WorkerSpec, events: Any) -> None:
+        self.spec = spec
+        self.events = events
+        self.inputs = _Inputs(spec)
+        self.publisher = Publisher(spec.output, threads=spec.upload_threads)
+        self.done_inputs = 0
+        self._reported = 0
+        self._last_report = time.monotonic()
+
+    def report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.done_inputs > self._reported and (force or now - self._last_report >= _PROGRESS_EVERY_S):
+            self.events.put(("progress", self.spec.rank, self.done_inputs - self._reported))
+            self._reported, self._last_report = self.done_inputs, now
+
+    def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
+        """``(position in the slice, input position, input)``, from the slice or the shared queue."""
+        if self.spec.items is not None:
+            start = self.spec.checkpoint.next_input if self.spec.checkpoint else 0
+            for i, (pos, item) in enumerate(self.spec.items[start:], start):
+                yield i, pos, item
+            return
+        i = 0
+        while True:
+            payload = work.get()
+            if payload is None:
+                return
+            pos, item = pickle.loads(payload)
+            yield i, pos, item
+            i += 1
+
+    def call(self, pos: int, item: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
+        try:
+            prepared, local = self.inputs.prepare(item)
+            try:
+                result = self.spec.fn(prepared, *args, **kwargs)
+                if inspect.isgenerator(result):
+                    for sample in result:
+                        if sample is not None:
+                            yield sample
+                elif result is not None:
+                    yield result
+            finally:
+                for path in local:
+                    path.unlink(missing_ok=True)
+        except FnFailed:
+            raise
+        except Exception as err:
+            raise FnFailed(pos, item, traceback.format_exc()) from err
+
+    # -- optimize -------------------------------------------------------------------------------
+    def optimize(self, work: Any) -> dict[str, Any]:
+        spec = self.spec
+        state = spec.checkpoint or WorkerCheckpoint(spec.rank, next_chunk_index=spec.chunk_index)
+        if spec.checkpoint is None:
+            state.next_chunk_index = spec.chunk_index
+        writer = BinaryWriter(spec.staging, rank=spec.rank, chunk_index=state.next_chunk_index, **spec.writer_options)
+        writer.chunks = [
+            ChunkInfo(c["filename"], c["chunk_bytes"], c["chunk_size"], c.get("dim")) for c in state.chunks
+        ]
+        published = len(writer.chunks)
+        first_chunk = state.next_chunk_index - published
+        sample_no = state.next_sample
+        skip = state.skip_samples
+        wrote_any = False
+
+        def checkpoint(next_input: int, skip_samples: int) -> None:
+            if spec.checkpoint is None:
+                return
+            state.next_input, state.skip_samples, state.next_sample = next_input, skip_samples, sample_no
+            state.next_chunk_index = first_chunk + len(writer.chunks)
+            state.chunks = [c.to_json() for c in writer.chunks]
+            state.config = writer.config() if wrote_any else state.config
+            self.publisher.put_json(state.key, state.to_json())
+
+        for i, pos, item in self.numbered_inputs(work):
+            for j, sample in enumerate(self.call(pos, item)):
+                if skip:
+                    skip -= 1
+                    continue
+                try:
+                    written = writer.add_item(sample_no, sample)
+                except Exception as err:
+                    raise FnFailed(pos, item, traceback.format_exc()) from err
+                wrote_any = True
+                if written is not None:
+                    published += 1
+                    self.publisher.put_file(written)
+                    checkpoint(i, j)
+                sample_no += 1
+            skip = 0
+            self.done_inputs += 1
+            self.report()
+        writer.done()
+        for chunk in writer.chunks[published:]:
+            self.publisher.put_file(Path(spec.staging) / chunk.filename)
+        if spec.items is not None:
+            checkpoint(len(spec.items), 0)
+        self.publisher.close()
+        config = writer.config() if wrote_any else state.config
+        chunks = [c.to_json() for c in writer.chunks]
+        rank_index = {"chunks": chunks, "config": config if chunks else None, "updated_at": str(time.time())}
+        from litdata_format import write_json_atomic
+
+        write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.index.json", rank_index)
+        return {"samples": sample_no, "chunks": len(chunks)}
+
+    # -- map ------------------------------------------------------------------------------------
+    def map(self, work: Any) -> dict[str, Any]:
+        spec = self.spec
+        params = _parameters(spec.fn)
+        remote = spec.output.is_remote
+        files = 0
+        for i, pos, item in self.numbered_inputs(work):
+            out_dir = Path(spec.staging) / f"map-{pos}" if remote else spec.output.local_path
+            out_dir.mkdir(parents=True, exist_ok=True)
+            kwargs: dict[str, Any] = {}
+            if "is_last" in params:
+                kwargs["is_last"] = spec.items is not None and i == len(spec.items) - 1
+            if "device" in params:
+                kwargs["device"] = _device(spec.rank)
+            for _ in self.call(pos, item, str(out_dir), **kwargs):
+                raise FnFailed(pos, item, "map's fn must write its files into output_dir and return None")
+            if remote:
+                for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+                    self.publisher.put_file(path, str(path.relative_to(out_dir)).replace(os.sep, "/"))
+                    files += 1
+            self.done_inputs += 1
+            self.report()
+        self.publisher.close()
+        return {"files": files}
+
+
+def _parameters(fn: Callable[..., Any]) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _device(rank: int) -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return f"cuda:{rank % torch.cuda.device_count()}"
+    return None
+
+
+def worker_main(spec: WorkerSpec, events: Any, work: Any) -> None:
+    """Entry point of a worker process."""
+    os.environ.update(spec.env)
+    worker: _Worker | None = None
+    try:
+        worker = _Worker(spec, events)
+        summary = worker.optimize(work) if spec.kind == "optimize" else worker.map(work)
+        worker.report(force=True)
+        events.put(("done", spec.rank, summary))
+    except FnFailed as failure:
+        if worker is not None:
+            worker.publisher.abort()
+        events.put(("error", spec.rank, failure.pos, failure.item, failure.text))
+        sys.exit(1)
+    except BaseException:
+        if worker is not None:
+            worker.publisher.abort()
+        events.put(("error", spec.rank, None, None, traceback.format_exc()))
+        sys.exit(1)

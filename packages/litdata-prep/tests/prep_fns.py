@@ -1,0 +1,88 @@
+"""Functions the litdata-prep tests hand to optimize/map (importable in spawned workers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def square(i: int) -> dict[str, int]:
+    return {"i": i, "sq": i * i}
+
+
+def pair(i: int) -> tuple[int, int]:
+    return i, i**2
+
+
+def even_only(i: int) -> Any:
+    if i % 2 == 0:
+        yield i
+
+
+def three_each(i: int) -> Any:
+    for k in range(3):
+        yield {"i": i, "k": k}
+
+
+def inverse(x: int) -> Any:
+    try:
+        yield 1 / x
+    except ZeroDivisionError:
+        return
+
+
+def nothing(i: int) -> None:
+    return None
+
+
+def identity(x: Any) -> Any:
+    return x
+
+
+def tokens(i: int) -> np.ndarray:
+    return np.arange(i * 10, i * 10 + 10, dtype=np.int32)
+
+
+def fail_on_seven(i: int) -> int:
+    if i == 7:
+        raise ValueError(f"bad input {i}")
+    return i
+
+
+def die_on_five(i: int) -> int:
+    if i == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return i
+
+
+def slow_square(i: int) -> dict[str, int]:
+    time.sleep(0.01)
+    return {"i": i, "sq": i * i}
+
+
+def sum_batch(batch: list[int]) -> int:
+    return sum(batch)
+
+
+def write_text(i: int, output_dir: str) -> None:
+    sub = Path(output_dir) / "sub"
+    sub.mkdir(parents=True, exist_ok=True)
+    (sub / f"{i}.txt").write_text(str(i * 2))
+
+
+def write_and_return(i: int, output_dir: str) -> int:
+    return i
+
+
+def count_rows(table: Any) -> dict[str, Any]:
+    column = table.read().column("x").to_pylist()
+    return {"n": len(column), "first": column[0]}
+
+
+def file_len(path: str) -> dict[str, Any]:
+    return {"name": os.path.basename(path), "size": os.path.getsize(path)}

@@ -1,0 +1,127 @@
+"""Bad input gives a clear error before any worker process starts."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import multiprocessing as mp
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_prep import map, optimize
+
+fns: Any = importlib.import_module("prep_fns")
+
+
+@pytest.fixture(autouse=True)
+def no_worker_started() -> Iterator[None]:
+    yield
+    assert mp.active_children() == []
+
+
+def _run(call: Callable[[], Any], error: type[Exception], match: str, out: Path | None = None) -> None:
+    with pytest.raises(error, match=match):
+        call()
+    if out is not None and out.exists():
+        assert not [p for p in out.rglob("*") if p.name.startswith("chunk-") or p.name == "index.json"]
+
+
+def test_fn_not_picklable_under_spawn(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _run(lambda: optimize(lambda i: i, [1, 2], out, chunk_size=2, num_workers=1), TypeError, "cannot be sent", out)
+
+    def nested(i: int) -> int:
+        return i
+
+    _run(lambda: optimize(nested, [1, 2], out, chunk_size=2), TypeError, "top level of an importable module", out)
+    _run(lambda: map(nested, [1, 2], out), TypeError, "cannot be sent", out)
+
+
+def test_fn_whose_module_workers_cannot_import(tmp_path: Path) -> None:
+    # A module loaded from a file outside sys.path (as pytest loads test modules): pickling its
+    # functions works in the parent, but a spawned worker could not import them.
+    source = tmp_path / "elsewhere" / "hidden_fns_module.py"
+    source.parent.mkdir()
+    source.write_text("def fn(i):\n    return i\n")
+    spec = importlib.util.spec_from_file_location("hidden_fns_module", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hidden_fns_module"] = module
+    try:
+        spec.loader.exec_module(module)
+        out = tmp_path / "out"
+        call = lambda: optimize(module.fn, [1, 2], out, chunk_size=2, num_workers=1)  # noqa: E731
+        _run(call, TypeError, "cannot be loaded in spawn worker processes", out)
+    finally:
+        del sys.modules["hidden_fns_module"]
+
+
+def test_inputs_empty_or_not_a_sequence(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _run(lambda: optimize(fns.square, [], out, chunk_size=2), ValueError, "inputs is empty", out)
+    not_a_sequence: Any = iter([1])
+    _run(lambda: optimize(fns.square, not_a_sequence, out, chunk_size=2), ValueError, "must be a sequence", out)
+    _run(lambda: map(fns.write_text, [], out), ValueError, "inputs is empty", out)
+    _run(lambda: optimize(fns.square, output_dir=str(out), chunk_size=2), ValueError, "exactly one of inputs", out)
+
+
+def test_output_dir_not_writable(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    _run(lambda: optimize(fns.square, [1], blocker / "out", chunk_size=2), PermissionError, "not writable")
+    _run(lambda: map(fns.write_text, [1], blocker / "out"), PermissionError, "not writable")
+
+
+def test_non_empty_output_without_a_mode(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    optimize(fns.square, [1, 2, 3], out, chunk_size=2, num_workers=1, start_method="fork", verbose=False)
+    _run(lambda: optimize(fns.square, [1], out, chunk_size=2), ValueError, "already holds an optimized dataset")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    _run(lambda: optimize(fns.square, [1], other, chunk_size=2), ValueError, "other files")
+    (out / "extra.txt").write_text("x")
+    _run(lambda: map(fns.write_text, [1], out, error_when_not_empty=True), ValueError, "not empty")
+
+
+def test_chunk_size_and_chunk_bytes(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _run(lambda: optimize(fns.square, [1], out), ValueError, "neither was given", out)
+    _run(lambda: optimize(fns.square, [1], out, chunk_size=2, chunk_bytes="1MB"), ValueError, "not both", out)
+    _run(lambda: optimize(fns.square, [1], out, chunk_size=0), ValueError, "chunk_size", out)
+    _run(lambda: optimize(fns.square, [1], out, chunk_bytes="lots"), ValueError, "chunk_bytes", out)
+    _run(lambda: optimize(fns.square, [1], out, chunk_bytes="1MB", align_chunking=True), ValueError, "align", out)
+
+
+def test_option_conflicts(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q: Any = mp.Queue()
+    cases: list[tuple[Callable[[], Any], type[Exception], str]] = [
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, mode="replace"), ValueError, "mode must be"),  # type: ignore[arg-type]
+        (
+            lambda: optimize(fns.square, [1], out, chunk_size=2, use_checkpoint=True, keep_data_ordered=False),
+            ValueError,
+            "keep_data_ordered=True",
+        ),
+        (lambda: optimize(fns.square, [1], out, queue=q, chunk_size=2), ValueError, "exactly one of inputs"),
+        (lambda: optimize(fns.square, queue=[1], output_dir=str(out), chunk_size=2), TypeError, "multiprocessing"),
+        (
+            lambda: optimize(fns.square, queue=q, output_dir=str(out), chunk_size=2, use_checkpoint=True),
+            ValueError,
+            "static list",
+        ),
+        (lambda: optimize(fns.square, [1, 2], out, chunk_size=2, weights=[1]), ValueError, "weights"),
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, num_workers=-1), ValueError, "num_workers"),
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, start_method="telepathy"), ValueError, "start_method"),
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, compression="lzma"), ValueError, "lzma"),
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, num_nodes=2), ValueError, "DATA_OPTIMIZER_NUM_NODES"),
+        (lambda: map(fns.write_text, [1], out, machine="A10G"), ValueError, "multi-node job"),
+        (lambda: optimize(fns.square, [1], out, chunk_size=2, item_loader="tokens"), TypeError, "item_loader"),  # type: ignore[arg-type]
+    ]
+    for call, error, match in cases:
+        _run(call, error, match, out)
+    q.close()

@@ -1,0 +1,189 @@
+"""optimize on local disk: what fn returns or yields, ordering, modes, layouts, errors and crashes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing as mp
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, load_index
+from litdata_prep import ALL_DONE, WorkerError, optimize
+
+fns: Any = importlib.import_module("prep_fns")
+FORK = {"start_method": "fork", "verbose": False}
+
+
+def read(path: Path, **kwargs: Any) -> list[Any]:
+    return list(DatasetReader(path, **kwargs))
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_return_one_sample_per_input(tmp_path: Path, start_method: str) -> None:
+    optimize(fns.square, list(range(40)), tmp_path / "out", chunk_size=6, num_workers=2, start_method=start_method)
+    samples = read(tmp_path / "out")
+    assert sorted(s["i"] for s in samples) == list(range(40))
+    assert all(s["sq"] == s["i"] ** 2 for s in samples)
+    assert not list((tmp_path / "out").glob(".litdata-staging-*"))
+
+
+def test_yield_many_none_or_filter(tmp_path: Path) -> None:
+    optimize(fns.three_each, list(range(10)), tmp_path / "many", chunk_size=4, num_workers=2, **FORK)
+    assert sorted((s["i"], s["k"]) for s in read(tmp_path / "many")) == [(i, k) for i in range(10) for k in range(3)]
+    optimize(fns.even_only, list(range(20)), tmp_path / "even", chunk_bytes="1MB", num_workers=2, **FORK)
+    assert sorted(read(tmp_path / "even")) == list(range(0, 20, 2))
+    optimize(fns.inverse, [0, 0, 0, 1, 2, 4, 0], tmp_path / "inv", chunk_bytes="64MB", num_workers=1, **FORK)
+    assert read(tmp_path / "inv") == [1.0, 0.5, 0.25]
+    with pytest.raises(ValueError, match="no samples"):
+        optimize(fns.nothing, [1, 2], tmp_path / "none", chunk_size=2, num_workers=2, **FORK)
+
+
+def test_keep_data_ordered_keeps_input_order(tmp_path: Path) -> None:
+    optimize(
+        fns.identity, list(range(25)), tmp_path / "out", chunk_size=4, num_workers=2, keep_data_ordered=True, **FORK
+    )
+    assert read(tmp_path / "out") == list(range(25))
+    names = [c.filename for c in load_index(tmp_path / "out").chunks]
+    assert names[0] == "chunk-0-0.bin" and names[-1].startswith("chunk-1-")
+
+
+def test_append_then_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    ordered = {"keep_data_ordered": True, **FORK}
+    optimize(fns.pair, list(range(10)), out, chunk_size=3, num_workers=2, **ordered)
+    optimize(fns.pair, list(range(10, 20)), out, chunk_size=3, num_workers=2, mode="append", **ordered)
+    assert read(out) == [(i, i**2) for i in range(20)]
+    names = [c.filename for c in load_index(out).chunks]
+    assert len(names) == len(set(names)) and all((out / n).is_file() for n in names)
+    optimize(fns.pair, list(range(5)), out, chunk_size=3, num_workers=2, mode="overwrite", **ordered)
+    assert read(out) == [(i, i**2) for i in range(5)]
+    assert sorted(p.name for p in out.glob("chunk-*")) == sorted(c.filename for c in load_index(out).chunks)
+
+
+def test_append_with_a_different_layout_is_refused(tmp_path: Path) -> None:
+    optimize(fns.pair, list(range(4)), tmp_path / "out", chunk_size=3, num_workers=1, **FORK)
+    with pytest.raises(ValueError, match="different sample layout"):
+        optimize(fns.square, list(range(4)), tmp_path / "out", chunk_size=3, num_workers=1, mode="append", **FORK)
+    assert read(tmp_path / "out") == [(i, i**2) for i in range(4)]
+
+
+def test_tokens(tmp_path: Path) -> None:
+    optimize(fns.tokens, list(range(12)), tmp_path / "out", chunk_size=40, item_loader=TokensLoader(), **FORK)
+    index = load_index(tmp_path / "out")
+    assert index.item_loader == "TokensLoader"
+    assert sum(c.dim or 0 for c in index.chunks) == 120
+    blocks = read(tmp_path / "out", item_loader=TokensLoader(block_size=10))
+    assert sorted(int(b[0]) for b in blocks) == [i * 10 for i in range(12)]
+
+
+def make_image(i: int) -> dict[str, Any]:
+    pixels = np.full((8, 8, 3), i * 10, dtype=np.uint8)
+    return {"image": Image(array=pixels, quality=95, format="jpeg"), "label": i}
+
+
+def test_images_with_the_image_wrapper(tmp_path: Path) -> None:
+    optimize(make_image, list(range(6)), tmp_path / "out", chunk_bytes="64MB", num_workers=2, **FORK)
+    samples = sorted(read(tmp_path / "out"), key=lambda s: s["label"])
+    assert [s["label"] for s in samples] == list(range(6))
+    assert load_index(tmp_path / "out").data_format[0].startswith("image:jp")
+    assert tuple(samples[3]["image"].shape) == (3, 8, 8)
+    assert abs(int(samples[3]["image"][0, 4, 4]) - 30) <= 3
+
+
+def test_compression_encryption_batches_weights_and_dev_run(tmp_path: Path) -> None:
+    optimize(fns.square, list(range(20)), tmp_path / "z", chunk_size=5, compression="zstd", num_workers=2, **FORK)
+    assert all(p.name.endswith(".zstd.bin") for p in (tmp_path / "z").glob("chunk-*"))
+    assert sorted(s["i"] for s in read(tmp_path / "z")) == list(range(20))
+
+    fernet = FernetEncryption(password="secret", level="sample")
+    optimize(fns.square, list(range(8)), tmp_path / "enc", chunk_size=3, encryption=fernet, num_workers=2, **FORK)
+    assert b'"sq"' not in b"".join(p.read_bytes() for p in (tmp_path / "enc").glob("chunk-*"))
+    assert sorted(s["i"] for s in read(tmp_path / "enc", encryption=fernet)) == list(range(8))
+
+    optimize(fns.sum_batch, list(range(10)), tmp_path / "b", chunk_size=5, batch_size=3, num_workers=1, **FORK)
+    assert read(tmp_path / "b") == [3, 12, 21, 9]
+
+    optimize(fns.identity, list(range(6)), tmp_path / "w", chunk_size=2, weights=[5, 1, 1, 1, 1, 1], num_workers=2,
+             keep_data_ordered=True, **FORK)  # fmt: skip
+    assert sorted(read(tmp_path / "w")) == list(range(6))
+
+    optimize(fns.identity, list(range(100)), tmp_path / "dev", chunk_size=5, fast_dev_run=True, num_workers=2,
+             keep_data_ordered=True, **FORK)  # fmt: skip
+    assert len(read(tmp_path / "dev")) == 20
+
+
+def test_align_chunking_matches_one_worker(tmp_path: Path) -> None:
+    optimize(fns.identity, list(range(23)), tmp_path / "one", chunk_size=4, num_workers=1, **FORK)
+    optimize(
+        fns.identity, list(range(23)), tmp_path / "three", chunk_size=4, num_workers=3, align_chunking=True, **FORK
+    )
+    assert [c.chunk_size for c in load_index(tmp_path / "three").chunks] == [4, 4, 4, 4, 4, 3]
+    assert read(tmp_path / "three") == read(tmp_path / "one") == list(range(23))
+
+
+def produce(q: Any, n: int) -> None:
+    for i in range(n):
+        q.put((i, i**2))
+    q.put(ALL_DONE)
+
+
+def test_queue_ended_by_one_all_done(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    q = ctx.Queue(maxsize=10)
+    producer = ctx.Process(target=produce, args=(q, 50))
+    producer.start()
+    optimize(
+        fns.identity, queue=q, output_dir=str(tmp_path / "out"), chunk_size=7, num_workers=2, mode="overwrite", **FORK
+    )
+    producer.join(timeout=10)
+    assert sorted(read(tmp_path / "out")) == [(i, i**2) for i in range(50)]
+
+
+def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"input 7 \(position 7") as info:
+        optimize(fns.fail_on_seven, list(range(30)), tmp_path / "out", chunk_size=4, num_workers=2, verbose=False)
+    assert time.monotonic() - start < 30
+    assert info.value.position == 7 and info.value.input == "7"
+    assert "ValueError: bad input 7" in (info.value.remote_traceback or "")
+    assert "prep_fns.py" in str(info.value.__cause__)
+    assert not (tmp_path / "out" / "index.json").exists()
+    assert mp.active_children() == []
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> None:
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="killed by SIGKILL"):
+        optimize(fns.die_on_five, list(range(30)), tmp_path / "out", chunk_size=4, num_workers=2,
+                 keep_data_ordered=ordered, **FORK)  # fmt: skip
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "out" / "index.json").exists()
+    assert mp.active_children() == []
+
+
+def test_unpicklable_input_is_an_error_not_a_lost_sample(tmp_path: Path) -> None:
+    with pytest.raises(WorkerError, match="cannot be pickled"):
+        optimize(fns.identity, [1, lambda: 2, 3], tmp_path / "out", chunk_size=2, num_workers=2, **FORK)
+
+
+def test_remote_style_checkpoint_files_are_cleaned_up(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    optimize(fns.square, list(range(12)), out, chunk_size=2, num_workers=2, use_checkpoint=True, **FORK)
+    assert not (out / ".checkpoints").exists() or not list((out / ".checkpoints").iterdir())
+    assert sorted(s["i"] for s in read(out)) == list(range(12))
+    assert json.loads((out / "index.json").read_text())["config"]["chunk_size"] == 2
+
+
+def test_progress_bar_and_verbose_false(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    optimize(fns.square, list(range(20)), tmp_path / "loud", chunk_size=5, num_workers=2, start_method="fork")
+    out, err = capfd.readouterr()
+    assert "item/s" in err and "20/20" in err
+    assert "holds 20 samples in" in out
+    optimize(fns.square, list(range(20)), tmp_path / "quiet", chunk_size=5, num_workers=2, **FORK)
+    assert capfd.readouterr() == ("", "")

@@ -1,0 +1,270 @@
+"""``CombinedStreamingDataset``: samples drawn from several datasets by weight, resumable exactly.
+
+How it works. Every sub-dataset is split over ranks and workers exactly as a lone
+:class:`StreamingDataset` would be (``_plan``), so each worker holds one stretch of each. A worker
+interleaves its stretches by seeded draws (``_draws``), from a generator seeded by
+``(seed, epoch, segment, rank, worker)``. The loader counts the batches it delivered; since the
+DataLoader asks workers in turn, that count tells how many samples each worker delivered, and
+replaying a worker's draws tells how many of those came from each sub-dataset. A resume with the
+same topology continues every worker exactly where it stopped (same samples, same order). A
+resume with another topology takes what no worker consumed as each sub-dataset's new base and
+starts a new *segment* of draws on it: nothing is repeated and nothing is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from litdata_stream._dataset import StreamingDataset, _skip, _topology_key
+from litdata_stream._draws import count_draws, draws, stream_length
+from litdata_stream._env import WorkerEnv
+from litdata_stream._mixing import MixedDataset, batch_count, round_robin
+from litdata_stream._plan import Interval, Topology, WorkerPlan, remaining_base, split_base
+
+__all__ = ["CombinedStreamingDataset"]
+
+BatchingMethod = Literal["stratified", "per_stream"]
+_METHODS = ("stratified", "per_stream")
+_END = object()
+
+
+class CombinedStreamingDataset(MixedDataset):
+    """Stream several :class:`StreamingDataset` as one, mixing them by weight.
+
+    Args:
+        datasets: the datasets to mix.
+        seed: seeds the draws that pick which dataset each sample (or batch) comes from.
+        weights: the share of each dataset (normalised to sum to 1). Only with
+            ``iterate_over_all=False``; by default each dataset weighs its number of samples.
+        iterate_over_all: go on until every dataset is exhausted (an exhausted dataset leaves the
+            draw); when False, stop as soon as a draw picks an exhausted dataset.
+        batching_method: ``"stratified"`` draws a dataset for every sample, so batches mix the
+            datasets by weight; ``"per_stream"`` draws one for every batch, so each batch comes
+            from a single dataset.
+        force_override_state_dict: accept a state dict recorded with other weights or settings.
+    """
+
+    kind = "CombinedStreamingDataset"
+
+    def __init__(
+        self,
+        datasets: Sequence[StreamingDataset],
+        seed: int = 42,
+        weights: Sequence[float] | None = None,
+        iterate_over_all: bool = True,
+        batching_method: BatchingMethod = "stratified",
+        force_override_state_dict: bool = False,
+    ) -> None:
+        super().__init__(datasets, seed, force_override_state_dict)
+        if batching_method not in _METHODS:
+            raise ValueError(f"batching_method must be 'stratified' or 'per_stream', got {batching_method!r}")
+        if weights is not None and iterate_over_all:
+            raise ValueError(
+                "weights need iterate_over_all=False: when iterating over all datasets every sample of every "
+                "dataset is yielded, and each dataset weighs its number of samples"
+            )
+        if weights is None:
+            sizes = [d.num_samples for d in self._datasets]
+            if sum(sizes) == 0:
+                raise ValueError("CombinedStreamingDataset: every dataset is empty")
+            raw = [float(n) for n in sizes]
+        else:
+            raw = [float(w) for w in weights]
+            if len(raw) != len(self._datasets):
+                raise ValueError(
+                    f"weights has {len(raw)} values but there are {len(self._datasets)} datasets; give one weight "
+                    "per dataset"
+                )
+            if any(not np.isfinite(w) or w < 0 for w in raw) or sum(raw) <= 0:
+                raise ValueError(f"weights must be non-negative numbers that do not all equal zero, got {raw}")
+        total = sum(raw)
+        self.weights = [w / total for w in raw]
+        self.iterate_over_all = bool(iterate_over_all)
+        self.batching_method: BatchingMethod = batching_method
+        self._lengths: dict[tuple[Any, ...], int] = {}
+
+    def set_epoch(self, current_epoch: int) -> None:
+        super().set_epoch(current_epoch)
+        for dataset in self._datasets:
+            dataset.set_epoch(current_epoch)
+
+    # -- the plan of a run ----------------------------------------------------------------------
+    def _sub_topologies(self, topology: Topology) -> list[Topology]:
+        return [d._topology(topology.num_workers, topology.batch_size) for d in self._datasets]
+
+    def _segment(self, topology: Topology) -> tuple[int, list[list[Interval]], int]:
+        """(segment, each sub-dataset's base, batches this rank already delivered in the segment)."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return 0, [[(0, d.num_samples)] for d in self._datasets], 0
+        if resume["topology"] == _topology_key(topology):
+            return resume["segment"], resume["bases"], resume["batches"]
+        return resume["segment"] + 1, resume["remaining"], 0
+
+    def _unit(self, topology: Topology) -> int:
+        return topology.batch_size if self.batching_method == "per_stream" else 1
+
+    def _rng(self, segment: int, rank: int, worker: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.current_epoch, segment, rank, worker])
+
+    def _rank_streams(
+        self, topology: Topology, segment: int, bases: list[list[Interval]], rank: int
+    ) -> tuple[list[list[WorkerPlan]], list[list[int]], list[int]]:
+        """For one rank: each sub-dataset's plans per worker, the stretch sizes per worker, and
+        each worker's stream length."""
+        plans = [split_base(base, sub)[rank] for base, sub in zip(bases, self._sub_topologies(topology))]
+        sizes = [[p[w].num_samples for p in plans] for w in range(topology.num_workers)]
+        unit = self._unit(topology)
+        lengths = []
+        for w, size in enumerate(sizes):
+            key = (self.current_epoch, segment, _topology_key(topology), rank, w, tuple(size))
+            found = self._lengths.get(key)
+            if found is None:
+                found = stream_length(size, self.weights, unit, self.iterate_over_all, self._rng(segment, rank, w))
+                if len(self._lengths) > 256:
+                    self._lengths.clear()
+                self._lengths[key] = found
+            lengths.append(found)
+        return plans, sizes, lengths
+
+    def _progress(self, topology: Topology) -> tuple[int, list[list[Interval]], int, list[int], int]:
+        """(segment, bases, delivered, each worker's stream length, how many batches every rank delivers)."""
+        segment, bases, delivered = self._segment(topology)
+        lengths = self._rank_streams(topology, segment, bases, self.distributed_env.global_rank)[2]
+        per_rank = sum(batch_count(n, topology.batch_size, topology.drop_last) for n in lengths)
+        if not self.iterate_over_all and topology.world_size > 1:
+            # Ranks stop at different points; all stop at the earliest so no collective hangs.
+            for rank in range(topology.world_size):
+                other = self._rank_streams(topology, segment, bases, rank)[2]
+                per_rank = min(per_rank, sum(batch_count(n, topology.batch_size, topology.drop_last) for n in other))
+        return segment, bases, delivered, lengths, per_rank
+
+    def _samples_left(self, topology: Topology) -> int:
+        _, _, delivered, lengths, per_rank = self._progress(topology)
+        batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
+        before = _samples_at(round_robin(batches, delivered)[0], lengths, topology.batch_size)
+        after = _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
+        return after - before
+
+    def _batches_left(self) -> int:
+        _, _, delivered, _, per_rank = self._progress(self._topology())
+        return max(0, per_rank - delivered)
+
+    def _batch_limit(self) -> int | None:
+        if self.iterate_over_all or self.distributed_env.world_size == 1:
+            return None
+        return self._batches_left()
+
+    # -- iteration ------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        worker = WorkerEnv.detect()
+        self._enter_iteration()
+        topology = self._topology(num_workers=worker.world_size)
+        segment, bases, delivered = self._segment(topology)
+        rank = self.distributed_env.global_rank
+        plans, sizes, lengths = self._rank_streams(topology, segment, bases, rank)
+        batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
+        done, due = round_robin(batches, delivered)
+        # The worker due next in the interrupted run is asked first now: relabel so order is kept.
+        role = (worker.rank + due) % topology.num_workers
+        skip = min(done[role] * topology.batch_size, lengths[role])
+        consumed = [0] * len(self._datasets)
+        readers: list[Iterator[Any] | None] = [None] * len(self._datasets)
+        picks = draws(
+            sizes[role], self.weights, self._unit(topology), self.iterate_over_all, self._rng(segment, rank, role)
+        )
+        for block in picks:
+            todo = block
+            if skip:
+                part = block[:skip]
+                for d, n in enumerate(np.bincount(part, minlength=len(consumed)).tolist()):
+                    consumed[d] += n
+                skip -= len(part)
+                todo = block[len(part) :]
+            for d in todo.tolist():
+                reader = readers[d]
+                if reader is None:
+                    dataset = self._datasets[d]
+                    order = dataset._order(dataset.current_epoch)
+                    stretch = _skip(order.read_order(plans[d][role].intervals), consumed[d])
+                    reader = readers[d] = dataset._read(order, stretch)
+                sample = next(reader, _END)
+                if sample is _END:
+                    raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
+                yield sample
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
+        topology = self._topology(num_workers, batch_size)
+        if batches_delivered is None:
+            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+        segment, bases, delivered = self._segment(topology)
+        total = delivered + batches_delivered
+        unit = self._unit(topology)
+        # What every worker of every rank consumed of every sub-dataset (ranks move in lockstep),
+        # for a resume under another topology.
+        consumed: list[list[list[int]]] = [[] for _ in self._datasets]
+        for rank in range(topology.world_size):
+            _, sizes, lengths = self._rank_streams(topology, segment, bases, rank)
+            batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
+            done = round_robin(batches, min(total, sum(batches)))[0]
+            per_worker = [
+                count_draws(
+                    size,
+                    self.weights,
+                    unit,
+                    self.iterate_over_all,
+                    self._rng(segment, rank, w),
+                    min(done[w] * topology.batch_size, lengths[w]),
+                )
+                for w, size in enumerate(sizes)
+            ]
+            for d in range(len(self._datasets)):
+                consumed[d].append([counts[d] for counts in per_worker])
+        subs = self._sub_states(topology)
+        for d, sub in enumerate(subs.values()):
+            sub.update(base=[list(i) for i in bases[d]], batches=0, first_worker=0, consumed=consumed[d])
+        return {
+            **self._state_header(topology),
+            "weights": list(self.weights),
+            "iterate_over_all": self.iterate_over_all,
+            "batching_method": self.batching_method,
+            "segment": segment,
+            "batches": total,
+            "num_samples_yielded": num_samples_yielded,
+            "datasets": subs,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from a state recorded by :meth:`state_dict` (under the same or another topology)."""
+        fields = ("seed", "weights", "iterate_over_all", "batching_method")
+        self._check_state(state, fields)
+        # Forced onto other draw settings, the recorded draws cannot be replayed: continue like
+        # under another topology, from what each sub-dataset had not consumed.
+        replayable = all(state[field] == getattr(self, field) for field in fields)
+        epoch = int(state["epoch"])
+        self.set_epoch(epoch)
+        bases, remaining = [], []
+        for d, dataset in enumerate(self._datasets):
+            sub = state["datasets"][str(d)]
+            base = [(int(a), int(b)) for a, b in sub["base"]]
+            plans = split_base(base, Topology(*sub["topology"]))
+            remaining.append(remaining_base(plans, sub["consumed"], dataset._order(epoch)))
+            bases.append(base)
+        self._resume = {
+            "epoch": epoch,
+            "segment": int(state["segment"]),
+            "topology": tuple(state["topology"]) if replayable else None,
+            "batches": int(state["batches"]),
+            "bases": bases,
+            "remaining": remaining,
+        }
+
+
+def _samples_at(done: Sequence[int], lengths: Sequence[int], batch_size: int) -> int:
+    return sum(min(n * batch_size, length) for n, length in zip(done, lengths))

@@ -1,0 +1,191 @@
+"""What CombinedStreamingDataset and ParallelStreamingDataset share: the settings the loader
+passes down, the epoch of a persistent worker, the round-robin count of delivered batches, and
+checking that a state dict belongs to the same sub-datasets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch.utils.data import IterableDataset, get_worker_info
+
+from litdata_stream._dataset import StreamingDataset
+from litdata_stream._env import DistributedEnv
+from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
+
+__all__ = ["MixedDataset", "round_robin"]
+
+STATE_VERSION = 1
+
+
+def round_robin(batches: Sequence[int], delivered: int, first: int = 0) -> tuple[list[int], int]:
+    """Batches each worker delivered after ``delivered`` batches in all, and the worker due next.
+
+    The DataLoader asks its workers in turn, starting at ``first``; a worker with no batch left
+    drops out of the rotation (the same count ``consumed_per_worker`` makes for sample stretches).
+    """
+    plans = [WorkerPlan(((0, int(count)),)) for count in batches]
+    return consumed_per_worker(plans, 1, False, delivered, first)
+
+
+def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
+    full, rest = divmod(samples, batch_size)
+    return full + (1 if rest and not drop_last else 0)
+
+
+class MixedDataset(IterableDataset):
+    """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
+
+    kind = "MixedDataset"
+
+    def __init__(self, datasets: Sequence[StreamingDataset], seed: int, force_override_state_dict: bool) -> None:
+        super().__init__()
+        datasets = list(datasets)
+        if not datasets:
+            raise ValueError(f"{self.kind} needs at least one dataset")
+        for i, dataset in enumerate(datasets):
+            if not isinstance(dataset, StreamingDataset):
+                raise TypeError(f"{self.kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset")
+        self._datasets = datasets
+        self.seed = int(seed)
+        self.force_override_state_dict = bool(force_override_state_dict)
+        self.distributed_env = DistributedEnv.detect()
+        self.current_epoch = 1
+        self.batch_size = 1
+        self.num_workers = 0
+        self._drop_last: bool | None = None
+        self._resume: dict[str, Any] | None = None
+        self._iterated_epochs = 0
+
+    @property
+    def datasets(self) -> list[StreamingDataset]:
+        return self._datasets
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_iterated_epochs"] = 0  # a copy sent to a worker has not iterated there yet
+        return state
+
+    # -- settings the loader passes -------------------------------------------------------------
+    @property
+    def drop_last(self) -> bool:
+        """Whether a worker's last partial batch is dropped (by default: when every sub-dataset drops its tail)."""
+        if self._drop_last is not None:
+            return self._drop_last
+        return all(d.drop_last for d in self._datasets)
+
+    def set_epoch(self, current_epoch: int) -> None:
+        self.current_epoch = int(current_epoch)
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        for dataset in self._datasets:
+            dataset.set_shuffle(shuffle)
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        self._drop_last = bool(drop_last)
+        for dataset in self._datasets:
+            dataset.set_drop_last(drop_last)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"{self.kind}: batch_size must be a positive int, got {batch_size!r}")
+        self.batch_size = batch_size
+        for dataset in self._datasets:
+            dataset.set_batch_size(batch_size)
+
+    def set_num_workers(self, num_workers: int) -> None:
+        self.num_workers = int(num_workers or 0)
+        for dataset in self._datasets:
+            dataset.set_num_workers(num_workers)
+
+    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
+        workers = self.num_workers if num_workers is None else num_workers
+        return Topology(
+            self.distributed_env.world_size,
+            max(1, workers or 1),
+            max(1, self.batch_size if batch_size is None else batch_size),
+            self.drop_last,
+        )
+
+    def _enter_iteration(self) -> None:
+        """Called as a worker starts an epoch: a persistent worker keeps its copy and advances the epoch itself."""
+        if self._iterated_epochs and get_worker_info() is not None:
+            self.set_epoch(self.current_epoch + 1)
+        self._iterated_epochs += 1
+
+    # -- what the loader asks -------------------------------------------------------------------
+    def get_len(self, num_workers: int, batch_size: int) -> int:
+        """Samples this rank yields in this run with that many workers and that batch size."""
+        return self._samples_left(self._topology(num_workers, batch_size))
+
+    def __len__(self) -> int:
+        return self._samples_left(self._topology())
+
+    def _samples_left(self, topology: Topology) -> int:
+        raise NotImplementedError
+
+    def _batches_left(self) -> int:
+        """Batches this rank's loader delivers in this run."""
+        raise NotImplementedError
+
+    def _batch_limit(self) -> int | None:
+        """Stop this rank's loader after that many batches (so every rank delivers as many)."""
+        return None
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _state_header(self, topology: Topology) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "mixing_state_version": STATE_VERSION,
+            "epoch": self.current_epoch,
+            "seed": self.seed,
+            "topology": [topology.world_size, topology.num_workers, topology.batch_size, topology.drop_last],
+            "world_size": self.distributed_env.world_size,
+        }
+
+    def _sub_states(self, topology: Topology) -> dict[str, dict[str, Any]]:
+        """Each sub-dataset's own record of what it is (validated again on load)."""
+        return {
+            str(i): d.state_dict(0, topology.num_workers, topology.batch_size, 0) for i, d in enumerate(self._datasets)
+        }
+
+    def _check_state(self, state: dict[str, Any], fields: Sequence[str]) -> None:
+        """Refuse a state recorded on another kind of dataset, other sub-datasets, or other settings."""
+        kind = state.get("kind")
+        if kind != self.kind:
+            found = kind or ("StreamingDataset" if "num_samples" in state else "another dataset")
+            raise ValueError(f"this state dict was recorded on a {found}, not on a {self.kind}")
+        if state.get("mixing_state_version") != STATE_VERSION:
+            raise ValueError(f"this {self.kind} state dict has an unknown version {state.get('mixing_state_version')}")
+        recorded = state["datasets"]
+        if len(recorded) != len(self._datasets):
+            raise ValueError(
+                f"the state dict was recorded on a {self.kind} of {len(recorded)} datasets but this one has "
+                f"{len(self._datasets)}"
+            )
+        for i, dataset in enumerate(self._datasets):
+            # The sub-dataset checks its own record (same data, seed, shuffle, ...); this wrapper keeps
+            # the resume point itself, so the sub-dataset is left with none.
+            forced = dataset.force_override_state_dict
+            dataset.force_override_state_dict = forced or self.force_override_state_dict
+            try:
+                dataset.load_state_dict(recorded[str(i)])
+            except ValueError as error:
+                raise ValueError(f"{self.kind} datasets[{i}]: {error}") from error
+            finally:
+                dataset.force_override_state_dict = forced
+                dataset._resume = None
+        if not self.force_override_state_dict:
+            for field in fields:
+                if state[field] != getattr(self, field):
+                    raise ValueError(
+                        f"the state dict was recorded with {field}={state[field]!r} but this {self.kind} has "
+                        f"{field}={getattr(self, field)!r}; use the same value or force_override_state_dict=True"
+                    )

@@ -1,0 +1,346 @@
+"""``ParallelStreamingDataset``: one sample from every dataset at each step, cycled or not.
+
+How it works. The tuples of an epoch are numbered ``0 .. G-1`` (``G`` = the shortest dataset, or
+``length`` per rank when cycling). Tuple ``p`` takes, from every sub-dataset, the sample at
+position ``P = offset + p`` of that dataset's endless sequence (its epoch 1 order, then its epoch 2
+order, ...). When cycling with ``resume=True`` the offset of an epoch is where the previous one
+ended, so a new epoch continues the datasets where they were. The tuple numbers are split over
+ranks and workers, counted and resumed exactly as a :class:`StreamingDataset`'s samples are
+(``_plan``), under the same or another topology. An endless dataset (``length=float("inf")``)
+gives worker ``g`` of ``K`` the batches ``g, g + K, g + 2K, ...`` of the endless sequence and
+resumes under the same topology only.
+
+The random generators handed to ``transform`` are seeded afresh for every tuple from
+``(seed, P)``: the transformed sample at a position is the same in an uninterrupted run, after a
+resume, and whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from litdata_stream._dataset import StreamingDataset, _skip, _topology_key
+from litdata_stream._env import WorkerEnv
+from litdata_stream._mixing import MixedDataset, batch_count
+from litdata_stream._plan import (
+    EpochOrder,
+    Interval,
+    Topology,
+    WorkerPlan,
+    consumed_per_worker,
+    remaining_base,
+    split_base,
+)
+
+__all__ = ["ParallelStreamingDataset"]
+
+GeneratorName = Literal["random", "numpy", "torch"]
+_END = object()
+
+
+def _wants_generators(fn: Callable[..., Any]) -> bool:
+    """Whether ``transform`` takes the generators as a second argument (it must take 1 or 2)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: give it the samples only
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if not positional or len(required) > 2:
+        raise ValueError(
+            f"transform must take the samples and optionally the random generators (1 or 2 arguments), "
+            f"but it takes {len(positional)} positional arguments ({len(required)} required)"
+        )
+    return len(positional) >= 2
+
+
+class _SeededGenerators:
+    """The ``rngs`` dict handed to ``transform``, reseeded for every tuple (cheaply: one seed
+    call each for random and torch, a state copy and an ``advance`` for numpy)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._numpy_bits = np.random.PCG64([seed, 0x5EED])
+        self._numpy_start = self._numpy_bits.state
+        self.rngs: dict[str, Any] = {
+            "random": random.Random(),  # seeded for reproducible augmentation
+            "numpy": np.random.Generator(self._numpy_bits),
+            "torch": torch.Generator(),
+        }
+
+    def at(self, lane: int, position: int) -> dict[str, Any]:
+        digest = hashlib.blake2b(f"{self.seed}:{lane}:{position}".encode(), digest_size=8).digest()
+        key = int.from_bytes(digest, "little") >> 1
+        self.rngs["random"].seed(key)
+        self.rngs["torch"].manual_seed(key)
+        self._numpy_bits.state = self._numpy_start
+        self._numpy_bits.advance(key << 64)  # disjoint streams: a tuple never draws 2**64 numbers
+        return self.rngs
+
+
+class ParallelStreamingDataset(MixedDataset):
+    """Stream several :class:`StreamingDataset` side by side: each item is a tuple with one sample of each.
+
+    Args:
+        datasets: the datasets to read in parallel.
+        length: ``None`` to stop with the shortest dataset; an int to yield that many tuples per
+            epoch (per rank), cycling the datasets as needed; ``float("inf")`` to never stop.
+        force_override_state_dict: accept a state dict recorded with other settings.
+        transform: called on each tuple as ``transform(samples)``, or ``transform(samples, rngs)``
+            where ``rngs`` holds seeded ``"random"``, ``"numpy"`` and ``"torch"`` generators.
+        seed: seeds the generators given to ``transform``.
+        resume: when cycling, start each epoch where the previous one ended (True) or yield the
+            same tuples every epoch (False).
+        reset_rngs: give ``transform`` the same generators at the same place of every epoch.
+    """
+
+    kind = "ParallelStreamingDataset"
+
+    def __init__(
+        self,
+        datasets: Sequence[StreamingDataset],
+        length: int | float | None = None,
+        force_override_state_dict: bool = False,
+        transform: Callable[..., Any] | None = None,
+        seed: int = 42,
+        resume: bool = True,
+        reset_rngs: bool = False,
+    ) -> None:
+        super().__init__(datasets, seed, force_override_state_dict)
+        if length is not None and not (
+            (isinstance(length, int) and not isinstance(length, bool) and length >= 0) or length == math.inf
+        ):
+            raise ValueError(f"length must be None, a non-negative int or float('inf'), got {length!r}")
+        if length is not None and any(d.num_samples == 0 for d in self._datasets):
+            empty = [i for i, d in enumerate(self._datasets) if d.num_samples == 0]
+            raise ValueError(f"cannot cycle empty datasets (datasets{empty} have no samples); use length=None")
+        self._transform_args = 0
+        if transform is not None:
+            if not callable(transform):
+                raise TypeError(f"transform must be callable, got {transform!r}")
+            self._transform_args = 2 if _wants_generators(transform) else 1
+        self.length = length
+        self.transform = transform
+        self.resume = bool(resume)
+        self.reset_rngs = bool(reset_rngs)
+        self._anchor: tuple[int, int, int] | None = None  # (epoch, its offset, its number of tuples)
+
+    @property
+    def _infinite(self) -> bool:
+        return self.length == math.inf
+
+    @property
+    def _cycling(self) -> bool:
+        return self.length is not None
+
+    def is_cycling(self) -> bool:
+        return self._cycling
+
+    def is_infinite(self) -> bool:
+        return self._infinite
+
+    # -- the tuples of an epoch -----------------------------------------------------------------
+    def _epoch_length(self) -> int:
+        """``G``: the tuples of one epoch over all ranks."""
+        if self.length is None:
+            return min(d.num_samples for d in self._datasets)
+        return int(self.length) * self.distributed_env.world_size
+
+    def _offset(self, epoch: int) -> int:
+        """Where epoch ``epoch`` starts in the datasets' endless sequences."""
+        if not (self._cycling and self.resume) or self._infinite:
+            return 0
+        anchor = self._anchor
+        if anchor is None or epoch < anchor[0]:
+            return (epoch - 1) * self._epoch_length()
+        start_epoch, start, count = anchor
+        if epoch == start_epoch:
+            return start
+        return start + count + (epoch - start_epoch - 1) * self._epoch_length()
+
+    def _lane(self) -> int:
+        """Tells apart epochs whose positions ``P`` would otherwise coincide (for the generators)."""
+        if self.reset_rngs or (self._cycling and self.resume and not self._infinite):
+            return 0
+        return self.current_epoch
+
+    def _locate(self, d: int, position: int) -> tuple[int, int]:
+        """(epoch of sub-dataset ``d``, position in that epoch's order) of endless position ``position``."""
+        if self.length is None:
+            return self.current_epoch, position
+        size = self._datasets[d].num_samples
+        first = self.current_epoch if self._infinite else 1
+        return first + position // size, position % size
+
+    # -- the plan of a run (finite epochs) ------------------------------------------------------
+    def _run_start(self, topology: Topology) -> tuple[list[Interval], int, int]:
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return [(0, self._epoch_length())], 0, 0
+        if resume["topology"] == _topology_key(topology):
+            return resume["base"], resume["first_worker"], resume["batches"]
+        if self._infinite:
+            raise ValueError(_endless_topology_error(resume["topology"], topology))
+        recorded = Topology(*resume["topology"])
+        plans = split_base(resume["base"], recorded)
+        batches, first = resume["batches"], resume["first_worker"]
+        consumed = [consumed_per_worker(p, recorded.batch_size, recorded.drop_last, batches, first)[0] for p in plans]
+        return remaining_base(plans, consumed), 0, 0
+
+    def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
+        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done)."""
+        base, first, delivered = self._run_start(topology)
+        plans = split_base(base, topology)[self.distributed_env.global_rank]
+        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
+        workers = topology.num_workers
+        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+
+    def _samples_left(self, topology: Topology) -> int:
+        if self._infinite:
+            raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
+        return sum(plan.num_samples - done for plan, done in self.rank_plans(topology))
+
+    def _batches_left(self) -> int:
+        topology = self._topology()
+        if self._infinite:
+            raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
+        return sum(
+            batch_count(plan.num_samples, topology.batch_size, topology.drop_last) - -(-done // topology.batch_size)
+            for plan, done in self.rank_plans(topology)
+        )
+
+    # -- iteration ------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        worker = WorkerEnv.detect()
+        self._enter_iteration()
+        topology = self._topology(num_workers=worker.world_size)
+        if self._infinite:
+            stretches: Iterator[Interval] = self._endless_stretches(topology, worker.rank)
+        else:
+            plan, done = self.rank_plans(topology)[worker.rank]
+            stretches = iter(_skip(plan.intervals, done))
+        offset, lane = self._offset(self.current_epoch), self._lane()
+        generators = _SeededGenerators(self.seed) if self._transform_args == 2 else None
+        orders: list[dict[int, EpochOrder]] = [{} for _ in self._datasets]
+        for start, end in stretches:
+            readers = [self._reader(d, offset + start, offset + end, orders[d]) for d in range(len(self._datasets))]
+            for p in range(start, end):
+                samples = tuple(_next(reader, d) for d, reader in enumerate(readers))
+                if self._transform_args == 1:
+                    assert self.transform is not None
+                    yield self.transform(samples)
+                elif generators is not None:
+                    assert self.transform is not None
+                    key = p if self.reset_rngs else offset + p
+                    yield self.transform(samples, generators.at(lane, key))
+                else:
+                    yield samples
+
+    def _reader(self, d: int, start: int, end: int, orders: dict[int, EpochOrder]) -> Iterator[Any]:
+        """Sub-dataset ``d``'s samples at endless positions ``start .. end - 1``."""
+        dataset = self._datasets[d]
+        position = start
+        while position < end:
+            epoch, within = self._locate(d, position)
+            count = min(end - position, dataset.num_samples - within)
+            order = orders.get(epoch)
+            if order is None:
+                orders.clear()  # one epoch order at a time: cycling moves forward
+                order = orders[epoch] = dataset._order(epoch)
+            yield from dataset._read(order, [(within, within + count)])
+            position += count
+
+    def _endless_stretches(self, topology: Topology, worker: int) -> Iterator[Interval]:
+        """This worker's batches of the endless sequence: batch ``g + i * K`` for global worker ``g`` of ``K``."""
+        resume = self._resume
+        delivered = 0
+        if resume is not None and resume["epoch"] == self.current_epoch:
+            self._run_start(topology)  # refuses another topology
+            delivered = resume["batches"]
+        workers, size = topology.num_workers, topology.batch_size
+        due = delivered % workers
+        role = (worker + due) % workers
+        index = delivered // workers + (1 if role < delivered % workers else 0)
+        everyone = topology.world_size * workers
+        mine = self.distributed_env.global_rank * workers + role
+        while True:
+            start = (index * everyone + mine) * size
+            yield start, start + size
+            index += 1
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
+        topology = self._topology(num_workers, batch_size)
+        if batches_delivered is None:
+            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+        if self._infinite:
+            resume = self._resume
+            base: list[Interval] = []
+            first = 0
+            delivered = resume["batches"] if resume is not None and resume["epoch"] == self.current_epoch else 0
+        else:
+            base, first, delivered = self._run_start(topology)
+        return {
+            **self._state_header(topology),
+            "length": "inf" if self._infinite else self.length,
+            "resume": self.resume,
+            "reset_rngs": self.reset_rngs,
+            "offset": self._offset(self.current_epoch),
+            "epoch_length": 0 if self._infinite else self._epoch_length(),
+            "base": [list(i) for i in base],
+            "batches": delivered + batches_delivered,
+            "first_worker": first,
+            "num_samples_yielded": num_samples_yielded,
+            "datasets": self._sub_states(topology),
+        }
+
+    @property
+    def _length_key(self) -> Any:
+        return "inf" if self._infinite else self.length
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from a state recorded by :meth:`state_dict`."""
+        self._check_state(state, ("seed", "resume", "reset_rngs"))
+        if state["length"] != self._length_key and not self.force_override_state_dict:
+            raise ValueError(
+                f"the state dict was recorded with length={state['length']!r} but this ParallelStreamingDataset "
+                f"has length={self._length_key!r}; use the same value or force_override_state_dict=True"
+            )
+        if self._infinite and tuple(state["topology"]) != _topology_key(self._topology()):
+            raise ValueError(_endless_topology_error(state["topology"], self._topology()))
+        epoch = int(state["epoch"])
+        self.set_epoch(epoch)
+        self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
+        self._resume = {
+            "epoch": epoch,
+            "base": [(int(a), int(b)) for a, b in state["base"]],
+            "topology": tuple(state["topology"]),
+            "batches": int(state["batches"]),
+            "first_worker": int(state["first_worker"]),
+        }
+
+
+def _next(reader: Iterator[Any], d: int) -> Any:
+    sample = next(reader, _END)
+    if sample is _END:
+        raise RuntimeError(f"ParallelStreamingDataset: datasets[{d}] ended before its planned stretch")
+    return sample
+
+
+def _endless_topology_error(recorded: Sequence[Any], topology: Topology) -> str:
+    return (
+        "an endless ParallelStreamingDataset resumes only with the topology it was recorded with: (world size, "
+        f"workers, batch size, drop_last) = {tuple(recorded)}, not {_topology_key(topology)}"
+    )

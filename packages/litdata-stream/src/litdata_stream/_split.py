@@ -1,0 +1,68 @@
+"""``train_test_split``: cut one StreamingDataset into disjoint datasets (train / val / test)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from litdata_stream._dataset import StreamingDataset
+
+__all__ = ["train_test_split"]
+
+
+def train_test_split(
+    dataset: StreamingDataset, splits: Sequence[float], seed: int = 42, shuffle: bool = True
+) -> list[StreamingDataset]:
+    """Split ``dataset`` into disjoint datasets holding the given fractions of its samples.
+
+    The chunks are put in an order drawn from ``seed`` (storage order when ``shuffle=False``) and
+    cut into consecutive runs of samples, so each split reads about its share of the chunk files.
+    Each split is a :meth:`StreamingDataset.subset` with ``int(len * fraction)`` samples.
+
+    Args:
+        dataset: the dataset to split (it may itself be a subsample or a subset).
+        splits: one fraction in [0, 1] per split, summing to at most 1 (the rest is left out).
+        seed: the seed of the chunk order.
+        shuffle: draw the chunk order from ``seed``; otherwise split in storage order.
+
+    Returns:
+        One dataset per fraction, in the order given.
+
+    Raises:
+        ValueError: a fraction is not a number in [0, 1], or the fractions sum to more than 1.
+        TypeError: ``dataset`` is not a StreamingDataset.
+    """
+    if not isinstance(dataset, StreamingDataset):
+        raise TypeError(f"train_test_split needs a StreamingDataset, got {type(dataset).__name__}")
+    fractions = list(splits)
+    if not fractions:
+        raise ValueError("splits is empty; give one fraction per split, e.g. splits=[0.8, 0.1, 0.1]")
+    for value in fractions:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= 1:
+            raise ValueError(f"each split must be a fraction in [0, 1], got {value!r}")
+    if math.fsum(fractions) > 1 + 1e-9:
+        raise ValueError(f"the splits sum to {math.fsum(fractions):g}; they must sum to at most 1")
+
+    lengths = np.asarray(dataset._lengths, dtype=np.int64)
+    starts = np.asarray(dataset._starts[:-1], dtype=np.int64)
+    chunks = np.random.default_rng([seed]).permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+    # Global sample indexes, chunk by chunk in the drawn order.
+    ordered = np.concatenate([np.arange(starts[c], starts[c] + lengths[c]) for c in chunks.tolist()] or [[]])
+    total = len(ordered)
+    # floor, forgiving float noise: 0.29 * 100 is 28.999999999999996 but means 29.
+    counts = [math.floor(total * float(value) + 1e-9) for value in fractions]
+    if any(count == 0 for count in counts):
+        warnings.warn(
+            f"train_test_split: a split of {total} samples by {fractions} leaves an empty split",
+            UserWarning,
+            stacklevel=2,
+        )
+    out, offset = [], 0
+    for count in counts:
+        out.append(dataset.subset(ordered[offset : offset + count].astype(np.int64).tolist()))
+        offset += count
+    return out

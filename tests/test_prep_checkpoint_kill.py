@@ -1,0 +1,76 @@
+"""Kill -9 a running optimize(use_checkpoint=True) at a random point, run it again: the same dataset.
+
+The job runs as a script in its own process group (parent and workers), as a user would run it;
+SIGKILL to the whole group leaves whatever was on disk at that instant.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from litdata_stream import StreamingDataset
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import sys, time
+from litdata_prep import optimize
+
+def fn(i):
+    time.sleep(0.004)
+    # 0 to 3 samples per input, so a chunk boundary can fall inside one input's samples
+    for k in range(i % 4):
+        yield {"i": i, "k": k, "payload": bytes([i % 251]) * (50 + i % 13)}
+
+if __name__ == "__main__":
+    optimize(fn, list(range(int(sys.argv[2]))), sys.argv[1], chunk_size=7, num_workers=2, use_checkpoint=True,
+             verbose=False)
+"""
+
+
+def _run(script: Path, out: Path, n: int, kill_after: float | None = None) -> int:
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(n)], start_new_session=True)
+    if kill_after is None:
+        return proc.wait(timeout=120)
+    deadline = time.monotonic() + 60
+    while not any(out.glob("chunk-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(kill_after)
+    os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait(timeout=30)
+
+
+def _samples(path: Path) -> list[tuple[int, int, bytes]]:
+    return [(s["i"], s["k"], s["payload"]) for s in StreamingDataset(str(path))]
+
+
+def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    n = 400
+    assert _run(script, tmp_path / "reference", n) == 0
+    reference = _samples(tmp_path / "reference")
+    assert len(reference) == sum(i % 4 for i in range(n))
+
+    rng = random.Random()
+    out = tmp_path / "resumed"
+    killed = 0
+    for attempt in range(2):
+        code = _run(script, out, n, kill_after=rng.uniform(0.0, 0.4))
+        if code == -signal.SIGKILL:
+            killed += 1
+            assert not (out / "index.json").exists(), f"attempt {attempt}: index.json before the job finished"
+    assert killed >= 1
+    assert _run(script, out, n) == 0
+    assert _samples(out) == reference
+    chunks = sorted(p.name for p in out.glob("chunk-*"))
+    assert chunks == sorted(p.name for p in (tmp_path / "reference").glob("chunk-*"))
+    assert not list(out.glob(".checkpoints/*")) and not list(out.glob(".litdata-staging-*"))

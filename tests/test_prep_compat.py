@@ -1,0 +1,64 @@
+"""Datasets made by this optimize (multi-worker, appended, compressed, tokens) are read by upstream litdata 0.2.76."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from litdata_format import TokensLoader
+from litdata_prep import optimize
+from litdata_stream import StreamingDataset
+from tests import prep_e2e_fns as fns
+from tests.upstream_venv import run_upstream
+
+pytestmark = [pytest.mark.compat, pytest.mark.slow]
+
+READ = """
+import pickle, sys
+from litdata import StreamingDataset
+from litdata.streaming.item_loader import TokensLoader
+kwargs = {"item_loader": TokensLoader(block_size=int(sys.argv[3]))} if len(sys.argv) > 3 else {}
+ds = StreamingDataset(sys.argv[2], **kwargs)
+out = []
+for i in range(len(ds)):
+    item = ds[i]
+    out.append(item.tolist() if hasattr(item, "tolist") else item)
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(out, f)
+"""
+
+IMAGES = """
+import pickle, sys
+from litdata import StreamingDataset
+ds = StreamingDataset(sys.argv[2])
+with open(sys.argv[1], "wb") as f:
+    pickle.dump([(ds[i]["index"], tuple(ds[i]["image"].shape) if hasattr(ds[i]["image"], "shape")
+                  else ds[i]["image"].size) for i in range(len(ds))], f)
+"""
+
+
+def test_upstream_reads_what_optimize_writes(tmp_path: Path) -> None:
+    fork = {"start_method": "fork", "verbose": False}
+    plain = tmp_path / "plain"
+    optimize(fns.compress, list(range(50)), plain, chunk_size=7, num_workers=2, keep_data_ordered=True, **fork)
+    optimize(fns.compress, list(range(50, 60)), plain, chunk_size=7, num_workers=2, mode="append",
+             keep_data_ordered=True, **fork)  # fmt: skip
+    assert run_upstream(READ, str(plain)) == [(i, i**2) for i in range(60)]
+
+    zstd = tmp_path / "zstd"
+    optimize(fns.value_fn, list(range(30)), zstd, chunk_bytes="1KB", compression="zstd", num_workers=2, **fork)
+    ours = list(StreamingDataset(str(zstd)))
+    assert run_upstream(READ, str(zstd)) == ours
+
+    tokens = tmp_path / "tokens"
+    optimize(fns.Tokenizer().encode, ["abcdefgh" * (i + 1) for i in range(12)], tokens, chunk_size=64,
+             item_loader=TokensLoader(), num_workers=2, **fork)  # fmt: skip
+    ours_tokens = [b.tolist() for b in StreamingDataset(str(tokens), item_loader=TokensLoader(block_size=8))]
+    assert run_upstream(READ, str(tokens), "8") == ours_tokens
+
+    images = tmp_path / "images"
+    optimize(fns.random_images, list(range(10)), images, chunk_bytes="64KB", num_workers=2, **fork)
+    got = run_upstream(IMAGES, str(images))
+    assert sorted(i for i, _ in got) == list(range(10))
+    assert all(shape in ((3, 32, 32), (32, 32)) for _, shape in got)
