@@ -43,6 +43,7 @@ EXPECTED = {
     "default_serializers",
     "encode_chunk",
     "is_complete_dataset",
+    "is_pyg_data",
     "load_index",
     "open_chunk",
     "parse_index",

@@ -34,6 +34,7 @@ from litdata_format._media import (
     Text,
     Tiff,
     Video,
+    is_pyg_data,
 )
 from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
 from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
@@ -83,6 +84,7 @@ __all__ = [
     "default_serializers",
     "encode_chunk",
     "is_complete_dataset",
+    "is_pyg_data",
     "load_index",
     "open_chunk",
     "parse_index",

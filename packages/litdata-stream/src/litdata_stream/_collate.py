@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch.utils.data import default_collate
 
+from litdata_format import Graph, is_pyg_data
+
 __all__ = ["litdata_collate"]
-
-
-def _is_graph(value: Any) -> bool:
-    pyg = sys.modules.get("torch_geometric.data")
-    if pyg is not None and isinstance(value, pyg.data.BaseData if hasattr(pyg, "data") else pyg.BaseData):
-        return True
-    return type(value).__name__ == "Graph" and type(value).__module__.startswith("litdata_format")
 
 
 def litdata_collate(batch: Sequence[Any]) -> Any:
@@ -26,13 +20,11 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     key by key, so a graph can sit next to ordinary tensors in one sample.
     """
     first = batch[0]
-    if _is_graph(first):
-        try:
-            from torch_geometric.data import Batch
-        except ImportError:
-            return list(batch)
-        if type(first).__name__ == "Graph":
-            return list(batch)
+    if isinstance(first, Graph):  # returned without PyG installed: nothing to batch them with
+        return list(batch)
+    if is_pyg_data(first):
+        from torch_geometric.data import Batch
+
         return Batch.from_data_list(list(batch))
     if isinstance(first, Mapping):
         return {key: litdata_collate([sample[key] for sample in batch]) for key in first}

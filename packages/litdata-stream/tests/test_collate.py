@@ -1,0 +1,43 @@
+"""litdata_collate: PyG graphs become a Batch; other leaves use default_collate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from litdata_format import BinaryWriter, Graph
+from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
+
+pyg = pytest.importorskip("torch_geometric.data")
+
+
+def _graph(i: int) -> Any:
+    return pyg.Data(x=torch.full((3, 2), float(i)), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.tensor(i))
+
+
+def test_graph_samples_become_a_batch(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=4)
+    for i in range(10):
+        writer.add_item(i, {"id": i, "graph": _graph(i)})
+    writer.done()
+    writer.merge()
+    batch = next(iter(StreamingDataLoader(StreamingDataset(tmp_path), batch_size=4)))
+    assert torch.equal(batch["id"], torch.arange(4))
+    assert isinstance(batch["graph"], pyg.Batch)
+    assert batch["graph"].num_graphs == 4
+    assert batch["graph"].x.shape == (12, 2)
+    assert torch.equal(batch["graph"].batch, torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]))
+
+
+def test_bare_graph_wrapper_batches_stay_a_list() -> None:
+    graphs = [Graph(x=torch.ones(2, 2), edge_index=torch.tensor([[0], [1]])) for _ in range(3)]
+    assert litdata_collate(graphs) == graphs
+
+
+def test_plain_leaves_use_default_collate() -> None:
+    batch = litdata_collate([{"a": torch.ones(2), "b": (1, "x")}, {"a": torch.zeros(2), "b": (2, "y")}])
+    assert torch.equal(batch["a"], torch.tensor([[1.0, 1.0], [0.0, 0.0]]))
+    assert torch.equal(batch["b"][0], torch.tensor([1, 2])) and batch["b"][1] == ["x", "y"]
