@@ -15,9 +15,11 @@ from typing import Any
 
 from litdata_io import Dir, resolve_dir
 from litdata_prep._output import Output
+from litdata_prep._plan import batched, file_sizes
 
 __all__ = [
     "call_name",
+    "prepare_items",
     "check_inputs",
     "check_spawnable",
     "default_num_workers",
@@ -168,3 +170,36 @@ def make_staging(output: Output, node_rank: int, what: str) -> Path:
 
 def call_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
+
+
+def prepare_items(
+    what: str,
+    inputs: Any,
+    batch_size: int | None,
+    reader: Any,
+    weights: list[int] | None,
+    num_workers: int,
+    input_dir: Dir | None,
+    reorder_files: bool,
+) -> tuple[list[Any], list[int] | None]:
+    """The work items (batched, remapped by ``reader``) and their weights, checked.
+
+    Args:
+        what: ``"optimize"`` or ``"map"``, for messages.
+        inputs: the user's inputs.
+        batch_size: group inputs into lists of this many.
+        reader: a reader whose ``remap_items`` reshapes the inputs (e.g. Parquet row groups).
+        weights: one positive weight per input, or None.
+        num_workers: workers on this machine (readers split work by it).
+        input_dir: the resolved ``input_dir``; with a local path and ``reorder_files``, inputs
+            are weighted by the size of the files they name.
+        reorder_files: weight inputs by file size.
+    """
+    items = batched(check_inputs(inputs, what), batch_size)
+    if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
+        raise ValueError(f"{what}: weights needs one positive number per input ({len(items)}), got {len(weights)}")
+    if reader is not None:
+        items = check_inputs(reader.remap_items(items, num_workers), f"{what} (after reader.remap_items)")
+    if weights is None and reorder_files and input_dir is not None and input_dir.path and items:
+        weights = file_sizes(items, input_dir.path)
+    return items, weights

@@ -10,15 +10,15 @@ from typing import Any
 from litdata_io import Dir, resolve_dir
 from litdata_prep._engine import run_workers
 from litdata_prep._job import (
-    check_inputs,
     check_spawnable,
     default_num_workers,
     make_staging,
     open_output,
+    prepare_items,
     resolve_start_method,
 )
 from litdata_prep._nodes import check_node_request, detect_nodes
-from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._worker import WorkerSpec
 
 __all__ = ["map"]
@@ -92,14 +92,8 @@ def map(
     method = resolve_start_method(start_method)
     for name, obj in (("fn", fn), ("reader", reader)):
         check_spawnable(name, obj, method)
-    items = batched(check_inputs(inputs, "map"), batch_size)
-    if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
-        raise ValueError(f"map: weights needs one positive number per input ({len(items)}), got {len(weights)}")
-    if reader is not None:
-        items = check_inputs(reader.remap_items(items, workers), "map (after reader.remap_items)")
     resolved_input = resolve_dir(input_dir) if input_dir is not None else None
-    if weights is None and reorder_files and resolved_input is not None and resolved_input.path:
-        weights = file_sizes(items, resolved_input.path)
+    items, weights = prepare_items("map", inputs, batch_size, reader, weights, workers, resolved_input, reorder_files)
 
     output = open_output(output_dir, storage_options, "map")
     if error_when_not_empty:
@@ -141,12 +135,7 @@ def map(
                     input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
                     storage_options=dict(storage_options or {}),
                     upload_threads=num_uploaders or 2,
-                    env={
-                        "DATA_OPTIMIZER_GLOBAL_RANK": str(rank),
-                        "DATA_OPTIMIZER_NUM_WORKERS": str(workers),
-                        "DATA_OPTIMIZER_NUM_NODES": str(nodes.num_nodes),
-                        "DATA_OPTIMIZER_NODE_RANK": str(nodes.node_rank),
-                    },
+                    env=nodes.worker_env(rank, workers),
                 )
             )
         if verbose:

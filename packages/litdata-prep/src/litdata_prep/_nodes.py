@@ -46,6 +46,15 @@ class NodeInfo:
         """Whether this node merges the per-node indexes into ``index.json``."""
         return self.node_rank == self.num_nodes - 1
 
+    def worker_env(self, rank: int, num_workers: int) -> dict[str, str]:
+        """The environment upstream gives each worker process, so ``fn`` can tell where it runs."""
+        return {
+            "DATA_OPTIMIZER_GLOBAL_RANK": str(rank),
+            "DATA_OPTIMIZER_NUM_WORKERS": str(num_workers),
+            "DATA_OPTIMIZER_NUM_NODES": str(self.num_nodes),
+            "DATA_OPTIMIZER_NODE_RANK": str(self.node_rank),
+        }
+
 
 def _int(env: Mapping[str, str], name: str) -> int:
     raw = env.get(name, "")
