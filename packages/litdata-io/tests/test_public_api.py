@@ -31,6 +31,7 @@ CACHE_API = {
     "download_concurrency",
     "min_pre_download",
     "resolve_max_cache_size",
+    "run_sync",
 }
 TRACER_API = {
     "TRACE_CATEGORIES",

@@ -15,6 +15,7 @@ from litdata_io._cache import (
     resolve_max_cache_size,
 )
 from litdata_io._errors import ReadOnlyStorageError, StorageError
+from litdata_io._loop import run_sync
 from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
 from litdata_io._registry import get_storage, register_storage, registered_schemes
 from litdata_io._resolver import Dir, cache_dir_for, cache_root, expand_time_template, resolve_dir
@@ -71,6 +72,7 @@ __all__ = [
     "registered_schemes",
     "resolve_dir",
     "resolve_max_cache_size",
+    "run_sync",
     "trace_begin",
     "trace_counter",
     "trace_crash",

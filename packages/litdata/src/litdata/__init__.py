@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "StreamingDataLoader": "litdata_stream",
     "CombinedStreamingDataset": "litdata_stream",
     "ParallelStreamingDataset": "litdata_stream",
+    "StreamingRawDataset": "litdata_raw",
     "litdata_collate": "litdata_stream",
     "train_test_split": "litdata_stream",
     "TokensLoader": "litdata_format",
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         is_complete_dataset,
     )
     from litdata_prep import map, merge_datasets, optimize, walk
+    from litdata_raw import StreamingRawDataset
     from litdata_stream import (
         CombinedStreamingDataset,
         ParallelStreamingDataset,
@@ -91,6 +93,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "StreamingDataLoader",
     "StreamingDataset",
+    "StreamingRawDataset",
     "TokensLoader",
     "__version__",
     "complete_dataset",

@@ -1,0 +1,206 @@
+"""The file index of a raw dataset: which files it has and how big they are.
+
+Listing a bucket with millions of objects takes minutes, so the listing is done once and kept as
+``index.json.zstd``: zstd-compressed UTF-8 JSON, the same layout upstream LitData writes and reads::
+
+    {"source": "s3://bucket/files", "created_at": 1718000000.0,
+     "files": [{"path": "s3://bucket/files/a.jpg", "size": 1234}, ...]}
+
+``path`` is the file's full URL (or absolute local path). The index is kept in the dataset's
+local cache folder, and for remote datasets also next to the data (``<input_dir>/index.json.zstd``)
+so other machines skip the listing too. Local datasets get no copy written into the data folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from litdata_format import write_file_atomic
+from litdata_io import Storage, get_storage, resolve_dir
+
+__all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "decode_index", "encode_index"]
+
+logger = logging.getLogger("litdata_raw")
+
+INDEX_FILENAME = "index.json.zstd"
+
+
+@dataclass
+class FileMetadata:
+    """One file of a raw dataset.
+
+    Attributes:
+        path: the file's full URL (``s3://bucket/files/a.jpg``) or absolute local path.
+        size: its size in bytes.
+    """
+
+    path: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The index's JSON form."""
+        return {"path": self.path, "size": self.size}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
+        """Read one entry of the index's ``files`` list."""
+        return cls(path=str(data["path"]), size=int(data["size"]))
+
+
+def encode_index(files: Sequence[FileMetadata], source: str) -> bytes:
+    """The bytes of an ``index.json.zstd`` listing ``files`` of the dataset at ``source``."""
+    payload = {"source": source, "files": [f.to_dict() for f in files], "created_at": time.time()}
+    return zstandard.ZstdCompressor(level=3).compress(json.dumps(payload).encode("utf-8"))
+
+
+def decode_index(data: bytes, name: str) -> list[FileMetadata]:
+    """The files an ``index.json.zstd`` lists.
+
+    Raises:
+        ValueError: the bytes are not a zstd-compressed index (``name`` says which file).
+    """
+    try:
+        # A stream decompressor also reads frames written without their content size.
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        payload = json.loads(raw.decode("utf-8"))
+        return [FileMetadata.from_dict(entry) for entry in payload["files"]]
+    except (zstandard.ZstdError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{name}: not a valid {INDEX_FILENAME} ({err})") from None
+
+
+def _join(root: str, key: str) -> str:
+    if "://" in root or root.startswith("local:"):
+        return f"{root.rstrip('/')}/{key}"
+    return str(Path(root) / key)
+
+
+class BaseIndexer(ABC):
+    """How a raw dataset finds its files. Subclass it and implement :meth:`discover_files`."""
+
+    @abstractmethod
+    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
+        """List the dataset's files (no cache involved)."""
+
+    def build_or_load_index(
+        self,
+        input_dir: str,
+        cache_dir: str,
+        storage_options: Mapping[str, Any] | None,
+        recompute_index: bool = False,
+    ) -> list[FileMetadata]:
+        """The dataset's files: from the cached index if there is one, else listed and cached.
+
+        Looks in ``cache_dir`` first, then (remote datasets) next to the data. A missing or
+        unreadable index is rebuilt; ``recompute_index=True`` always rebuilds and overwrites both
+        copies.
+
+        Args:
+            input_dir: the dataset's resolved URL or absolute local path.
+            cache_dir: the dataset's own cache folder (created if needed).
+            storage_options: credentials, endpoint and IO settings for the store.
+            recompute_index: list the files again even if an index is cached.
+
+        Raises:
+            ValueError: no files were found.
+        """
+        local_index = Path(cache_dir) / INDEX_FILENAME
+        remote = None if _is_local(input_dir) else get_storage(input_dir, storage_options)
+        if not recompute_index:
+            files = _load_cached(local_index, remote)
+            if files:
+                return files
+        files = self.discover_files(input_dir, storage_options)
+        if not files:
+            raise ValueError(
+                f"no files found in {input_dir}: put the files there, or check the path "
+                "(and the indexer's extensions filter)"
+            )
+        data = encode_index(files, input_dir)
+        write_file_atomic(local_index, data)
+        if remote is not None:
+            try:
+                remote.put(INDEX_FILENAME, data)
+            except Exception as err:  # read-only credentials are common: the local copy is enough
+                logger.warning(
+                    "could not upload %s (continuing with the local copy): %s", remote.url_for(INDEX_FILENAME), err
+                )
+        logger.info("indexed %d files of %s", len(files), input_dir)
+        return files
+
+
+def _is_local(input_dir: str) -> bool:
+    return "://" not in input_dir and not input_dir.startswith("local:")
+
+
+def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
+    if local_index.is_file():
+        try:
+            return decode_index(local_index.read_bytes(), str(local_index))
+        except ValueError as err:
+            logger.warning("ignoring the cached index: %s", err)
+    if remote is None:
+        return None
+    try:
+        data = remote.get(INDEX_FILENAME)
+    except FileNotFoundError:
+        return None
+    except Exception as err:  # listing will hit the same store and report the problem clearly
+        logger.warning("could not read %s: %s", remote.url_for(INDEX_FILENAME), err)
+        return None
+    try:
+        files = decode_index(data, remote.url_for(INDEX_FILENAME))
+    except ValueError as err:
+        logger.warning("ignoring the remote index: %s", err)
+        return None
+    write_file_atomic(local_index, data)
+    return files
+
+
+class FileIndexer(BaseIndexer):
+    """Lists every file under the input folder, optionally only some extensions.
+
+    Args:
+        max_depth: how many folder levels to descend (a file directly in the input folder is at
+            depth 1). Applies to local folders too.
+        extensions: keep only these suffixes, case-insensitive (``[".jpg", ".png"]``).
+    """
+
+    def __init__(self, max_depth: int = 5, extensions: Sequence[str] | None = None) -> None:
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be >= 1, got {max_depth}")
+        self.max_depth = max_depth
+        self.extensions = [e.lower() if e.startswith(".") else "." + e.lower() for e in (extensions or [])]
+
+    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
+        """List the files of ``input_dir`` (a local folder or any URL litdata-io opens)."""
+        resolved = resolve_dir(input_dir)
+        root = resolved.url or resolved.path
+        if root is None:
+            raise ValueError("input_dir is empty")
+        if resolved.url is None:
+            folder = Path(root)
+            if not folder.exists():
+                raise FileNotFoundError(f"input_dir {root} does not exist")
+            if not folder.is_dir():
+                raise NotADirectoryError(f"input_dir {root} is a file, not a folder of files")
+        storage = get_storage(root, storage_options)
+        found = []
+        for info in storage.list("", recursive=True):
+            if self._keep(info.key):
+                found.append(FileMetadata(path=_join(root, info.key), size=info.size))
+        return found
+
+    def _keep(self, key: str) -> bool:
+        name = key.rsplit("/", 1)[-1]
+        if name == INDEX_FILENAME or key.count("/") >= self.max_depth:
+            return False
+        return not self.extensions or any(name.lower().endswith(ext) for ext in self.extensions)

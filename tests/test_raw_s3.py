@@ -1,0 +1,98 @@
+"""StreamingRawDataset over an S3-compatible server: workers, the shared remote index, errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from torch.utils.data import DataLoader
+
+from litdata_io import StorageError, get_storage
+from litdata_raw import StreamingRawDataset
+from litdata_raw._index import INDEX_FILENAME, decode_index
+from tests.servers import S3Server
+
+pytestmark = pytest.mark.cloud
+
+N = 24
+
+
+def _upload(server: S3Server, bucket: str) -> str:
+    url = f"s3://{bucket}/files"
+    storage = get_storage(url, server.storage_options())
+    for i in range(N):
+        folder = "train" if i % 2 else "val"
+        storage.put(f"{folder}/{i:03d}.jsonl", json.dumps({"i": i}).encode() + b"\n")
+    return url
+
+
+def _number(data: bytes) -> int:
+    return json.loads(data)["i"]
+
+
+def test_dataloader_with_two_workers(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(s3_server, s3_bucket)
+    ds = StreamingRawDataset(url, cache_dir=tmp_path / "cache", storage_options=s3_server.storage_options())
+    assert len(ds) == N
+    assert all(f.path.startswith(url + "/") for f in ds.files)
+    assert _number(ds[0]) in range(N)  # the parent reads before the workers fork
+    loader = DataLoader(ds, batch_size=5, num_workers=2, collate_fn=lambda batch: [_number(b) for b in batch])
+    seen = [i for batch in loader for i in batch]
+    assert seen == [_number(ds[k]) for k in range(N)]
+    assert sorted(seen) == list(range(N))
+
+
+def test_remote_index_is_shared_and_reused(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(s3_server, s3_bucket)
+    options = s3_server.storage_options()
+    first = StreamingRawDataset(url, cache_dir=tmp_path / "machine-a", storage_options=options)
+    storage = get_storage(url, options)
+    assert decode_index(storage.get(INDEX_FILENAME), "remote") == first.files
+
+    storage.delete("val/000.jsonl")
+    # Another machine (empty cache) takes the remote index instead of listing the bucket again.
+    other = StreamingRawDataset(url, cache_dir=tmp_path / "machine-b", storage_options=options)
+    assert other.files == first.files
+    assert (Path(other.cache_dir) / INDEX_FILENAME).is_file()
+    gone = next(k for k, f in enumerate(other.files) if f.path.endswith("val/000.jsonl"))
+    with pytest.raises(FileNotFoundError, match="recompute_index=True"):
+        other[gone]
+    fresh = StreamingRawDataset(url, cache_dir=tmp_path / "machine-b", storage_options=options, recompute_index=True)
+    assert len(fresh) == N - 1
+    assert len(decode_index(storage.get(INDEX_FILENAME), "remote")) == N - 1
+
+
+def test_cache_files_and_paths(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(s3_server, s3_bucket)
+    ds = StreamingRawDataset(
+        url,
+        cache_dir=tmp_path / "cache",
+        storage_options=s3_server.storage_options(),
+        cache_files=True,
+        item_type="path",
+    )
+    paths = ds.__getitems__([3, 1, 2])
+    assert [Path(p).read_bytes() for p in paths] == [
+        get_storage(url, s3_server.storage_options()).get(ds.files[k].path[len(url) + 1 :]) for k in (3, 1, 2)
+    ]
+    assert all(p.startswith(ds.cache_dir) for p in paths)
+
+
+def test_unreachable_bucket_fails_clearly(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = {
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "aws_access_key_id": "k",
+        "aws_secret_access_key": "s",
+        "region_name": "us-east-1",
+        "max_retries": 1,
+        "backoff_base": 0.01,
+        "backoff_max": 0.02,
+        "timeout": 1.0,
+    }
+    with pytest.raises(StorageError, match=r"LIST s3://nowhere/files failed after 2 attempts.*max_retries=1"):
+        StreamingRawDataset("s3://nowhere/files", cache_dir=tmp_path / "cache", storage_options=options)
