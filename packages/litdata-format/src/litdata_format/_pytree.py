@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LEAF", "TreeSpec", "register_namedtuple", "tree_flatten", "tree_unflatten"]
+__all__ = ["LEAF", "TreeSpec", "flatten_like", "register_namedtuple", "tree_flatten", "tree_unflatten"]
 
 # namedtuple classes known under a serialized name (as torch's ``_register_namedtuple`` does).
 _NAMED_BY_NAME: dict[str, type] = {}
@@ -124,6 +124,38 @@ def _flatten(obj: Any, leaves: list[Any]) -> TreeSpec:
         name = _NAME_BY_NAMED.get(type(obj)) or f"{type(obj).__module__}.{type(obj).__qualname__}"
         return TreeSpec(node, name, children)
     return TreeSpec(node, None, children)
+
+
+def flatten_like(obj: Any, spec: TreeSpec) -> list[Any] | None:
+    """The leaves of ``obj`` if it has exactly the structure ``spec`` describes, else None.
+
+    The writer's per-sample path: it checks the structure while collecting leaves, without
+    building a new spec for every sample.
+    """
+    leaves: list[Any] = []
+    return leaves if _match(obj, spec, leaves) else None
+
+
+def _match(obj: Any, spec: TreeSpec, leaves: list[Any]) -> bool:
+    kind = spec.type
+    if _node_type(obj) != kind:
+        return False
+    if kind is None:
+        leaves.append(obj)
+        return True
+    if len(obj) != len(spec.children):
+        return False
+    if kind in (_DICT, _ORDERED, _DEFAULT):
+        keys = spec.context["dict_context"] if kind == _DEFAULT else spec.context
+        for (key, value), expected, child in zip(obj.items(), keys, spec.children):
+            if key != expected or not _match(value, child, leaves):
+                return False
+        return True
+    if kind == _NAMED:
+        name = _NAME_BY_NAMED.get(type(obj)) or f"{type(obj).__module__}.{type(obj).__qualname__}"
+        if name != spec.context:
+            return False
+    return all(_match(value, child, leaves) for value, child in zip(obj, spec.children))
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:

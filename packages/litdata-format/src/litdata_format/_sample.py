@@ -12,9 +12,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from litdata_format._pytree import TreeSpec, tree_flatten, tree_unflatten
+from litdata_format._pytree import TreeSpec, flatten_like, tree_flatten, tree_unflatten
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
 
@@ -50,15 +48,20 @@ class SampleEncoder:
 
     def leaves(self, sample: Any, index: int) -> list[bytes]:
         """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
-        leaves, spec = tree_flatten(sample)
         first = self.spec is None
         if first:
+            leaves, spec = tree_flatten(sample)
             self._infer(leaves, spec)
-        elif spec != self.spec:
-            raise ValueError(
-                f"sample {index} has a different structure than the first sample: "
-                f"{spec.to_json()} vs {self.spec.to_json() if self.spec else None}"
-            )
+        else:
+            assert self.spec is not None
+            found = flatten_like(sample, self.spec)
+            if found is None:
+                _, spec = tree_flatten(sample)
+                raise ValueError(
+                    f"sample {index} has a different structure than the first sample: "
+                    f"{spec.to_json()} vs {self.spec.to_json()}"
+                )
+            leaves = found
         out = []
         for position, (leaf, serializer) in enumerate(zip(leaves, self._leaf_serializers)):
             # Same type as the first sample's leaf: accepted (skips costly checks like isfile).
@@ -81,8 +84,7 @@ class SampleEncoder:
     def encode(self, sample: Any, index: int) -> bytes:
         """The PyTree item bytes of ``sample``: the leaf sizes, then the leaves."""
         leaves = self.leaves(sample, index)
-        sizes = np.fromiter((len(b) for b in leaves), dtype="<u4", count=len(leaves))
-        return b"".join([sizes.tobytes(), *leaves])
+        return b"".join([struct.pack(f"<{len(leaves)}I", *map(len, leaves)), *leaves])
 
 
 class SampleDecoder:
