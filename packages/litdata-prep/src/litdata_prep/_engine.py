@@ -78,6 +78,9 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else "unknown error"
 
 
+_MAX_BATCH = 64
+
+
 class _Feeder(threading.Thread):
     """Puts this node's inputs (or what arrives on the user's queue) on the workers' shared queue."""
 
@@ -98,19 +101,29 @@ class _Feeder(threading.Thread):
                 continue
         raise InterruptedError
 
-    def _send(self, pos: int, item: Any) -> None:
+    def _send(self, batch: list[tuple[int, Any]]) -> None:
         try:
-            payload = pickle.dumps((pos, item), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as err:
-            raise TypeError(f"input #{pos} {describe_input(item)} cannot be pickled for the workers: {err}") from err
+            payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            for pos, item in batch:  # name the input that cannot travel
+                try:
+                    pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception as err:
+                    raise TypeError(
+                        f"input #{pos} {describe_input(item)} cannot be pickled for the workers: {err}"
+                    ) from err
+            raise
         self._put(payload)
-        self.fed += 1
+        self.fed += len(batch)
 
     def run(self) -> None:
         try:
             if self.items is not None:
-                for pos, item in self.items:
-                    self._send(pos, item)
+                # Small batches: one pickle and one queue message per batch instead of per input,
+                # yet enough batches (>= 16 per worker) that a slow worker never leaves others idle.
+                size = max(1, min(_MAX_BATCH, len(self.items) // (self.num_workers * 16)))
+                for start in range(0, len(self.items), size):
+                    self._send(self.items[start : start + size])
             else:
                 while not self.stop.is_set():
                     try:
@@ -119,7 +132,7 @@ class _Feeder(threading.Thread):
                         continue
                     if isinstance(item, str) and item == ALL_DONE:
                         break
-                    self._send(self.fed, item)
+                    self._send([(self.fed, item)])
             self.finished = True
             for _ in range(self.num_workers):
                 self._put(None)

@@ -1,7 +1,7 @@
 """The worker process: run ``fn`` over inputs, write chunks (optimize) or files (map), publish them.
 
 A worker takes its inputs either from a static ordered slice (``keep_data_ordered=True``) or
-from the node's shared queue (pickled ``(position, input)`` pairs, ``None`` to stop). It tells
+from the node's shared queue (pickled small lists of ``(position, input)`` pairs, ``None`` to stop). It tells
 the parent about progress, completion and failure on the ``events`` queue; a failure message
 names the input and carries the formatted traceback of the original exception.
 """
@@ -147,9 +147,9 @@ class _Worker:
             payload = work.get()
             if payload is None:
                 return
-            pos, item = pickle.loads(payload)
-            yield i, pos, item
-            i += 1
+            for pos, item in pickle.loads(payload):  # the feeder sends small batches of inputs
+                yield i, pos, item
+                i += 1
 
     def call(self, pos: int, item: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
