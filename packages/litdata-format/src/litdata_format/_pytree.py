@@ -13,10 +13,11 @@ import builtins
 import collections
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LEAF", "TreeSpec", "flatten_like", "register_namedtuple", "tree_flatten", "tree_unflatten"]
+__all__ = ["LEAF", "TreeSpec", "flatten_like", "unflattener", "register_namedtuple", "tree_flatten", "tree_unflatten"]
 
 # namedtuple classes known under a serialized name (as torch's ``_register_namedtuple`` does).
 _NAMED_BY_NAME: dict[str, type] = {}
@@ -156,6 +157,25 @@ def _match(obj: Any, spec: TreeSpec, leaves: list[Any]) -> bool:
         if name != spec.context:
             return False
     return all(_match(value, child, leaves) for value, child in zip(obj, spec.children))
+
+
+def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
+    """A function rebuilding samples of shape ``spec`` from their leaves, for the reader's hot path.
+
+    Flat containers (a dict, tuple or list of leaves, or a bare leaf), the common case, skip the
+    recursive walk; anything else uses :func:`tree_unflatten`.
+    """
+    flat = all(child.type is None for child in spec.children)
+    if spec.type is None:
+        return lambda leaves: leaves[0]
+    if flat and spec.type == _DICT:
+        keys = list(spec.context)
+        return lambda leaves: dict(zip(keys, leaves))
+    if flat and spec.type == _TUPLE:
+        return tuple
+    if flat and spec.type == _LIST:
+        return list
+    return lambda leaves: tree_unflatten(leaves, spec)
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import torch
 from torch.utils.data import default_collate
 
 from litdata_format import Graph, is_pyg_data
@@ -26,6 +28,14 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
         from torch_geometric.data import Batch
 
         return Batch.from_data_list(list(batch))
+    # Same-shape numeric arrays: one stack and one tensor per batch (default_collate makes a
+    # tensor per sample first).
+    if (
+        isinstance(first, np.ndarray)
+        and first.dtype.kind in "biufc"
+        and all(isinstance(x, np.ndarray) and x.shape == first.shape and x.dtype == first.dtype for x in batch)
+    ):
+        return torch.from_numpy(np.stack(batch))
     if isinstance(first, Mapping):
         return {key: litdata_collate([sample[key] for sample in batch]) for key in first}
     if isinstance(first, tuple) and hasattr(first, "_fields"):
