@@ -1,0 +1,112 @@
+"""The workloads (rows of the report) and their sizes, full and ``--quick``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["FULL", "LIBS", "QUICK", "ROWS", "Row", "Sizes", "select_rows"]
+
+LIBS = ("ours", "upstream", "mosaic")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big every input is; scaled so the full suite runs in about 20 minutes on 2 cores."""
+
+    records: int = 200_000  # optimize-records samples: {"index": int, "tokens": int32[128]}
+    images: int = 10_000  # 256x256 JPEG files
+    image_side: int = 256
+    total_tokens: int = 50_000_000  # int32 tokens for the tokens workloads
+    token_files: int = 50  # .npy shards they come in
+    doc_tokens: int = 2_000  # tokens per "document" a shard yields
+    raw_files: int = 5_000  # small files for raw-files
+    raw_max_bytes: int = 16 << 10
+    random_reads: int = 10_000  # ds[i] calls for random-access
+    chunk_bytes: int = 8 << 20  # chunk / shard size (LitData and MDS) for records and images
+    block: int = 2049  # TokensLoader block size
+    chunk_blocks: int = 1024  # blocks of tokens per chunk: ~8 MiB
+    stream_batch: int = 256
+    tokens_batch: int = 16
+    raw_batch: int = 32
+    workers: int = 2  # optimize workers
+    timeout: float = 300.0  # a run that takes longer is recorded as a timeout (a stall)
+
+    @property
+    def chunk_tokens(self) -> int:
+        return self.block * self.chunk_blocks
+
+    def key(self) -> str:
+        """Names the generated inputs, so other sizes generate their own."""
+        return (
+            f"r{self.records}-i{self.images}x{self.image_side}-t{self.total_tokens}x{self.token_files}"
+            f"-f{self.raw_files}-c{self.chunk_bytes}-b{self.block}x{self.chunk_blocks}"
+        )
+
+
+FULL = Sizes()
+QUICK = replace(
+    FULL,
+    records=4_000,
+    images=100,
+    total_tokens=400_000,
+    token_files=2,
+    raw_files=100,
+    random_reads=500,
+    chunk_bytes=256 << 10,
+    chunk_blocks=32,
+    timeout=60.0,
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload row of the report.
+
+    Attributes:
+        name: the row's name (``--only`` takes names or prefixes).
+        kind: the runner function that runs it.
+        unit: what the rate counts.
+        libs: the libraries that have an equivalent (the others show "n/a").
+        num_workers: DataLoader workers, for streaming rows.
+        s3: read from the local S3-compatible server with a fresh cache.
+        target: issue 6's goal for ours: at least this times ...
+        against: ... ``"upstream"`` or the ``"fastest peer"``.
+        streaming: the peak-RSS goal (the leanest peer's + 10%) applies.
+    """
+
+    name: str
+    kind: str
+    unit: str
+    libs: tuple[str, ...] = LIBS
+    num_workers: int = 0
+    s3: bool = False
+    target: float | None = None
+    against: str = "fastest peer"
+    streaming: bool = False
+
+
+ROWS = (
+    Row("optimize-records", "optimize-records", "samples/s", target=1.5),
+    Row("optimize-images", "optimize-images", "samples/s", target=1.25),
+    Row("stream-local-w0", "stream", "samples/s", target=1.5, against="upstream", streaming=True),
+    Row("stream-local-w2", "stream", "samples/s", num_workers=2, target=2.0, streaming=True),
+    Row("stream-s3-cold-w0", "stream", "samples/s", s3=True, target=1.2, against="upstream", streaming=True),
+    Row("stream-s3-cold-w2", "stream", "samples/s", num_workers=2, s3=True, target=1.5, streaming=True),
+    Row("tokens-optimize", "tokens-optimize", "tokens/s", target=1.25),
+    Row("tokens-stream", "tokens-stream", "tokens/s", target=3.0, against="upstream", streaming=True),
+    Row("random-access", "random-access", "samples/s", target=1.5),
+    Row("raw-files", "raw-files", "files/s", libs=("ours", "upstream"), target=1.5, against="upstream", streaming=True),
+)
+
+
+def select_rows(only: str | None) -> tuple[list[Row], bool]:
+    """The rows named (or prefixed) in ``only``, and whether the limits (workload 8) are wanted."""
+    if not only:
+        return list(ROWS), True
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    rows = [row for row in ROWS if any(row.name == w or row.name.startswith(w) for w in wanted)]
+    unknown = [w for w in wanted if w != "limits" and not any(r.name.startswith(w) for r in ROWS)]
+    if unknown:
+        names = ", ".join([r.name for r in ROWS] + ["limits"])
+        raise SystemExit(f"unknown workload(s) {unknown}; choose from: {names}")
+    return rows, "limits" in wanted

@@ -1,0 +1,91 @@
+"""The raw inputs, generated once per size under ``benchmarks/out/<sizes>/inputs`` (deterministic).
+
+* ``images/``: JPEG files (smooth gradients plus noise, quality 90, ~15-25 KB each), named
+  ``img-<n>.jpg``, the label is ``n % 1000``.
+* ``tokens/``: ``.npy`` shards of int32 token ids below 50257.
+* ``raw/``: small files of random bytes (1 KB to ``raw_max_bytes``) in 10 sub-folders.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._config import Sizes
+
+__all__ = ["Inputs", "ensure_inputs", "folder_bytes"]
+
+VOCAB = 50257
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where the generated inputs are."""
+
+    root: Path
+    images: Path
+    tokens: Path
+    raw: Path
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the regular files under ``folder``."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _image(args: tuple[Path, int, int]) -> None:
+    from PIL import Image
+
+    path, index, side = args
+    rng = np.random.default_rng(index)
+    y, x = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    colour = rng.uniform(0, 255, size=(3, 3))
+    planes = [colour[c, 0] * x + colour[c, 1] * y + colour[c, 2] * (1 - x) * y for c in range(3)]
+    pixels = np.stack(planes, axis=-1) + rng.normal(0, 12, size=(side, side, 3))
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, format="JPEG", quality=90)
+
+
+def _make_images(folder: Path, sizes: Sizes) -> None:
+    folder.mkdir(parents=True)
+    jobs = [(folder / f"img-{i:06d}.jpg", i, sizes.image_side) for i in range(sizes.images)]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(_image, jobs, chunksize=64)
+
+
+def _make_tokens(folder: Path, sizes: Sizes) -> None:
+    folder.mkdir(parents=True)
+    per_file = sizes.total_tokens // sizes.token_files
+    rng = np.random.default_rng(5)
+    for i in range(sizes.token_files):
+        np.save(folder / f"part-{i:04d}.npy", rng.integers(0, VOCAB, size=per_file, dtype=np.int32))
+
+
+def _make_raw(folder: Path, sizes: Sizes) -> None:
+    rng = np.random.default_rng(7)
+    for i in range(sizes.raw_files):
+        sub = folder / f"d{i % 10}"
+        sub.mkdir(parents=True, exist_ok=True)
+        size = int(rng.integers(1 << 10, sizes.raw_max_bytes + 1))
+        (sub / f"file-{i:06d}.bin").write_bytes(rng.bytes(size))
+
+
+def ensure_inputs(out: Path, sizes: Sizes) -> Inputs:
+    """Generate the inputs for ``sizes`` unless they exist already."""
+    root = out / "inputs"
+    inputs = Inputs(root, root / "images", root / "tokens", root / "raw")
+    marker = root / ".ready.json"
+    if marker.exists() and json.loads(marker.read_text()).get("sizes") == sizes.key():
+        return inputs
+    print(f"[inputs] generating under {root} ...", flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    _make_images(inputs.images, sizes)
+    _make_tokens(inputs.tokens, sizes)
+    _make_raw(inputs.raw, sizes)
+    marker.write_text(json.dumps({"sizes": sizes.key()}))
+    return inputs

@@ -1,0 +1,165 @@
+"""What every runner shares: the command line, the clock, peak memory and the one JSON line out.
+
+Runners execute in the peers' venvs too, so this module uses the standard library only. A runner
+is called as ``python <runner>.py <lib> <workload> <params-json>`` and prints, as its last line,
+``BENCH_RESULT {...}`` with at least ``items`` (samples, tokens or files done) and ``elapsed_s``.
+``--quick`` calls ``python <runner>.py <lib> --batch <jobs-json-file>`` instead: every job in one
+process (one result line each, with its ``id``), to stay fast; those numbers are no measurement.
+
+Peak memory: ``RUSAGE_CHILDREN`` cannot be used, because ``import torch`` forks a helper whose
+``ru_maxrss`` is the size of the parent at the fork. So a thread sums the RSS of this process and
+its live descendants (``/proc/<pid>/task/*/children``) every 50 ms and keeps the peak.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RESULT_PREFIX", "Sampler", "Workload", "emit", "main", "peak_rss", "run_job", "tree_bytes", "tree_rss"]
+
+RESULT_PREFIX = "BENCH_RESULT "
+
+Workload = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(x) for x in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """Summed resident bytes of ``pid`` and its live descendants."""
+    total = 0
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/statm") as handle:
+                total += int(handle.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+        stack.extend(_children(current))
+    return total
+
+
+class Sampler:
+    """Samples on a thread every ``interval`` seconds and keeps peaks: process-tree RSS, and the
+    size of a folder (the cache's peak bytes) when one is given."""
+
+    def __init__(self, folder: str | None = None, interval: float = 0.05) -> None:
+        self.folder = folder
+        self.interval = interval
+        self.peak_rss = 0
+        self.peak_bytes = 0
+        self._pid = os.getpid()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        self.peak_rss = max(self.peak_rss, tree_rss(self._pid))
+        if self.folder is not None:
+            self.peak_bytes = max(self.peak_bytes, tree_bytes(self.folder))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def peak_rss(sampler: Sampler) -> dict[str, float]:
+    """Peak resident memory in MiB: this process alone (ru_maxrss) and its process tree (sampled)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"rss_self_mb": own, "rss_peak_mb": max(own, sampler.peak_rss / 2**20)}
+
+
+def tree_bytes(path: str) -> int:
+    """The bytes of the regular files under ``path`` (0 if it does not exist)."""
+    total = 0
+    stack = [path]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue  # evicted or renamed while we looked
+    return total
+
+
+def emit(result: dict[str, Any]) -> None:
+    """Print the result line the orchestrator reads."""
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+
+
+def run_job(workloads: dict[str, Workload], lib: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run workload ``name`` for ``lib``; failures become a result with ``ok`` False."""
+    if name not in workloads:
+        return {"ok": False, "status": "n/a", "error": f"{name} has no equivalent in {lib}"}
+    started = time.perf_counter()
+    try:
+        with Sampler(params.get("cache_dir")) as sampler:
+            result = workloads[name](lib, params)
+    except Exception as exc:  # report it as a failed run; the orchestrator keeps going
+        traceback.print_exc()
+        return {"ok": False, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
+    result.setdefault("ok", True)
+    result.setdefault("status", "ok")
+    result["wall_s"] = time.perf_counter() - started
+    if params.get("cache_dir"):
+        result["cache_peak_bytes"] = sampler.peak_bytes
+    result.update(peak_rss(sampler))
+    return result
+
+
+def main(workloads: dict[str, Workload]) -> None:
+    """Run ``argv[2]`` from ``workloads`` for library ``argv[1]`` (or ``--batch`` jobs) and emit results."""
+    lib, name, arg = sys.argv[1], sys.argv[2], sys.argv[3]
+    if name != "--batch":
+        emit(run_job(workloads, lib, name, json.loads(arg)))
+        return
+    with open(arg) as handle:
+        jobs: list[dict[str, Any]] = json.load(handle)
+    for job in jobs:
+        result = run_job(workloads, lib, job["kind"], job["params"])
+        result["id"] = job["id"]
+        emit(result)
+        gc.collect()  # drop the last job's datasets (Mosaic keeps shared memory per live dataset)
