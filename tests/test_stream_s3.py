@@ -30,6 +30,19 @@ def _upload_dataset(tmp_path: Path, server: S3Server, bucket: str, n: int = 120,
     return url
 
 
+def _cached_bytes(root: Path) -> int:
+    """Bytes of published chunks under ``root`` (files come and go while we look: skip vanished ones)."""
+    total = 0
+    for path in root.rglob("chunk-*"):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue  # a download still being staged
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            continue  # evicted between listing and stat
+    return total
+
+
 def _indexes(batches: list[Any]) -> list[int]:
     return [int(i) for batch in batches for i in batch["index"]]
 
@@ -82,8 +95,7 @@ def test_cache_stays_under_the_cap(tmp_path: Path, s3_server: S3Server, s3_bucke
     peak = 0
     for i, sample in enumerate(StreamingDataLoader(ds, batch_size=5, num_workers=1)):
         if i % 3 == 0:
-            size = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("chunk-*") if p.is_file())
-            peak = max(peak, size)
+            peak = max(peak, _cached_bytes(tmp_path / "cache"))
         assert len(sample["index"]) == 5
     # in use (one per worker and the prefetch window) may exceed the cap briefly; never the whole dataset
     assert peak <= cap + 3 * chunk_bytes
