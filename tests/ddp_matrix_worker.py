@@ -10,6 +10,7 @@ and the output JSON path.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -21,6 +22,8 @@ from litdata_stream import StreamingDataLoader, StreamingDataset
 
 
 def main() -> None:
+    # A hung rank prints every thread's stack and exits, so the test says where it hung.
+    faulthandler.dump_traceback_later(120, exit=True)
     spec_path, out = sys.argv[1:3]
     with open(spec_path) as handle:
         spec = json.load(handle)

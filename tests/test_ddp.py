@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -132,14 +134,19 @@ def _launch(script: Path, world: int, *args: str) -> Any:
     for rank in range(world):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
         env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)}
-        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=env, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), *args], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+            )
+        )
     errors = []
     for proc in procs:
         try:
             _, err = proc.communicate(timeout=150)
         except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
+            for other in procs:  # the whole session: forked DataLoader workers hold the pipe open too
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(other.pid, signal.SIGKILL)
             _, err = proc.communicate()
             errors.append("timeout (a rank hung):\n" + err)
             continue
