@@ -225,7 +225,7 @@ class StorageConformance:
         out = subprocess.run(
             [sys.executable, "-c", code, str(blob)], check=False, capture_output=True, text=True, timeout=120
         )
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 0, f"exit {out.returncode}: {out.stderr}"
         assert out.stdout == "from the parent"
 
     # Python 3.12+ warns about fork with threads alive; surviving exactly that is what this tests.
