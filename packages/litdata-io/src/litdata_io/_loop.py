@@ -11,6 +11,7 @@ resets the lock that guards it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 from collections.abc import Coroutine
@@ -48,6 +49,19 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _stop_at_exit() -> None:
+    # Stop the loop before the interpreter finalizes: a daemon thread still inside an obstore
+    # (Rust) call while Python tears down made the process abort (exit -6) after its work was done.
+    runner = _runner
+    if runner is None or runner.pid != os.getpid() or not runner.thread.is_alive():
+        return
+    runner.loop.call_soon_threadsafe(runner.loop.stop)
+    runner.thread.join(timeout=5)
+
+
+atexit.register(_stop_at_exit)
 
 
 def _get_runner() -> _LoopThread:
