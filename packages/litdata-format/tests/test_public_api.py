@@ -31,6 +31,7 @@ EXPECTED = {
     "ChunkView",
     "DatasetIndex",
     "DatasetReader",
+    "ParquetLoader",
     "PyTreeLoader",
     "Serializer",
     "TokensLoader",

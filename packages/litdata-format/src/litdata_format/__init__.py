@@ -36,6 +36,7 @@ from litdata_format._media import (
     Video,
     is_pyg_data,
 )
+from litdata_format._parquet import ParquetLoader
 from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
 from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
 from litdata_format._registry import default_serializers, resolve_serializers
@@ -72,6 +73,7 @@ __all__ = [
     "ChunkView",
     "DatasetIndex",
     "DatasetReader",
+    "ParquetLoader",
     "PyTreeLoader",
     "Serializer",
     "TokensLoader",

@@ -7,6 +7,7 @@ class name is written to ``config.item_loader`` and checked when a dataset is op
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,6 +70,14 @@ class BaseItemLoader:
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
         """How many samples this loader yields from ``chunk``."""
         return chunk.chunk_size
+
+    def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
+                   encryption: Any = None) -> Chunk:  # fmt: skip
+        """Open the chunk file at ``path`` for :meth:`load` (readers call this, never ``open_chunk``
+        directly, so a loader whose chunks are not LitData chunk files decides how to open them)."""
+        from litdata_format._reader import open_chunk  # _reader imports this module
+
+        return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:
         """Sample ``index`` (counted inside the chunk)."""

@@ -107,7 +107,7 @@ class DatasetReader:
         self.input_dir = Path(input_dir)
         self.index = load_index(self.input_dir)
         if item_loader is None:
-            item_loader = TokensLoader() if self.index.item_loader == "TokensLoader" else PyTreeLoader()
+            item_loader = _default_loader(self.index.item_loader)
         self.item_loader = item_loader
         self.item_loader.setup(self.index, resolve_serializers(serializers))
         self.encryption = encryption
@@ -132,7 +132,7 @@ class DatasetReader:
         found = self._open.get(number)
         if found is None:
             info = self.index.chunks[number]
-            found = open_chunk(self.input_dir / info.filename, info, self.index, self.encryption)
+            found = self.item_loader.open_chunk(self.input_dir / info.filename, info, self.index, self.encryption)
             self._check_count(found, info)
             self._open[number] = found
         return found
@@ -155,3 +155,14 @@ class DatasetReader:
             if close is not None:
                 close()
         self._open.clear()
+
+
+def _default_loader(name: str) -> BaseItemLoader:
+    """The loader a dataset written with ``config.item_loader == name`` is read with by default."""
+    if name == "TokensLoader":
+        return TokensLoader()
+    if name == "ParquetLoader":
+        from litdata_format._parquet import ParquetLoader
+
+        return ParquetLoader()
+    return PyTreeLoader()
