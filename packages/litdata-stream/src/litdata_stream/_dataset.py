@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
-from litdata_format import BaseItemLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
+from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._fetch import fetch_many
+from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
     EpochOrder,
     Interval,
@@ -32,6 +33,7 @@ from litdata_stream._source import ChunkSource, fork_generation, open_source
 __all__ = ["StreamingDataset"]
 
 _STATE_VERSION = 1
+_DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
 def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int) -> list[np.ndarray | None]:
@@ -58,10 +60,12 @@ class StreamingDataset(IterableDataset):
     """Stream an optimized dataset from local disk or object storage.
 
     Args:
-        input_dir: the dataset: a local path, a URL (``s3://``, ``gs://``, ...) or a ``Dir``.
+        input_dir: the dataset: a local path, a URL (``s3://``, ``gs://``, ...) or a ``Dir``. A
+            folder of Parquet files with no ``index.json`` is indexed on first use; a path ending
+            in ``.parquet`` selects files by a basename pattern (``s3://b/data/train-*.parquet``).
         cache_dir: where remote chunks are cached (default: a folder per dataset under the cache root).
         item_loader: how items are laid out; read from the index by default (``TokensLoader``
-            needs ``block_size``).
+            needs ``block_size``; a Parquet index gets ``ParquetLoader()``).
         shuffle: permute chunks and the samples inside them, differently every epoch.
         drop_last: drop the tail so every rank and worker yields whole, equal batches (default:
             True when training on several processes, else False).
@@ -73,7 +77,8 @@ class StreamingDataset(IterableDataset):
         storage_options: credentials and endpoint for the object store.
         session_options: boto3-style session options (``profile_name``, ``region_name``).
         max_pre_download: chunks to fetch ahead of the one being read.
-        index_path: read ``index.json`` from this path instead of the dataset directory.
+        index_path: read ``index.json`` from this path (a file or a folder, local or a URL)
+            instead of the dataset directory, e.g. a Parquet index written elsewhere.
         force_override_state_dict: accept a state dict recorded with another seed / shuffle setting.
         transform: a callable, or a list of callables, applied to each sample.
         num_canonical_nodes: accepted for compatibility; the split here never depends on it.
@@ -102,6 +107,7 @@ class StreamingDataset(IterableDataset):
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
             raise ValueError(f"subsample must be a positive number, got {subsample!r}")
+        input_dir, self.file_pattern = split_file_pattern(input_dir)  # ".../train-*.parquet"
         self.input_dir = input_dir
         self.cache_dir = cache_dir
         self.shuffle = bool(shuffle)
@@ -139,7 +145,7 @@ class StreamingDataset(IterableDataset):
         index = source.index
         self._fingerprint = _fingerprint(index)
         if item_loader is None:
-            item_loader = TokensLoader() if index.item_loader == "TokensLoader" else PyTreeLoader()
+            item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
         self.item_loader = item_loader
         self.item_loader.setup(index, resolve_serializers(serializers))
         base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]

@@ -13,6 +13,8 @@ from typing import Any
 
 from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk
 from litdata_io import ChunkCache, Dir, Prefetcher, cache_dir_for, get_storage, resolve_dir
+from litdata_stream._parquet_index import remote_parquet_index, select_files
+from litdata_stream._source import ChunkOpener, chunk_opener
 
 __all__ = ["RemoteSource"]
 
@@ -23,8 +25,9 @@ class RemoteSource:
     """A chunk source reading through a :class:`~litdata_io.ChunkCache` and a prefetcher."""
 
     def __init__(self, index: DatasetIndex, cache: ChunkCache, prefetcher: Prefetcher, encryption: Any,
-                 keep_open: int = 2) -> None:  # fmt: skip
+                 keep_open: int = 2, opener: ChunkOpener = open_chunk) -> None:  # fmt: skip
         self.index = index
+        self.opener = opener
         self.cache = cache
         self.prefetcher = prefetcher
         self.encryption = encryption
@@ -47,11 +50,15 @@ class RemoteSource:
         if dataset.index_path:
             index = load_index(_local_index(dataset.index_path, storage, cache_dir))
         else:
-            storage.download(_INDEX, cache_dir / _INDEX)
-            index = load_index(cache_dir / _INDEX)
+            try:
+                storage.download(_INDEX, cache_dir / _INDEX)
+                index = load_index(cache_dir / _INDEX)
+            except FileNotFoundError:  # a folder of Parquet files is indexed into the cache folder
+                index = remote_parquet_index(storage, cache_dir)
+        index = select_files(index, getattr(dataset, "file_pattern", None))
         cache = ChunkCache(cache_dir, storage, dataset.max_cache_size, compression=index.compression)
         prefetcher = Prefetcher(cache, max(1, int(dataset.max_pre_download)))
-        return cls(index, cache, prefetcher, dataset.encryption)
+        return cls(index, cache, prefetcher, dataset.encryption, opener=chunk_opener(dataset))
 
     def schedule(self, chunks: list[int]) -> None:
         self.prefetcher.schedule([self.index.chunks[c] for c in chunks])
@@ -62,7 +69,7 @@ class RemoteSource:
             info = self.index.chunks[number]
             path = self.prefetcher.wait(info)  # returned pinned
             try:
-                found = open_chunk(path, info, self.index, self.encryption)
+                found = self.opener(path, info, self.index, self.encryption)
             except BaseException:
                 self.cache.release(info)
                 raise

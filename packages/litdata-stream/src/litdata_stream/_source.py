@@ -8,12 +8,14 @@ the process that reads (never pickled open), so DataLoader workers each get thei
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from litdata_format import Chunk, DatasetIndex, load_index, open_chunk
+from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk
+from litdata_stream._parquet_index import local_dataset_index, select_files
 
-__all__ = ["ChunkSource", "LocalSource", "fork_generation", "open_source"]
+__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener", "fork_generation", "open_source"]
 
 _generation = 0
 
@@ -31,6 +33,30 @@ os.register_at_fork(after_in_child=_forked)
 def fork_generation() -> int:
     """A number that changes in every forked child process."""
     return _generation
+
+
+# How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
+ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
+
+
+def chunk_opener(dataset: Any) -> ChunkOpener:
+    """Open chunks the way the dataset's item loader says (Parquet files are not chunk files).
+
+    Looked up at each open: the first source is made before the dataset has chosen its loader.
+    """
+
+    def open_with_loader(path: Path, info: ChunkInfo, index: DatasetIndex, encryption: Any) -> Chunk:
+        loader = dataset.__dict__.get("item_loader")
+        if loader is None:
+            return open_chunk(path, info, index, encryption)
+        return loader.open_chunk(path, info, index, encryption)
+
+    return open_with_loader
+
+
+def _cache_root(dataset: Any) -> Any:
+    setting = getattr(dataset, "cache_dir", None)
+    return getattr(setting, "path", setting)
 
 
 class ChunkSource(Protocol):
@@ -63,10 +89,11 @@ class LocalSource:
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
-                 keep_open: int = 16) -> None:  # fmt: skip
+                 keep_open: int = 16, opener: ChunkOpener = open_chunk) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
+        self.opener = opener
         self._keep_open = keep_open
         self._open: dict[int, Chunk] = {}
 
@@ -77,7 +104,7 @@ class LocalSource:
         found = self._open.pop(number, None)
         if found is None:
             info = self.index.chunks[number]
-            found = open_chunk(self.directory / info.filename, info, self.index, self.encryption)
+            found = self.opener(self.directory / info.filename, info, self.index, self.encryption)
             if len(found) != info.chunk_size:
                 raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
         self._open[number] = found  # most recently used last
@@ -107,8 +134,9 @@ def open_source(dataset: Any) -> ChunkSource:
             )
         profile = getattr(dataset, "posix", None)
         if profile is None or profile.in_place:
-            index_path = getattr(dataset, "index_path", None)
-            return LocalSource(directory, load_index(index_path or directory), dataset.encryption)
+            index = local_dataset_index(directory, getattr(dataset, "index_path", None), _cache_root(dataset))
+            index = select_files(index, getattr(dataset, "file_pattern", None))
+            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset))
         url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
     from litdata_stream._remote import RemoteSource
 
