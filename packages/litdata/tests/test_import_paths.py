@@ -11,9 +11,14 @@ import pytest
 import litdata
 
 PATHS = {
-    "litdata.streaming.item_loader": {"TokensLoader": "litdata_format", "PyTreeLoader": "litdata_format"},
+    "litdata.streaming.item_loader": {
+        "TokensLoader": "litdata_format",
+        "PyTreeLoader": "litdata_format",
+        "ParquetLoader": "litdata_format",
+    },
     "litdata.streaming.serializers": {"Serializer": "litdata_format", "JPEGSerializer": "litdata_format.serializers"},
-    "litdata.streaming.writer": {"BinaryWriter": "litdata_format"},
+    "litdata.streaming.writer": {"BinaryWriter": "litdata_format", "index_parquet_dataset": "litdata_stream"},
+    "litdata.utilities.hf_dataset": {"index_hf_dataset": "litdata_stream"},
     "litdata.streaming.resolver": {"Dir": "litdata_io"},
     "litdata.streaming.dataset": {"StreamingDataset": "litdata_stream"},
     "litdata.streaming.dataloader": {"StreamingDataLoader": "litdata_stream"},

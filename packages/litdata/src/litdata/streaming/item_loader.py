@@ -1,5 +1,5 @@
 """Upstream's ``litdata.streaming.item_loader`` import path."""
 
-from litdata_format import BaseItemLoader, PyTreeLoader, TokensLoader
+from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, TokensLoader
 
-__all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader"]
+__all__ = ["BaseItemLoader", "ParquetLoader", "PyTreeLoader", "TokensLoader"]
