@@ -31,7 +31,7 @@ def _uv() -> str:
 def upstream_python() -> Path:
     """The side venv's python, building the venv first if it is missing or incomplete."""
     python = VENV / "bin" / "python"
-    marker = VENV / ".ready-2"  # bump when the package list changes
+    marker = VENV / ".ready-3"  # bump when the package list changes
     if marker.exists():
         return python
     torch_version = version("torch").split("+")[0]
@@ -43,6 +43,7 @@ def upstream_python() -> Path:
         "zstandard",
         "cryptography",
         "pillow",
+        "polars>1.0.0",  # upstream's ParquetLoader and index_parquet_dataset refuse to run without it
     ]
     subprocess.run([_uv(), "pip", "install", "-q", "--python", str(python), *packages, "pyarrow"], check=True)
     marker.touch()
