@@ -22,7 +22,7 @@ from typing import Any
 from litdata_format._index import ChunkInfo, DatasetIndex
 from litdata_format._loaders import BaseItemLoader
 
-__all__ = ["ParquetChunk", "ParquetLoader", "arrow_type_names", "require_pyarrow"]
+__all__ = ["ParquetChunk", "ParquetLoader", "require_pyarrow"]
 
 _INSTALL = 'pip install "litdata-format[arrow]"'
 
@@ -34,11 +34,6 @@ def require_pyarrow(what: str) -> Any:
     except ImportError:
         raise ImportError(f"{what} needs pyarrow, which is not installed: {_INSTALL}") from None
     return pq
-
-
-def arrow_type_names(schema: Any) -> list[str]:
-    """The ``data_format`` of a Parquet index: each column's Arrow type as ``str(type)``."""
-    return [str(field.type) for field in schema]
 
 
 class ParquetChunk:
