@@ -106,6 +106,8 @@ class ChunkView:
             )
         self._count = count
         self._offsets = offsets.tolist()
+        # Arrays that item loaders derive from this chunk once (rows, token blocks), by name.
+        self.views: dict[str, Any] = {}
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], decrypt: Any = None) -> ChunkView:
@@ -114,6 +116,16 @@ class ChunkView:
 
     def __len__(self) -> int:
         return self._count
+
+    @property
+    def offsets(self) -> list[int]:
+        """The offsets table: item i is ``raw()[offsets[i]:offsets[i + 1]]``."""
+        return self._offsets
+
+    @property
+    def decrypts(self) -> bool:
+        """Whether items are decrypted one by one when read (their stored bytes are ciphertext)."""
+        return self._decrypt is not None
 
     def item(self, index: int) -> memoryview:
         if not 0 <= index < self._count:
@@ -132,6 +144,7 @@ class ChunkView:
 
     def close(self) -> None:
         """Release the mapping once no item view is alive (otherwise the GC does it later)."""
+        self.views.clear()
         try:
             self._view.release()
             if isinstance(self._owner, mmap.mmap):

@@ -8,12 +8,13 @@ class name is written to ``config.item_loader`` and checked when a dataset is op
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from litdata_format._chunk import Chunk
+from litdata_format._gather import Segment, gather_rows
 from litdata_format._index import ChunkInfo, DatasetIndex
 from litdata_format._mds import MdsSampleDecoder, is_mds_index
 from litdata_format._pytree import LEAF
@@ -83,6 +84,15 @@ class BaseItemLoader:
         """Sample ``index`` (counted inside the chunk)."""
         raise NotImplementedError
 
+    def gather(self, segments: Sequence[Segment]) -> Any:
+        """A whole batch as arrays, or ``None`` if this batch must be read sample by sample.
+
+        ``segments`` are (opened chunk, item positions) pairs in batch order. The batch has the
+        sample's structure with one array per leaf whose first dimension is the batch (what
+        stacking the samples' leaves gives).
+        """
+        return None
+
 
 class PyTreeLoader(BaseItemLoader):
     """One sample per item: a pytree of leaves, each stored by its serializer."""
@@ -103,6 +113,12 @@ class PyTreeLoader(BaseItemLoader):
         if rows is not None:  # layouts that store decoded rows (Arrow IPC) hand the sample over
             return rows(index)
         return self._decoder.decode(chunk.item(index), f"chunk {chunk.name}, item {index}")
+
+    def gather(self, segments: Sequence[Segment]) -> Any:
+        decoder = self._decoder
+        if not isinstance(decoder, SampleDecoder):
+            return None
+        return gather_rows(segments, decoder.spec, decoder.serializers, lambda chunk: self.load(chunk, 0))
 
 
 class TokensLoader(BaseItemLoader):
@@ -162,20 +178,50 @@ class TokensLoader(BaseItemLoader):
         assert self.block_size is not None
         return (chunk.dim or 0) // self.block_size
 
-    def load(self, chunk: Chunk, index: int) -> Any:
-        assert self.block_size is not None
-        itemsize = self._dtype.itemsize
-        start = index * self.block_size * itemsize
-        view = chunk.payload()[start : start + self.block_size * itemsize]
-        if len(view) != self.block_size * itemsize:
-            raise IndexError(f"chunk {chunk.name}: block {index} runs past its tokens")
-        if self._as_tensor:
-            torch = torch_if_loaded()
-            if torch is None:
-                import torch
-            return torch.frombuffer(view, dtype=torch_dtype(suffix_int(self._format)))
-        return np.frombuffer(view, dtype=self._dtype)
+    def _blocks(self, chunk: Chunk) -> np.ndarray:
+        """The chunk's tokens as a ``(blocks, block_size)`` view (a tail shorter than a block is left out)."""
+        views = getattr(chunk, "views", None)
+        found = views.get("token-blocks") if views is not None else None
+        if found is None:
+            assert self.block_size is not None
+            payload = chunk.payload()
+            count = len(payload) // (self.block_size * self._dtype.itemsize)
+            found = np.frombuffer(payload, dtype=self._dtype, count=count * self.block_size).reshape(
+                count, self.block_size
+            )
+            if views is not None:
+                views["token-blocks"] = found
+        return found
 
+    def load(self, chunk: Chunk, index: int) -> Any:
+        blocks = self._blocks(chunk)
+        if not 0 <= index < len(blocks):
+            raise IndexError(f"chunk {chunk.name}: block {index} runs past its tokens ({len(blocks)} blocks)")
+        return self._typed(blocks[index])
+
+    def gather(self, segments: Sequence[Segment]) -> Any:
+        assert self.block_size is not None
+        out = np.empty((sum(len(items) for _, items in segments), self.block_size), dtype=self._dtype)
+        filled = 0
+        for chunk, items in segments:
+            blocks = self._blocks(chunk)
+            if len(items) and (int(items.max()) >= len(blocks) or int(items.min()) < 0):
+                raise IndexError(f"chunk {chunk.name}: a block runs past its tokens ({len(blocks)} blocks)")
+            np.take(blocks, items, axis=0, out=out[filled : filled + len(items)])
+            filled += len(items)
+        # As numpy whenever torch.from_numpy gives the stored dtype (all but bfloat16).
+        return self._typed(out) if self._format == _BFLOAT16_TOKENS else out
+
+    def _typed(self, tokens: np.ndarray) -> Any:
+        if not self._as_tensor:
+            return tokens
+        torch = torch_if_loaded()
+        if torch is None:
+            import torch
+        return torch.from_numpy(tokens).view(torch_dtype(suffix_int(self._format)))
+
+
+_BFLOAT16_TOKENS = "no_header_tensor:10"
 
 # numpy equivalents of the torch dtype table, to size tokens without importing torch.
 _TORCH_AS_NUMPY = {

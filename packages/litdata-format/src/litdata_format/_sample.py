@@ -103,6 +103,11 @@ class SampleDecoder:
         self._header = struct.Struct(f"<{self._num}I")
         self._rebuild = unflattener(self.spec)
 
+    @property
+    def serializers(self) -> list[Serializer]:
+        """Each leaf's serializer, in flatten order."""
+        return self._serializers
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_header"]  # struct.Struct and closures do not pickle (spawned workers pickle us)

@@ -13,7 +13,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from litdata_io import trace_begin, trace_end, trace_instant
-from litdata_stream._collate import litdata_collate
+from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, as_tensors, litdata_collate
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._mixing import MixedDataset
@@ -78,6 +78,8 @@ class StreamingDataLoader(DataLoader):
             profile_batches, profile_skip_batches, profile_dir, profile_cprofile, num_workers,
             DistributedEnv.detect().global_rank,
         )  # fmt: skip
+        if isinstance(collate_fn, CollatedInDataset):  # e.g. a loader re-created from another's attributes
+            collate_fn = collate_fn.collate
         collate_fn = collate_fn if collate_fn is not None else litdata_collate
         if self._profile is not None and num_workers > 0:
             collate_fn = ProfiledCollate(collate_fn)
@@ -86,15 +88,40 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0
         self._restored = False
         self._epoch_complete = False
+        self._batch_size = batch_size
+        # A StreamingDataset makes the batches itself (in the worker), so torch moves whole batches:
+        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
+        self._collate = collate_fn
+        self._batches_in_dataset = (
+            isinstance(dataset, StreamingDataset) and type(dataset).__iter__ is StreamingDataset.__iter__
+        )
+        in_dataset = self._batches_in_dataset
         super().__init__(
             dataset,
             *args,
-            batch_size=batch_size,
+            batch_size=None if in_dataset else batch_size,
             num_workers=num_workers,
-            drop_last=dataset.drop_last,
-            collate_fn=collate_fn,
+            drop_last=False if in_dataset else dataset.drop_last,
+            collate_fn=CollatedInDataset(collate_fn) if in_dataset else collate_fn,
             **kwargs,
         )
+
+    # torch's own batching may be off (the dataset batches); these report what the user asked for.
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int | None) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        pass  # torch's __init__ stores its own (None when the dataset batches)
+
+    @property
+    def drop_last(self) -> bool:
+        return self.streaming_dataset.drop_last
+
+    @drop_last.setter
+    def drop_last(self, value: bool) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        pass
 
     @property
     def streaming_dataset(self) -> StreamingDataset | MixedDataset:
@@ -125,10 +152,14 @@ class StreamingDataLoader(DataLoader):
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
+        if self._batches_in_dataset:
+            assert isinstance(dataset, StreamingDataset)
+            dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, not self.pin_memory)
         try:
             batches = super().__iter__()  # workers start here, before the main profiler does
             with main_profiler(self._profile):
-                for batch in batches:
+                for received in batches:
+                    batch = as_tensors(received.data) if type(received) is ArrayBatch else received
                     self._delivered += 1
                     trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
                     yield batch
@@ -136,6 +167,8 @@ class StreamingDataLoader(DataLoader):
                         break
             self._epoch_complete = True
         finally:
+            if self._batches_in_dataset:
+                dataset.__dict__.pop("_batching", None)
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
 
     def state_dict(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
+from litdata_stream._collate import ArrayBatch, Batching, as_tensors, concat_batches, litdata_collate, unbatch
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._fetch import fetch_many
 from litdata_stream._parquet_index import split_file_pattern
@@ -83,6 +85,9 @@ class StreamingDataset(IterableDataset):
         transform: a callable, or a list of callables, applied to each sample.
         num_canonical_nodes: accepted for compatibility; the split here never depends on it.
     """
+
+    # Set by a StreamingDataLoader while it iterates: yield collated batches instead of samples.
+    _batching: Batching | None = None
 
     def __init__(
         self,
@@ -315,7 +320,11 @@ class StreamingDataset(IterableDataset):
         topology = self._topology(num_workers=worker.world_size)
         plan, done = self.rank_plans(topology)[worker.rank]
         order = self._order(self.current_epoch)
-        yield from self._read(order, _skip(order.read_order(plan.intervals), done))
+        intervals = _skip(order.read_order(plan.intervals), done)
+        if self._batching is None:
+            yield from self._read(order, intervals)
+        else:
+            yield from self._read_batches(order, intervals, self._batching)
 
     def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
@@ -346,6 +355,72 @@ class StreamingDataset(IterableDataset):
                     yield self[start + position]
             trace_end("read", "read", chunk=piece.chunk)
             source.release(piece.chunk)
+
+    def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
+        """What :meth:`_read` yields, already grouped into collated batches (a StreamingDataLoader
+        has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
+        instead of a decode per sample). The batches are exactly those the DataLoader would have
+        made from :meth:`_read`."""
+        size, collate, drop_last = batching.batch_size, batching.collate, batching.drop_last
+        if not self._gathers(collate):
+            samples = self._read(order, intervals)
+            while batch := list(itertools.islice(samples, size)):
+                if drop_last and len(batch) < size:
+                    return
+                yield collate(batch)
+            return
+        pieces = order.pieces(intervals)
+        source = self._source()
+        source.schedule([p.chunk for p in pieces])
+        parts: list[Any] = []  # the pending batch: gathered arrays or lists of samples, in order
+        count = 0
+        for piece in pieces:
+            within = order.within(piece.chunk)[piece.lo : piece.hi]
+            kept = self._items[piece.chunk]
+            items = within if kept is None else kept[within]
+            opened = source.chunk(piece.chunk)
+            trace_begin("read", "read", chunk=piece.chunk, samples=len(items))
+            taken = 0
+            while taken < len(items):
+                step = min(size - count, len(items) - taken)
+                parts.append(self._gathered(opened, items[taken : taken + step]))
+                taken += step
+                count += step
+                if count == size:
+                    yield self._batch_of(parts, collate)
+                    parts, count = [], 0
+            trace_end("read", "read", chunk=piece.chunk)
+            source.release(piece.chunk)  # nothing pending refers to it: parts are copies
+        if parts and not drop_last:
+            yield self._batch_of(parts, collate)
+
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+        """Whether batches may be gathered as arrays: the default collate, and samples that are
+        exactly what the item loader reads (no transform, no overridden ``__getitem__``)."""
+        return (
+            collate is litdata_collate
+            and type(self).__getitem__ is StreamingDataset.__getitem__
+            and not self._has_transform
+            and not trace_enabled("sample")
+            and type(self.item_loader).gather is not BaseItemLoader.gather
+        )
+
+    def _gathered(self, chunk: Any, items: np.ndarray) -> Any:
+        """Items of one chunk as arrays, or as a list of samples when they are not laid out alike."""
+        found = self.item_loader.gather([(chunk, items)])
+        if found is None:
+            load = self.item_loader.load
+            return [load(chunk, item) for item in items.tolist()]
+        return found
+
+    def _batch_of(self, parts: list[Any], collate: Callable[[list[Any]], Any]) -> Any:
+        batch = concat_batches(parts)
+        if batch is None:  # some samples had to be read one by one: collate them all alike
+            return collate([sample for part in parts for sample in unbatch(part)])
+        batching = self._batching
+        if batching is not None and batching.arrays and get_worker_info() is not None:
+            return ArrayBatch.of(batch)  # small batches travel as arrays (see ArrayBatch)
+        return as_tensors(batch)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,

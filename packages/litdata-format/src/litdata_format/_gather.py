@@ -1,0 +1,209 @@
+"""Whole batches read as arrays: one gather per leaf instead of one decode per sample.
+
+When every item of a chunk has the same size and the same leaf layout (fixed-size records such
+as ``{"index": int, "tokens": int32[128]}``, or blocks of tokens), the chunk's items form a 2-D
+byte array and a batch's samples are rows of it. Each numeric leaf of the batch is then one
+``np.take`` of a column of that array: the copy a collate would make anyway, without a Python
+object per sample.
+
+The result is a batch of numpy arrays (leading dimension = samples), laid out like the sample
+(a dict of leaves, or one leaf), or ``None`` when the batch does not qualify; the caller then
+decodes its samples one by one. A batch only qualifies when the rows it reads carry exactly
+the header bytes of their chunk's first row, so nothing variable is ever read as fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from litdata_format._chunk import Chunk, ChunkView, header_size
+from litdata_format._pytree import TreeSpec
+from litdata_format._serializers import (
+    BooleanSerializer,
+    FloatSerializer,
+    IntegerSerializer,
+    NoHeaderNumpySerializer,
+    NumpySerializer,
+    Serializer,
+)
+
+__all__ = ["Segment", "chunk_rows", "gather_rows", "take_rows"]
+
+Segment = tuple[Chunk, np.ndarray]
+"""A piece of a batch: items (positions inside the chunk) of one opened chunk, in batch order."""
+
+_ROWS_KEY = "rows"
+_LAYOUT_KEY = "pytree-layout"
+
+
+def chunk_rows(chunk: Chunk) -> np.ndarray | None:
+    """The items of ``chunk`` as a read-only ``(items, item_bytes)`` uint8 view, if all have one size.
+
+    ``None`` for chunks whose items differ in size, are decrypted per item, or that are not
+    classic chunks. Computed once per opened chunk (from the offsets table: no page is touched).
+    """
+    if type(chunk) is not ChunkView:
+        return None
+    views = chunk.views
+    if _ROWS_KEY not in views:
+        views[_ROWS_KEY] = _rows_of(chunk)
+    return views[_ROWS_KEY]
+
+
+def _rows_of(chunk: ChunkView) -> np.ndarray | None:
+    offsets = chunk.offsets
+    count = len(offsets) - 1
+    if count < 1 or chunk.decrypts:
+        return None
+    size = offsets[1] - offsets[0]
+    if size <= 0 or offsets[-1] - offsets[0] != size * count:
+        return None
+    if count > 1 and np.any(np.diff(np.asarray(offsets, dtype=np.int64)) != size):
+        return None
+    start = header_size(count)
+    return np.frombuffer(chunk.raw(), dtype=np.uint8, count=size * count, offset=start).reshape(count, size)
+
+
+def take_rows(segments: Sequence[Segment], columns: slice, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The bytes ``columns`` of every segment's rows, as one ``(rows, *shape)`` array of ``dtype``.
+
+    Every segment's chunk must have fixed rows (:func:`chunk_rows` is not ``None``).
+    """
+    parts = []
+    for chunk, items in segments:
+        rows = chunk_rows(chunk)
+        assert rows is not None
+        parts.append(rows[:, columns][items])  # fancy indexing copies whole rows (np.take would go byte by byte)
+    data = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return data.view(dtype).reshape((len(data), *shape))
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    columns: slice  # the leaf's data bytes inside a row
+    dtype: np.dtype
+    shape: tuple[int, ...]  # of one sample's value
+
+
+@dataclass(frozen=True)
+class _Layout:
+    leaves: tuple[_Leaf, ...]
+    fixed: tuple[slice, ...]  # byte ranges every row must share with the chunk's first row
+    reference: tuple[bytes, ...]  # those bytes in the first row
+
+
+_NUMERIC = "biufc"
+
+
+# Scalars of the built-in serializers and their bytes; arrays carry their own dtype.
+_SCALARS: dict[type, np.dtype] = {
+    BooleanSerializer: np.dtype(np.bool_),
+    IntegerSerializer: np.dtype("<i8"),
+    FloatSerializer: np.dtype("<f8"),
+}
+_ARRAYS = (NoHeaderNumpySerializer, NumpySerializer)
+
+
+def _numeric(serializer: Serializer) -> bool:
+    return type(serializer) in _SCALARS or type(serializer) in _ARRAYS
+
+
+def gather_rows(
+    segments: Sequence[Segment],
+    spec: TreeSpec,
+    serializers: Sequence[Serializer],
+    decode_first: Any,
+) -> Any:
+    """A batch of PyTree samples as arrays, or ``None`` when it does not qualify.
+
+    Args:
+        segments: the batch, as items of opened chunks in order.
+        spec: the samples' tree spec; only one leaf or a flat dict of leaves qualifies.
+        serializers: each leaf's serializer; only the built-in numeric ones qualify (a user's own
+            serializer decides its own decoding).
+        decode_first: ``decode_first(chunk)`` decodes the chunk's first item (the layout's
+            reference).
+    """
+    if not segments or not all(_numeric(s) for s in serializers):
+        return None
+    keys = _flat_keys(spec)
+    if keys is None:
+        return None
+    first = None
+    for chunk, items in segments:
+        layout = _layout(chunk, keys, serializers, decode_first)
+        if layout is None or not _shares_layout(chunk, items, layout):
+            return None
+        if first is None:
+            first = layout
+        elif layout.leaves != first.leaves:
+            return None  # chunks of one batch laid out differently (e.g. another array length)
+    assert first is not None
+    columns = [take_rows(segments, leaf.columns, leaf.dtype, leaf.shape) for leaf in first.leaves]
+    return columns[0] if keys == () else dict(zip(keys, columns))
+
+
+def _flat_keys(spec: TreeSpec) -> tuple[Any, ...] | None:
+    """``()`` for a single leaf, the keys of a flat dict of leaves, else ``None``."""
+    if spec.is_leaf():
+        return ()
+    if spec.type != "builtins.dict" or not all(child.is_leaf() for child in spec.children):
+        return None
+    return tuple(spec.context)
+
+
+def _layout(
+    chunk: Chunk, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Any
+) -> _Layout | None:
+    if type(chunk) is not ChunkView:
+        return None
+    views = chunk.views
+    if _LAYOUT_KEY not in views:
+        views[_LAYOUT_KEY] = _layout_of(chunk, keys, serializers, decode_first)
+    return views[_LAYOUT_KEY]
+
+
+def _layout_of(
+    chunk: ChunkView, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Any
+) -> _Layout | None:
+    rows = chunk_rows(chunk)
+    if rows is None:
+        return None
+    row = rows[0]
+    count = len(serializers)
+    sizes = np.frombuffer(row[: 4 * count].tobytes(), dtype="<u4").tolist()
+    sample = decode_first(chunk)
+    values = [sample] if keys == () else list(sample.values())
+    if len(values) != count:
+        return None
+    leaves, fixed = [], [slice(0, 4 * count)]
+    start = 4 * count
+    for size, value, serializer in zip(sizes, values, serializers):
+        scalar = _SCALARS.get(type(serializer))
+        array = np.asarray(value, dtype=scalar) if scalar is not None else value
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC or array.dtype.byteorder == ">":
+            return None
+        data = size - array.nbytes
+        if data < 0:
+            return None
+        if data:
+            fixed.append(slice(start, start + data))  # the numpy header: dtype and shape
+        leaves.append(_Leaf(slice(start + data, start + size), array.dtype, array.shape))
+        start += size
+    if start != rows.shape[1]:
+        return None
+    return _Layout(tuple(leaves), tuple(fixed), tuple(row[s].tobytes() for s in fixed))
+
+
+def _shares_layout(chunk: Chunk, items: np.ndarray, layout: _Layout) -> bool:
+    rows = chunk_rows(chunk)
+    assert rows is not None
+    for columns, reference in zip(layout.fixed, layout.reference):
+        expected = np.frombuffer(reference, dtype=np.uint8)
+        if not (rows[:, columns][items] == expected).all():
+            return False
+    return True
