@@ -108,7 +108,7 @@ def concat_batches(parts: Sequence[Any]) -> Any:
             isinstance(p, torch.Tensor) and p.dtype == first.dtype and p.shape[1:] == first.shape[1:] for p in parts
         ):
             return None
-        return first if len(parts) == 1 else torch.cat(parts)
+        return first if len(parts) == 1 else torch.cat(list(parts))
     if isinstance(first, np.ndarray):
         if not all(_joinable(p, first) for p in parts):
             return None
