@@ -25,6 +25,21 @@ class TestLocalStorage(StorageConformance):
     def test_is_local_storage(self, storage: Storage) -> None:
         assert isinstance(storage, LocalStorage)
 
+    def test_listing_skips_hidden_entries_and_does_not_follow_folder_links(self, tmp_path: Path) -> None:
+        root = tmp_path / "root"
+        (root / "a" / ".staging").mkdir(parents=True)
+        (root / "a" / "x.bin").write_bytes(b"12")
+        (root / "a" / ".x.bin.tmp").write_bytes(b"partial")  # an atomic write in progress
+        (root / "a" / ".staging" / "y.bin").write_bytes(b"y")
+        (root / "b.bin").write_bytes(b"b")
+        (root / "loop").symlink_to(root, target_is_directory=True)
+        (root / "link.bin").symlink_to(root / "b.bin")
+        storage = get_storage(str(root))
+        assert [(i.key, i.size) for i in storage.list()] == [("a/x.bin", 2), ("b.bin", 1), ("link.bin", 1)]
+        assert [i.key for i in storage.list("a/")] == ["a/x.bin"]
+        assert [i.key for i in storage.list("", recursive=False)] == ["b.bin", "link.bin"]
+        assert [i.key for i in storage.list("missing/")] == []
+
 
 class TestNetworkDriveStorage(StorageConformance):
     """``local:/drive`` reads the drive like a folder; the URL keeps the ``local:`` prefix."""

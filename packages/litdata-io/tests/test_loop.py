@@ -49,7 +49,7 @@ def test_no_loop_thread_until_first_use() -> None:
 
 def _child(path: str, queue: Any) -> None:
     storage = get_storage(path)
-    data = storage.get("k")
+    data = run_sync(storage.aget("k"))  # the async API: through this process's loop thread
     names = [t.name for t in threading.enumerate()]
     queue.put((data, names.count("litdata-io-loop"), os.getpid()))
 
@@ -58,7 +58,7 @@ def _child(path: str, queue: Any) -> None:
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_a_forked_child_gets_its_own_loop(tmp_path: Path) -> None:
     storage = get_storage(tmp_path)
-    storage.put("k", b"from parent")  # the parent's loop thread runs now
+    run_sync(storage.aput("k", b"from parent"))  # the parent's loop thread runs now
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_child, args=(str(tmp_path), queue))

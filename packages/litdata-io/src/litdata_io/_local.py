@@ -62,23 +62,52 @@ class LocalStorage(Storage):
 
     def _list(self, prefix: str, recursive: bool) -> list[ObjectInfo]:
         prefix = check_key(self.url, prefix)
-        folder = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.root
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         found: list[ObjectInfo] = []
-        if not folder.is_dir():
-            return found
-        walker = os.walk(folder) if recursive else [(str(folder), [], os.listdir(folder))]
-        for parent, dirs, files in walker:
-            dirs[:] = [name for name in dirs if not name.startswith(".")] if recursive else dirs
-            for name in files:
-                path = Path(parent) / name
-                key = path.relative_to(self.root).as_posix()
-                if name.startswith(".") or not key.startswith(prefix) or not path.is_file():
-                    continue  # hidden files are temp files of an atomic write in progress
-                try:
-                    found.append(self._info(key, path))
-                except FileNotFoundError:
-                    continue  # deleted while listing
+        # scandir: the entry's type comes with the listing and its stat is one call (5k files in
+        # ~10 ms, against ~3 stats and pathlib objects per file).
+        pending = [base]
+        while pending:
+            folder = pending.pop()
+            try:
+                entries = os.scandir(os.path.join(self.root, folder) if folder else self.root)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue  # hidden files are temp files of an atomic write in progress
+                    key = f"{folder}/{entry.name}" if folder else entry.name
+                    try:
+                        if entry.is_dir(follow_symlinks=False):  # as os.walk: links to folders are not entered
+                            if recursive:
+                                pending.append(key)
+                            continue
+                        if not key.startswith(prefix) or not entry.is_file():
+                            continue
+                        stat = entry.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while listing
+                    found.append(
+                        ObjectInfo(
+                            key, stat.st_size, etag=f"{stat.st_mtime_ns:x}-{stat.st_size:x}", mtime=stat.st_mtime
+                        )
+                    )
         return sorted(found, key=lambda info: info.key)
+
+    # Sync calls run in the calling thread: a hop to the event loop and back costs more than a
+    # local file operation.
+    def list(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
+        return self._list(prefix, recursive)
+
+    def get(self, key: str) -> bytes:
+        return self._read(key)
+
+    def head(self, key: str) -> ObjectInfo:
+        return self._info(key, self._path(key))
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
 
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
         return await asyncio.to_thread(self._list, prefix, recursive)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -80,7 +81,7 @@ def decode_index(data: bytes, name: str) -> list[FileMetadata]:
 def _join(root: str, key: str) -> str:
     if "://" in root or root.startswith("local:"):
         return f"{root.rstrip('/')}/{key}"
-    return str(Path(root) / key)
+    return os.path.join(root, *key.split("/"))  # pathlib costs ~10 us per file of a big folder
 
 
 class BaseIndexer(ABC):
