@@ -52,6 +52,20 @@ def test_structure_change(tmp_path: Path) -> None:
         writer.write({"a": 1, "b": 2})
 
 
+class Blob:  # pickled: its serializer takes anything, so only the structure check stops a dict
+    pass
+
+
+def test_structure_change_inside_a_flat_dict(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=3)
+    writer.write({"a": 1, "b": Blob()})
+    with pytest.raises(ValueError, match="sample 1 has a different structure"):
+        writer.write({"a": 1, "b": {"nested": 2}})
+    with pytest.raises(ValueError, match="sample 1 has a different structure"):
+        writer.write({"b": Blob(), "a": 1})  # same keys, another order: other leaves' order
+    writer.write({"a": 2, "b": Blob()})
+
+
 def test_leaf_type_change(tmp_path: Path) -> None:
     writer = BinaryWriter(tmp_path, chunk_size=3)
     writer.write({"a": 1})

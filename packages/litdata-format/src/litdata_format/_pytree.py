@@ -159,6 +159,30 @@ def _match(obj: Any, spec: TreeSpec, leaves: list[Any]) -> bool:
     return all(_match(value, child, leaves) for value, child in zip(obj, spec.children))
 
 
+def flattener(spec: TreeSpec) -> Callable[[Any], list[Any] | None]:
+    """:func:`flatten_like` for one spec, for the writer's hot path.
+
+    A flat dict of leaves (the common sample) is matched by its keys alone: its values are
+    returned as the leaves without checking that each is a leaf, so the caller must check any
+    value whose type differs from what it expects (see ``SampleEncoder.leaves``).
+    """
+    if spec.type == _DICT and all(child.type is None for child in spec.children):
+        keys = tuple(spec.context)
+
+        def flat_dict(obj: Any) -> list[Any] | None:
+            if type(obj) is dict and tuple(obj) == keys:
+                return list(obj.values())
+            return flatten_like(obj, spec)
+
+        return flat_dict
+    return lambda obj: flatten_like(obj, spec)
+
+
+def is_node(obj: Any) -> bool:
+    """Whether ``obj`` is a container the pytree walks into (not a leaf)."""
+    return _node_type(obj) is not None
+
+
 def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
     """A function rebuilding samples of shape ``spec`` from their leaves, for the reader's hot path.
 

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from litdata_format._pytree import TreeSpec, flatten_like, tree_flatten, unflattener
+from litdata_format._pytree import TreeSpec, flattener, is_node, tree_flatten, unflattener
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
 
@@ -45,46 +45,63 @@ class SampleEncoder:
                 raise TypeError(f"no serializer accepts leaf {position} of type {_describe(leaf)}")
         self.spec, self._leaf_serializers, self.data_format = spec, chosen, formats
         self._leaf_types = [type(leaf) for leaf in leaves]
+        self._flatten = flattener(spec)
+        self._sizes = struct.Struct(f"<{len(leaves)}I")
 
     def leaves(self, sample: Any, index: int) -> list[bytes]:
         """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
-        first = self.spec is None
-        if first:
+        if self.spec is None:
             leaves, spec = tree_flatten(sample)
             self._infer(leaves, spec)
-        else:
-            assert self.spec is not None
-            found = flatten_like(sample, self.spec)
-            if found is None:
-                _, spec = tree_flatten(sample)
-                raise ValueError(
-                    f"sample {index} has a different structure than the first sample: "
-                    f"{spec.to_json()} vs {self.spec.to_json()}"
-                )
-            leaves = found
+            out = []
+            for position, (leaf, serializer) in enumerate(zip(leaves, self._leaf_serializers)):
+                data, name = serializer.serialize(leaf)
+                if name is not None:
+                    self.data_format[position] = name
+                out.append(data if type(data) is bytes else bytes(data))
+            return out
+        found = self._flatten(sample)
+        if found is None:
+            _, spec = tree_flatten(sample)
+            raise ValueError(
+                f"sample {index} has a different structure than the first sample: "
+                f"{spec.to_json()} vs {self.spec.to_json()}"
+            )
         out = []
-        for position, (leaf, serializer) in enumerate(zip(leaves, self._leaf_serializers)):
+        for position, (leaf, serializer, expected, fixed) in enumerate(
+            zip(found, self._leaf_serializers, self._leaf_types, self.data_format)
+        ):
             # Same type as the first sample's leaf: accepted (skips costly checks like isfile).
-            if type(leaf) is not self._leaf_types[position] and not serializer.can_serialize(leaf):
-                raise TypeError(
-                    f"sample {index}, leaf {position}: a {_describe(leaf)} cannot be stored as "
-                    f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
-                )
+            if type(leaf) is not expected:
+                self._check_leaf(sample, index, position, leaf, serializer)
             data, name = serializer.serialize(leaf)
-            if first and name is not None:
-                self.data_format[position] = name
-            elif name is not None and name != self.data_format[position]:
+            if name is not None and name != fixed:
                 raise TypeError(
                     f"sample {index}, leaf {position}: encoded as {name!r} but the first sample "
-                    f"fixed {self.data_format[position]!r} (e.g. a different dtype)"
+                    f"fixed {fixed!r} (e.g. a different dtype)"
                 )
-            out.append(bytes(data) if not isinstance(data, bytes) else data)
+            out.append(data if type(data) is bytes else bytes(data))
         return out
+
+    def _check_leaf(self, sample: Any, index: int, position: int, leaf: Any, serializer: Serializer) -> None:
+        """A leaf of another type than the first sample's: it must be a leaf its serializer takes."""
+        assert self.spec is not None
+        if is_node(leaf):  # a container where the first sample had a leaf (the fast flatten let it by)
+            _, spec = tree_flatten(sample)
+            raise ValueError(
+                f"sample {index} has a different structure than the first sample: "
+                f"{spec.to_json()} vs {self.spec.to_json()}"
+            )
+        if not serializer.can_serialize(leaf):
+            raise TypeError(
+                f"sample {index}, leaf {position}: a {_describe(leaf)} cannot be stored as "
+                f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
+            )
 
     def encode(self, sample: Any, index: int) -> bytes:
         """The PyTree item bytes of ``sample``: the leaf sizes, then the leaves."""
         leaves = self.leaves(sample, index)
-        return b"".join([struct.pack(f"<{len(leaves)}I", *map(len, leaves)), *leaves])
+        return b"".join([self._sizes.pack(*map(len, leaves)), *leaves])
 
 
 class SampleDecoder:

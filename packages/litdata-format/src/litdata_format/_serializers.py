@@ -227,6 +227,9 @@ class NumpySerializer(Serializer):
         return isinstance(data, np.ndarray) and data.ndim > 1  # 0-d arrays go to pickle, as upstream
 
 
+_NO_HEADER_NAMES: dict[np.dtype, str] = {}
+
+
 class NoHeaderNumpySerializer(Serializer):
     """1-D arrays as raw data; the dtype index travels in the name ``no_header_numpy:{index}``."""
 
@@ -237,8 +240,10 @@ class NoHeaderNumpySerializer(Serializer):
         self._dtype = numpy_dtype(suffix_int(data_format))
 
     def serialize(self, data: np.ndarray) -> tuple[bytes, str | None]:
-        name = f"no_header_numpy:{numpy_dtype_index(data.dtype)}"
-        return np.ascontiguousarray(data).tobytes(), name
+        name = _NO_HEADER_NAMES.get(data.dtype)
+        if name is None:
+            name = _NO_HEADER_NAMES[data.dtype] = f"no_header_numpy:{numpy_dtype_index(data.dtype)}"
+        return data.tobytes(), name  # tobytes() is C-ordered whatever the array's layout
 
     def deserialize(self, data: Buffer) -> np.ndarray:
         if self._dtype is None:
