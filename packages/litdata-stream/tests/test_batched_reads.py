@@ -166,3 +166,13 @@ def test_big_batches_from_workers_travel_as_shared_tensors(tmp_path: Path) -> No
     got = _assert_same_batches(lambda: StreamingDataset(path, shuffle=True), 3, 2)
     assert sorted(torch.cat([b["index"] for b in got]).tolist()) == list(range(12))
     assert all(b["image"].shape == (3, 256, 600) for b in got)
+
+
+def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d", _records(60), chunk_size=10)
+    ds = StreamingDataset(path, shuffle=True)
+    assert sum(len(b["index"]) for b in StreamingDataLoader(ds, batch_size=7)) == 60
+    source: Any = ds._source()
+    assert source._open == {}  # the pages a pass touched leave the process's RSS
+    assert [ds[i]["index"] for i in (0, 15, 59)] == [0, 15, 59]
+    assert len(source._open) == 3  # random access keeps chunks mapped for the next read

@@ -113,7 +113,11 @@ class LocalSource:
         return found
 
     def release(self, number: int) -> None:
-        return None
+        # A streaming pass is done with the chunk: unmap it, so the pages it touched leave this
+        # process's RSS (random access never releases, and keeps up to ``keep_open`` mapped).
+        close = getattr(self._open.pop(number, None), "close", None)
+        if close is not None:
+            close()  # a no-op while a sample still views the mapping; the GC unmaps it later
 
     def close(self) -> None:
         self._open.clear()
