@@ -311,6 +311,16 @@ def test_pil_and_jpeg_objects_round_trip() -> None:
     assert PILSerializer().serialize(Pil(bytes=(INPUTS / "img.png").read_bytes(), mode="L"))[0][12:13] == b"L"
 
 
+def test_a_lazily_opened_jpeg_is_stored_as_its_file() -> None:
+    path = INPUTS / "q70.jpg"
+    image = PILImage.open(path)  # PIL keeps the file open until the pixels are loaded
+    image.fp.seek(5)
+    assert JPEGSerializer().serialize(image)[0] == path.read_bytes()
+    assert image.fp.tell() == 5  # where PIL had it
+    image.load()  # PIL closes its file: the bytes come from the path
+    assert JPEGSerializer().serialize(image)[0] == path.read_bytes()
+
+
 def test_audio_round_trip() -> None:
     stereo = CASES_MODULE.waveform(2)
     decoded, data_format = round_trip(Audio(array=stereo, sampling_rate=8000))

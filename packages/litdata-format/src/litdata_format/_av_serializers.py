@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import wave
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -59,6 +57,8 @@ def _encode_frames(array: Any, fps: float) -> bytes:
         raise ValueError(f"H.264 needs even frame sizes; got {width}x{height}; crop or pad the frames")
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format="mp4") as container:
+        from fractions import Fraction
+
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         for pixels in frames:
@@ -179,6 +179,8 @@ def _wav_bytes(array: Any, rate: int) -> bytes:
         pcm = pcm[None, :]
     samples = (pcm.T.reshape(-1) * 32767.0).astype("<i2")
     buffer = io.BytesIO()
+    import wave
+
     with wave.open(buffer, "wb") as handle:
         handle.setnchannels(int(pcm.shape[0]))
         handle.setsampwidth(2)

@@ -12,6 +12,7 @@ the EXIF orientation applied to JPEGs that carry an EXIF block. Pillow does the 
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -145,8 +146,11 @@ def _scaled_luma(quality: int) -> tuple[int, ...]:
     return tuple(min(255, max(1, (value * scale + 50) // 100)) for value in _BASE_LUMA)
 
 
-_LUMA_BY_QUALITY = {quality: _scaled_luma(quality) for quality in range(1, 101)}
-_QUALITY_BY_LUMA = {table: quality for quality, table in _LUMA_BY_QUALITY.items()}
+@functools.cache
+def _luma_tables() -> tuple[dict[int, tuple[int, ...]], dict[tuple[int, ...], int]]:
+    """Every quality's table and back; built on first use (not at import: workers start faster)."""
+    by_quality = {quality: _scaled_luma(quality) for quality in range(1, 101)}
+    return by_quality, {table: quality for quality, table in by_quality.items()}
 
 
 def _segments(data: bytes):
@@ -198,11 +202,12 @@ def estimate_jpeg_quality(data: bytes) -> int | None:
     table = _luma_table(data)
     if table is None:
         return None
-    exact = _QUALITY_BY_LUMA.get(table)
+    by_quality, by_table = _luma_tables()
+    exact = by_table.get(table)
     if exact is not None:
         return exact
     # Nearest by absolute difference; on a tie the lower quality wins.
-    return min(_LUMA_BY_QUALITY, key=lambda q: (sum(abs(a - b) for a, b in zip(table, _LUMA_BY_QUALITY[q])), q))
+    return min(by_quality, key=lambda q: (sum(abs(a - b) for a, b in zip(table, by_quality[q])), q))
 
 
 def _jpeg_within_cap(data: bytes, cap: int) -> bool:

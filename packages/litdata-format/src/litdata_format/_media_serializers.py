@@ -238,9 +238,9 @@ class JPEGSerializer(Serializer):
                     "this JPEG image has no filename; open the image inside the function that makes the "
                     "samples so its file can be stored as it is"
                 )
-            if data.filename and os.path.isfile(data.filename):
-                with open(data.filename, "rb") as handle:
-                    return handle.read(), None
+            stored = _file_bytes_of(data)
+            if stored is not None:
+                return stored, None
             buffer = io.BytesIO()
             data.save(buffer, format="JPEG")
             return buffer.getvalue(), None
@@ -255,6 +255,28 @@ class JPEGSerializer(Serializer):
 
     def can_serialize(self, data: Any) -> bool:
         return isinstance(data, Jpeg) or is_instance_of_loaded(data, "PIL.JpegImagePlugin", "JpegImageFile")
+
+
+def _file_bytes_of(image: Any) -> bytes | None:
+    """The bytes of the file a lazily opened PIL image came from, or None if it has none.
+
+    Read through the image's own open file when PIL still holds it (no second open and stat of
+    the path), else from its filename.
+    """
+    if not image.filename:
+        return None
+    handle = getattr(image, "fp", None)  # opened by PIL from the path, so the file starts at 0
+    if handle is not None and not getattr(handle, "closed", True) and getattr(handle, "seekable", lambda: False)():
+        position = handle.tell()
+        try:
+            handle.seek(0)
+            return handle.read()
+        finally:
+            handle.seek(position)
+    if os.path.isfile(image.filename):
+        with open(image.filename, "rb") as source:
+            return source.read()
+    return None
 
 
 def _with_array_quality(image: Jpeg, owner: JpegArray) -> Jpeg:

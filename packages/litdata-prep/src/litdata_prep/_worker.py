@@ -14,9 +14,10 @@ import pickle
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import GeneratorType
 from typing import Any
 
 from litdata_format import BinaryWriter, ChunkInfo, tree_flatten, tree_unflatten
@@ -98,6 +99,7 @@ class _Inputs:
         self.cache = Path(spec.staging) / "inputs"
         self.storage = get_storage(url, spec.storage_options) if url else None
         self.reader = spec.reader
+        self.active = self.storage is not None or self.reader is not None  # else inputs go to fn as they are
 
     def prepare(self, item: Any) -> tuple[Any, list[Path]]:
         local: list[Path] = []
@@ -151,25 +153,32 @@ class _Worker:
                 yield i, pos, item
                 i += 1
 
-    def call(self, pos: int, item: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    def call(self, pos: int, item: Any, *args: Any, **kwargs: Any) -> Iterable[Any]:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
+        local: list[Path] = []
         try:
-            prepared, local = self.inputs.prepare(item)
-            try:
-                result = self.spec.fn(prepared, *args, **kwargs)
-                if inspect.isgenerator(result):
-                    for sample in result:
-                        if sample is not None:
-                            yield sample
-                elif result is not None:
-                    yield result
-            finally:
-                for path in local:
-                    path.unlink(missing_ok=True)
+            prepared, local = self.inputs.prepare(item) if self.inputs.active else (item, local)
+            result = self.spec.fn(prepared, *args, **kwargs)
+        except Exception as err:
+            _remove(local)
+            raise FnFailed(pos, item, traceback.format_exc()) from err
+        if isinstance(result, GeneratorType):
+            return self._drain(pos, item, result, local)
+        _remove(local)
+        return () if result is None else (result,)
+
+    @staticmethod
+    def _drain(pos: int, item: Any, samples: Iterator[Any], local: list[Path]) -> Iterator[Any]:
+        try:
+            for sample in samples:
+                if sample is not None:
+                    yield sample
         except FnFailed:
             raise
         except Exception as err:
             raise FnFailed(pos, item, traceback.format_exc()) from err
+        finally:
+            _remove(local)
 
     # -- optimize -------------------------------------------------------------------------------
     def optimize(self, work: Any) -> dict[str, Any]:
@@ -252,6 +261,11 @@ class _Worker:
             self.report()
         self.publisher.close()
         return {"files": files}
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _parameters(fn: Callable[..., Any]) -> set[str]:
