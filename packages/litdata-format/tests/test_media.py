@@ -314,9 +314,11 @@ def test_pil_and_jpeg_objects_round_trip() -> None:
 def test_a_lazily_opened_jpeg_is_stored_as_its_file() -> None:
     path = INPUTS / "q70.jpg"
     image = PILImage.open(path)  # PIL keeps the file open until the pixels are loaded
-    image.fp.seek(5)
+    handle = image.fp
+    assert handle is not None
+    handle.seek(5)
     assert JPEGSerializer().serialize(image)[0] == path.read_bytes()
-    assert image.fp.tell() == 5  # where PIL had it
+    assert handle.tell() == 5  # where PIL had it
     image.load()  # PIL closes its file: the bytes come from the path
     assert JPEGSerializer().serialize(image)[0] == path.read_bytes()
 
