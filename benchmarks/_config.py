@@ -72,6 +72,8 @@ class Row:
         target: issue 6's goal for ours: at least this times ...
         against: ... ``"upstream"`` or the ``"fastest peer"``.
         streaming: the peak-RSS goal (the leanest peer's + 10%) applies.
+        start_method: for optimize rows, the ``start_method`` ours and upstream get (None: each
+            library's default, spawn for both; Mosaic's recipe always forks).
     """
 
     name: str
@@ -83,11 +85,15 @@ class Row:
     target: float | None = None
     against: str = "fastest peer"
     streaming: bool = False
+    start_method: str | None = None
 
 
 ROWS = (
     Row("optimize-records", "optimize-records", "samples/s", target=1.5),
     Row("optimize-images", "optimize-images", "samples/s", target=1.25),
+    # Like for like: every library's workers forked (no goal; shows what the start method costs).
+    Row("optimize-records-fork", "optimize-records", "samples/s", start_method="fork"),
+    Row("optimize-images-fork", "optimize-images", "samples/s", start_method="fork"),
     Row("stream-local-w0", "stream", "samples/s", target=1.5, against="upstream", streaming=True),
     Row("stream-local-w2", "stream", "samples/s", num_workers=2, target=2.0, streaming=True),
     Row("stream-s3-cold-w0", "stream", "samples/s", s3=True, target=1.2, against="upstream", streaming=True),

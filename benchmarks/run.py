@@ -80,7 +80,12 @@ def _fmt(lib: str) -> str:
 def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
     """The runner parameters of ``row`` for ``lib`` (``work`` is the run's scratch folder)."""
     s = ctx.sizes
-    optimize = {"out_dir": str(work / "optimized"), "workers": s.workers, "chunk_bytes": s.chunk_bytes}
+    optimize = {
+        "out_dir": str(work / "optimized"),
+        "workers": s.workers,
+        "chunk_bytes": s.chunk_bytes,
+        "start_method": row.start_method,
+    }
     if row.kind == "optimize-records":
         return {**optimize, "n": s.records}
     if row.kind == "optimize-images":

@@ -118,12 +118,14 @@ def _optimize(lib: str, kind: str, inputs: list[Any], params: dict[str, Any]) ->
             num_workers=params["workers"],
         )
     else:
+        method = {"start_method": params["start_method"]} if params.get("start_method") else {}
         optimize(
             fn=make_record if kind == "records" else make_image_sample,
             inputs=inputs,
             output_dir=params["out_dir"],
             chunk_bytes=params["chunk_bytes"],
             num_workers=params["workers"],
+            **method,
         )
     elapsed = time.perf_counter() - started
     return {"elapsed_s": elapsed, "impl": impl}
