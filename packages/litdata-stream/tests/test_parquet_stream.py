@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,17 +86,32 @@ def test_index_path_elsewhere(tmp_path: Path) -> None:
     assert not (path / "index.json").exists()
 
 
-def test_read_only_folder_is_indexed_into_the_cache(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes into read-only folders")
-    path = _write(tmp_path / "pq", files=2)
-    path.chmod(0o555)
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[None]:
+    """``path`` cannot be written to, even by root (who ignores permission bits: the folder is
+    made immutable instead)."""
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(0o755)
+        return
+    subprocess.run(["chattr", "+i", str(path)], check=True)
     try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_read_only_folder_is_indexed_into_the_cache(tmp_path: Path) -> None:
+    path = _write(tmp_path / "pq", files=2)
+    with _read_only(path):
+        with pytest.raises(PermissionError):
+            (path / "probe").write_bytes(b"")
         ds = StreamingDataset(str(path), cache_dir=str(tmp_path / "cache"))
         assert len(ds) == 2 * ROWS and not (path / "index.json").exists()
         assert list((tmp_path / "cache").rglob("index.json"))
-    finally:
-        path.chmod(0o755)
 
 
 def test_wildcards_select_files(tmp_path: Path) -> None:
