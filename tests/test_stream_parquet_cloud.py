@@ -165,6 +165,28 @@ def test_hf_index_dir_and_index_path(hf_hub: HfHubServer, tmp_path: Path) -> Non
         ld.index_hf_dataset("s3://bucket/data")
 
 
+def test_hf_subfolders_are_indexed_like_upstream(hf_hub: HfHubServer, tmp_path: Path) -> None:
+    repo = hf_hub.dataset_repo()
+    _files(repo / "data" / "train", files=2)
+    _files(repo / "data" / "test", files=1, prefix="test")
+    options = {"endpoint": hf_hub.endpoint}
+    uri = f"hf://datasets/{repo.parent.name}/{repo.name}/data"
+    folder = ld.index_hf_dataset(uri, cache_dir=str(tmp_path / "cache"), storage_options=options)
+    names = [c["filename"] for c in json.loads((Path(folder) / "index.json").read_text())["chunks"]]
+    assert names == [
+        "test/test-00000-of-00001.parquet",
+        "train/train-00000-of-00002.parquet",
+        "train/train-00001-of-00002.parquet",
+    ]
+    dataset = ld.StreamingDataset(uri, cache_dir=str(tmp_path / "cache"), storage_options=options)
+    assert len(dataset) == 3 * ROWS
+    assert sorted(_ids(list(ld.StreamingDataLoader(dataset, batch_size=4, num_workers=2)))) == sorted(
+        list(range(ROWS)) + list(range(2 * ROWS))
+    )
+    train = ld.StreamingDataset(uri + "/train-*.parquet", cache_dir=str(tmp_path / "c2"), storage_options=options)
+    assert len(train) == 2 * ROWS  # basename wildcards match files in subfolders too
+
+
 def test_hf_folder_without_parquet_fails_clearly(hf_hub: HfHubServer, tmp_path: Path) -> None:
     repo = hf_hub.dataset_repo()
     (repo / "data").mkdir()

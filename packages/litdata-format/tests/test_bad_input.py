@@ -102,12 +102,23 @@ def test_malformed_index(tmp_path: Path) -> None:
         load_index(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["../evil.bin", "sub/chunk.bin", "..", "a\\b.bin"])
-def test_chunk_filename_with_path(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["../evil.bin", "sub/../../x.bin", "..", "a\\b.bin", "/abs.bin", "sub//x.bin", "sub/.x.bin"]
+)
+def test_chunk_filename_outside_the_dataset(tmp_path: Path, name: str) -> None:
     _dataset(tmp_path)
     _edit_index(tmp_path, lambda index: index["chunks"][0].update(filename=name))
-    with pytest.raises(ValueError, match="path separator or '..'"):
+    with pytest.raises(ValueError, match="not a relative path inside the dataset"):
         load_index(tmp_path)
+
+
+def test_chunk_in_a_subfolder(tmp_path: Path) -> None:
+    _dataset(tmp_path)
+    (tmp_path / "train").mkdir()
+    first = json.loads((tmp_path / "index.json").read_text())["chunks"][0]["filename"]
+    (tmp_path / first).rename(tmp_path / "train" / first)
+    _edit_index(tmp_path, lambda index: index["chunks"][0].update(filename=f"train/{first}"))
+    assert [sample["i"] for sample in DatasetReader(tmp_path)] == list(range(6))
 
 
 def test_unknown_serializer(tmp_path: Path) -> None:

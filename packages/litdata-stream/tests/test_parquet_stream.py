@@ -139,7 +139,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no index.json here"):
         StreamingDataset(str(tmp_path / "empty"))
-    with pytest.raises(FileNotFoundError, match="no .parquet file directly in this folder"):
+    with pytest.raises(FileNotFoundError, match="no .parquet file directly in the folder"):
         index_parquet_dataset(str(tmp_path / "empty"))
     path = _write(tmp_path / "pq", files=1)
     (path / "broken.parquet").write_bytes(b"PAR1 this is not a parquet file")

@@ -39,11 +39,17 @@ def _natural_key(name: str) -> list[Any]:
 
 
 def check_chunk_filename(name: Any, source: str) -> str:
-    """``name`` if it is a plain file name; chunk names must never point outside the dataset."""
+    """``name`` if it is a path inside the dataset folder: a file name, or ``/``-separated
+    folders and a file name (upstream's Hugging Face Parquet indexes list ``train/0000.parquet``).
+    Chunk names must never point outside the dataset, nor at hidden files (the cache's own)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
-    if "/" in name or "\\" in name or ".." in name or "\x00" in name:
-        raise ValueError(f"{source}: chunk filename {name!r} contains a path separator or '..'; refusing to use it")
+    parts = name.split("/")
+    if "\\" in name or "\x00" in name or any(not part or part.startswith(".") for part in parts):
+        raise ValueError(
+            f"{source}: chunk filename {name!r} is not a relative path inside the dataset (no '..', no leading "
+            "'/', no hidden or empty parts, no '\\'); refusing to use it"
+        )
     return name
 
 

@@ -37,6 +37,7 @@ __all__ = [
 
 _INDEX = "index.json"
 _SUFFIX = ".parquet"
+_NONE_FOUND = "no .parquet file directly in the folder (nor, for hf://, in its subfolders)"
 _MAGIC = b"PAR1"
 _TAIL = 64 * 1024  # one ranged GET fetches the footer of nearly every file
 _INSTALL = 'pip install "litdata-format[arrow]"'
@@ -53,8 +54,17 @@ def _pyarrow() -> Any:
 
 # -- building an index ------------------------------------------------------------------------------
 def parquet_files(storage: Storage) -> list[ObjectInfo]:
-    """The ``.parquet`` files directly in the folder of ``storage`` (not in subfolders), by key."""
-    return [o for o in storage.list("", recursive=False) if o.key.endswith(_SUFFIX) and "/" not in o.key]
+    """The ``.parquet`` files of the folder of ``storage``, by key: those directly in it, and for
+    a Hugging Face folder (``hf://``) those in its subfolders too, as upstream indexes them
+    (``train/0000.parquet``). Hidden files and folders are left out."""
+    recursive = storage.url.startswith("hf://")
+    return [
+        o
+        for o in storage.list("", recursive=recursive)
+        if o.key.endswith(_SUFFIX)
+        and (recursive or "/" not in o.key)
+        and not any(part.startswith(".") for part in o.key.split("/"))
+    ]
 
 
 async def _footer(storage: Storage, info: ObjectInfo, gate: asyncio.Semaphore) -> bytes:
@@ -83,10 +93,7 @@ def build_parquet_index(storage: Storage, files: Sequence[ObjectInfo], num_worke
     """The ``index.json`` object for ``files`` of ``storage`` (all must share one schema)."""
     pa = _pyarrow()
     if not files:
-        raise FileNotFoundError(
-            f"{storage.url}: no .parquet file directly in this folder (subfolders are not indexed); "
-            "point at the folder that holds the files"
-        )
+        raise FileNotFoundError(f"{storage.url}: {_NONE_FOUND}; point at the folder that holds the files")
     footers = run_sync(_footers(storage, files, num_workers))
     chunks: list[dict[str, Any]] = []
     first: tuple[str, Any] | None = None
@@ -232,10 +239,10 @@ def split_file_pattern(input_dir: Any) -> tuple[Any, str | None]:
 
 
 def select_files(index: DatasetIndex, pattern: str | None) -> DatasetIndex:
-    """``index`` keeping the chunks whose file name matches the shell-style ``pattern``."""
+    """``index`` keeping the chunks whose file name (without its folders) matches the shell-style ``pattern``."""
     if pattern is None:
         return index
-    chunks = [c for c in index.chunks if fnmatch.fnmatchcase(c.filename, pattern)]
+    chunks = [c for c in index.chunks if fnmatch.fnmatchcase(c.filename.rsplit("/", 1)[-1], pattern)]
     if not chunks:
         names = ", ".join(c.filename for c in index.chunks[:5])
         more = ", ..." if len(index.chunks) > 5 else ""
@@ -281,7 +288,7 @@ def remote_parquet_index(storage: Storage, cache_dir: Path) -> DatasetIndex:
     files = parquet_files(storage)
     if not files:
         raise FileNotFoundError(
-            f"{storage.url_for(_INDEX)}: no such object, and no .parquet file directly in the folder; "
+            f"{storage.url_for(_INDEX)}: no such object, and {_NONE_FOUND}; "
             "is this an optimized dataset (or a folder of Parquet files)?"
         )
     target = cache_dir / _INDEX
