@@ -39,7 +39,12 @@ def main() -> None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # drop_last=False under DDP warns, by design
                     dataset = StreamingDataset(directory, shuffle=True, drop_last=drop_last)
-                loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers)
+                # forkserver, not fork: on CPython 3.11 a child forked while another thread of a
+                # gloo rank holds the interpreter's thread-state lock hangs inside os.fork()
+                # (PyOS_AfterFork_Child -> _PyThreadState_DeleteExcept; fixed in 3.12). This test
+                # is about the batches every rank gets, not about that interpreter bug.
+                context = {"multiprocessing_context": "forkserver"} if workers else {}
+                loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, **context)
                 seen: list[int] = []
                 count = 0
                 for batch in loader:
