@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import warnings
+from typing import Any
 
 import torch.distributed as dist
 
@@ -43,7 +44,7 @@ def main() -> None:
                 # gloo rank holds the interpreter's thread-state lock hangs inside os.fork()
                 # (PyOS_AfterFork_Child -> _PyThreadState_DeleteExcept; fixed in 3.12). This test
                 # is about the batches every rank gets, not about that interpreter bug.
-                context = {"multiprocessing_context": "forkserver"} if workers else {}
+                context: dict[str, Any] = {"multiprocessing_context": "forkserver"} if workers else {}
                 loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, **context)
                 seen: list[int] = []
                 count = 0
