@@ -31,10 +31,7 @@ from litdata_format._serializers import (
     Serializer,
 )
 
-__all__ = ["Segment", "chunk_rows", "gather_rows", "take_rows"]
-
-Segment = tuple[Chunk, np.ndarray]
-"""A piece of a batch: items (positions inside the chunk) of one opened chunk, in batch order."""
+__all__ = ["chunk_rows", "gather_rows"]
 
 _ROWS_KEY = "rows"
 _LAYOUT_KEY = "pytree-layout"
@@ -68,20 +65,6 @@ def _rows_of(chunk: ChunkView) -> np.ndarray | None:
     return np.frombuffer(chunk.raw(), dtype=np.uint8, count=size * count, offset=start).reshape(count, size)
 
 
-def take_rows(segments: Sequence[Segment], columns: slice, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """The bytes ``columns`` of every segment's rows, as one ``(rows, *shape)`` array of ``dtype``.
-
-    Every segment's chunk must have fixed rows (:func:`chunk_rows` is not ``None``).
-    """
-    parts = []
-    for chunk, items in segments:
-        rows = chunk_rows(chunk)
-        assert rows is not None
-        parts.append(rows[:, columns][items])  # fancy indexing copies whole rows (np.take would go byte by byte)
-    data = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return data.view(dtype).reshape((len(data), *shape))
-
-
 @dataclass(frozen=True)
 class _Leaf:
     columns: slice  # the leaf's data bytes inside a row
@@ -113,37 +96,36 @@ def _numeric(serializer: Serializer) -> bool:
 
 
 def gather_rows(
-    segments: Sequence[Segment],
+    chunk: Chunk,
+    items: np.ndarray,
     spec: TreeSpec,
     serializers: Sequence[Serializer],
     decode_first: Any,
 ) -> Any:
-    """A batch of PyTree samples as arrays, or ``None`` when it does not qualify.
+    """Items ``items`` of ``chunk`` (PyTree samples) as arrays, or ``None`` when they do not qualify.
 
     Args:
-        segments: the batch, as items of opened chunks in order.
+        chunk: an opened chunk.
+        items: positions inside it, in batch order.
         spec: the samples' tree spec; only one leaf or a flat dict of leaves qualifies.
         serializers: each leaf's serializer; only the built-in numeric ones qualify (a user's own
             serializer decides its own decoding).
         decode_first: ``decode_first(chunk)`` decodes the chunk's first item (the layout's
             reference).
     """
-    if not segments or not all(_numeric(s) for s in serializers):
+    if not all(_numeric(s) for s in serializers):
         return None
     keys = _flat_keys(spec)
     if keys is None:
         return None
-    first = None
-    for chunk, items in segments:
-        layout = _layout(chunk, keys, serializers, decode_first)
-        if layout is None or not _shares_layout(chunk, items, layout):
-            return None
-        if first is None:
-            first = layout
-        elif layout.leaves != first.leaves:
-            return None  # chunks of one batch laid out differently (e.g. another array length)
-    assert first is not None
-    columns = [take_rows(segments, leaf.columns, leaf.dtype, leaf.shape) for leaf in first.leaves]
+    layout = _layout(chunk, keys, serializers, decode_first)
+    rows = chunk_rows(chunk)
+    if layout is None or rows is None or not _shares_layout(rows, items, layout):
+        return None
+    # Fancy indexing copies whole runs of a row's bytes (np.take would go byte by byte).
+    columns = [
+        rows[:, leaf.columns][items].view(leaf.dtype).reshape((len(items), *leaf.shape)) for leaf in layout.leaves
+    ]
     return columns[0] if keys == () else dict(zip(keys, columns))
 
 
@@ -199,9 +181,7 @@ def _layout_of(
     return _Layout(tuple(leaves), tuple(fixed), tuple(row[s].tobytes() for s in fixed))
 
 
-def _shares_layout(chunk: Chunk, items: np.ndarray, layout: _Layout) -> bool:
-    rows = chunk_rows(chunk)
-    assert rows is not None
+def _shares_layout(rows: np.ndarray, items: np.ndarray, layout: _Layout) -> bool:
     for columns, reference in zip(layout.fixed, layout.reference):
         expected = np.frombuffer(reference, dtype=np.uint8)
         if not (rows[:, columns][items] == expected).all():

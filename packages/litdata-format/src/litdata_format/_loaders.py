@@ -8,13 +8,13 @@ class name is written to ``config.item_loader`` and checked when a dataset is op
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from litdata_format._chunk import Chunk
-from litdata_format._gather import Segment, gather_rows
+from litdata_format._gather import gather_rows
 from litdata_format._index import ChunkInfo, DatasetIndex
 from litdata_format._mds import MdsSampleDecoder, is_mds_index
 from litdata_format._pytree import LEAF
@@ -84,12 +84,12 @@ class BaseItemLoader:
         """Sample ``index`` (counted inside the chunk)."""
         raise NotImplementedError
 
-    def gather(self, segments: Sequence[Segment]) -> Any:
-        """A whole batch as arrays, or ``None`` if this batch must be read sample by sample.
+    def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
+        """Samples ``items`` (positions inside ``chunk``) as arrays, or ``None`` if they must be
+        read one by one.
 
-        ``segments`` are (opened chunk, item positions) pairs in batch order. The batch has the
-        sample's structure with one array per leaf whose first dimension is the batch (what
-        stacking the samples' leaves gives).
+        The result has the sample's structure with one array per leaf whose first dimension is
+        ``len(items)`` (what stacking the samples' leaves gives).
         """
         return None
 
@@ -114,11 +114,11 @@ class PyTreeLoader(BaseItemLoader):
             return rows(index)
         return self._decoder.decode(chunk.item(index), f"chunk {chunk.name}, item {index}")
 
-    def gather(self, segments: Sequence[Segment]) -> Any:
+    def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
         decoder = self._decoder
         if not isinstance(decoder, SampleDecoder):
             return None
-        return gather_rows(segments, decoder.spec, decoder.serializers, lambda chunk: self.load(chunk, 0))
+        return gather_rows(chunk, items, decoder.spec, decoder.serializers, lambda opened: self.load(opened, 0))
 
 
 class TokensLoader(BaseItemLoader):
@@ -199,18 +199,14 @@ class TokensLoader(BaseItemLoader):
             raise IndexError(f"chunk {chunk.name}: block {index} runs past its tokens ({len(blocks)} blocks)")
         return self._typed(blocks[index])
 
-    def gather(self, segments: Sequence[Segment]) -> Any:
-        assert self.block_size is not None
-        out = np.empty((sum(len(items) for _, items in segments), self.block_size), dtype=self._dtype)
-        filled = 0
-        for chunk, items in segments:
-            blocks = self._blocks(chunk)
-            if len(items) and (int(items.max()) >= len(blocks) or int(items.min()) < 0):
-                raise IndexError(f"chunk {chunk.name}: a block runs past its tokens ({len(blocks)} blocks)")
-            np.take(blocks, items, axis=0, out=out[filled : filled + len(items)])
-            filled += len(items)
+    def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
+        blocks = self._blocks(chunk)
+        try:
+            tokens = blocks[items]  # one copy of the blocks, in the order asked for
+        except IndexError:
+            raise IndexError(f"chunk {chunk.name}: a block runs past its tokens ({len(blocks)} blocks)") from None
         # As numpy whenever torch.from_numpy gives the stored dtype (all but bfloat16).
-        return self._typed(out) if self._format == _BFLOAT16_TOKENS else out
+        return self._typed(tokens) if self._format == _BFLOAT16_TOKENS else tokens
 
     def _typed(self, tokens: np.ndarray) -> Any:
         if not self._as_tensor:

@@ -103,27 +103,20 @@ def concat_batches(parts: Sequence[Any]) -> Any:
     """Gathered parts of one batch joined along the first dimension, or ``None`` if they differ
     in kind (a list of samples among them, other keys, dtypes or shapes)."""
     first = parts[0]
-    if isinstance(first, torch.Tensor):
-        if not all(
-            isinstance(p, torch.Tensor) and p.dtype == first.dtype and p.shape[1:] == first.shape[1:] for p in parts
-        ):
+    if isinstance(first, dict):
+        if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
             return None
-        return first if len(parts) == 1 else torch.cat(list(parts))
-    if isinstance(first, np.ndarray):
-        if not all(_joinable(p, first) for p in parts):
-            return None
-        return first if len(parts) == 1 else np.concatenate(parts)
-    if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
-        if not all(_joinable(p[k], first[k]) for p in parts for k in first):
-            return None
-        if len(parts) == 1:
-            return first
-        return {k: np.concatenate([p[k] for p in parts]) for k in first}
-    return None
+        joined = {k: concat_batches([p[k] for p in parts]) for k in first}
+        return None if any(v is None for v in joined.values()) else joined
+    if not isinstance(first, (np.ndarray, torch.Tensor)) or not all(_joinable(p, first) for p in parts):
+        return None
+    if len(parts) == 1:
+        return first
+    return torch.cat(list(parts)) if isinstance(first, torch.Tensor) else np.concatenate(parts)
 
 
-def _joinable(part: Any, first: np.ndarray) -> bool:
-    return isinstance(part, np.ndarray) and part.dtype == first.dtype and part.shape[1:] == first.shape[1:]
+def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
+    return type(part) is type(first) and part.dtype == first.dtype and part.shape[1:] == first.shape[1:]
 
 
 def unbatch(part: Any) -> list[Any]:

@@ -407,7 +407,7 @@ class StreamingDataset(IterableDataset):
 
     def _gathered(self, chunk: Any, items: np.ndarray) -> Any:
         """Items of one chunk as arrays, or as a list of samples when they are not laid out alike."""
-        found = self.item_loader.gather([(chunk, items)])
+        found = self.item_loader.gather(chunk, items)
         if found is None:
             load = self.item_loader.load
             return [load(chunk, item) for item in items.tolist()]
