@@ -88,7 +88,6 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0
         self._restored = False
         self._epoch_complete = False
-        self._batch_size = batch_size
         # A StreamingDataset makes the batches itself (in the worker), so torch moves whole batches:
         # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
@@ -109,7 +108,7 @@ class StreamingDataLoader(DataLoader):
     # torch's own batching may be off (the dataset batches); these report what the user asked for.
     @property
     def batch_size(self) -> int:
-        return self._batch_size
+        return self.streaming_dataset.batch_size
 
     @batch_size.setter
     def batch_size(self, value: int | None) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
