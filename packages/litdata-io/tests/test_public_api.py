@@ -65,3 +65,28 @@ def test_storage_has_sync_and_async_twins() -> None:
     for name in ("head", "exists", "list", "get", "get_range", "put", "delete", "download", "upload", "copy"):
         assert callable(getattr(litdata_io.Storage, name))
         assert callable(getattr(litdata_io.Storage, f"a{name}"))
+
+
+def test_names_load_their_module_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, litdata_io\n"
+        "assert 'litdata_io._cache' not in sys.modules and 'asyncio' not in sys.modules\n"
+        "litdata_io.resolve_dir; litdata_io.trace_span\n"
+        "assert 'asyncio' not in sys.modules\n"
+        "litdata_io.ChunkCache\n"
+        "assert 'litdata_io._cache' in sys.modules\n"
+        "from litdata_io import *\n"
+        "print(sorted(set(dir(litdata_io)) & set(litdata_io.__all__)) == sorted(litdata_io.__all__))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        litdata_io.nope  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]

@@ -86,3 +86,10 @@ def count_rows(table: Any) -> dict[str, Any]:
 
 def file_len(path: str) -> dict[str, Any]:
     return {"name": os.path.basename(path), "size": os.path.getsize(path)}
+
+
+def modules_loaded(i: int) -> dict[str, int]:
+    """Which heavy modules the worker process has loaded when it runs fn."""
+    import sys
+
+    return {"i": i, "cache": int("litdata_io._cache" in sys.modules), "asyncio": int("asyncio" in sys.modules)}

@@ -32,6 +32,20 @@ def test_return_one_sample_per_input(tmp_path: Path, start_method: str) -> None:
     assert not list((tmp_path / "out").glob(".litdata-staging-*"))
 
 
+def test_a_spawned_worker_writing_locally_loads_no_storage_layer(tmp_path: Path) -> None:
+    # Start-up of a spawned worker is paid on every call: a local job imports neither asyncio nor the cache.
+    optimize(
+        fns.modules_loaded,
+        list(range(4)),
+        tmp_path / "out",
+        chunk_size=2,
+        num_workers=2,
+        start_method="spawn",
+        verbose=False,
+    )
+    assert [(s["cache"], s["asyncio"]) for s in read(tmp_path / "out")] == [(0, 0)] * 4
+
+
 def test_yield_many_none_or_filter(tmp_path: Path) -> None:
     optimize(fns.three_each, list(range(10)), tmp_path / "many", chunk_size=4, num_workers=2, **FORK)
     assert sorted((s["i"], s["k"]) for s in read(tmp_path / "many")) == [(i, k) for i in range(10) for k in range(3)]

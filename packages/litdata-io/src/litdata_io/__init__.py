@@ -3,41 +3,92 @@
 Resolve a dataset location (:func:`resolve_dir`, :class:`Dir`), open a :class:`Storage` for it
 (:func:`get_storage`: local folders, s3/r2/gs/azure/http through obstore, hf:// and any fsspec
 filesystem), and find its local cache folder (:func:`cache_dir_for`). Importing this package
-imports no backend SDK and no torch.
+imports no backend SDK and no torch; names load their module on first use (PEP 562), so a
+process that needs only the resolver or the tracer (an optimize worker writing locally) does not
+import asyncio, the cache or the prefetcher.
 """
 
-from litdata_io._cache import (
-    CacheClearResult,
-    ChunkCache,
-    ChunkDownloadError,
-    cache_path,
-    clear_cache,
-    resolve_max_cache_size,
-)
-from litdata_io._errors import ReadOnlyStorageError, StorageError
-from litdata_io._loop import run_sync
-from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
-from litdata_io._registry import get_storage, register_storage, registered_schemes
-from litdata_io._resolver import Dir, cache_dir_for, cache_root, expand_time_template, resolve_dir
-from litdata_io._secret import Secret
-from litdata_io._settings import IOSettings
-from litdata_io._storage import ObjectInfo, Storage
-from litdata_io._tracer import (
-    TRACE_CATEGORIES,
-    TRACE_LEVELS,
-    TracerConfig,
-    TraceSpan,
-    enable_tracer,
-    trace_begin,
-    trace_counter,
-    trace_crash,
-    trace_enabled,
-    trace_end,
-    trace_instant,
-    trace_span,
-    traced,
-    tracer_config,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> the submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "CacheClearResult": "litdata_io._cache",
+    "ChunkCache": "litdata_io._cache",
+    "ChunkDownloadError": "litdata_io._cache",
+    "cache_path": "litdata_io._cache",
+    "clear_cache": "litdata_io._cache",
+    "resolve_max_cache_size": "litdata_io._cache",
+    "ReadOnlyStorageError": "litdata_io._errors",
+    "StorageError": "litdata_io._errors",
+    "run_sync": "litdata_io._loop",
+    "Prefetcher": "litdata_io._prefetch",
+    "async_prefetch_enabled": "litdata_io._prefetch",
+    "download_concurrency": "litdata_io._prefetch",
+    "min_pre_download": "litdata_io._prefetch",
+    "get_storage": "litdata_io._registry",
+    "register_storage": "litdata_io._registry",
+    "registered_schemes": "litdata_io._registry",
+    "Dir": "litdata_io._resolver",
+    "cache_dir_for": "litdata_io._resolver",
+    "cache_root": "litdata_io._resolver",
+    "expand_time_template": "litdata_io._resolver",
+    "resolve_dir": "litdata_io._resolver",
+    "Secret": "litdata_io._secret",
+    "IOSettings": "litdata_io._settings",
+    "ObjectInfo": "litdata_io._storage",
+    "Storage": "litdata_io._storage",
+    "TRACE_CATEGORIES": "litdata_io._tracer",
+    "TRACE_LEVELS": "litdata_io._tracer",
+    "TraceSpan": "litdata_io._tracer",
+    "TracerConfig": "litdata_io._tracer",
+    "enable_tracer": "litdata_io._tracer",
+    "trace_begin": "litdata_io._tracer",
+    "trace_counter": "litdata_io._tracer",
+    "trace_crash": "litdata_io._tracer",
+    "trace_enabled": "litdata_io._tracer",
+    "trace_end": "litdata_io._tracer",
+    "trace_instant": "litdata_io._tracer",
+    "trace_span": "litdata_io._tracer",
+    "traced": "litdata_io._tracer",
+    "tracer_config": "litdata_io._tracer",
+}
+
+if TYPE_CHECKING:
+    from litdata_io._cache import (
+        CacheClearResult,
+        ChunkCache,
+        ChunkDownloadError,
+        cache_path,
+        clear_cache,
+        resolve_max_cache_size,
+    )
+    from litdata_io._errors import ReadOnlyStorageError, StorageError
+    from litdata_io._loop import run_sync
+    from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
+    from litdata_io._registry import get_storage, register_storage, registered_schemes
+    from litdata_io._resolver import Dir, cache_dir_for, cache_root, expand_time_template, resolve_dir
+    from litdata_io._secret import Secret
+    from litdata_io._settings import IOSettings
+    from litdata_io._storage import ObjectInfo, Storage
+    from litdata_io._tracer import (
+        TRACE_CATEGORIES,
+        TRACE_LEVELS,
+        TracerConfig,
+        TraceSpan,
+        enable_tracer,
+        trace_begin,
+        trace_counter,
+        trace_crash,
+        trace_enabled,
+        trace_end,
+        trace_instant,
+        trace_span,
+        traced,
+        tracer_config,
+    )
 
 __version__ = "0.1.0"
 
@@ -83,3 +134,16 @@ __all__ = [
     "traced",
     "tracer_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litdata_io' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -4,16 +4,37 @@
 straight into a bucket, appendable and resumable after a crash; ``map`` runs a function that
 writes files over inputs in parallel; ``merge_datasets`` joins optimized datasets. See
 ``docs/optimize.md``.
+
+Names load their module on first use (PEP 562): a spawned worker imports only what it runs.
 """
 
-from litdata_format import complete_dataset
-from litdata_prep._engine import ALL_DONE, WorkerError
-from litdata_prep._map import map
-from litdata_prep._merge import merge_datasets
-from litdata_prep._optimize import optimize
-from litdata_prep._readers import BaseReader, ParquetReader, walk
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "ALL_DONE": "litdata_prep._engine",
+    "BaseReader": "litdata_prep._readers",
+    "ParquetReader": "litdata_prep._readers",
+    "WorkerError": "litdata_prep._engine",
+    "complete_dataset": "litdata_format",
+    "map": "litdata_prep._map",
+    "merge_datasets": "litdata_prep._merge",
+    "optimize": "litdata_prep._optimize",
+    "walk": "litdata_prep._readers",
+}
+
+if TYPE_CHECKING:
+    from litdata_format import complete_dataset
+    from litdata_prep._engine import ALL_DONE, WorkerError
+    from litdata_prep._map import map
+    from litdata_prep._merge import merge_datasets
+    from litdata_prep._optimize import optimize
+    from litdata_prep._readers import BaseReader, ParquetReader, walk
 
 __all__ = [
     "ALL_DONE",
@@ -27,3 +48,16 @@ __all__ = [
     "optimize",
     "walk",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litdata_prep' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

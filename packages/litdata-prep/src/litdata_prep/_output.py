@@ -13,10 +13,13 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litdata_format import atomic_file, write_json_atomic
-from litdata_io import Dir, Storage, get_storage
+from litdata_io import Dir
+
+if TYPE_CHECKING:
+    from litdata_io import Storage
 
 __all__ = ["Output"]
 
@@ -63,6 +66,8 @@ class Output:
     @property
     def storage(self) -> Storage:
         if self._storage is None:
+            from litdata_io import get_storage  # a local output never needs the storage layer
+
             self._storage = get_storage(self.dir.url or "", self.storage_options)
         return self._storage
 
