@@ -93,3 +93,8 @@ def modules_loaded(i: int) -> dict[str, int]:
     import sys
 
     return {"i": i, "cache": int("litdata_io._cache" in sys.modules), "asyncio": int("asyncio" in sys.modules)}
+
+
+def parent_pid_and_env(i: int) -> dict[str, Any]:
+    """The worker's parent process and one environment variable, as fn sees them."""
+    return {"i": i, "ppid": os.getppid(), "env": os.environ.get("LITDATA_TEST_VALUE", "<unset>")}

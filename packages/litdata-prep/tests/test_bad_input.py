@@ -55,7 +55,7 @@ def test_fn_whose_module_workers_cannot_import(tmp_path: Path) -> None:
         spec.loader.exec_module(module)
         out = tmp_path / "out"
         call = lambda: optimize(module.fn, [1, 2], out, chunk_size=2, num_workers=1)  # noqa: E731
-        _run(call, TypeError, "cannot be loaded in spawn worker processes", out)
+        _run(call, TypeError, "cannot be loaded in forkserver worker processes", out)
     finally:
         del sys.modules["hidden_fns_module"]
 

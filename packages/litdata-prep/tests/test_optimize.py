@@ -23,7 +23,7 @@ def read(path: Path, **kwargs: Any) -> list[Any]:
     return list(DatasetReader(path, **kwargs))
 
 
-@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver", "fork"])
 def test_return_one_sample_per_input(tmp_path: Path, start_method: str) -> None:
     optimize(fns.square, list(range(40)), tmp_path / "out", chunk_size=6, num_workers=2, start_method=start_method)
     samples = read(tmp_path / "out")
@@ -44,6 +44,45 @@ def test_a_spawned_worker_writing_locally_loads_no_storage_layer(tmp_path: Path)
         verbose=False,
     )
     assert [(s["cache"], s["asyncio"]) for s in read(tmp_path / "out")] == [(0, 0)] * 4
+
+
+def test_default_workers_come_from_a_forkserver_with_the_callers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    monkeypatch.setenv("LITDATA_TEST_VALUE", "first")
+    optimize(fns.parent_pid_and_env, [0, 1], tmp_path / "a", chunk_size=1, num_workers=2, verbose=False)
+    first = read(tmp_path / "a")
+    assert {s["env"] for s in first} == {"first"}
+    assert os.getpid() not in {s["ppid"] for s in first}  # forked by the server, not by this process
+    # The server started with the first job; the environment of the second job still reaches fn.
+    monkeypatch.setenv("LITDATA_TEST_VALUE", "second")
+    optimize(fns.parent_pid_and_env, [0, 1], tmp_path / "b", chunk_size=1, num_workers=2, verbose=False)
+    assert {s["env"] for s in read(tmp_path / "b")} == {"second"}
+    monkeypatch.delenv("LITDATA_TEST_VALUE")
+    optimize(fns.parent_pid_and_env, [0, 1], tmp_path / "c", chunk_size=1, num_workers=2, verbose=False)
+    assert {s["env"] for s in read(tmp_path / "c")} == {"<unset>"}
+    optimize(fns.parent_pid_and_env, [0], tmp_path / "d", chunk_size=1, num_workers=1, start_method="spawn")
+    assert [s["ppid"] for s in read(tmp_path / "d")] == [os.getpid()]
+
+
+def test_a_script_without_the_main_guard_is_one_clear_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "import litdata\n"
+        "def fn(i):\n"
+        "    return {'i': i}\n"
+        f"litdata.optimize(fn, list(range(4)), {str(tmp_path / 'out')!r}, chunk_size=2, num_workers=2, verbose=False)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "WorkerError" in last and "if __name__ == '__main__':" in last, done.stderr
+    assert not (tmp_path / "out" / "index.json").exists()
 
 
 def test_yield_many_none_or_filter(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ thread, so an input that cannot be pickled is an error too, never a silently dro
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -144,11 +146,22 @@ class _Feeder(threading.Thread):
 
 class _Progress:
     def __init__(self, total: int | None, desc: str, verbose: bool) -> None:
+        self.total, self.desc, self.verbose = total, desc, verbose
         self.bar: Any = None
-        if verbose:
-            from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="item", smoothing=0.1, mininterval=0.5, dynamic_ncols=True)
+    def show(self) -> None:
+        """Open the bar (called once the workers are started, so tqdm's import overlaps their start-up)."""
+        if not self.verbose:
+            return
+        # tqdm.auto (a widget in notebooks) costs twice the import of the plain bar, asyncio included.
+        if "ipykernel" in sys.modules:
+            from tqdm.auto import tqdm
+        else:
+            from tqdm import tqdm
+
+        self.bar = tqdm(
+            total=self.total, desc=self.desc, unit="item", smoothing=0.1, mininterval=0.5, dynamic_ncols=True
+        )
 
     def update(self, n: int) -> None:
         if self.bar is not None:
@@ -194,7 +207,9 @@ def run_workers(
     heard: set[int] = set()
     try:
         for spec in specs:
-            proc = ctx.Process(target=worker_main, args=(spec, events, work), name=f"litdata-{desc}-{spec.rank}")
+            proc = ctx.Process(
+                target=worker_main, args=(spec, events, work, dict(os.environ)), name=f"litdata-{desc}-{spec.rank}"
+            )
             try:
                 proc.start()
             except Exception as err:
@@ -205,6 +220,7 @@ def run_workers(
             procs[spec.rank] = proc
         if feeder is not None:
             feeder.start()
+        progress.show()
 
         def handle(msg: tuple[Any, ...]) -> None:
             nonlocal processed
@@ -247,8 +263,9 @@ def run_workers(
                 hint = "out of memory? killed from outside?"
                 if rank not in heard and code > 0 and start_method != "fork":
                     hint = (
-                        "it failed while starting: with start_method='spawn' the script is imported again in each "
-                        "worker, so call optimize/map under `if __name__ == '__main__':` (see the worker's stderr)"
+                        f"it failed while starting: with start_method={start_method!r} the script is imported again "
+                        "by the workers, so call optimize/map under `if __name__ == '__main__':` (see the worker's "
+                        "stderr)"
                     )
                 raise WorkerError(
                     f"{desc}: worker {rank} (pid {proc.pid}) {how} before finishing its inputs; the job is stopped "

@@ -42,9 +42,17 @@ def default_num_workers(num_workers: int | None) -> int:
 
 
 def resolve_start_method(start_method: str | None) -> str:
-    """Upstream's default: ``spawn``, except ``fork`` inside a notebook (spawn cannot import its functions)."""
+    """The start method of worker processes; by default ``fork`` in a notebook, ``forkserver`` on Linux, else ``spawn``.
+
+    A notebook's functions cannot be imported by other processes, so it forks (as upstream does).
+    Elsewhere, workers get what upstream's ``spawn`` gives them (a process with no threads, that loaded
+    the script under ``__mp_main__``), but on Linux from a ``forkserver``: the script and its imports
+    are loaded once per Python process instead of once per worker and job.
+    """
     if start_method is None:
-        return "fork" if "ipykernel" in sys.modules else "spawn"
+        if "ipykernel" in sys.modules:
+            return "fork"
+        return "forkserver" if sys.platform.startswith("linux") else "spawn"
     if start_method not in mp.get_all_start_methods():
         raise ValueError(
             f"start_method={start_method!r} is not available here; choose from {mp.get_all_start_methods()}"

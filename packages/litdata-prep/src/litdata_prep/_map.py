@@ -69,7 +69,8 @@ def map(
         error_when_not_empty: refuse an output that already holds files.
         reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
         batch_size: give ``fn`` lists of this many inputs.
-        start_method: ``"spawn"`` (default), ``"fork"`` (default in notebooks) or ``"forkserver"``.
+        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
+            (default in notebooks).
         optimize_dns: accepted for compatibility; unused.
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices.

@@ -201,7 +201,8 @@ def optimize(
         mode: ``None`` (refuse a non-empty output), ``"append"`` or ``"overwrite"``.
         use_checkpoint: record progress so a killed run resumes where it stopped when run again.
         item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
-        start_method: ``"spawn"`` (default), ``"fork"`` (default in notebooks) or ``"forkserver"``.
+        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
+            (default in notebooks).
         optimize_dns: accepted for compatibility; unused.
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices

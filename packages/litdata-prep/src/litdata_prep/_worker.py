@@ -287,9 +287,21 @@ def _device(rank: int) -> str | None:
     return None
 
 
-def worker_main(spec: WorkerSpec, events: Any, work: Any) -> None:
-    """Entry point of a worker process."""
-    os.environ.update(spec.env)
+def _set_environ(env: dict[str, str]) -> None:
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str]) -> None:
+    """Entry point of a worker process.
+
+    ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
+    would otherwise see the environment of the moment the server started.
+    """
+    _set_environ({**environ, **spec.env})
     worker: _Worker | None = None
     try:
         worker = _Worker(spec, events)
