@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import litdata_io
 
 STORAGE_API = {
@@ -32,6 +34,7 @@ CACHE_API = {
     "min_pre_download",
     "resolve_max_cache_size",
     "run_sync",
+    "start_forkserver",
 }
 TRACER_API = {
     "TRACE_CATEGORIES",
@@ -90,3 +93,38 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         litdata_io.nope  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]
+
+
+_FORKSERVER_SCRIPT = """
+import multiprocessing as mp
+import os
+
+LOADED_BY = os.getpid()
+
+
+def probe(queue):
+    queue.put((LOADED_BY == os.getppid(), os.environ.get("LITDATA_FORKSERVER_MAIN")))
+
+
+if __name__ == "__main__":
+    from litdata_io import start_forkserver
+
+    start_forkserver()
+    assert "LITDATA_FORKSERVER_MAIN" not in os.environ
+    context = mp.get_context("forkserver")
+    queue = context.Queue()
+    process = context.Process(target=probe, args=(queue,))
+    process.start()
+    print(queue.get())
+    process.join()
+"""
+
+
+def test_start_forkserver_loads_the_script_once_in_the_server(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(_FORKSERVER_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], check=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "(True, None)"  # loaded by the server; the path did not leak into workers

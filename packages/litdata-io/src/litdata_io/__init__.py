@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "clear_cache": "litdata_io._cache",
     "resolve_max_cache_size": "litdata_io._cache",
     "ReadOnlyStorageError": "litdata_io._errors",
+    "start_forkserver": "litdata_io._forkserver",
     "StorageError": "litdata_io._errors",
     "run_sync": "litdata_io._loop",
     "Prefetcher": "litdata_io._prefetch",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         resolve_max_cache_size,
     )
     from litdata_io._errors import ReadOnlyStorageError, StorageError
+    from litdata_io._forkserver import start_forkserver
     from litdata_io._loop import run_sync
     from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
     from litdata_io._registry import get_storage, register_storage, registered_schemes
@@ -124,6 +126,7 @@ __all__ = [
     "resolve_dir",
     "resolve_max_cache_size",
     "run_sync",
+    "start_forkserver",
     "trace_begin",
     "trace_counter",
     "trace_crash",

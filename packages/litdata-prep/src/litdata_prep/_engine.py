@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from litdata_io import start_forkserver
 from litdata_prep._plan import Numbered
 from litdata_prep._worker import WorkerSpec, describe_input, worker_main
 
@@ -196,6 +197,8 @@ def run_workers(
         WorkerError: a worker failed or died; the other workers are stopped first.
     """
     ctx: Any = mp.get_context(start_method)
+    if start_method == "forkserver":
+        start_forkserver([worker_main.__module__])  # the script and the worker's modules load once
     events = ctx.Queue()
     uses_queue = shared is not None or source is not None
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from litdata_io import trace_begin, trace_end, trace_instant
+from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
 from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, as_tensors, litdata_collate
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
@@ -160,6 +160,9 @@ class StreamingDataLoader(DataLoader):
                 # without its ~25 us of bookkeeping per batch.
                 batches: Iterator[Any] = iter(dataset)
             else:
+                context = self.multiprocessing_context
+                if self.num_workers and context is not None and context.get_start_method() == "forkserver":
+                    start_forkserver(["litdata_stream"])  # the script and torch load once, not per worker
                 batches = super().__iter__()  # workers start here, before the main profiler does
             with main_profiler(self._profile):
                 for received in batches:

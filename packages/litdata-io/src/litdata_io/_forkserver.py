@@ -1,0 +1,64 @@
+"""A forkserver that loads the main script once, so the workers forked from it start in milliseconds.
+
+With ``forkserver``, each worker is forked from a server process, and asking the server to preload
+``"__main__"`` is meant to import the user's script there once. CPython 3.11 to 3.13 never pass the
+script's path to the server (python/cpython#126631), so every forked worker runs the whole script
+again: a script that imports torch costs each DataLoader worker 1-2 s, at every epoch.
+:func:`start_forkserver` starts the server with the path in ``LITDATA_FORKSERVER_MAIN`` and
+this module in its preload list; imported in the server, the module loads the script as
+``__mp_main__``, exactly as spawn would, and the forked workers then find it already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["start_forkserver"]
+
+_ENV = "LITDATA_FORKSERVER_MAIN"
+
+
+def start_forkserver(modules: Sequence[str] = ()) -> None:
+    """Start this process's forkserver, unless it runs already, preloading the main script and ``modules``.
+
+    A preload list the user set is kept. When the server runs already, nothing changes.
+    """
+    from multiprocessing import forkserver, get_context, spawn
+
+    server = getattr(forkserver, "_forkserver", None)
+    current = list(getattr(server, "_preload_modules", None) or ["__main__"])
+    wanted = [*current, *(m for m in (__name__, *modules) if m not in current)]
+    if wanted != current:
+        get_context("forkserver").set_forkserver_preload(wanted)
+    path = spawn.get_preparation_data("ignore").get("init_main_from_path") if "__main__" in wanted else None
+    if path:
+        os.environ[_ENV] = path  # the server inherits the environment it is started with
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(_ENV, None)
+
+
+def _load_main_in_server() -> None:
+    path = os.environ.pop(_ENV, None)
+    main = sys.modules.get("__main__")
+    if not path or getattr(main, "__file__", None) == path:
+        return
+    from multiprocessing import process, spawn
+
+    me = process.current_process()
+    # What spawn sets while it imports the script: a script without the `__main__` guard that starts
+    # processes fails with Python's own "bootstrapping phase" error instead of forking from the server.
+    me._inheriting = True  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        spawn.import_main_path(path)
+    except BaseException:  # the workers run the script themselves and report what is wrong with it
+        pass
+    finally:
+        del me._inheriting  # pyright: ignore[reportAttributeAccessIssue]
+
+
+if os.environ.get(_ENV):  # imported by the forkserver process, as a preloaded module
+    _load_main_in_server()
