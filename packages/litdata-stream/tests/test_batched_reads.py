@@ -168,6 +168,21 @@ def test_big_batches_from_workers_travel_as_shared_tensors(tmp_path: Path) -> No
     assert all(b["image"].shape == (3, 256, 600) for b in got)
 
 
+def test_the_pipe_from_the_workers_holds_a_whole_array_batch(tmp_path: Path) -> None:
+    import fcntl
+
+    from litdata_stream._collate import ArrayBatch
+
+    path = _write(tmp_path / "records", _records(40), chunk_size=8)
+    loader = StreamingDataLoader(StreamingDataset(path), batch_size=4, num_workers=2, persistent_workers=True)
+    seen = []
+    for batch in loader:
+        reader = loader._iterator._worker_result_queue._reader  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]
+        seen.append(fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ))  # pyright: ignore[reportAttributeAccessIssue]
+        assert len(batch["index"]) == 4
+    assert seen and set(seen) == {ArrayBatch.LIMIT}
+
+
 def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
     path = _write(tmp_path / "d", _records(60), chunk_size=10)
     ds = StreamingDataset(path, shuffle=True)
