@@ -44,7 +44,9 @@ def start_forkserver(modules: Sequence[str] = ()) -> None:
 def _load_main_in_server() -> None:
     path = os.environ.pop(_ENV, None)
     main = sys.modules.get("__main__")
-    if not path or getattr(main, "__file__", None) == path:
+    # Only the server (started as `python -c ...`) loads the script; any other process that picked
+    # the variable up while it was set just drops it.
+    if not path or sys.argv[:1] != ["-c"] or getattr(main, "__file__", None) == path:
         return
     from multiprocessing import process, spawn
 
