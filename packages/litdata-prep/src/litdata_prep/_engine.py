@@ -208,10 +208,11 @@ def run_workers(
     progress = _Progress(total, desc, verbose)
     processed = 0
     heard: set[int] = set()
+    environ = dict(os.environ)  # one snapshot: every worker starts with the same environment
     try:
         for spec in specs:
             proc = ctx.Process(
-                target=worker_main, args=(spec, events, work, dict(os.environ)), name=f"litdata-{desc}-{spec.rank}"
+                target=worker_main, args=(spec, events, work, environ), name=f"litdata-{desc}-{spec.rank}"
             )
             try:
                 proc.start()
