@@ -183,6 +183,49 @@ def test_the_pipe_from_the_workers_holds_a_whole_array_batch(tmp_path: Path) -> 
     assert seen and set(seen) == {ArrayBatch.LIMIT}
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_bundled_batches_come_out_in_torchs_order(tmp_path: Path, workers: int, drop_last: bool) -> None:
+    # 203 samples of 6 in batches of 5 over 3 workers: shares of uneven length, a short last bundle
+    # per worker, and workers that run out at different times.
+    path = _write(tmp_path / "d", _records(203), chunk_size=16)
+    _assert_same_batches(lambda: StreamingDataset(path, shuffle=True, drop_last=drop_last), 5, workers)
+
+
+def test_workers_send_several_small_batches_per_message(tmp_path: Path) -> None:
+    from litdata_stream._collate import BUNDLE_BYTES, MAX_BUNDLE, bundle_size
+
+    assert bundle_size(BUNDLE_BYTES / 3) == 3 and bundle_size(BUNDLE_BYTES * 2) == 1 and bundle_size(10) == MAX_BUNDLE
+    path = _write(tmp_path / "d", _records(400), chunk_size=16)
+    loader = StreamingDataLoader(StreamingDataset(path), batch_size=4, num_workers=2, persistent_workers=True)
+    assert len(list(loader)) == 100
+    # torch's request count: a bundle of MAX_BUNDLE batches per request, and a few requests the
+    # workers got after their last batch (torch keeps prefetch_factor requests out per worker)
+    assert loader._iterator._rcvd_idx < 100 // 4  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]
+    # a dataset whose samples are read one by one (a transform) sends one batch per message
+    plain = StreamingDataLoader(
+        StreamingDataset(path, transform=lambda s: s), batch_size=4, num_workers=2, persistent_workers=True
+    )
+    assert len(list(plain)) == 100
+    assert plain._iterator._rcvd_idx >= 100  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]
+
+
+def test_resume_with_bundled_batches_on_another_number_of_workers(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d", _records(301), chunk_size=13)
+    for stop, before, after in [(3, 2, 3), (11, 3, 1), (20, 1, 2)]:
+        loader = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=6, num_workers=before)
+        seen: list[int] = []
+        for i, batch in enumerate(loader):
+            seen += batch["index"].tolist()
+            if i == stop:
+                break
+        resumed = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=6, num_workers=after)
+        resumed.load_state_dict(loader.state_dict())
+        for batch in resumed:
+            seen += batch["index"].tolist()
+        assert sorted(seen) == list(range(301)), (stop, before, after)
+
+
 def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
     path = _write(tmp_path / "d", _records(60), chunk_size=10)
     ds = StreamingDataset(path, shuffle=True)

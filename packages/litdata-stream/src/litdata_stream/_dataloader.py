@@ -8,18 +8,33 @@ records that count; ``load_state_dict`` makes the next iteration continue from t
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.utils.data import DataLoader
 
 from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
-from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, as_tensors, litdata_collate
+from litdata_stream._collate import (
+    ArrayBatch,
+    BatchBundle,
+    Batching,
+    CollatedInDataset,
+    as_tensors,
+    bundle_size,
+    litdata_collate,
+)
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import batches_of
-from litdata_stream._profiling import ProfiledCollate, ProfiledWorkerInit, main_profiler, profile_settings
+from litdata_stream._profiling import (
+    ProfiledCollate,
+    ProfiledWorkerInit,
+    main_profiler,
+    profile_settings,
+    worker_batch_done,
+)
 
 __all__ = ["StreamingDataLoader"]
 
@@ -82,8 +97,8 @@ class StreamingDataLoader(DataLoader):
         if isinstance(collate_fn, CollatedInDataset):  # e.g. a loader re-created from another's attributes
             collate_fn = collate_fn.collate
         collate_fn = collate_fn if collate_fn is not None else litdata_collate
+        self._profiled = self._profile is not None and num_workers > 0
         if self._profile is not None and num_workers > 0:
-            collate_fn = ProfiledCollate(collate_fn)
             kwargs["worker_init_fn"] = ProfiledWorkerInit(self._profile, kwargs.get("worker_init_fn"))
         self.current_epoch = 0
         self._delivered = 0
@@ -96,13 +111,17 @@ class StreamingDataLoader(DataLoader):
             isinstance(dataset, StreamingDataset) and type(dataset).__iter__ is StreamingDataset.__iter__
         )
         in_dataset = self._batches_in_dataset
+        if in_dataset:
+            collate_fn = CollatedInDataset(collate_fn)
+        elif self._profiled:
+            collate_fn = ProfiledCollate(collate_fn)  # counts worker 0's batches for its profiler
         super().__init__(
             dataset,
             *args,
             batch_size=None if in_dataset else batch_size,
             num_workers=num_workers,
             drop_last=False if in_dataset else dataset.drop_last,
-            collate_fn=CollatedInDataset(collate_fn) if in_dataset else collate_fn,
+            collate_fn=collate_fn,
             **kwargs,
         )
 
@@ -133,11 +152,7 @@ class StreamingDataLoader(DataLoader):
         dataset = self.streaming_dataset
         if isinstance(dataset, MixedDataset):
             return dataset._batches_left()
-        topology = dataset._topology()
-        return sum(
-            batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
-            for plan, done in dataset.rank_plans(topology)
-        )
+        return sum(_worker_batches(dataset))
 
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self.streaming_dataset
@@ -152,9 +167,14 @@ class StreamingDataLoader(DataLoader):
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
+        bundle = 1
         if self._batches_in_dataset:
             assert isinstance(dataset, StreamingDataset)
-            dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, not self.pin_memory)
+            arrays = not self.pin_memory
+            if self.num_workers and arrays and dataset._gathers(self._collate):
+                bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
+            on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
+            dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
         try:
             if self._batches_in_dataset and self.num_workers == 0 and not self.pin_memory:
                 # What torch's single-process iterator does when the dataset makes the batches,
@@ -167,6 +187,9 @@ class StreamingDataLoader(DataLoader):
                 batches = super().__iter__()  # workers start here, before the main profiler does
                 if self.num_workers and self._batches_in_dataset:
                     _widen_result_pipe(batches)
+                if bundle > 1:
+                    assert isinstance(dataset, StreamingDataset)
+                    batches = _unbundled(batches, _worker_batches(dataset))
             with main_profiler(self._profile):
                 for received in batches:
                     batch = as_tensors(received.data) if type(received) is ArrayBatch else received
@@ -203,6 +226,45 @@ class StreamingDataLoader(DataLoader):
             return
         self.streaming_dataset.load_state_dict(state["dataset"])
         self._restored = True
+
+
+def _worker_batches(dataset: StreamingDataset) -> list[int]:
+    """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
+    topology = dataset._topology()
+    return [
+        batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
+        for plan, done in dataset.rank_plans(topology)
+    ]
+
+
+def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
+    """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers
+    single batches: round-robin over the workers that still have some (the order the resume
+    point is computed from). ``counts`` is each worker's number of batches; as every worker's
+    bundles but its last hold the same number of batches, at most one bundle per worker waits."""
+    waiting: list[deque[Any]] = [deque() for _ in counts]
+    left = list(counts)
+    while any(left):
+        for worker in range(len(left)):
+            if not left[worker]:
+                continue
+            while not waiting[worker]:
+                bundle = next(received, None)
+                if bundle is None:
+                    raise RuntimeError(
+                        f"DataLoader worker {worker} stopped {left[worker]} batches before the end of its share "
+                        "of the epoch; please report this with the dataset's index.json and the loader's options"
+                    )
+                assert type(bundle) is BatchBundle, f"expected a BatchBundle from the workers, got {type(bundle)}"
+                waiting[bundle.worker].extend(bundle.batches)
+            left[worker] -= 1
+            yield waiting[worker].popleft()
+    extra = sum(len(bundle.batches) for bundle in received) + sum(map(len, waiting))
+    if extra:
+        raise RuntimeError(
+            f"the DataLoader workers sent {extra} batches more than their share of the epoch; please report this "
+            "with the dataset's index.json and the loader's options"
+        )
 
 
 def batches_of_done(done: int, batch_size: int) -> int:

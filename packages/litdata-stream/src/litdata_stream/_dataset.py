@@ -15,7 +15,15 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
-from litdata_stream._collate import ArrayBatch, Batching, as_tensors, concat_batches, litdata_collate, unbatch
+from litdata_stream._collate import (
+    ArrayBatch,
+    BatchBundle,
+    Batching,
+    as_tensors,
+    concat_batches,
+    litdata_collate,
+    unbatch,
+)
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._fetch import fetch_many
 from litdata_stream._parquet_index import split_file_pattern
@@ -156,6 +164,9 @@ class StreamingDataset(IterableDataset):
         base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
         self._items = _subsample_lists(base_lengths, self.subsample, self.seed)
         self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
+        samples = sum(base_lengths)
+        # Uncompressed bytes per sample on average (the chunks' offset tables included).
+        self._sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
 
         self.current_epoch = 1
         self.batch_size = 1
@@ -321,10 +332,18 @@ class StreamingDataset(IterableDataset):
         plan, done = self.rank_plans(topology)[worker.rank]
         order = self._order(self.current_epoch)
         intervals = _skip(order.read_order(plan.intervals), done)
-        if self._batching is None:
+        batching = self._batching
+        if batching is None:
             yield from self._read(order, intervals)
+            return
+        batches = self._read_batches(order, intervals, batching)
+        if batching.on_batch is not None:
+            batches = _noting(batches, batching.on_batch)
+        if batching.bundle > 1 and get_worker_info() is not None:
+            while bundle := list(itertools.islice(batches, batching.bundle)):
+                yield BatchBundle(worker.rank, bundle)
         else:
-            yield from self._read_batches(order, intervals, self._batching)
+            yield from batches
 
     def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
@@ -538,6 +557,12 @@ def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
         out.append((start + count, end))
         count = 0
     return out
+
+
+def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
+    for batch in batches:
+        on_batch()
+        yield batch
 
 
 def _local_path(input_dir: Any) -> str | None:

@@ -1,11 +1,12 @@
 """Profiling a StreamingDataLoader: a viztracer trace or cProfile stats of DataLoader worker 0.
 
 Nothing of torch's worker loop is patched. Worker 0 starts its profiler from the loader's
-``worker_init_fn`` (wrapped), counts batches in the loader's ``collate_fn`` (wrapped; it runs in
-the worker right after each batch is fetched), and saves when the requested batches are done or
-when the worker exits (a ``multiprocessing`` finalizer, which runs when the loader shuts its
-workers down). Only global rank 0 profiles. The main process's cProfile starts after the
-workers have started, so no worker inherits an active profiler.
+``worker_init_fn`` (wrapped), counts batches where the worker makes them (the dataset when it
+batches, else the loader's wrapped ``collate_fn``: profiling never changes how batches are
+read), and saves when the requested batches are done or when the worker exits (a
+``multiprocessing`` finalizer, which runs when the loader shuts its workers down). Only global
+rank 0 profiles. The main process's cProfile starts after the workers have started, so no worker
+inherits an active profiler.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "ProfiledWorkerInit",
     "main_profiler",
     "profile_settings",
+    "worker_batch_done",
 ]
 
 TRACE_FILE = "result.json"
@@ -115,7 +117,7 @@ def dump_cprofile(profiler: cProfile.Profile, stem: str) -> None:
 
 
 class _WorkerProfiler:
-    """Worker 0's profiler, started by ``ProfiledWorkerInit`` and advanced by ``ProfiledCollate``."""
+    """Worker 0's profiler, started by ``ProfiledWorkerInit`` and advanced by ``worker_batch_done``."""
 
     def __init__(self, settings: ProfileSettings) -> None:
         self.settings = settings
@@ -192,9 +194,14 @@ class ProfiledCollate:
 
     def __call__(self, batch: list[Any]) -> Any:
         out = self.collate_fn(batch)
-        if _active is not None:
-            _active.batch_done()
+        worker_batch_done()
         return out
+
+
+def worker_batch_done() -> None:
+    """Tell worker 0's profiler (if this process has one) that a batch is done."""
+    if _active is not None:
+        _active.batch_done()
 
 
 @contextlib.contextmanager
