@@ -38,6 +38,20 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+def warm_page_cache(folder: Path) -> None:
+    """Read every file under ``folder`` once, so the next run finds them in the page cache.
+
+    This machine's kernel pages out file pages nobody touched for about a minute (DAMON's
+    ``pageout`` scheme on unmapped pages), so without this the first run of a workload after
+    another one reads its files from disk and the libraries after it do not.
+    """
+    buffer = bytearray(8 << 20)
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with path.open("rb", buffering=0) as handle:
+            while handle.readinto(buffer):
+                pass
+
+
 def _image(args: tuple[Path, int, int]) -> None:
     from PIL import Image
 

@@ -163,6 +163,7 @@ class Limits:
     files_per_s: dict[str, list[float]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     s3: dict[str, list[float]] = field(default_factory=dict)
+    noise: dict[str, list[float]] = field(default_factory=dict)  # row -> the reference's elapsed seconds
 
     def median(self, table: dict[str, list[float]], key: str | None) -> float | None:
         values = table.get(key or "")
@@ -232,7 +233,7 @@ def render(
 
     # -- targets
     if "ours" in libs and len(libs) > 1:
-        out.extend(_targets(rows, cells, libs))
+        out.extend(_targets(rows, cells, libs, limits))
 
     # -- elapsed
     out.append("### Elapsed seconds of the measured section (median) and first batch (streaming rows)")
@@ -313,6 +314,25 @@ def render(
             out.append(f"| {row.name} | " + " | ".join(texts) + " |")
         out.append("")
 
+    # -- machine noise
+    if limits.noise:
+        out.append("### The machine's own run-to-run noise")
+        out.append("")
+        out.append(
+            "The same fixed work in a fresh process every round of the row (gather workload 1's records "
+            "in shuffled batches of 256 and pickle each batch there and back, two passes, one process): "
+            "whatever spread it shows, this machine adds to any workload of that length."
+        )
+        out.append("")
+        out.append("| during the rounds of | runs | elapsed (median, min-max) | spread of the rate |")
+        out.append("|---|---|---|---|")
+        for name, values in limits.noise.items():
+            out.append(
+                f"| {name} | {len(values)} | {statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f} s) "
+                f"| +-{100 * spread([1 / v for v in values]):.0f}% |"
+            )
+        out.append("")
+
     # -- notes
     out.append("### Notes on this run")
     out.append("")
@@ -337,8 +357,17 @@ def _impls(cells: dict[tuple[str, str], Cell], row: str, lib: str) -> set[str]:
     return cell.impl if cell is not None else set()
 
 
-def _targets(rows: list[Row], cells: dict[tuple[str, str], Cell], libs: list[str]) -> list[str]:
-    """Issue 6's goals, row by row: the ratio asked, the ratio measured, and the peak-RSS goal."""
+def spread(values: list[float]) -> float:
+    """Half the min-max range over the median: the run-to-run spread the goals speak of."""
+    return (max(values) - min(values)) / (2 * statistics.median(values))
+
+
+def _targets(rows: list[Row], cells: dict[tuple[str, str], Cell], libs: list[str], limits: Limits) -> list[str]:
+    """Issue 6's goals, row by row: the ratio asked, the ratio measured, and the peak-RSS goal.
+
+    Where a row has a spread goal that the machine's own noise (the reference run in the same
+    rounds) already exceeds, the goal is above what the machine can show: it says so, with both
+    numbers, instead of a bare "no"."""
     out = ["### Against the goals of issue 6 (medians of this run)", ""]
     out.append("| workload | goal: ours at least | measured | met | peak RSS: ours vs leanest peer + 10% | met |")
     out.append("|---|---|---|---|---|---|")
@@ -356,10 +385,21 @@ def _targets(rows: list[Row], cells: dict[tuple[str, str], Cell], libs: list[str
         if mine is not None and mine.median is not None and rates:
             ratio = mine.median / max(rates)
             measured, met = f"{ratio:.2f}x", "yes" if ratio >= row.target else "no"
-            if row.name == "stream-local-w2" and mine.rates:
-                spread = (max(mine.rates) - min(mine.rates)) / (2 * mine.median)
-                measured += f", spread +-{100 * spread:.0f}%"
-                met = "yes" if ratio >= row.target and spread < 0.15 else "no"
+            if row.spread is not None and mine.rates:
+                own = spread(mine.rates)
+                seconds = limits.noise.get(row.name)
+                floor = spread([1 / s for s in seconds]) if seconds else None  # of rates, as ours
+                measured += f", spread +-{100 * own:.0f}%"
+                if floor is not None:
+                    measured += f" (machine-noise reference in the same rounds: +-{100 * floor:.0f}%)"
+                if ratio < row.target:
+                    met = "no"
+                elif own < row.spread:
+                    met = "yes"
+                elif floor is not None and floor >= row.spread and own <= floor:
+                    met = f"no: +-{100 * row.spread:.0f}% is below this machine's own noise; ours is within it"
+                else:
+                    met = "no"
         if row.name == "stream-s3-cold-w2" and any(c.failures for c in ([mine] if mine else [])):
             met = "no (a run failed or stalled)"
         rss_text, rss_met = "-", "-"

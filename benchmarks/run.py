@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, select_rows  # noqa: E402
 from benchmarks._exec import Job, run_batch, run_once  # noqa: E402
-from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes  # noqa: E402
+from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes, warm_page_cache  # noqa: E402
 from benchmarks._report import Limits, machine_info, render, summarize, write_report  # noqa: E402
 from benchmarks._venvs import build_peer  # noqa: E402
 
@@ -43,6 +43,10 @@ BUCKET = "bench"
 S3_THREADS = 4
 CHEAP_ROUND_S = 30.0
 EXTRA_ROUNDS = 2
+# The machine-noise reference: workload 1's records (528 bytes each as stored), two passes (about
+# as long as a stream-local-w2 epoch of ours).
+NOISE_RECORD_BYTES = 528
+NOISE_PASSES = 2
 
 NOTES = [
     "Upstream 0.2.76 downloads S3 chunks with obstore, whose client it builds without `allow_http`, so it "
@@ -232,11 +236,13 @@ def limits_from(records: list[dict[str, Any]], ctx: Context) -> Limits:
     for name, folder in file_sets(ctx).items():
         limits.sizes[name] = folder_bytes(folder)
     for rec in records:
-        if not rec.get("ok") or not rec["row"].startswith("limit"):
+        if not rec.get("ok") or not rec["row"].startswith(("limit", "noise:")):
             continue
         kind, _, name = rec["row"].partition(":")
         rate = rec["bytes"] / rec["elapsed_s"]
-        if kind == "limit":
+        if kind == "noise":
+            limits.noise.setdefault(name, []).append(rec["elapsed_s"])
+        elif kind == "limit":
             limits.page_cache.setdefault(name, []).append(rate)
             limits.files_per_s.setdefault(name, []).append(rec["items"] / rec["elapsed_s"])
         else:
@@ -290,8 +296,12 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
     """The measurement: per workload, rounds of ours, upstream, mosaic, each run a fresh process.
 
     A row whose rounds take under ``CHEAP_ROUND_S`` of wall time each gets ``EXTRA_ROUNDS`` more:
-    its measured sections are (sub-)second ones, the noisiest, and more rounds cost little.
+    its measured sections are (sub-)second ones, the noisiest, and more rounds cost little. A row
+    with a spread goal also runs the machine-noise reference in every round, so the report can
+    show how much the machine itself varied over the same stretch of time.
     """
+    files = row_files(rows, ctx)
+    folders = file_sets(ctx)
     for row in rows:
         planned = rounds
         round_ = 0
@@ -300,6 +310,9 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
             for lib in ctx.libs:
                 if lib not in row.libs:
                     continue
+                name, _ = files.get((row.name, lib), (None, None))
+                if name is not None and not row.s3:
+                    warm_page_cache(folders[name])  # every run reads its files from the page cache
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 result = run_once(
                     lib,
@@ -311,6 +324,13 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 )
                 record({"row": row.name, "lib": lib, "round": round_, **result})
                 _progress(row, lib, round_, planned, result)
+            if row.spread is not None:
+                work = ctx.work_dir("noise")
+                params = {"records": ctx.sizes.records, "record_bytes": NOISE_RECORD_BYTES}
+                params.update(batch=ctx.sizes.stream_batch, passes=NOISE_PASSES)
+                log = _log(ctx, f"noise-{row.name}", "limits", round_)
+                result = run_once("limits", "machine-noise", params, work=work, timeout=ctx.sizes.timeout, log=log)
+                record({"row": f"noise:{row.name}", "lib": "limits", "round": round_, **result})
             if round_ == 0 and time.monotonic() - began < CHEAP_ROUND_S:
                 planned = rounds + EXTRA_ROUNDS
             round_ += 1
@@ -390,7 +410,7 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
     for rec in records:
         if rec["row"] == "meta":
             meta.update({k: v for k, v in rec.items() if k not in ("row", "lib")})
-    runs = [r for r in records if r["row"] not in ("meta",) and not r["row"].startswith("limit")]
+    runs = [r for r in records if r["row"] not in ("meta",) and not r["row"].startswith(("limit", "noise:"))]
     names = {r["row"] for r in runs}
     rows = [row for row in ROWS if row.name in names]
     cells = summarize(runs)

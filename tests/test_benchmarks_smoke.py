@@ -53,3 +53,24 @@ def test_quick_suite_runs_our_side(tmp_path: Path) -> None:
     assert "<!-- results:begin" in text and "<!-- results:end -->" in text
     assert "| stream-local-w0 | samples/s | 1 | **" in text
     assert "| random-access | samples/s | 1 | **" in text
+
+
+def test_the_spread_goal_is_judged_against_the_machines_own_noise() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._config import ROWS
+    from benchmarks._report import Limits, _targets, summarize
+
+    row = next(r for r in ROWS if r.spread is not None)
+
+    def verdict(ours: list[float], noise: list[float]) -> str:
+        records = [{"row": row.name, "lib": "ours", "ok": True, "items": 100, "elapsed_s": e} for e in ours]
+        records += [{"row": row.name, "lib": "upstream", "ok": True, "items": 100, "elapsed_s": 10.0}] * 3
+        lines = _targets([row], summarize(records), ["ours", "upstream"], Limits(noise={row.name: noise}))
+        (line,) = [line for line in lines if line.startswith(f"| {row.name} |")]
+        return line.split(" | ")[3]
+
+    steady, noisy = [0.20, 0.21, 0.22], [0.20, 0.26, 0.30]  # spreads +-5% and +-19%
+    assert verdict(steady, steady) == "yes"
+    assert verdict(noisy, steady) == "no"
+    assert verdict(noisy, noisy).startswith("no: +-15% is below this machine's own noise")
+    assert verdict([6.0, 6.0, 6.0], steady) == "no"  # steady but only 1.67x upstream (the goal: 2x)

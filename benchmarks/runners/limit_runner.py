@@ -4,11 +4,15 @@
   bytes come from the page cache: the most any reader of those files can get on this machine.
 * ``s3-server``: GET every object under a prefix from the local S3-compatible server with boto3,
   several requests in flight: what the server can hand out, to tell a slow reader from a slow server.
+* ``machine-noise``: the same fixed work in every run (gather workload 1's records in shuffled
+  batches of 256 and pickle each batch there and back, a few passes, in one process): how much this machine's
+  speed varies between fresh processes, the floor under any run-to-run spread a workload shows.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -74,7 +78,23 @@ def s3_server(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"items": len(keys), "bytes": size, "elapsed_s": elapsed, "s3_client": "boto3 get_object"}
 
 
-WORKLOADS = {"page-cache": page_cache, "s3-server": s3_server}
+def machine_noise(lib: str, params: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 256, size=(params["records"], params["record_bytes"]), dtype=np.uint8)
+    order = rng.permutation(len(rows))
+    batch = params["batch"]
+    started = time.perf_counter()
+    total = 0
+    for start in list(range(0, len(order), batch)) * params["passes"]:
+        gathered = rows[np.sort(order[start : start + batch])]
+        total += len(pickle.loads(pickle.dumps(gathered, protocol=4)))
+    elapsed = time.perf_counter() - started
+    return {"items": total, "bytes": rows.nbytes, "elapsed_s": elapsed}
+
+
+WORKLOADS = {"page-cache": page_cache, "s3-server": s3_server, "machine-noise": machine_noise}
 
 if __name__ == "__main__":
     main(WORKLOADS)
