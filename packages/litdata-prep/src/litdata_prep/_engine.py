@@ -81,7 +81,7 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else "unknown error"
 
 
-_MAX_BATCH = 64
+_MAX_BATCH = 512
 
 
 class _Feeder(threading.Thread):
@@ -122,8 +122,10 @@ class _Feeder(threading.Thread):
     def run(self) -> None:
         try:
             if self.items is not None:
-                # Small batches: one pickle and one queue message per batch instead of per input,
-                # yet enough batches (>= 16 per worker) that a slow worker never leaves others idle.
+                # Batches: one pickle and one queue message per batch instead of per input, yet
+                # enough batches (>= 16 per worker) that a slow worker never leaves others idle.
+                # Each message costs ~0.1 ms of the parent's and workers' time: 200k tiny inputs
+                # in batches of 64 instead of 512 made optimize ~20% slower.
                 size = max(1, min(_MAX_BATCH, len(self.items) // (self.num_workers * 16)))
                 for start in range(0, len(self.items), size):
                     self._send(self.items[start : start + size])
