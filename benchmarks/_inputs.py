@@ -8,9 +8,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +53,36 @@ def warm_page_cache(folder: Path) -> None:
         with path.open("rb", buffering=0) as handle:
             while handle.readinto(buffer):
                 pass
+
+
+_CODE_SUFFIXES = (".py", ".pyc", ".so")
+_NOT_CODE_DIRS = {"nvidia", "triton", "tests", "test"}  # GPU libraries never loaded here, test suites
+CODE_REFRESH_S = 30.0
+_code_warmed_at = -CODE_REFRESH_S
+
+
+def warm_code(roots: list[Path]) -> None:
+    """Read the interpreters' code (``.py``, ``.pyc``, ``.so``) under ``roots`` into the page cache,
+    at most every ``CODE_REFRESH_S`` seconds.
+
+    The kernel's idle-page eviction (see ``warm_page_cache``) also takes the libraries' code while
+    a long run of another library goes on; a run that then imports, or first calls into torch,
+    reads it from disk (seen: a 0.5 s epoch with a 0.18 s first batch instead of 0.25 s and 0.04 s).
+    Called between runs, never during one.
+    """
+    global _code_warmed_at
+    if time.monotonic() - _code_warmed_at < CODE_REFRESH_S:
+        return
+    buffer = bytearray(8 << 20)
+    for root in roots:
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [d for d in subfolders if d not in _NOT_CODE_DIRS]
+            for name in names:
+                if name.endswith(_CODE_SUFFIXES) or ".so." in name:
+                    with contextlib.suppress(OSError), open(os.path.join(folder, name), "rb", buffering=0) as handle:
+                        while handle.readinto(buffer):
+                            pass
+    _code_warmed_at = time.monotonic()
 
 
 def _image(args: tuple[Path, int, int]) -> None:

@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, select_rows  # noqa: E402
-from benchmarks._exec import Job, run_batch, run_once  # noqa: E402
-from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes, warm_page_cache  # noqa: E402
+from benchmarks._exec import Job, python_for, run_batch, run_once  # noqa: E402
+from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes, warm_code, warm_page_cache  # noqa: E402
 from benchmarks._report import Limits, machine_info, render, summarize, write_report  # noqa: E402
 from benchmarks._venvs import build_peer  # noqa: E402
 
@@ -302,6 +302,7 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
     """
     files = row_files(rows, ctx)
     folders = file_sets(ctx)
+    code = code_roots(ctx.libs)
     for row in rows:
         planned = rounds
         round_ = 0
@@ -310,6 +311,7 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
             for lib in ctx.libs:
                 if lib not in row.libs:
                     continue
+                warm_code(code)
                 name, _ = files.get((row.name, lib), (None, None))
                 if name is not None and not row.s3:
                     warm_page_cache(folders[name])  # every run reads its files from the page cache
@@ -325,6 +327,7 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 record({"row": row.name, "lib": lib, "round": round_, **result})
                 _progress(row, lib, round_, planned, result)
             if row.spread is not None:
+                warm_code(code)
                 work = ctx.work_dir("noise")
                 params = {"records": ctx.sizes.records, "record_bytes": NOISE_RECORD_BYTES}
                 params.update(batch=ctx.sizes.stream_batch, passes=NOISE_PASSES)
@@ -334,6 +337,16 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
             if round_ == 0 and time.monotonic() - began < CHEAP_ROUND_S:
                 planned = rounds + EXTRA_ROUNDS
             round_ += 1
+
+
+def code_roots(libs: list[str]) -> list[Path]:
+    """Where the runs' code lives: each venv's site-packages, the base interpreter's standard
+    library, and this workspace's packages."""
+    roots = [ROOT / "packages", Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"]
+    for lib in [*libs, "limits"]:
+        venv = Path(python_for(lib)).parent.parent  # <venv>/bin/python, not resolved (a symlink)
+        roots.extend(sorted(venv.glob("lib/python*/site-packages")))
+    return list(dict.fromkeys(roots))
 
 
 def run_quick(ctx: Context, rows: list[Row], record: Any) -> None:
