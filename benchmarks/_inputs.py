@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,14 @@ def warm_page_cache(folder: Path) -> None:
     ``pageout`` scheme on unmapped pages), so without this the first run of a workload after
     another one reads its files from disk and the libraries after it do not.
     """
+    _read_through(sorted(p for p in folder.rglob("*") if p.is_file()))
+
+
+def _read_through(paths: Iterable[str | Path]) -> None:
+    """Read each file once (into a reused buffer); a file that cannot be read is skipped."""
     buffer = bytearray(8 << 20)
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        with path.open("rb", buffering=0) as handle:
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, "rb", buffering=0) as handle:
             while handle.readinto(buffer):
                 pass
 
@@ -73,16 +79,17 @@ def warm_code(roots: list[Path]) -> None:
     global _code_warmed_at
     if time.monotonic() - _code_warmed_at < CODE_REFRESH_S:
         return
-    buffer = bytearray(8 << 20)
+    _read_through(_code_files(roots))
+    _code_warmed_at = time.monotonic()
+
+
+def _code_files(roots: list[Path]) -> Iterator[str]:
     for root in roots:
         for folder, subfolders, names in os.walk(root):
             subfolders[:] = [d for d in subfolders if d not in _NOT_CODE_DIRS]
             for name in names:
                 if name.endswith(_CODE_SUFFIXES) or ".so." in name:
-                    with contextlib.suppress(OSError), open(os.path.join(folder, name), "rb", buffering=0) as handle:
-                        while handle.readinto(buffer):
-                            pass
-    _code_warmed_at = time.monotonic()
+                    yield os.path.join(folder, name)
 
 
 def _image(args: tuple[Path, int, int]) -> None:

@@ -97,8 +97,9 @@ class StreamingDataLoader(DataLoader):
         if isinstance(collate_fn, CollatedInDataset):  # e.g. a loader re-created from another's attributes
             collate_fn = collate_fn.collate
         collate_fn = collate_fn if collate_fn is not None else litdata_collate
-        self._profiled = self._profile is not None and num_workers > 0
+        self._profiled = False  # worker 0 profiles
         if self._profile is not None and num_workers > 0:
+            self._profiled = True
             kwargs["worker_init_fn"] = ProfiledWorkerInit(self._profile, kwargs.get("worker_init_fn"))
         self.current_epoch = 0
         self._delivered = 0
