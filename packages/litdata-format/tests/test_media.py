@@ -519,3 +519,12 @@ def test_choosing_serializers_imports_no_decoder() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_an_opened_jpeg_is_stored_as_its_file_and_stays_usable() -> None:
+    path = INPUTS / "q70.jpg"
+    with PILImage.open(path) as image:
+        position = image.fp.tell()  # pyright: ignore[reportOptionalMemberAccess]
+        assert write_leaf(image)[0] == path.read_bytes()
+        assert image.fp.tell() == position  # pyright: ignore[reportOptionalMemberAccess]
+        assert image.convert("RGB").size == (8, 6)  # PIL still decodes it after the file was read

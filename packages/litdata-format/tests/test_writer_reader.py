@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,28 @@ def test_no_torch_needed_for_numpy_datasets(tmp_path: Path) -> None:
 def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
     _write(tmp_path, [_sample(i) for i in range(9)], chunk_size=2)
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:
+    from litdata_format import write_file_atomic
+
+    parts = [bytes([i % 256]) * (i % 7) for i in range(3000)]  # more parts than one gathered write takes
+    write_file_atomic(tmp_path / "parts.bin", parts)
+    assert (tmp_path / "parts.bin").read_bytes() == b"".join(parts)
+
+
+def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE makes the kernel stop the gathered write at the limit (a real short write), and
+    # the next write fail with EFBIG: the writer must fail, and leave neither chunk nor temporary.
+    code = (
+        "import resource, signal, sys\n"
+        "from litdata_format import write_file_atomic\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    write_file_atomic(sys.argv[1] + '/chunk.bin', [b'x' * 100_000, b'y' * 100_000])\n"
+        "except OSError as err:\n"
+        "    print(err.errno)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "27" and os.listdir(tmp_path) == []  # EFBIG

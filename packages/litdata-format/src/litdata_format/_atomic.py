@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = ["atomic_file", "write_file_atomic"]
 
@@ -47,7 +47,43 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         raise
 
 
-def write_file_atomic(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> None:
-    """Write ``data`` to ``path`` atomically."""
+def write_file_atomic(
+    path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Sequence[bytes | bytearray]
+) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    ``data`` is one buffer, or a list of ``bytes`` written one after the other with gathered writes
+    (no copy of them joined in memory).
+    """
     with atomic_file(path) as handle:
-        handle.write(data)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            handle.write(data)
+        else:
+            handle.flush()
+            _write_parts(handle.fileno(), list(data))
+
+
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
+
+
+def _write_parts(fd: int, parts: list[Any]) -> None:
+    """Write every buffer of ``parts`` in order with gathered writes, resuming after a short write."""
+    if not hasattr(os, "writev"):
+        for part in parts:
+            view = memoryview(part)
+            while view:
+                view = view[os.write(fd, view) :]
+        return
+    start = 0
+    while start < len(parts):
+        batch = parts[start : start + _IOV_MAX]
+        written = os.writev(fd, batch)
+        if written == sum(map(len, batch)):
+            start += len(batch)
+            continue
+        for part in batch:  # a short write (a signal, a full disk): go on from where it stopped
+            if written < len(part):
+                parts[start] = memoryview(part)[written:]
+                break
+            written -= len(part)
+            start += 1

@@ -16,7 +16,7 @@ import numpy as np
 
 from litdata_format._serializers import Buffer
 
-__all__ = ["ARROW_ROWS_MAGIC", "FRAMED_MAGIC", "Chunk", "ChunkView", "encode_chunk", "header_size"]
+__all__ = ["ARROW_ROWS_MAGIC", "FRAMED_MAGIC", "Chunk", "ChunkView", "chunk_parts", "encode_chunk", "header_size"]
 
 # Layouts that upstream 0.2.76 writes inside a plain ``.bin``, told apart by these magics.
 FRAMED_MAGIC = b"LDFZ01\x00\x00"  # at the start: zstd frames of items plus a frame table
@@ -30,6 +30,15 @@ def header_size(num_items: int) -> int:
 
 def encode_chunk(items: Sequence[bytes]) -> bytes:
     """The bytes of a chunk holding ``items`` in order."""
+    return b"".join(chunk_parts(items))
+
+
+def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
+    """The chunk holding ``items`` as its parts: the header (count and offsets), then the items.
+
+    Writing the parts with one gathered write saves building the chunk in memory first (a copy
+    of every chunk, about 1 ms per 8 MB).
+    """
     count = len(items)
     offsets = np.empty(count + 1, dtype="<u8")
     offsets[0] = header_size(count)
@@ -42,7 +51,7 @@ def encode_chunk(items: Sequence[bytes]) -> bytes:
             "lower chunk_bytes or chunk_size"
         )
     header = np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")])
-    return b"".join([header.tobytes(), *items])
+    return [header.tobytes(), *items]
 
 
 def map_file(path: str | os.PathLike[str]) -> mmap.mmap:

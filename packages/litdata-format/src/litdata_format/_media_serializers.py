@@ -261,22 +261,38 @@ def _file_bytes_of(image: Any) -> bytes | None:
     """The bytes of the file a lazily opened PIL image came from, or None if it has none.
 
     Read through the image's own open file when PIL still holds it (no second open and stat of
-    the path), else from its filename.
+    the path), else from its filename. A file with a descriptor is read with one ``pread`` of its
+    size, which leaves PIL's position alone (no tell/seek/read/seek: ~3 us of ~70 per image).
     """
     if not image.filename:
         return None
     handle = getattr(image, "fp", None)  # opened by PIL from the path, so the file starts at 0
-    if handle is not None and not getattr(handle, "closed", True) and getattr(handle, "seekable", lambda: False)():
-        position = handle.tell()
-        try:
-            handle.seek(0)
-            return handle.read()
-        finally:
-            handle.seek(position)
+    if handle is not None and not getattr(handle, "closed", True):
+        whole = _pread_all(handle)
+        if whole is not None:
+            return whole
+        if getattr(handle, "seekable", lambda: False)():
+            position = handle.tell()
+            try:
+                handle.seek(0)
+                return handle.read()
+            finally:
+                handle.seek(position)
     if os.path.isfile(image.filename):
         with open(image.filename, "rb") as source:
             return source.read()
     return None
+
+
+def _pread_all(handle: Any) -> bytes | None:
+    """The whole file behind ``handle`` in one ``pread``, or None if it has no descriptor or size."""
+    try:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0) if size else b""
+    except (AttributeError, OSError, ValueError):  # BytesIO, a pipe, a closed descriptor
+        return None
+    return data if data and len(data) == size else None  # else empty or growing: read it as a stream
 
 
 def _with_array_quality(image: Jpeg, owner: JpegArray) -> Jpeg:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
-from litdata_format._chunk import encode_chunk, header_size
+from litdata_format._chunk import chunk_parts, header_size
 from litdata_format._compression import check_compression, compress
 from litdata_format._index import (
     INDEX_FILENAME,
@@ -126,17 +126,22 @@ class BinaryWriter:
         self._pending.sort(key=lambda entry: entry[0])
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
-        data: bytes = encode_chunk(items)
-        if self.encryption is not None and self.encryption.level == "chunk":
-            data = self.encryption.encrypt(data)
+        chunk: bytes | list[bytes] = chunk_parts(items)  # written as its parts unless transformed whole
+        size = len(chunk[0]) + self._pending_bytes
         name = f"chunk-{self.rank}-{self._chunk_index}.bin"
-        payload = data
-        if self.compression is not None:
-            name = f"chunk-{self.rank}-{self._chunk_index}.{self.compression}.bin"
-            payload = compress(data, self.compression)
+        encryption = self.encryption if self.encryption is not None and self.encryption.level == "chunk" else None
+        if encryption is not None or self.compression is not None:
+            data = b"".join(chunk)
+            if encryption is not None:
+                data = encryption.encrypt(data)
+            size = len(data)
+            chunk = data
+            if self.compression is not None:
+                name = f"chunk-{self.rank}-{self._chunk_index}.{self.compression}.bin"
+                chunk = compress(data, self.compression)
         path = self.output_dir / name
-        write_file_atomic(path, payload)
-        self.chunks.append(ChunkInfo(name, len(data), len(items), self.item_loader.chunk_dim(weights)))
+        write_file_atomic(path, chunk)
+        self.chunks.append(ChunkInfo(name, size, len(items), self.item_loader.chunk_dim(weights)))
         self._chunk_index += 1
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return str(path)
