@@ -73,6 +73,17 @@ def test_round_trip(tmp_path: Path, options: dict) -> None:
         assert [c.chunk_size for c in index.chunks] == [4, 4, 4, 4, 4, 3]
 
 
+@pytest.mark.parametrize("size", [100, 9000])  # joined in memory / written as parts
+def test_chunks_of_small_and_large_items_hold_the_same_bytes(tmp_path: Path, size: int) -> None:
+    samples = [{"raw": bytes([i]) * (size + i)} for i in range(20)]
+    _write(tmp_path, samples, chunk_bytes=size * 7)
+    index = load_index(tmp_path)
+    assert len(index.chunks) > 2
+    for chunk in index.chunks:  # the index records each file's exact size
+        assert chunk.chunk_bytes == (tmp_path / chunk.filename).stat().st_size
+    assert [s["raw"] for s in DatasetReader(tmp_path)] == [s["raw"] for s in samples]
+
+
 def test_layout_bytes(tmp_path: Path) -> None:
     _write(tmp_path, [{"index": 7, "name": "ab"}], chunk_size=10)
     data = (tmp_path / "chunk-0-0.bin").read_bytes()

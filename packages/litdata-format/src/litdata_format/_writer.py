@@ -34,6 +34,10 @@ from litdata_format._sizes import parse_size
 __all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter"]
 
 DEFAULT_CHUNK_BYTES = 1 << 26
+# Items at least this big on average are written as parts; for smaller ones the kernel's cost per
+# buffer of a gathered write exceeds the copy of joining them (measured: 20 KB items 8.7 -> 7.9 ms
+# per 8 MB chunk, 540 B items 9.9 -> 11.8 ms).
+_GATHER_ITEM_BYTES = 4096
 
 
 class BinaryWriter:
@@ -126,21 +130,20 @@ class BinaryWriter:
         self._pending.sort(key=lambda entry: entry[0])
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
-        chunk: bytes | list[bytes] = chunk_parts(items)  # written as its parts unless transformed whole
-        size = len(chunk[0]) + self._pending_bytes
-        name = f"chunk-{self.rank}-{self._chunk_index}.bin"
+        parts = chunk_parts(items)
+        size = len(parts[0]) + self._pending_bytes
+        suffix = f".{self.compression}.bin" if self.compression is not None else ".bin"
+        name = f"chunk-{self.rank}-{self._chunk_index}{suffix}"
+        path = self.output_dir / name
         encryption = self.encryption if self.encryption is not None and self.encryption.level == "chunk" else None
-        if encryption is not None or self.compression is not None:
-            data = b"".join(chunk)
+        if encryption is None and self.compression is None and len(items) * _GATHER_ITEM_BYTES <= size:
+            write_file_atomic(path, parts)  # one gathered write: no copy of the chunk joined in memory
+        else:
+            data = b"".join(parts)
             if encryption is not None:
                 data = encryption.encrypt(data)
-            size = len(data)
-            chunk = data
-            if self.compression is not None:
-                name = f"chunk-{self.rank}-{self._chunk_index}.{self.compression}.bin"
-                chunk = compress(data, self.compression)
-        path = self.output_dir / name
-        write_file_atomic(path, chunk)
+                size = len(data)
+            write_file_atomic(path, compress(data, self.compression) if self.compression is not None else data)
         self.chunks.append(ChunkInfo(name, size, len(items), self.item_loader.chunk_dim(weights)))
         self._chunk_index += 1
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
