@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,10 +14,11 @@ from litdata_format import BinaryWriter, TokensLoader
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
 
 
-def _make(path: Path, n: int, offset: int, chunk_size: int = 7) -> Path:
+def _make(path: Path, n: int, offset: int, chunk_size: int = 7, arrays: bool = False) -> Path:
     writer = BinaryWriter(path, chunk_size=chunk_size)
     for i in range(n):
-        writer.add_item(i, {"id": offset + i, "x": torch.full((2,), float(offset + i))})
+        x = np.full((2,), offset + i, dtype=np.float32) if arrays else torch.full((2,), float(offset + i))
+        writer.add_item(i, {"id": offset + i, "x": x})
     writer.done()
     writer.merge()
     return path
@@ -25,6 +27,13 @@ def _make(path: Path, n: int, offset: int, chunk_size: int = 7) -> Path:
 @pytest.fixture
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return _make(tmp_path / "a", 60, 0), _make(tmp_path / "b", 37, 1000)
+
+
+@pytest.fixture(params=["tensors", "arrays"])
+def both_dirs(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    """Samples whose leaves are gathered as arrays, and samples read one by one (torch tensors)."""
+    arrays = request.param == "arrays"
+    return _make(tmp_path / "a", 60, 0, arrays=arrays), _make(tmp_path / "b", 37, 1000, arrays=arrays)
 
 
 def _combined(dirs: tuple[Path, Path], shuffle: bool = True, **kwargs: Any) -> CombinedStreamingDataset:
@@ -244,3 +253,70 @@ def test_state_dict_from_another_dataset_is_refused(dirs: tuple[Path, Path], tmp
     forced = StreamingDataLoader(_combined(dirs, seed=7, force_override_state_dict=True), batch_size=4)
     forced.load_state_dict(state)
     assert sorted(seen + _ids(list(forced))) == list(range(60)) + list(range(1000, 1037))
+
+
+class _PerSample(CombinedStreamingDataset):
+    """Its own ``__iter__``, so the loader leaves the batching to torch, sample by sample."""
+
+    def __iter__(self) -> Any:
+        yield from super().__iter__()
+
+
+class _Scaled(StreamingDataset):
+    def transform(self, sample: Any) -> Any:
+        return {"id": sample["id"], "x": sample["x"] * 2}
+
+
+def _same_batches(a: list[Any], b: list[Any]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert list(x) == list(y) == ["id", "x"]
+        assert torch.equal(x["id"], y["id"]) and torch.equal(x["x"], y["x"])
+        assert x["x"].dtype == y["x"].dtype
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("method", ["stratified", "per_stream"])
+@pytest.mark.parametrize("iterate_over_all", [True, False])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batches_made_in_the_dataset_are_those_torch_makes_sample_by_sample(
+    both_dirs: tuple[Path, Path], workers: int, method: str, iterate_over_all: bool, drop_last: bool
+) -> None:
+    options: dict[str, Any] = {"batching_method": method, "iterate_over_all": iterate_over_all, "seed": 3}
+    if not iterate_over_all:
+        options["weights"] = [0.4, 0.6]
+
+    def loader(kind: type[CombinedStreamingDataset]) -> StreamingDataLoader:
+        datasets = [StreamingDataset(d, shuffle=True) for d in both_dirs]
+        return StreamingDataLoader(kind(datasets, **options), batch_size=4, num_workers=workers, drop_last=drop_last)
+
+    made_here = loader(CombinedStreamingDataset)
+    assert made_here._batches_in_dataset and not loader(_PerSample)._batches_in_dataset
+    _same_batches(list(made_here), list(loader(_PerSample)))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_sub_dataset_read_sample_by_sample_mixes_with_gathered_ones(
+    both_dirs: tuple[Path, Path], workers: int
+) -> None:
+    # datasets[1] has a transform, so its share of each batch is read one sample at a time; the
+    # batches still interleave both in the order of the draws.
+    def loader(kind: type[CombinedStreamingDataset]) -> StreamingDataLoader:
+        datasets = [StreamingDataset(both_dirs[0], shuffle=True), _Scaled(both_dirs[1], shuffle=True)]
+        return StreamingDataLoader(kind(datasets, seed=5), batch_size=6, num_workers=workers)
+
+    batches = list(loader(CombinedStreamingDataset))
+    _same_batches(batches, list(loader(_PerSample)))
+    assert any(len({int(i) >= 1000 for i in b["id"]}) == 2 for b in batches)
+    assert all(float(x[0]) == 2 * int(i) for b in batches for i, x in zip(b["id"], b["x"]) if int(i) >= 1000)
+
+
+def test_resume_of_batches_made_in_the_dataset_continues_the_per_sample_order(both_dirs: tuple[Path, Path]) -> None:
+    per_sample = _PerSample([StreamingDataset(d, shuffle=True) for d in both_dirs])
+    full = _ids(list(StreamingDataLoader(per_sample, batch_size=4)))
+    loader = StreamingDataLoader(_combined(both_dirs), batch_size=4, num_workers=2)
+    seen = _take(loader, 7)
+    resumed = StreamingDataLoader(_combined(both_dirs), batch_size=4, num_workers=1)  # another worker count
+    resumed.load_state_dict(loader.state_dict())
+    rest = _ids(list(resumed))
+    assert sorted(_ids(seen) + rest) == sorted(full) and len(set(rest)) == len(rest)

@@ -8,11 +8,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch.utils.data import default_collate
+from torch.utils.data import default_collate, get_worker_info
 
 from litdata_format import Graph, is_pyg_data
 
-__all__ = ["ArrayBatch", "BatchBundle", "Batching", "CollatedInDataset", "as_tensors", "bundle_size", "litdata_collate"]
+__all__ = [
+    "ArrayBatch",
+    "BatchBundle",
+    "Batching",
+    "CollatedInDataset",
+    "as_tensors",
+    "bundle_size",
+    "finish_batch",
+    "litdata_collate",
+]
 
 
 def litdata_collate(batch: Sequence[Any]) -> Any:
@@ -118,6 +127,14 @@ class CollatedInDataset:
         return batch
 
 
+def finish_batch(batch: Any, batching: Batching | None) -> Any:
+    """A gathered batch as it leaves the dataset: numpy arrays from a worker when small enough
+    (see :class:`ArrayBatch`) and the loader allows it, else tensors."""
+    if batching is not None and batching.arrays and get_worker_info() is not None:
+        return ArrayBatch.of(batch)
+    return as_tensors(batch)
+
+
 def as_tensors(batch: Any) -> Any:
     """A batch of numpy arrays (one leaf, or a dict of leaves) as tensors sharing their memory."""
     if isinstance(batch, np.ndarray):
@@ -141,6 +158,35 @@ def concat_batches(parts: Sequence[Any]) -> Any:
     if len(parts) == 1:
         return first
     return torch.cat(list(parts)) if isinstance(first, torch.Tensor) else np.concatenate(parts)
+
+
+def interleave(picks: np.ndarray, shares: Mapping[int, Any]) -> Any:
+    """One batch made of ``shares`` (for each source ``d``, a gathered batch of its samples in
+    order) with each sample where ``picks`` drew it, or ``None`` if the shares are not arrays
+    alike (a share that is not arrays, other keys, dtypes or shapes)."""
+    if any(share is None for share in shares.values()):
+        return None
+    if len(shares) == 1:
+        return next(iter(shares.values()))
+    masks = {d: picks == d for d in shares}
+
+    def merged(parts: dict[int, Any]) -> Any:
+        first = next(iter(parts.values()))
+        if isinstance(first, dict):
+            if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts.values()):
+                return None
+            joined = {k: merged({d: p[k] for d, p in parts.items()}) for k in first}
+            return None if any(v is None for v in joined.values()) else joined
+        if not isinstance(first, np.ndarray) or not all(
+            isinstance(p, np.ndarray) and _joinable(p, first) for p in parts.values()
+        ):
+            return None
+        out = np.empty((len(picks), *first.shape[1:]), dtype=first.dtype)
+        for d, part in parts.items():
+            out[masks[d]] = part
+        return out
+
+    return merged(dict(shares))
 
 
 def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:

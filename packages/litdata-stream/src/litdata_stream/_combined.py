@@ -13,16 +13,17 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from litdata_stream._dataset import StreamingDataset, _skip, _topology_key
+from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
+from litdata_stream._dataset import StreamingDataset, Taker, _noting, _skip, _topology_key
 from litdata_stream._draws import count_draws, draws, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, batch_count, round_robin
-from litdata_stream._plan import Interval, Topology, WorkerPlan, remaining_base, split_base
+from litdata_stream._plan import EpochOrder, Interval, Topology, WorkerPlan, remaining_base, split_base
 
 __all__ = ["CombinedStreamingDataset"]
 
@@ -172,29 +173,74 @@ class CombinedStreamingDataset(MixedDataset):
         role = (worker.rank + due) % topology.num_workers
         skip = min(done[role] * topology.batch_size, lengths[role])
         consumed = [0] * len(self._datasets)
-        readers: list[Iterator[Any] | None] = [None] * len(self._datasets)
         picks = draws(
             sizes[role], self.weights, self._unit(topology), self.iterate_over_all, self._rng(segment, rank, role)
         )
-        for block in picks:
-            todo = block
-            if skip:
-                part = block[:skip]
-                for d, n in enumerate(np.bincount(part, minlength=len(consumed)).tolist()):
-                    consumed[d] += n
-                skip -= len(part)
-                todo = block[len(part) :]
-            for d in todo.tolist():
+        todo = _after(picks, skip, consumed)  # the draws left to this worker, and what was consumed before
+
+        def stretch(d: int) -> tuple[StreamingDataset, EpochOrder, list[Interval]]:
+            dataset = self._datasets[d]
+            order = dataset._order(dataset.current_epoch)
+            return dataset, order, _skip(order.read_order(plans[d][role].intervals), consumed[d])
+
+        batching = self._batching
+        if batching is None:
+            yield from self._samples(todo, stretch)
+            return
+        batches = self._batches(todo, stretch, batching)
+        yield from batches if batching.on_batch is None else _noting(batches, batching.on_batch)
+
+    def _samples(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any]) -> Iterator[Any]:
+        readers: list[Iterator[Any] | None] = [None] * len(self._datasets)
+        for block in todo:
+            for d in block.tolist():
                 reader = readers[d]
                 if reader is None:
-                    dataset = self._datasets[d]
-                    order = dataset._order(dataset.current_epoch)
-                    stretch = _skip(order.read_order(plans[d][role].intervals), consumed[d])
-                    reader = readers[d] = dataset._read(order, stretch)
+                    dataset, order, intervals = stretch(d)
+                    reader = readers[d] = dataset._read(order, intervals)
                 sample = next(reader, _END)
                 if sample is _END:
                     raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
                 yield sample
+
+    def _batches(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any], batching: Batching) -> Iterator[Any]:
+        """The batches the DataLoader would make of :meth:`_samples`, made here (in the worker):
+        each batch takes its share of every sub-dataset at once, gathered as arrays where the
+        sub-dataset allows it, and the shares are interleaved in the order of the draws."""
+        size, collate = batching.batch_size, batching.collate
+        takers: list[Taker | None] = [None] * len(self._datasets)
+
+        def batch_of(picks: np.ndarray) -> Any:
+            shares: dict[int, list[Any]] = {}
+            for d, wanted in enumerate(np.bincount(picks, minlength=len(self._datasets)).tolist()):
+                if not wanted:
+                    continue
+                taker = takers[d]
+                if taker is None:
+                    dataset, order, intervals = stretch(d)
+                    taker = takers[d] = dataset._taker(order, intervals, collate)
+                shares[d], got = taker.take(wanted)
+                if got < wanted:
+                    raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
+            batch = interleave(picks, {d: concat_batches(parts) for d, parts in shares.items()})
+            if batch is None:  # some share is not arrays alike: collate the samples in draw order
+                samples = {d: iter([s for part in parts for s in unbatch(part)]) for d, parts in shares.items()}
+                return collate([next(samples[d]) for d in picks.tolist()])
+            return finish_batch(batch, batching)
+
+        pending: list[np.ndarray] = []
+        count = 0
+        for block in todo:
+            at = 0
+            while at < len(block):
+                step = min(size - count, len(block) - at)
+                pending.append(block[at : at + step])
+                at, count = at + step, count + step
+                if count == size:
+                    yield batch_of(np.concatenate(pending))
+                    pending, count = [], 0
+        if count and not batching.drop_last:
+            yield batch_of(np.concatenate(pending))
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -264,6 +310,19 @@ class CombinedStreamingDataset(MixedDataset):
             "bases": bases,
             "remaining": remaining,
         }
+
+
+def _after(picks: Iterator[np.ndarray], skip: int, consumed: list[int]) -> Iterator[np.ndarray]:
+    """The blocks of ``picks`` after its first ``skip`` draws; ``consumed`` counts, per dataset,
+    the skipped draws (filled in before the first block is yielded)."""
+    for block in picks:
+        part = block[:skip]
+        if len(part):
+            for d, n in enumerate(np.bincount(part, minlength=len(consumed)).tolist()):
+                consumed[d] += n
+            skip -= len(part)
+        if len(part) < len(block):
+            yield block[len(part) :]
 
 
 def _samples_at(done: Sequence[int], lengths: Sequence[int], batch_size: int) -> int:

@@ -24,6 +24,7 @@ from litdata_stream._collate import (
     bundle_size,
     litdata_collate,
 )
+from litdata_stream._combined import CombinedStreamingDataset
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._mixing import MixedDataset
@@ -105,11 +106,13 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0
         self._restored = False
         self._epoch_complete = False
-        # A StreamingDataset makes the batches itself (in the worker), so torch moves whole batches:
-        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
+        # A StreamingDataset (or a Combined one) makes the batches itself (in the worker), so torch
+        # moves whole batches: fixed-size samples are then read with one gather per leaf instead of
+        # a decode per sample.
         self._collate = collate_fn
-        self._batches_in_dataset = (
-            isinstance(dataset, StreamingDataset) and type(dataset).__iter__ is StreamingDataset.__iter__
+        self._batches_in_dataset = any(
+            isinstance(dataset, kind) and type(dataset).__iter__ is kind.__iter__
+            for kind in (StreamingDataset, CombinedStreamingDataset)
         )
         in_dataset = self._batches_in_dataset
         if in_dataset:
@@ -170,9 +173,13 @@ class StreamingDataLoader(DataLoader):
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
         bundle = 1
         if self._batches_in_dataset:
-            assert isinstance(dataset, StreamingDataset)
             arrays = not self.pin_memory
-            if self.num_workers and arrays and dataset._gathers(self._collate):
+            if (
+                self.num_workers
+                and arrays
+                and isinstance(dataset, StreamingDataset)
+                and dataset._gathers(self._collate)
+            ):
                 bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
             dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)

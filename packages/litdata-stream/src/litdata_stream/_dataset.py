@@ -8,7 +8,7 @@ import hashlib
 import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
@@ -16,11 +16,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._collate import (
-    ArrayBatch,
     BatchBundle,
     Batching,
-    as_tensors,
     concat_batches,
+    finish_batch,
     litdata_collate,
     unbatch,
 )
@@ -380,38 +379,20 @@ class StreamingDataset(IterableDataset):
         has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
         instead of a decode per sample). The batches are exactly those the DataLoader would have
         made from :meth:`_read`."""
-        size, collate, drop_last = batching.batch_size, batching.collate, batching.drop_last
-        if not self._gathers(collate):
-            samples = self._read(order, intervals)
-            while batch := list(itertools.islice(samples, size)):
-                if drop_last and len(batch) < size:
-                    return
-                yield collate(batch)
-            return
-        pieces = order.pieces(intervals)
-        source = self._source()
-        source.schedule([p.chunk for p in pieces])
-        parts: list[Any] = []  # the pending batch: gathered arrays or lists of samples, in order
-        count = 0
-        for piece in pieces:
-            within = order.within(piece.chunk)[piece.lo : piece.hi]
-            kept = self._items[piece.chunk]
-            items = within if kept is None else kept[within]
-            opened = source.chunk(piece.chunk)
-            trace_begin("read", "read", chunk=piece.chunk, samples=len(items))
-            taken = 0
-            while taken < len(items):
-                step = min(size - count, len(items) - taken)
-                parts.append(self._gathered(opened, items[taken : taken + step]))
-                taken += step
-                count += step
-                if count == size:
-                    yield self._batch_of(parts, collate)
-                    parts, count = [], 0
-            trace_end("read", "read", chunk=piece.chunk)
-            source.release(piece.chunk)  # nothing pending refers to it: parts are copies
-        if parts and not drop_last:
+        size, collate = batching.batch_size, batching.collate
+        taker = self._taker(order, intervals, collate)
+        while True:
+            parts, count = taker.take(size)
+            if not count or (batching.drop_last and count < size):
+                return
             yield self._batch_of(parts, collate)
+
+    def _taker(self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]) -> Taker:
+        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
+        arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch through this)."""
+        if self._gathers(collate):
+            return _GatheringTaker(self, order, intervals)
+        return _SampleTaker(self._read(order, intervals))
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether batches may be gathered as arrays: the default collate, and samples that are
@@ -436,10 +417,7 @@ class StreamingDataset(IterableDataset):
         batch = concat_batches(parts)
         if batch is None:  # some samples had to be read one by one: collate them all alike
             return collate([sample for part in parts for sample in unbatch(part)])
-        batching = self._batching
-        if batching is not None and batching.arrays and get_worker_info() is not None:
-            return ArrayBatch.of(batch)  # small batches travel as arrays (see ArrayBatch)
-        return as_tensors(batch)
+        return finish_batch(batch, self._batching)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -557,6 +535,67 @@ def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
         out.append((start + count, end))
         count = 0
     return out
+
+
+class Taker(Protocol):
+    def take(self, count: int) -> tuple[list[Any], int]:
+        """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
+        ...
+
+
+class _SampleTaker:
+    """Samples read one by one; a batch's share is one part: the list of them."""
+
+    def __init__(self, samples: Iterator[Any]) -> None:
+        self._samples = samples
+
+    def take(self, count: int) -> tuple[list[Any], int]:
+        samples = list(itertools.islice(self._samples, count))
+        return ([samples] if samples else []), len(samples)
+
+
+class _GatheringTaker:
+    """Samples gathered as arrays: one part per run of samples from the same chunk. A chunk is
+    released as soon as its last sample is taken (parts are copies: nothing refers to it)."""
+
+    def __init__(self, dataset: StreamingDataset, order: EpochOrder, intervals: Sequence[Interval]) -> None:
+        self._dataset = dataset
+        self._order = order
+        pieces = order.pieces(intervals)
+        self._source = dataset._source()
+        self._source.schedule([p.chunk for p in pieces])
+        self._pieces = iter(pieces)
+        self._chunk = -1
+        self._opened: Any = None
+        self._items: np.ndarray = np.empty(0, dtype=np.int64)
+        self._taken = 0
+
+    def take(self, count: int) -> tuple[list[Any], int]:
+        parts: list[Any] = []
+        got = 0
+        while got < count:
+            if self._taken == len(self._items) and not self._next_piece():
+                break
+            step = min(count - got, len(self._items) - self._taken)
+            parts.append(self._dataset._gathered(self._opened, self._items[self._taken : self._taken + step]))
+            self._taken += step
+            got += step
+            if self._taken == len(self._items):
+                trace_end("read", "read", chunk=self._chunk)
+                self._source.release(self._chunk)
+        return parts, got
+
+    def _next_piece(self) -> bool:
+        piece = next(self._pieces, None)
+        if piece is None:
+            return False
+        within = self._order.within(piece.chunk)[piece.lo : piece.hi]
+        kept = self._dataset._items[piece.chunk]
+        self._chunk, self._taken = piece.chunk, 0
+        self._items = within if kept is None else kept[within]
+        self._opened = self._source.chunk(piece.chunk)
+        trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
+        return True
 
 
 def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
+from litdata_stream._collate import Batching
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
@@ -37,6 +38,8 @@ class MixedDataset(IterableDataset):
     """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
 
     kind = "MixedDataset"
+    # Set by StreamingDataLoader while it iterates a dataset that makes its batches itself.
+    _batching: Batching | None = None
 
     def __init__(self, datasets: Sequence[StreamingDataset], seed: int, force_override_state_dict: bool) -> None:
         super().__init__()
