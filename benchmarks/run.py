@@ -104,13 +104,14 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
             "doc_tokens": s.doc_tokens,
             "block": s.block,
         }
-    if row.kind == "stream":
+    if row.kind in ("stream", "stream-combined"):
         dataset = f"records-{_fmt(lib)}"
         params: dict[str, Any] = {
             "input": str(ctx.datasets[dataset]),
             "num_workers": row.num_workers,
             "batch_size": s.stream_batch,
             "expected": s.records,
+            "copies": 2 if row.kind == "stream-combined" else 1,
         }
         if row.s3:
             assert ctx.s3 is not None
@@ -143,7 +144,7 @@ def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None
     """Write the records and tokens datasets once (LitData format by upstream's optimize when upstream
     is benchmarked, else by ours; MDS by Mosaic)."""
     kinds = {row.kind for row in rows}
-    need_records = bool(kinds & {"stream", "random-access"}) or limits_wanted
+    need_records = bool(kinds & {"stream", "stream-combined", "random-access"}) or limits_wanted
     need_tokens = "tokens-stream" in kinds or limits_wanted
     litdata_writer = "upstream" if "upstream" in ctx.libs else "ours"
     jobs = []
@@ -269,7 +270,7 @@ def row_files(rows: list[Row], ctx: Context) -> dict[tuple[str, str], tuple[str 
                 name, count = "images (input)", s.images
             elif row.kind == "tokens-optimize":
                 name, count = "tokens .npy (input)", s.total_tokens
-            elif row.kind in ("stream", "random-access"):
+            elif row.kind in ("stream", "stream-combined", "random-access"):
                 name, count = f"records-{fmt}", s.records
             elif row.kind == "tokens-stream":
                 name, count = f"tokens-{fmt}", s.total_tokens

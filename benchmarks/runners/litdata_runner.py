@@ -197,7 +197,14 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"shuffle": True}
     if options is not None:
         kwargs.update(storage_options=options, cache_dir=cache_dir)
-    dataset = StreamingDataset(params["input"], **kwargs)
+    dataset: Any = StreamingDataset(params["input"], **kwargs)
+    copies = params.get("copies", 1)
+    if copies > 1:  # stream-combined: the dataset mixed with copies of itself, every sample once
+        from litdata import CombinedStreamingDataset
+
+        dataset = CombinedStreamingDataset(
+            [dataset, *(StreamingDataset(params["input"], **kwargs) for _ in range(copies - 1))], seed=42
+        )
     loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=params["num_workers"])
     count, total, first = 0, 0, None
     for batch in loader:
@@ -213,7 +220,7 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
         "items": count,
         "elapsed_s": elapsed,
         "first_batch_s": first,
-        "complete": count == expected and total == expected * (expected - 1) // 2,
+        "complete": count == copies * expected and total == copies * expected * (expected - 1) // 2,
     }
     if options is not None:
         result["s3_client"] = client or _our_s3_client(params["s3"]["url"], options)
@@ -276,6 +283,7 @@ WORKLOADS = {
     "optimize-images": optimize_images,
     "tokens-optimize": tokens_optimize,
     "stream": stream,
+    "stream-combined": stream,
     "tokens-stream": tokens_stream,
     "random-access": random_access,
     "raw-files": raw_files,
