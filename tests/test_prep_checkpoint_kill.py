@@ -67,10 +67,39 @@ def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
         code = _run(script, out, n, kill_after=rng.uniform(0.0, 0.4))
         if code == -signal.SIGKILL:
             killed += 1
-            assert not (out / "index.json").exists(), f"attempt {attempt}: index.json before the job finished"
+            if (out / "index.json").exists():  # killed after publishing it (a resumed job can be that quick)
+                assert _samples(out) == reference, f"attempt {attempt}: index.json of an unfinished dataset"
     assert killed >= 1
     assert _run(script, out, n) == 0
     assert _samples(out) == reference
     chunks = sorted(p.name for p in out.glob("chunk-*"))
     assert chunks == sorted(p.name for p in (tmp_path / "reference").glob("chunk-*"))
     assert not list(out.glob(".checkpoints/*")) and not list(out.glob(".litdata-staging-*"))
+
+
+KILLED_AFTER_PUBLISHING = SCRIPT.replace(
+    'if __name__ == "__main__":',
+    # The job kills itself at the instant between publishing index.json and removing its checkpoints.
+    "import os, signal\n"
+    "import litdata_prep._optimize as _optimize\n"
+    "_optimize.clear_checkpoints = lambda *args: os.kill(os.getpid(), signal.SIGKILL) if len(sys.argv) > 3 else None\n"
+    'if __name__ == "__main__":',
+)
+
+
+def test_a_job_killed_after_publishing_its_index_only_cleans_up_when_run_again(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    assert _run(script, tmp_path / "reference", 120) == 0
+    killing = tmp_path / "killing.py"
+    killing.write_text(KILLED_AFTER_PUBLISHING)
+    out = tmp_path / "out"
+    code = subprocess.run([sys.executable, str(killing), str(out), "120", "kill"], check=False, timeout=120).returncode
+    assert code == -signal.SIGKILL
+    assert (out / "index.json").exists() and list(out.glob(".checkpoints/*"))  # published, not cleaned up
+    assert _run(script, out, 120) == 0  # the same job again: nothing to redo, only the leftovers go
+    assert _samples(out) == _samples(tmp_path / "reference")
+    assert not list(out.glob(".checkpoints/*")) and not list(out.glob(".litdata-staging-*"))
+    command = [sys.executable, str(script), str(out), "100"]
+    other = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+    assert other.returncode != 0 and "already holds an optimized dataset" in other.stderr  # another job is refused

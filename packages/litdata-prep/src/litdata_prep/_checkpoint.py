@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from litdata_prep._indexes import INDEX
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 
@@ -116,6 +117,18 @@ def load_checkpoints(
         obj = output.read_json(state.key)
         found.append(state if obj is None else WorkerCheckpoint.from_json(obj, f"{output.display}/{state.key}"))
     return found
+
+
+def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
+    """Whether this job (the same workers and inputs) already published ``index.json`` and was
+    stopped before it removed its checkpoints: its dataset is complete."""
+    if not output.exists(INDEX) or output.read_json(_node_key(node_rank)) is None:
+        return False
+    try:
+        load_checkpoints(output, node_rank, slices, ranks)
+    except ValueError:  # another job's checkpoints: the dataset is not this job's
+        return False
+    return True
 
 
 def clear_checkpoints(output: Output, node_rank: int, ranks: list[int]) -> None:

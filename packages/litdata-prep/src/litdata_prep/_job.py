@@ -26,6 +26,7 @@ __all__ = [
     "describe",
     "make_staging",
     "open_output",
+    "remove_staging",
     "resolve_start_method",
 ]
 
@@ -170,10 +171,16 @@ def make_staging(output: Output, node_rank: int, what: str) -> Path:
     """
     if output.is_remote:
         return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-"))
+    remove_staging(output, node_rank)  # left by a run that was killed
     staging = output.local_path / f".litdata-staging-{node_rank}"
-    shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     return staging
+
+
+def remove_staging(output: Output, node_rank: int) -> None:
+    """Remove the local staging folder a killed run left in the output folder (if any)."""
+    if not output.is_remote:
+        shutil.rmtree(output.local_path / f".litdata-staging-{node_rank}", ignore_errors=True)
 
 
 def call_name(fn: Callable[..., Any]) -> str:

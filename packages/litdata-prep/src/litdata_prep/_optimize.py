@@ -17,6 +17,7 @@ from litdata_prep._checkpoint import (
     clear_checkpoints,
     fingerprint,
     load_checkpoints,
+    published_before_cleanup,
     save_node_config,
 )
 from litdata_prep._engine import run_workers
@@ -35,6 +36,7 @@ from litdata_prep._job import (
     make_staging,
     open_output,
     prepare_items,
+    remove_staging,
     resolve_start_method,
 )
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
@@ -249,9 +251,7 @@ def optimize(
         )
 
     output = open_output(output_dir, storage_options, "optimize")
-    existing = _prepare_output(output, mode, use_checkpoint, nodes)
     ranks = [nodes.node_rank * workers + w for w in range(workers)]
-    chunk_starts = next_chunk_indexes(existing, ranks)
     limit = limit_for_dev_run(fast_dev_run)
 
     slices: list[Numbered] | None = None
@@ -266,6 +266,21 @@ def optimize(
         shared = node_share(items, nodes.num_nodes, nodes.node_rank, weights)
         shared = shared[:limit] if limit else shared
         total = len(shared)
+    if (
+        use_checkpoint
+        and mode is None
+        and nodes.num_nodes == 1
+        and slices is not None
+        and published_before_cleanup(output, nodes.node_rank, slices, ranks)
+    ):
+        # The run that wrote this dataset was stopped after publishing it: only clean up.
+        clear_checkpoints(output, nodes.node_rank, ranks)
+        remove_staging(output, nodes.node_rank)
+        if verbose:
+            print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
+        return
+    existing = _prepare_output(output, mode, use_checkpoint, nodes)
+    chunk_starts = next_chunk_indexes(existing, ranks)
     checkpoints = None
     if use_checkpoint and slices is not None:
         checkpoints = load_checkpoints(output, nodes.node_rank, slices, ranks)
