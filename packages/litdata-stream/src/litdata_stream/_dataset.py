@@ -538,6 +538,8 @@ def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
 
 
 class Taker(Protocol):
+    """Reads one stretch of a dataset a batch's share at a time (see ``StreamingDataset._taker``)."""
+
     def take(self, count: int) -> tuple[list[Any], int]:
         """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
         ...
@@ -577,10 +579,11 @@ class _GatheringTaker:
             if self._taken == len(self._items) and not self._next_piece():
                 break
             step = min(count - got, len(self._items) - self._taken)
-            parts.append(self._dataset._gathered(self._opened, self._items[self._taken : self._taken + step]))
-            self._taken += step
-            got += step
-            if self._taken == len(self._items):
+            if step:
+                parts.append(self._dataset._gathered(self._opened, self._items[self._taken : self._taken + step]))
+                self._taken += step
+                got += step
+            if self._taken == len(self._items):  # this chunk is done (an empty piece at once)
                 trace_end("read", "read", chunk=self._chunk)
                 self._source.release(self._chunk)
         return parts, got
