@@ -320,3 +320,18 @@ def test_resume_of_batches_made_in_the_dataset_continues_the_per_sample_order(bo
     resumed.load_state_dict(loader.state_dict())
     rest = _ids(list(resumed))
     assert sorted(_ids(seen) + rest) == sorted(full) and len(set(rest)) == len(rest)
+
+
+def test_workers_send_a_combined_datasets_small_batches_several_per_message(tmp_path: Path) -> None:
+    dirs = (_make(tmp_path / "a", 240, 0, arrays=True), _make(tmp_path / "b", 160, 1000, arrays=True))
+    loader = StreamingDataLoader(_combined(dirs), batch_size=4, num_workers=2, persistent_workers=True)
+    batches = list(loader)
+    assert len(batches) == 100 and sorted(_ids(batches)) == list(range(240)) + list(range(1000, 1160))
+    # torch's request count: a bundle of batches per request (see test_batched_reads)
+    assert loader._iterator._rcvd_idx < 100 // 4  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]
+    datasets = [StreamingDataset(dirs[0]), _Scaled(dirs[1])]  # a share read one by one: one batch per message
+    plain = StreamingDataLoader(
+        CombinedStreamingDataset(datasets), batch_size=4, num_workers=2, persistent_workers=True
+    )
+    assert len(list(plain)) == 100
+    assert plain._iterator._rcvd_idx >= 100  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]

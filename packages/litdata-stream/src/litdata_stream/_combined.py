@@ -13,12 +13,14 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
+from torch.utils.data import get_worker_info
 
-from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
+from litdata_stream._collate import BatchBundle, Batching, concat_batches, finish_batch, interleave, unbatch
 from litdata_stream._dataset import StreamingDataset, Taker, _noting, _skip, _topology_key
 from litdata_stream._draws import count_draws, draws, stream_length
 from litdata_stream._env import WorkerEnv
@@ -188,7 +190,31 @@ class CombinedStreamingDataset(MixedDataset):
             yield from self._samples(todo, stretch)
             return
         batches = self._batches(todo, stretch, batching)
-        yield from batches if batching.on_batch is None else _noting(batches, batching.on_batch)
+        if batching.on_batch is not None:
+            batches = _noting(batches, batching.on_batch)
+        if batching.bundle > 1 and get_worker_info() is not None:
+            while bundle := list(itertools.islice(batches, batching.bundle)):
+                yield BatchBundle(worker.rank, bundle)
+        else:
+            yield from batches
+
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+        """Whether every sub-dataset's share of a batch is gathered as arrays."""
+        return all(d._gathers(collate) for d in self._datasets)
+
+    @property
+    def _sample_bytes(self) -> float:
+        return max(d._sample_bytes for d in self._datasets)
+
+    def _worker_batches(self) -> list[int]:
+        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
+        topology = self._topology()
+        segment, bases, delivered = self._segment(topology)
+        lengths = self._rank_streams(topology, segment, bases, self.distributed_env.global_rank)[2]
+        batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
+        done, due = round_robin(batches, delivered)
+        roles = [(w + due) % topology.num_workers for w in range(topology.num_workers)]
+        return [batches[role] - done[role] for role in roles]
 
     def _samples(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any]) -> Iterator[Any]:
         readers: list[Iterator[Any] | None] = [None] * len(self._datasets)

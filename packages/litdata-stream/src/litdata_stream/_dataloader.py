@@ -174,12 +174,8 @@ class StreamingDataLoader(DataLoader):
         bundle = 1
         if self._batches_in_dataset:
             arrays = not self.pin_memory
-            if (
-                self.num_workers
-                and arrays
-                and isinstance(dataset, StreamingDataset)
-                and dataset._gathers(self._collate)
-            ):
+            assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
+            if self.num_workers and arrays and dataset._gathers(self._collate):
                 bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
             dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
@@ -196,7 +192,7 @@ class StreamingDataLoader(DataLoader):
                 if self.num_workers and self._batches_in_dataset:
                     _widen_result_pipe(batches)
                 if bundle > 1:
-                    assert isinstance(dataset, StreamingDataset)
+                    assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
                     batches = _unbundled(batches, _worker_batches(dataset))
             with main_profiler(self._profile):
                 for received in batches:
@@ -236,8 +232,10 @@ class StreamingDataLoader(DataLoader):
         self._restored = True
 
 
-def _worker_batches(dataset: StreamingDataset) -> list[int]:
+def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> list[int]:
     """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
+    if isinstance(dataset, CombinedStreamingDataset):
+        return dataset._worker_batches()
     topology = dataset._topology()
     return [
         batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
