@@ -13,15 +13,13 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from torch.utils.data import get_worker_info
 
-from litdata_stream._collate import BatchBundle, Batching, concat_batches, finish_batch, interleave, unbatch
-from litdata_stream._dataset import StreamingDataset, Taker, _noting, _skip, _topology_key
+from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
+from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
 from litdata_stream._draws import count_draws, draws, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, batch_count, round_robin
@@ -189,14 +187,7 @@ class CombinedStreamingDataset(MixedDataset):
         if batching is None:
             yield from self._samples(todo, stretch)
             return
-        batches = self._batches(todo, stretch, batching)
-        if batching.on_batch is not None:
-            batches = _noting(batches, batching.on_batch)
-        if batching.bundle > 1 and get_worker_info() is not None:
-            while bundle := list(itertools.islice(batches, batching.bundle)):
-                yield BatchBundle(worker.rank, bundle)
-        else:
-            yield from batches
+        yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether every sub-dataset's share of a batch is gathered as arrays."""

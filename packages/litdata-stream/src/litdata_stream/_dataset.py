@@ -335,14 +335,7 @@ class StreamingDataset(IterableDataset):
         if batching is None:
             yield from self._read(order, intervals)
             return
-        batches = self._read_batches(order, intervals, batching)
-        if batching.on_batch is not None:
-            batches = _noting(batches, batching.on_batch)
-        if batching.bundle > 1 and get_worker_info() is not None:
-            while bundle := list(itertools.islice(batches, batching.bundle)):
-                yield BatchBundle(worker.rank, bundle)
-        else:
-            yield from batches
+        yield from sent(self._read_batches(order, intervals, batching), batching, worker.rank)
 
     def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
@@ -599,6 +592,17 @@ class _GatheringTaker:
         self._opened = self._source.chunk(piece.chunk)
         trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
         return True
+
+
+def sent(batches: Iterator[Any], batching: Batching, worker: int) -> Iterator[Any]:
+    """``batches`` as a worker sends them: counted for the profiler, and bundled (see BatchBundle)."""
+    if batching.on_batch is not None:
+        batches = _noting(batches, batching.on_batch)
+    if batching.bundle > 1 and get_worker_info() is not None:
+        while bundle := list(itertools.islice(batches, batching.bundle)):
+            yield BatchBundle(worker, bundle)
+    else:
+        yield from batches
 
 
 def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
