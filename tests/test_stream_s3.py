@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +33,15 @@ def _upload_dataset(tmp_path: Path, server: S3Server, bucket: str, n: int = 120,
 
 
 def _cached_bytes(root: Path) -> int:
-    """Bytes of published chunks under ``root`` (files come and go while we look: skip vanished ones)."""
+    """Bytes of published chunks under ``root`` (files and staging folders come and go while we
+    look: os.walk skips a folder that vanished, and a vanished file counts nothing)."""
     total = 0
-    for path in root.rglob("chunk-*"):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
-            continue  # a download still being staged
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:
-            continue  # evicted between listing and stat
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]  # downloads still being staged
+        for name in names:
+            if name.startswith("chunk-"):
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(folder, name)).st_size
     return total
 
 
