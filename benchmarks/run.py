@@ -81,6 +81,9 @@ def _fmt(lib: str) -> str:
     return "mds" if lib == "mosaic" else "litdata"
 
 
+RECORDS_READERS = {"stream", "stream-combined", "random-access"}  # the row kinds that read workload 1's dataset
+
+
 def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
     """The runner parameters of ``row`` for ``lib`` (``work`` is the run's scratch folder)."""
     s = ctx.sizes
@@ -144,7 +147,7 @@ def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None
     """Write the records and tokens datasets once (LitData format by upstream's optimize when upstream
     is benchmarked, else by ours; MDS by Mosaic)."""
     kinds = {row.kind for row in rows}
-    need_records = bool(kinds & {"stream", "stream-combined", "random-access"}) or limits_wanted
+    need_records = bool(kinds & RECORDS_READERS) or limits_wanted
     need_tokens = "tokens-stream" in kinds or limits_wanted
     litdata_writer = "upstream" if "upstream" in ctx.libs else "ours"
     jobs = []
@@ -270,7 +273,7 @@ def row_files(rows: list[Row], ctx: Context) -> dict[tuple[str, str], tuple[str 
                 name, count = "images (input)", s.images
             elif row.kind == "tokens-optimize":
                 name, count = "tokens .npy (input)", s.total_tokens
-            elif row.kind in ("stream", "stream-combined", "random-access"):
+            elif row.kind in RECORDS_READERS:
                 name, count = f"records-{fmt}", s.records
             elif row.kind == "tokens-stream":
                 name, count = f"tokens-{fmt}", s.total_tokens

@@ -14,7 +14,7 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -164,18 +164,13 @@ class CombinedStreamingDataset(MixedDataset):
         worker = WorkerEnv.detect()
         self._enter_iteration()
         topology = self._topology(num_workers=worker.world_size)
-        segment, bases, delivered = self._segment(topology)
-        rank = self.distributed_env.global_rank
-        plans, sizes, lengths = self._rank_streams(topology, segment, bases, rank)
-        batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
-        done, due = round_robin(batches, delivered)
-        # The worker due next in the interrupted run is asked first now: relabel so order is kept.
-        role = (worker.rank + due) % topology.num_workers
-        skip = min(done[role] * topology.batch_size, lengths[role])
+        run = self._run(topology)
+        plans, lengths = run.plans, run.lengths
+        role = run.role(worker.rank)
+        skip = min(run.done[role] * topology.batch_size, lengths[role])
         consumed = [0] * len(self._datasets)
-        picks = draws(
-            sizes[role], self.weights, self._unit(topology), self.iterate_over_all, self._rng(segment, rank, role)
-        )
+        rng = self._rng(run.segment, self.distributed_env.global_rank, role)
+        picks = draws(run.sizes[role], self.weights, self._unit(topology), self.iterate_over_all, rng)
         todo = _after(picks, skip, consumed)  # the draws left to this worker, and what was consumed before
 
         def stretch(d: int) -> tuple[StreamingDataset, EpochOrder, list[Interval]]:
@@ -200,12 +195,17 @@ class CombinedStreamingDataset(MixedDataset):
     def _worker_batches(self) -> list[int]:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
+        run = self._run(topology)
+        roles = [run.role(w) for w in range(topology.num_workers)]
+        return [run.batches[role] - run.done[role] for role in roles]
+
+    def _run(self, topology: Topology) -> _RankRun:
+        """This rank's part of the run: its streams, and how far each worker got before a resume."""
         segment, bases, delivered = self._segment(topology)
-        lengths = self._rank_streams(topology, segment, bases, self.distributed_env.global_rank)[2]
+        plans, sizes, lengths = self._rank_streams(topology, segment, bases, self.distributed_env.global_rank)
         batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
         done, due = round_robin(batches, delivered)
-        roles = [(w + due) % topology.num_workers for w in range(topology.num_workers)]
-        return [batches[role] - done[role] for role in roles]
+        return _RankRun(segment, plans, sizes, lengths, batches, done, due)
 
     def _samples(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any]) -> Iterator[Any]:
         readers: list[Iterator[Any] | None] = [None] * len(self._datasets)
@@ -327,6 +327,21 @@ class CombinedStreamingDataset(MixedDataset):
             "bases": bases,
             "remaining": remaining,
         }
+
+
+class _RankRun(NamedTuple):
+    segment: int
+    plans: list[list[WorkerPlan]]  # per sub-dataset, per worker
+    sizes: list[list[int]]  # per worker, per sub-dataset
+    lengths: list[int]  # each worker's stream length
+    batches: list[int]  # each worker's batches in the segment
+    done: list[int]  # of those, delivered before this run
+    due: int  # the worker the interrupted run would have asked next
+
+    def role(self, worker: int) -> int:
+        """The stream torch worker ``worker`` serves: the worker due next in the interrupted run is
+        asked first now, so workers are relabelled to keep the order."""
+        return (worker + self.due) % len(self.lengths)
 
 
 def _after(picks: Iterator[np.ndarray], skip: int, consumed: list[int]) -> Iterator[np.ndarray]:
