@@ -281,6 +281,43 @@ def test_eviction_keeps_pinned_chunks_and_prefers_consumed(tmp_path: Path) -> No
     assert leftovers(tmp_path / "cache") == []
 
 
+def test_downloads_side_by_side_make_room_for_each_other(tmp_path: Path) -> None:
+    contents = make_chunks(tmp_path / "src", 6, 1000)
+    infos = infos_of(contents)
+    cache = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src", delay=0.1), 3000)
+    for info in infos[:3]:
+        cache.ensure(info)
+
+    async def three_at_once() -> None:
+        await asyncio.gather(*(cache.aensure(info) for info in infos[3:]))
+
+    asyncio.run(three_at_once())
+    # Each download counted the others in flight: the three old chunks made way for all three.
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [info.filename for info in infos[3:]]
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_a_download_in_another_process_counts_until_it_dies(tmp_path: Path) -> None:
+    contents = make_chunks(tmp_path / "src", 3, 1000)
+    infos = infos_of(contents)
+    log = tmp_path / "log"
+    cache = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src", log=log), 3000)
+    for info in infos[:2]:
+        cache.ensure(info)
+    slow = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src", delay=60, log=log), 3000)
+    child = FORK.Process(target=_download_forever, args=(slow, infos[2]))
+    child.start()
+    deadline = time.monotonic() + 10
+    while len(downloads(log)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(downloads(log)) == 3, "the child never started downloading"
+    assert cache.evict(incoming=1000) == 1000  # 2000 cached + the child's 1000 in flight + 1000
+    os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    child.join()
+    assert cache.evict(incoming=1000) == 0  # the dead download's leftover lock reserves nothing
+    assert cache.evict(incoming=2001) == 1000
+
+
 def _hold_then_exit(cache: ChunkCache, info: ChunkInfo, held: Any, go: Any) -> None:
     cache.acquire(info)
     held.set()

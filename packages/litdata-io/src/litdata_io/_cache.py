@@ -24,10 +24,14 @@ other process can evict it between publication and use. The kernel drops the loc
 that dies, so a crashed reader never pins a chunk forever.
 
 Eviction. Everything in the folder except hidden files and index files (``*.json``,
-``*.json.zstd``) counts towards ``max_cache_size``. When the total exceeds it, unpinned chunks are
-deleted, consumed ones first (:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which
-every process sees), then the oldest. Pinned chunks are never deleted, so the cap can be exceeded
-by the chunks in use.
+``*.json.zstd``) counts towards ``max_cache_size``, and so does every download in progress, from
+any process: a download writes the bytes it will add into the lock file it holds, and eviction
+counts that reservation while the lock is held (a crashed download's lock is free, so its
+leftover counts nothing). When the total exceeds the cap, unpinned chunks are deleted, consumed
+ones first (:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which every process sees),
+then the oldest. So downloads running side by side never each make room only for themselves.
+Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use (read, or
+prefetched and waiting to be read) and the downloads in flight.
 
 Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
@@ -58,6 +62,8 @@ from litdata_io._cache_locks import (
     lock_exclusive_async,
     open_pinned,
     release_lock_file,
+    reservation,
+    reserve,
     same_file,
 )
 from litdata_io._loop import run_sync
@@ -356,7 +362,8 @@ class ChunkCache:
                 return fd
             shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
             staging.mkdir()
-            self.evict(incoming=info.chunk_bytes)
+            reserve(lock_fd, info.chunk_bytes)
+            self.evict()  # counts this download's reservation and every other one in flight
             url = self.storage.url_for(info.filename)
             try:
                 fetched = staging / Path(info.filename).name
@@ -391,8 +398,9 @@ class ChunkCache:
             release_lock_file(lock_fd, lock_path)
 
     # -- the cap --------------------------------------------------------------------------------
-    def _scan(self) -> list[tuple[Path, int, int]]:
-        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded."""
+    def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:
+        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded;
+        the download lock files found are appended to ``locks`` if given."""
         found: list[tuple[Path, int, int]] = []
         stack = [self.cache_dir]
         while stack:
@@ -403,6 +411,8 @@ class ChunkCache:
                 continue
             for entry in entries:
                 if entry.name.startswith("."):
+                    if locks is not None and entry.name.endswith(_LOCK_SUFFIX):
+                        locks.append(Path(entry.path))
                     continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -430,14 +440,17 @@ class ChunkCache:
     def evict(self, incoming: int = 0) -> int:
         """Delete unpinned chunks, consumed then oldest first, until ``incoming`` more bytes fit.
 
+        Downloads in progress (of any process using this folder) count with the bytes they will add.
+
         Args:
-            incoming: bytes about to be added (a download in progress).
+            incoming: bytes about to be added besides those downloads.
 
         Returns:
             The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
         """
-        entries = self._scan()
-        total = sum(size for _, size, _ in entries)
+        locks: list[Path] = []
+        entries = self._scan(locks)
+        total = sum(size for _, size, _ in entries) + sum(reservation(lock) for lock in locks)
         budget = self.max_cache_size - max(incoming, 0)
         if total <= budget:
             return 0

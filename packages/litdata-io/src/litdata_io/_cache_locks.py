@@ -2,10 +2,11 @@
 
 A reader pins a chunk by holding ``LOCK_SH`` on the chunk file; eviction takes ``LOCK_EX |
 LOCK_NB`` before unlinking, so it fails while anyone reads. A download holds ``LOCK_EX`` on
-``.{name}.lock`` and deletes that file before releasing it. Every locker checks after locking that
-the path still names the inode it locked (the file may have been deleted or replaced while it
-waited), so deleted files are never trusted. The kernel releases the locks of a dead process.
-Without ``fcntl`` (Windows) the locks are no-ops.
+``.{name}.lock`` and deletes that file before releasing it; while it holds it, the file says how
+many bytes the download will add (its reservation), which only counts while the lock is held.
+Every locker checks after locking that the path still names the inode it locked (the file may
+have been deleted or replaced while it waited), so deleted files are never trusted. The kernel
+releases the locks of a dead process. Without ``fcntl`` (Windows) the locks are no-ops.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = [
     "lock_exclusive_async",
     "open_pinned",
     "release_lock_file",
+    "reservation",
+    "reserve",
     "same_file",
 ]
 
@@ -188,5 +191,29 @@ def release_lock_file(fd: int, path: Path) -> None:
             path.unlink()
     except FileNotFoundError:
         pass
+    finally:
+        os.close(fd)
+
+
+def reserve(fd: int, nbytes: int) -> None:
+    """Record in the lock file we hold that our download will add ``nbytes`` to the cache."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b"%d" % max(nbytes, 0), 0)
+
+
+def reservation(path: Path) -> int:
+    """The bytes a download holding the lock file ``path`` will add; 0 if nobody holds it (a
+    crashed download's leftover, or a lock being taken: its taker evicts for itself)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    try:
+        try:
+            flock(fd, SH | NB)
+        except BlockingIOError:  # a download holds it
+            text = os.pread(fd, 32, 0)
+            return int(text) if text.isdigit() else 0
+        return 0
     finally:
         os.close(fd)
