@@ -194,6 +194,51 @@ def test_serializer_order_matches_upstream_for_scalars(tmp_path: Path) -> None:
     assert load_index(tmp_path).data_format == ["bool", "int", "float", "str", "pickle", "bytes"]
 
 
+@pytest.mark.parametrize(
+    ("first", "later", "unlike"),
+    [
+        (3, [0, -(2**63), 2**63 - 1], [True, 2**64, 1.0]),
+        (0.5, [-1.25, float("inf")], [1, np.float32(1)]),
+        ("a", ["", "žluť", "x" * 1000], [b"a", "\ud800"]),
+        (b"a", [b"", b"xyz"], [bytearray(b"a"), "a"]),
+        (np.arange(3, dtype=np.int32), [np.arange(0, dtype=np.int32), np.arange(6, dtype=np.int32)[::2]],
+         [np.arange(3, dtype=np.int64), [1, 2]]),
+        (np.ones((2, 2)), [np.zeros((3, 1)), np.ones((2, 2), dtype=np.float32)], [[1.0]]),
+        ({"k": 1}, [{"k": 2}], [[1]]),
+    ],
+)  # fmt: skip
+def test_leaf_encoders_write_what_serialize_writes(first: Any, later: list[Any], unlike: list[Any]) -> None:
+    from litdata_format._registry import resolve_serializers
+
+    serializers = resolve_serializers()
+    serializer = next(s for s in serializers.values() if s.can_serialize(first))
+    _, name = serializer.serialize(first)
+    fmt = name or next(key for key, s in serializers.items() if s is serializer)
+    encode = serializer.leaf_encoder(first, fmt)
+    for leaf in later:
+        assert encode(leaf) == bytes(serializer.serialize(leaf)[0])
+    for leaf in unlike:  # the writer then takes the checked path, which names what is wrong
+        with pytest.raises(Exception):  # noqa: B017 - any exception means "not like the first"
+            encode(leaf)
+
+
+def test_samples_unlike_the_first_still_get_their_errors(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=10)
+    writer.write({"n": 1, "v": np.arange(2, dtype=np.int16)})
+    with pytest.raises(ValueError, match="does not fit in 64 bits"):
+        writer.write({"n": 2**64, "v": np.arange(2, dtype=np.int16)})
+    with pytest.raises(TypeError, match="sample 1, leaf 1: encoded as 'no_header_numpy:3'"):
+        writer.write({"n": 2, "v": np.arange(2, dtype=np.int64)})
+    with pytest.raises(TypeError, match="sample 1, leaf 0: a bool cannot be stored as 'int'"):
+        writer.write({"n": True, "v": np.arange(2, dtype=np.int16)})
+    writer.write({"n": 3, "v": np.arange(3, dtype=np.int16)[::-1]})  # a view: stored in C order
+    writer.done()
+    writer.merge()
+    samples = list(DatasetReader(tmp_path))
+    assert [s["n"] for s in samples] == [1, 3]
+    assert samples[1]["v"].tolist() == [2, 1, 0]
+
+
 def test_existing_file_path_is_not_stored_as_str(tmp_path: Path) -> None:
     target = tmp_path / "file.xyz"
     target.write_text("hello")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._plan import (
+    Numbered,
     balanced_bins,
     batched,
     contiguous_bins,
@@ -45,6 +48,23 @@ def test_worker_slices_cover_every_input_once_across_nodes() -> None:
     assert seen == items
     shares = [pos for node in range(3) for pos, _ in node_share(items, num_nodes=3, node_rank=node)]
     assert shares == items
+
+
+def test_numbered_inputs_are_pairs_kept_as_two_sequences() -> None:
+    items = [f"file-{i}.jpg" for i in range(10_000)]
+    first, second = worker_slices(items, 2)
+    assert first.positions == range(5_000) and list(second[:2]) == [(5_000, "file-5000.jpg"), (5_001, "file-5001.jpg")]
+    assert second[-1] == (9_999, "file-9999.jpg") and len(second[10:20]) == 10
+    assert list(second[10:20]) == list(zip(range(5_010, 5_020), items[5_010:5_020]))
+    # Contiguous positions travel as a range: the pickle is about the inputs' size, not the pairs'.
+    share = node_share(items)
+    copy = pickle.loads(pickle.dumps(share[100:612]))
+    assert isinstance(copy, Numbered) and list(copy) == list(zip(range(100, 612), items[100:612]))
+    assert len(pickle.dumps(share)) < len(pickle.dumps(items)) + 200
+    weighted = worker_slices(items[:6], 2, weights=[1, 5, 1, 1, 1, 1])
+    assert [list(w) for w in weighted] == [[(1, "file-1.jpg")], [(p, f"file-{p}.jpg") for p in (0, 2, 3, 4, 5)]]
+    with pytest.raises(ValueError, match="3 positions for 2 inputs"):
+        Numbered(range(3), ["a", "b"])
 
 
 def test_batched_and_fast_dev_run() -> None:

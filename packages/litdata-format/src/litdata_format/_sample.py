@@ -9,7 +9,7 @@ leaf differ.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from litdata_format._pytree import TreeSpec, flattener, is_node, tree_flatten, unflattener
@@ -32,6 +32,7 @@ class SampleEncoder:
         self.data_format: list[str] = []
         self._leaf_serializers: list[Serializer] = []
         self._leaf_types: list[type] = []
+        self._encoders: list[Callable[[Any], bytes]] = []
 
     def _infer(self, leaves: Sequence[Any], spec: TreeSpec) -> None:
         formats, chosen = [], []
@@ -50,6 +51,17 @@ class SampleEncoder:
 
     def leaves(self, sample: Any, index: int) -> list[bytes]:
         """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
+        encoders = self._encoders
+        if encoders:
+            found = self._flatten(sample)
+            if found is not None:
+                try:
+                    return [encode(leaf) for encode, leaf in zip(encoders, found)]
+                except Exception:
+                    pass  # a leaf unlike the first sample's: the checked path says what is wrong
+        return self._checked_leaves(sample, index)
+
+    def _checked_leaves(self, sample: Any, index: int) -> list[bytes]:
         if self.spec is None:
             leaves, spec = tree_flatten(sample)
             self._infer(leaves, spec)
@@ -59,6 +71,11 @@ class SampleEncoder:
                 if name is not None:
                     self.data_format[position] = name
                 out.append(data if type(data) is bytes else bytes(data))
+            # Later samples go through each serializer's shortcut for leaves like these.
+            self._encoders = [
+                serializer.leaf_encoder(leaf, fmt)
+                for leaf, serializer, fmt in zip(leaves, self._leaf_serializers, self.data_format)
+            ]
             return out
         found = self._flatten(sample)
         if found is None:

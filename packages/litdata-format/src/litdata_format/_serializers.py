@@ -17,6 +17,7 @@ import pickle
 import struct
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -141,6 +142,37 @@ class Serializer(ABC):
     def setup(self, data_format: str) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Receive the full data_format entry (e.g. ``no_header_numpy:9``) before decoding."""
 
+    def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
+        """The writer's shortcut for the leaves after ``first`` (stored as ``data_format``).
+
+        The function returns a leaf's bytes, the same as :meth:`serialize`, and raises (any
+        exception) for a leaf it cannot take exactly as it took ``first``: another type, or one
+        that :meth:`serialize` would name differently. The writer then checks that leaf the slow
+        way, which says what is wrong. Override it with something cheaper for a hot kind of leaf.
+        """
+        expected, serialize = type(first), self.serialize
+
+        def encode(leaf: Any) -> bytes:
+            if type(leaf) is not expected:
+                raise TypeError(type(leaf))
+            data, name = serialize(leaf)
+            if name is not None and name != data_format:
+                raise TypeError(name)
+            return data if type(data) is bytes else bytes(data)
+
+        return encode
+
+
+def _typed(kind: type, encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """``encode`` for leaves of exactly type ``kind``; raises TypeError for any other."""
+
+    def typed(leaf: Any) -> bytes:
+        if type(leaf) is not kind:
+            raise TypeError(type(leaf))
+        return encode(leaf)
+
+    return typed
+
 
 class StringSerializer(Serializer):
     """UTF-8 text; a string naming an existing file is left to the file serializers."""
@@ -150,6 +182,9 @@ class StringSerializer(Serializer):
 
     def deserialize(self, data: Buffer) -> str:
         return bytes(data).decode("utf-8")
+
+    def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
+        return _typed(str, str.encode)  # UTF-8
 
     def can_serialize(self, data: Any) -> bool:
         return isinstance(data, str) and not os.path.isfile(data)
@@ -180,6 +215,9 @@ class IntegerSerializer(Serializer):
     def deserialize(self, data: Buffer) -> int:
         return struct.unpack("<q", data)[0]
 
+    def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
+        return _typed(int, struct.Struct("<q").pack)  # struct.error above 64 bits
+
     def can_serialize(self, data: Any) -> bool:
         return isinstance(data, int) and not isinstance(data, bool)
 
@@ -192,6 +230,9 @@ class FloatSerializer(Serializer):
 
     def deserialize(self, data: Buffer) -> float:
         return struct.unpack("<d", data)[0]
+
+    def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
+        return _typed(float, struct.Struct("<d").pack)
 
     def can_serialize(self, data: Any) -> bool:
         return isinstance(data, float)
@@ -249,6 +290,16 @@ class NoHeaderNumpySerializer(Serializer):
         if self._dtype is None:
             raise RuntimeError("NoHeaderNumpySerializer.setup() must be called with the data_format first")
         return np.frombuffer(data, dtype=self._dtype).copy()
+
+    def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
+        dtype = first.dtype
+
+        def encode(leaf: Any) -> bytes:
+            if type(leaf) is not np.ndarray or leaf.dtype != dtype:
+                raise TypeError(type(leaf))
+            return leaf.tobytes()
+
+        return encode
 
     def can_serialize(self, data: Any) -> bool:
         return isinstance(data, np.ndarray) and data.ndim == 1

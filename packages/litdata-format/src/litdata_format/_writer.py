@@ -85,6 +85,7 @@ class BinaryWriter:
         self.encryption = encryption
         if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
             raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
+        self._encrypt_sample = encryption.encrypt if encryption is not None and encryption.level == "sample" else None
         self.item_loader = item_loader if item_loader is not None else PyTreeLoader()
         self.item_loader.start_writing(resolve_serializers(serializers))
         self.rank = rank
@@ -102,27 +103,31 @@ class BinaryWriter:
         Samples may arrive out of order; each chunk stores its samples sorted by index.
         """
         data, weight = self.item_loader.encode(item, index)
-        if self.encryption is not None and self.encryption.level == "sample":
-            data = self.encryption.encrypt(data)
+        if self._encrypt_sample is not None:
+            data = self._encrypt_sample(data)
+        size = len(data)
         written = None
-        if self._pending and self._would_overflow(len(data), weight):
-            written = self._flush()
+        if self._pending:
+            chunk_size, chunk_bytes = self.chunk_size, self.chunk_bytes
+            if chunk_size is not None:
+                full = self._pending_weight + weight > chunk_size
+            else:
+                full = (
+                    chunk_bytes is not None
+                    and header_size(len(self._pending) + 1) + self._pending_bytes + size > chunk_bytes
+                )
+            if full:
+                written = self._flush()
         self._pending.append((index, data, weight))
-        self._pending_bytes += len(data)
+        self._pending_bytes += size
         self._pending_weight += weight
-        self._next_index = max(self._next_index, index + 1)
+        if index >= self._next_index:
+            self._next_index = index + 1
         return written
 
     def write(self, item: Any) -> str | None:
         """Add ``item`` after the last one added."""
         return self.add_item(self._next_index, item)
-
-    def _would_overflow(self, size: int, weight: int) -> bool:
-        if self.chunk_size is not None:
-            return self._pending_weight + weight > self.chunk_size
-        assert self.chunk_bytes is not None
-        total = header_size(len(self._pending) + 1) + self._pending_bytes + size
-        return total > self.chunk_bytes
 
     def _flush(self) -> str | None:
         if not self._pending:

@@ -13,6 +13,7 @@ each worker's slice; a resume with different inputs or workers is refused.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class WorkerCheckpoint:
             raise ValueError(f"{source}: not a checkpoint written by this version of litdata ({err})") from None
 
 
-def fingerprint(items: Numbered) -> str:
+def fingerprint(items: Iterable[tuple[int, Any]]) -> str:
     """A short digest of a worker's slice (positions and reprs), to recognise the same job again."""
     digest = hashlib.sha256()
     for pos, item in items:

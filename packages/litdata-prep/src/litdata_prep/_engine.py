@@ -104,7 +104,7 @@ class _Feeder(threading.Thread):
                 continue
         raise InterruptedError
 
-    def _send(self, batch: list[tuple[int, Any]]) -> None:
+    def _send(self, batch: Sequence[tuple[int, Any]]) -> None:
         try:
             payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:

@@ -1,9 +1,10 @@
 """The worker process: run ``fn`` over inputs, write chunks (optimize) or files (map), publish them.
 
 A worker takes its inputs either from a static ordered slice (``keep_data_ordered=True``) or
-from the node's shared queue (pickled small lists of ``(position, input)`` pairs, ``None`` to stop). It tells
-the parent about progress, completion and failure on the ``events`` queue; a failure message
-names the input and carries the formatted traceback of the original exception.
+from the node's shared queue (pickled batches of ``(position, input)`` pairs as ``Numbered``,
+``None`` to stop). It tells the parent about progress, completion and failure on the ``events``
+queue; a failure message names the input and carries the formatted traceback of the original
+exception.
 """
 
 from __future__ import annotations
