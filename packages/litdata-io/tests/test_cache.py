@@ -37,6 +37,7 @@ def _load_folder_storage() -> Any:
 
 
 FolderStorage = _load_folder_storage()
+LEDGER = ".cache-bytes"
 FORK = multiprocessing.get_context("fork")
 # These tests fork on purpose (DataLoader workers do); a helper thread may be alive at that moment.
 pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
@@ -63,8 +64,13 @@ def infos_of(contents: dict[str, bytes], compression: str | None = None) -> list
 
 
 def leftovers(folder: Path) -> list[str]:
-    """Hidden files or folders (locks, staging) anywhere under ``folder``."""
-    return [p.name for p in folder.rglob(".*")] if folder.exists() else []
+    """Hidden files or folders (locks, staging) anywhere under ``folder``, but the cache's ledger."""
+    return [p.name for p in folder.rglob(".*") if p.name != LEDGER] if folder.exists() else []
+
+
+def listing(folder: Path) -> list[str]:
+    """The names in ``folder``, sorted, but the cache's ledger."""
+    return sorted(name for name in os.listdir(folder) if name != LEDGER)
 
 
 def downloads(log: Path) -> list[str]:
@@ -133,7 +139,7 @@ def test_chunk_is_never_visible_half_written(tmp_path: Path, compression: str | 
         stop.set()
         watcher.join()
     assert seen and set(seen) == {256 * 1024}
-    assert sorted(os.listdir(tmp_path / "cache")) == ["chunk-0-0.bin"]
+    assert listing(tmp_path / "cache") == ["chunk-0-0.bin"]
 
 
 def test_with_the_registry_local_storage(tmp_path: Path) -> None:
@@ -142,7 +148,7 @@ def test_with_the_registry_local_storage(tmp_path: Path) -> None:
     for info in infos_of(contents, "zstd"):
         with cache.use(info) as path:
             assert path.read_bytes() == contents[path.name]
-    assert sorted(os.listdir(tmp_path / "cache")) == ["chunk-0-0.bin", "chunk-0-1.bin"]
+    assert listing(tmp_path / "cache") == ["chunk-0-0.bin", "chunk-0-1.bin"]
 
 
 def test_corrupt_compressed_chunk_is_not_published(tmp_path: Path) -> None:
@@ -152,7 +158,7 @@ def test_corrupt_compressed_chunk_is_not_published(tmp_path: Path) -> None:
     cache = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src"), "1GB", compression="zstd")
     with pytest.raises(ValueError, match=r"test://src/chunk-0-0\.zstd\.bin"):
         cache.acquire(info)
-    assert os.listdir(tmp_path / "cache") == []
+    assert listing(tmp_path / "cache") == []
 
 
 def test_download_errors_name_the_url(tmp_path: Path) -> None:
@@ -164,7 +170,7 @@ def test_download_errors_name_the_url(tmp_path: Path) -> None:
     broken = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src", broken=True), "1GB")
     with pytest.raises(ChunkDownloadError, match=r"test://src/chunk-0-0\.bin.*connection reset"):
         broken.acquire(ChunkInfo("chunk-0-0.bin", 10, 1))
-    assert os.listdir(tmp_path / "cache") == []
+    assert listing(tmp_path / "cache") == []
 
 
 def test_refuses_the_dataset_folder_as_cache(tmp_path: Path) -> None:
@@ -270,7 +276,7 @@ def test_eviction_keeps_pinned_chunks_and_prefers_consumed(tmp_path: Path) -> No
     cache.mark_consumed(infos[2])
     assert cache.size() == 3000
     cache.ensure(infos[3])  # needs room: chunk 2 (consumed) goes before chunk 1 (older)
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-3.bin"]
+    assert listing(tmp_path / "cache") == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-3.bin"]
     cache.mark_consumed(infos[0])  # consumed but still pinned: stays
     cache.ensure(infos[4])
     cache.ensure(infos[5])
@@ -293,7 +299,7 @@ def test_downloads_side_by_side_make_room_for_each_other(tmp_path: Path) -> None
 
     asyncio.run(three_at_once())
     # Each download counted the others in flight: the three old chunks made way for all three.
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [info.filename for info in infos[3:]]
+    assert listing(tmp_path / "cache") == [info.filename for info in infos[3:]]
     assert leftovers(tmp_path / "cache") == []
 
 
@@ -316,6 +322,50 @@ def test_a_download_in_another_process_counts_until_it_dies(tmp_path: Path) -> N
     child.join()
     assert cache.evict(incoming=1000) == 0  # the dead download's leftover lock reserves nothing
     assert cache.evict(incoming=2001) == 1000
+
+
+def test_a_full_cache_counts_its_folder_once_per_margin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    contents = make_chunks(tmp_path / "src", 250, 100)
+    infos = infos_of(contents)
+    cache = ChunkCache(tmp_path / "cache", FolderStorage(tmp_path / "src"), 200 * 100)  # margin: 4 chunks
+    for info in infos[:200]:
+        cache.ensure(info)
+    scans = []
+    real_scan = ChunkCache._scan
+    monkeypatch.setattr(ChunkCache, "_scan", lambda self, *a: scans.append(1) or real_scan(self, *a))
+    for info in infos[200:]:
+        with cache.use(info) as path:
+            assert path.read_bytes() == contents[info.filename]
+        cache.mark_consumed(info)
+        held = sum(entry.stat().st_size for entry in os.scandir(tmp_path / "cache") if entry.name.startswith("chunk-"))
+        assert held <= 200 * 100
+        assert cache._ledger.read()[0] == held  # type: ignore[index]
+    # A recount frees what is needed plus the margin: one per 5 downloads, not 2 per download.
+    assert 5 <= len(scans) <= 15, len(scans)
+    assert cache.size() >= 200 * 100 - 5 * 100
+
+
+def test_the_ledger_is_recounted_when_it_is_wrong_or_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    contents = make_chunks(tmp_path / "src", 4, 1000)
+    infos = infos_of(contents)
+    folder = tmp_path / "cache"
+    cache = ChunkCache(folder, FolderStorage(tmp_path / "src"), 3000)
+    for info in infos[:2]:
+        cache.ensure(info)
+    ledger = folder / LEDGER
+    assert ledger.read_text().split()[0] == "2000"
+    (folder / "chunk-0-9.bin").write_bytes(b"x" * 1500)  # added behind the cache's back: 3500 now
+    assert cache.evict() == 0  # the ledger says 2000 and was counted just now
+    monkeypatch.setattr("litdata_io._cache._RECOUNT_S", 0.0)
+    assert cache.evict() == 1000 and cache.size() == 2500  # a minute later: counted, the oldest chunk went
+    monkeypatch.undo()
+    ledger.write_text("garbage")
+    assert cache.evict() == 0 and ledger.read_text().split()[0] == "2500"
+    ledger.unlink()
+    cache.ensure(infos[2])  # no ledger: counted again before the download, and kept from then on
+    assert cache.size() <= 3000 and int(ledger.read_text().split()[0]) == cache.size()
+    result = cache.clear()
+    assert (result.files, result.bytes) == (2, 2500) and not folder.exists()  # the ledger went too, uncounted
 
 
 def _hold_then_exit(cache: ChunkCache, info: ChunkInfo, held: Any, go: Any) -> None:
@@ -454,7 +504,7 @@ def test_clear_keeps_chunks_in_use_and_leaves_nothing_behind(tmp_path: Path) -> 
         result = cache.clear()
         assert result.in_use == [path] and path.read_bytes() == contents["chunk-0-0.bin"]
         assert result.files == 4 and result.bytes == 200 + 2 + 4
-    assert sorted(os.listdir(root / "ds")) == ["chunk-0-0.bin"]
+    assert listing(root / "ds") == ["chunk-0-0.bin"]
     clear_cache(root)
     assert not root.exists()
     assert clear_cache(root).files == 0

@@ -33,6 +33,17 @@ then the oldest. So downloads running side by side never each make room only for
 Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use (read, or
 prefetched and waiting to be read) and the downloads in flight.
 
+The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
+twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
+under ``flock`` as it reserves, publishes, abandons and deletes. Checking the cap is one read of it.
+The folder is counted again, under the ledger's lock, only when the ledger says the cap is
+exceeded, when it is missing, or when its last count is a minute old. That count also corrects
+what crashed processes, ``litdata cache clear`` or hand deletions left wrong. Each recount then
+frees up to 1/50 of the cap beyond what is needed (whole chunks only, never more than that
+margin), so a full cache is recounted about once per 1/50 of its size downloaded, not once per
+chunk. A race between two processes can only make the ledger count too much, which costs a
+recount, never too little.
+
 Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
 Locking needs ``fcntl`` (POSIX); without it, only in-process pins protect chunks.
@@ -47,6 +58,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 from litdata_format import ChunkInfo, decompress, parse_size, plain_chunk_name
 from litdata_io._cache_locks import (
+    EX,
     SH,
     delete_if_unused,
     flock,
@@ -88,6 +101,10 @@ _DEFAULT_FRACTION = 0.75
 _FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
 _LOCK_SUFFIX = ".lock"
 _STAGING_SUFFIX = ".partial"
+_LEDGER = ".cache-bytes"
+_LEDGER_WIDTH = 48
+_RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
+_MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
 
 
 class ChunkDownloadError(OSError):
@@ -199,6 +216,7 @@ class ChunkCache:
         self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
         _refuse_source_folder(storage, self.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self._ledger = _Ledger(self.cache_dir / _LEDGER)
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)
 
@@ -362,40 +380,52 @@ class ChunkCache:
                 return fd
             shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
             staging.mkdir()
+            # The lock file first, then the ledger: a recount in between counts this twice, never not at all.
             reserve(lock_fd, info.chunk_bytes)
-            self.evict()  # counts this download's reservation and every other one in flight
-            url = self.storage.url_for(info.filename)
+            self._ledger.add(info.chunk_bytes)
+            size = 0
             try:
-                fetched = staging / Path(info.filename).name
-                with trace_span("download", chunk=info.filename) as span:
-                    span.set(bytes=await self.storage.adownload(info.filename, fetched))
-                ready = staging / final.name
-                if fetched != ready:
-                    with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
-                        await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
-            except (asyncio.CancelledError, ChunkDownloadError):
-                raise
-            except Exception as err:
-                if url in str(err):
-                    raise
-                raise ChunkDownloadError(f"downloading chunk {url} failed: {type(err).__name__}: {err}") from err
-            fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            try:
-                flock(fd, SH)  # pinned before anyone can see it
-                os.replace(ready, final)
-            except BaseException:
-                os.close(fd)
-                raise
-            if same_file(fd, final) is None:
-                # A writer of a cancelled attempt swapped the staged file under us: pin what is there.
-                os.close(fd)
-                fd = open_pinned(final)
-                if fd is None:
-                    raise ChunkDownloadError(f"chunk {url}: {final} vanished right after it was published")
-            return fd
+                fd = await self._fetch_and_publish(info, staging, final)
+                size = os.fstat(fd).st_size
+                return fd
+            finally:  # the reservation becomes the published file, or nothing (still under the lock)
+                self._ledger.add(size - info.chunk_bytes)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             release_lock_file(lock_fd, lock_path)
+
+    async def _fetch_and_publish(self, info: ChunkInfo, staging: Path, final: Path) -> int:
+        """Download ``info`` into ``staging``, publish it as ``final``; return a descriptor pinning it."""
+        self.evict()  # counts this download's reservation and every other one in flight
+        url = self.storage.url_for(info.filename)
+        try:
+            fetched = staging / Path(info.filename).name
+            with trace_span("download", chunk=info.filename) as span:
+                span.set(bytes=await self.storage.adownload(info.filename, fetched))
+            ready = staging / final.name
+            if fetched != ready:
+                with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
+                    await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
+        except (asyncio.CancelledError, ChunkDownloadError):
+            raise
+        except Exception as err:
+            if url in str(err):
+                raise
+            raise ChunkDownloadError(f"downloading chunk {url} failed: {type(err).__name__}: {err}") from err
+        fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            flock(fd, SH)  # pinned before anyone can see it
+            os.replace(ready, final)
+        except BaseException:
+            os.close(fd)
+            raise
+        if same_file(fd, final) is None:
+            # A writer of a cancelled attempt swapped the staged file under us: pin what is there.
+            os.close(fd)
+            fd = open_pinned(final)
+            if fd is None:
+                raise ChunkDownloadError(f"chunk {url}: {final} vanished right after it was published")
+        return fd
 
     # -- the cap --------------------------------------------------------------------------------
     def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:
@@ -441,6 +471,8 @@ class ChunkCache:
         """Delete unpinned chunks, consumed then oldest first, until ``incoming`` more bytes fit.
 
         Downloads in progress (of any process using this folder) count with the bytes they will add.
+        When the ledger says they fit, nothing is counted or deleted; otherwise the folder is
+        counted and, past what is needed, whole chunks go until 1/50 of the cap is free too.
 
         Args:
             incoming: bytes about to be added besides those downloads.
@@ -448,24 +480,30 @@ class ChunkCache:
         Returns:
             The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
         """
-        locks: list[Path] = []
-        entries = self._scan(locks)
-        total = sum(size for _, size, _ in entries) + sum(reservation(lock) for lock in locks)
         budget = self.max_cache_size - max(incoming, 0)
-        if total <= budget:
+        known = self._ledger.read()
+        if known is not None and known[0] <= budget and time.time() - known[1] < _RECOUNT_S:
             return 0
-        with self._state.lock:
-            pinned = set(self._state.pins)
-        freed = 0
-        for path, size, _ in sorted(entries, key=lambda entry: entry[2]):
-            if total <= budget:
-                break
-            if path.relative_to(self.cache_dir).as_posix() in pinned:
-                continue
-            if delete_if_unused(path):
-                trace_instant("delete", chunk=path.name, bytes=size)
-                total -= size
-                freed += size
+        with self._ledger.locked() as ledger:  # the folder's true total, written back when done
+            locks: list[Path] = []
+            entries = self._scan(locks)
+            total = sum(size for _, size, _ in entries) + sum(reservation(lock) for lock in locks)
+            freed = 0
+            if total > budget:
+                with self._state.lock:
+                    pinned = set(self._state.pins)
+                low = budget - self.max_cache_size // _MARGIN
+                for path, size, _ in sorted(entries, key=lambda entry: entry[2]):
+                    # Enough room for what comes; then go on into the margin with chunks that fit in it.
+                    if total <= budget and total - size < low:
+                        break
+                    if path.relative_to(self.cache_dir).as_posix() in pinned:
+                        continue
+                    if delete_if_unused(path):
+                        trace_instant("delete", chunk=path.name, bytes=size)
+                        total -= size
+                        freed += size
+            ledger.write(total)
         return freed
 
     def clear(self) -> CacheClearResult:
@@ -479,6 +517,72 @@ class ChunkCache:
             pins, state.pins = list(state.pins.values()), {}
         for pin in pins:
             os.close(pin.fd)
+
+
+class _Ledger:
+    """The cache folder's running total (published chunks and downloads in progress), shared by
+    every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the last count>``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> tuple[int, float] | None:
+        """(bytes, time of the last count), or None if there is no ledger (or it is unreadable)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            flock(fd, SH)
+            return _parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0))
+        finally:
+            os.close(fd)
+
+    def add(self, delta: int) -> None:
+        """Add ``delta`` bytes; without a ledger, nothing (the next eviction counts the folder)."""
+        if not delta:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            flock(fd, EX)
+            known = _parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0))
+            if known is not None:
+                _write_ledger(fd, max(known[0] + delta, 0), known[1])
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[_LedgerWriter]:
+        """Hold the ledger (created if missing) exclusively: nobody updates it until the block ends."""
+        fd = lock_exclusive(self.path)
+        assert fd is not None
+        try:
+            yield _LedgerWriter(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class _LedgerWriter:
+    fd: int
+
+    def write(self, total: int) -> None:
+        _write_ledger(self.fd, total, time.time())
+
+
+def _parse_ledger(data: bytes) -> tuple[int, float] | None:
+    try:
+        total, counted = data.split()
+        return int(total), float(counted)
+    except ValueError:
+        return None
+
+
+def _write_ledger(fd: int, total: int, counted: float) -> None:
+    os.pwrite(fd, f"{total} {counted:.3f}".ljust(_LEDGER_WIDTH).encode(), 0)
 
 
 def _finish(
@@ -588,6 +692,9 @@ def clear_cache(path: str | os.PathLike[str] | None = None) -> CacheClearResult:
 
 def _clear_file(path: Path, result: CacheClearResult) -> None:
     name = path.name
+    if name == _LEDGER:  # bookkeeping, not cached data: the next eviction counts the folder again
+        delete_if_unused(path)
+        return
     try:
         size = path.stat().st_size
     except FileNotFoundError:
