@@ -150,17 +150,15 @@ class Serializer(ABC):
         that :meth:`serialize` would name differently. The writer then checks that leaf the slow
         way, which says what is wrong. Override it with something cheaper for a hot kind of leaf.
         """
-        expected, serialize = type(first), self.serialize
+        serialize = self.serialize
 
         def encode(leaf: Any) -> bytes:
-            if type(leaf) is not expected:
-                raise TypeError(type(leaf))
             data, name = serialize(leaf)
             if name is not None and name != data_format:
                 raise TypeError(name)
             return data if type(data) is bytes else bytes(data)
 
-        return encode
+        return _typed(type(first), encode)
 
 
 def _typed(kind: type, encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
@@ -294,7 +292,7 @@ class NoHeaderNumpySerializer(Serializer):
     def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
         dtype = first.dtype
 
-        def encode(leaf: Any) -> bytes:
+        def encode(leaf: Any) -> bytes:  # one call per leaf: this is the hot leaf of most datasets
             if type(leaf) is not np.ndarray or leaf.dtype != dtype:
                 raise TypeError(type(leaf))
             return leaf.tobytes()

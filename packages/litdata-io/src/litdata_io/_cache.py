@@ -481,10 +481,11 @@ class ChunkCache:
             The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
         """
         budget = self.max_cache_size - max(incoming, 0)
-        known = self._ledger.read()
-        if known is not None and known[0] <= budget and time.time() - known[1] < _RECOUNT_S:
+        if _fits(self._ledger.read(), budget):
             return 0
-        with self._ledger.locked() as ledger:  # the folder's true total, written back when done
+        with self._ledger.locked() as fd:  # the folder's true total, written back when done
+            if _fits(_parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0)), budget):
+                return 0  # another process counted while we waited for the lock
             locks: list[Path] = []
             entries = self._scan(locks)
             total = sum(size for _, size, _ in entries) + sum(reservation(lock) for lock in locks)
@@ -503,7 +504,7 @@ class ChunkCache:
                         trace_instant("delete", chunk=path.name, bytes=size)
                         total -= size
                         freed += size
-            ledger.write(total)
+            _write_ledger(fd, total, time.time())
         return freed
 
     def clear(self) -> CacheClearResult:
@@ -555,22 +556,19 @@ class _Ledger:
             os.close(fd)
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[_LedgerWriter]:
-        """Hold the ledger (created if missing) exclusively: nobody updates it until the block ends."""
+    def locked(self) -> Iterator[int]:
+        """A descriptor holding the ledger (created if missing) exclusively until the block ends."""
         fd = lock_exclusive(self.path)
         assert fd is not None
         try:
-            yield _LedgerWriter(fd)
+            yield fd
         finally:
             os.close(fd)
 
 
-@dataclass
-class _LedgerWriter:
-    fd: int
-
-    def write(self, total: int) -> None:
-        _write_ledger(self.fd, total, time.time())
+def _fits(known: tuple[int, float] | None, budget: int) -> bool:
+    """Whether a ledger's total is within ``budget`` and was counted less than a minute ago."""
+    return known is not None and known[0] <= budget and time.time() - known[1] < _RECOUNT_S
 
 
 def _parse_ledger(data: bytes) -> tuple[int, float] | None:
