@@ -21,7 +21,7 @@ import numpy as np
 
 from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
 from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
-from litdata_stream._draws import count_draws, draw_generator, draws, stream_length
+from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, batch_count, round_robin
 from litdata_stream._plan import EpochOrder, Interval, Topology, WorkerPlan, remaining_base, split_base
@@ -111,7 +111,7 @@ class CombinedStreamingDataset(MixedDataset):
 
     def _rng(self, segment: int, rank: int, worker: int) -> np.random.RandomState:
         # Epoch 1, segment 0, rank 0, worker 0 is seeded like upstream's random.Random(seed).
-        return draw_generator(self.seed, (self.current_epoch - 1) % 2**32, segment, rank, worker)
+        return python_random_state(self.seed, (self.current_epoch - 1) % 2**32, segment, rank, worker)
 
     def _rank_streams(
         self, topology: Topology, segment: int, bases: list[list[Interval]], rank: int

@@ -9,9 +9,9 @@ are known without reading a sample, which is what makes resuming exact.
 
 A draw is made the way upstream LitData makes it with ``random.Random(seed).choices(indexes,
 weights)``: the uniform ``u`` picks the first dataset whose cumulative weight exceeds
-``u * total``, with the cumulative weights summed in dataset order. :func:`draw_generator` seeds a
-Mersenne Twister exactly as ``random.Random(seed)`` does, so the same seed and weights pick the
-same datasets in the same order.
+``u * total``, with the cumulative weights summed in dataset order. :func:`python_random_state`
+seeds a Mersenne Twister exactly as ``random.Random(seed)`` does, so the same seed and weights
+pick the same datasets in the same order.
 
 Rules (upstream's):
 
@@ -30,17 +30,18 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["count_draws", "draw_generator", "draws", "stream_length"]
+__all__ = ["count_draws", "python_random_state", "draws", "stream_length"]
 
 _BLOCK = 4096
 
 
-def draw_generator(seed: int, *stream: int) -> np.random.RandomState:
-    """A Mersenne Twister for the draws of one stream of a seed.
+def python_random_state(seed: int, *stream: int) -> np.random.RandomState:
+    """A Mersenne Twister for one stream of a seed, seeded the way Python seeds its own.
 
-    With no ``stream`` numbers (or only zeros) it is seeded exactly like ``random.Random(seed)``
-    (the 32-bit words of ``abs(seed)``), so its uniforms are those upstream draws from. Other
-    streams append their numbers to that key (trailing zeros dropped, so each key is distinct).
+    With no ``stream`` numbers (or only zeros) its key is exactly ``random.Random(seed)``'s (the
+    32-bit words of ``abs(seed)``; also ``np.random.RandomState([seed])``'s), so its uniforms and
+    permutations are those upstream draws. Other streams append their numbers to that key
+    (trailing zeros dropped, so each key is distinct).
     """
     words: list[int] = []
     rest = abs(int(seed))
