@@ -4,13 +4,15 @@ the output folder, and the exception types."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from litdata_format import BinaryWriter
+from litdata_format import BinaryWriter, FernetEncryption
+from litdata_prep import optimize
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
 from tests.upstream_venv import run_upstream
 
@@ -101,3 +103,83 @@ def test_subsample_takes_the_chunks_upstream_takes(tmp_path: Path) -> None:
     assert upstream[0] == list(range(25))
     assert len({i // 7 for i in upstream[1]}) <= 5  # shuffled: whole chunks still (one may be the 2-item one)
     assert upstream[5] == []
+
+
+ERRORS = """
+import json, os, pickle, sys
+from litdata import CombinedStreamingDataset, StreamingDataset, optimize
+from litdata.utilities.encryption import FernetEncryption
+cfg = json.loads(sys.argv[2])
+
+def raised(call):
+    try:
+        call()
+    except BaseException as error:
+        return f"{type(error).__module__}:{type(error).__qualname__}"
+    return None
+
+wrong = FernetEncryption.load(cfg["key"], "wrong-pw")
+out = {
+    "existing_output": raised(lambda: optimize(str, [1], cfg["dataset"], chunk_size=2, num_workers=1)),
+    "no_index": raised(lambda: StreamingDataset(cfg["empty_dir"])),
+    "wrong_fernet_key": raised(lambda: StreamingDataset(cfg["encrypted"], encryption=wrong)[0]),
+    "not_a_dataset": raised(lambda: CombinedStreamingDataset([StreamingDataset(cfg["dataset"]), "data"])),
+    "empty_dataset": raised(lambda: StreamingDataset(cfg["empty_dataset"])),
+}
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(out, f)
+"""
+
+
+def _type(name: str) -> type[BaseException]:
+    module, qualname = name.split(":")
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    assert isinstance(found, type) and issubclass(found, BaseException)
+    return found
+
+
+def test_errors_are_of_the_types_upstream_raises(tmp_path: Path) -> None:
+    dataset = _make(tmp_path / "dataset", 10, 0)
+    (tmp_path / "empty_dir").mkdir()
+    encryption = FernetEncryption("secret-pw")
+    writer = BinaryWriter(tmp_path / "encrypted", chunk_size=3, encryption=encryption)
+    for i in range(5):
+        writer.add_item(i, {"id": i})
+    writer.done()
+    writer.merge()
+    encryption.save(str(tmp_path / "key.json"))
+    optimize(_nothing, [1, 2], tmp_path / "empty_dataset", chunk_size=2, num_workers=1, start_method="fork",
+             verbose=False)  # fmt: skip
+    cfg = {
+        "dataset": dataset,
+        "empty_dir": str(tmp_path / "empty_dir"),
+        "encrypted": str(tmp_path / "encrypted"),
+        "key": str(tmp_path / "key.json"),
+        "empty_dataset": str(tmp_path / "empty_dataset"),
+    }
+    upstream = run_upstream(ERRORS, json.dumps(cfg))
+    assert upstream == {
+        "existing_output": "builtins:RuntimeError",
+        "no_index": "builtins:ValueError",
+        "wrong_fernet_key": "cryptography.fernet:InvalidToken",
+        "not_a_dataset": "builtins:RuntimeError",
+        # Upstream refuses the empty dataset its own optimize writes; here it opens with len 0.
+        "empty_dataset": "builtins:AssertionError",
+    }
+    with pytest.raises(_type(upstream["existing_output"]), match="already holds an optimized dataset"):
+        optimize(str, [1], dataset, chunk_size=2, num_workers=1, start_method="fork", verbose=False)
+    with pytest.raises(_type(upstream["no_index"]), match="no index.json here"):
+        StreamingDataset(cfg["empty_dir"])
+    wrong = FernetEncryption.load(cfg["key"], "wrong-pw")
+    with pytest.raises(_type(upstream["wrong_fernet_key"]), match="the key is wrong"):
+        StreamingDataset(cfg["encrypted"], encryption=wrong)[0]
+    with pytest.raises(_type(upstream["not_a_dataset"]), match=r"datasets\[1\] is a str"):
+        CombinedStreamingDataset([StreamingDataset(dataset), "data"])  # type: ignore[list-item]
+    empty = StreamingDataset(cfg["empty_dataset"])
+    assert len(empty) == 0 and list(empty) == [] and list(StreamingDataLoader(empty, batch_size=2)) == []
+
+
+def _nothing(item: int) -> Any:
+    yield from ()
