@@ -121,7 +121,8 @@ def draws(
         live.remove(gone)
         current[gone] = None
         total = sum(w for w in current if w is not None)  # the same sum (and rounding) as upstream's
-        current = [None if w is None else w / total for w in current]
+        if total > 0:  # else only empty datasets of weight 0 are left: the loop ends
+            current = [None if w is None else w / total for w in current]
     if len(live) == 1 and remaining[live[0]] >= unit:
         whole = int(remaining[live[0]] // unit * unit)
         remaining[live[0]] -= whole
