@@ -33,6 +33,8 @@ EXPECTED = {
     "DatasetIndex",
     "DatasetReader",
     "ParquetLoader",
+    "PickleRefusedError",
+    "PickleWriteWarning",
     "PyTreeLoader",
     "Serializer",
     "TokensLoader",

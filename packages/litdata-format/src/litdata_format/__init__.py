@@ -43,6 +43,7 @@ from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
 from litdata_format._registry import default_serializers, resolve_serializers
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
+from litdata_format._trust import PickleRefusedError, PickleWriteWarning
 from litdata_format._writer import DEFAULT_CHUNK_BYTES, BinaryWriter
 
 __version__ = "0.1.0"
@@ -76,6 +77,8 @@ __all__ = [
     "DatasetIndex",
     "DatasetReader",
     "ParquetLoader",
+    "PickleRefusedError",
+    "PickleWriteWarning",
     "PyTreeLoader",
     "Serializer",
     "TokensLoader",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -60,10 +61,17 @@ def map_file(path: str | os.PathLike[str]) -> mmap.mmap:
     The mapping is private copy-on-write (``ACCESS_COPY``): nothing is copied unless written,
     and zero-copy tensors over it get the writable buffer torch asks for.
     """
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"chunk {path}: not a regular file (mode {oct(info.st_mode)}); refusing to read it")
+        if info.st_size == 0:
             raise ValueError(f"chunk {path}: the file is empty")
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
 
 
 class Chunk(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ __all__ = [
     "INDEX_FILENAME",
     "IndexNotFoundError",
     "ChunkInfo",
+    "check_chunk_file",
     "DatasetIndex",
     "complete_dataset",
     "is_complete_dataset",
@@ -52,6 +54,41 @@ def check_chunk_filename(name: Any, source: str) -> str:
             "'/', no hidden or empty parts, no '\\'); refusing to use it"
         )
     return name
+
+
+def check_chunk_file(path: str | os.PathLike[str], filename: str, source: str) -> None:
+    """Refuse chunk ``filename`` stored at ``path`` if it resolves outside its folder or is not a regular file.
+
+    The folder is ``path`` without the parts of ``filename`` (the dataset or cache folder), so a
+    symlink to elsewhere, or a FIFO or device that would block or never end, is refused before
+    it is opened. A missing file is left to the opener, which says so.
+    """
+    path = Path(path)
+    root = path
+    for _ in filename.split("/"):
+        root = root.parent
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise ValueError(
+            f"{source}: chunk {filename} at {path} resolves to {real}, outside the folder {real_root}; "
+            "refusing to read it (copy the file into the dataset instead of linking it)"
+        )
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"{source}: chunk {filename} at {path} is not a regular file ({_kind(mode)}); refusing to read it"
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK,
+                       "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):  # fmt: skip
+        if test(mode):
+            return name
+    return f"mode {oct(mode)}"
 
 
 class IndexNotFoundError(FileNotFoundError, ValueError):
@@ -90,13 +127,66 @@ class ChunkInfo:
         }
 
 
-def _int_field(entry: Mapping[str, Any], key: str, source: str, optional: bool = False) -> Any:
+# Far above any real chunk (256 TiB, 2**48 items or tokens), far below what overflows an int64
+# when the reader sums them over chunks.
+_MAX_COUNT = 1 << 48
+
+
+def _int_field(entry: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
     value = entry.get(key)
     if value is None and optional:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{source}: chunk entry {entry.get('filename')!r} has an invalid {key!r}: {value!r}")
+    if key not in entry:
+        raise ValueError(f"{where}: {key!r} is missing")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MAX_COUNT:
+        raise ValueError(f"{where}: {key!r} must be an integer from 0 to 2**48, got {value!r:.100}")
     return value
+
+
+def _check_data_format(formats: Any, source: str) -> None:
+    from litdata_format._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
+
+    if not isinstance(formats, list):
+        raise ValueError(f"{source}: config.data_format must be a list of serializer names, got {formats!r:.100}")
+    tables: dict[str, Mapping[int, Any]] = {"no_header_numpy": NUMPY_DTYPES, "no_header_tensor": TORCH_DTYPE_NAMES}
+    for number, fmt in enumerate(formats):
+        where = f"{source}: config.data_format[{number}]"
+        if not isinstance(fmt, str) or not fmt:
+            raise ValueError(f"{where} must be a serializer name such as 'int' or 'numpy', got {fmt!r:.100}")
+        name, _, suffix = fmt.partition(":")
+        table = tables.get(name)
+        if table is not None and not (suffix.isdigit() and int(suffix) in table):
+            raise ValueError(f"{where} = {fmt!r:.100}: {suffix!r:.20} is not a known dtype index of {name}")
+
+
+def _check_config(config: dict[str, Any], source: str) -> None:
+    """Check the types of the config fields readers use; unknown fields are kept as they are."""
+    for key in ("data_format", "data_spec"):
+        if key not in config:
+            raise ValueError(f"{source}: config is missing {key!r}")
+    _check_data_format(config["data_format"], source)
+    expected: dict[str, tuple[type, ...]] = {
+        "data_spec": (str,),
+        "compression": (str,),
+        "encryption": (dict,),
+        "item_loader": (str,),
+        "compression_level": (str, int),
+    }
+    for key, types in expected.items():
+        value = config.get(key)
+        if value is not None and not isinstance(value, types):
+            names = " or ".join(t.__name__ for t in types)
+            raise ValueError(f"{source}: config.{key} must be null or a {names}, got {value!r:.100}")
+    for key in ("chunk_size", "chunk_bytes"):
+        _int_field(config, key, f"{source}: config", optional=True)
+    compression = config.get("compression")
+    if compression is not None and config.get("item_loader") != "ParquetLoader":
+        from litdata_format._compression import zstd_level
+
+        try:
+            zstd_level(compression)
+        except ValueError as err:
+            raise ValueError(f"{source}: config.compression: {err}") from None
 
 
 @dataclass
@@ -156,25 +246,22 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
         config = {"data_format": [], "data_spec": None}  # an empty dataset, as upstream's optimize writes it
     if not isinstance(chunks, list) or not isinstance(config, dict):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
+    _check_config(config, source)
     infos = []
-    for entry in chunks:
+    for number, entry in enumerate(chunks):
+        where = f"{source}: chunks[{number}]"
         if not isinstance(entry, dict):
-            raise ValueError(f"{source}: each chunk entry must be an object, got {entry!r:.100}")
+            raise ValueError(f"{where} must be an object, got {entry!r:.100}")
         known = {"filename", "chunk_bytes", "chunk_size", "dim"}
         infos.append(
             ChunkInfo(
-                filename=check_chunk_filename(entry.get("filename"), source),
-                chunk_bytes=_int_field(entry, "chunk_bytes", source),
-                chunk_size=_int_field(entry, "chunk_size", source),
-                dim=_int_field(entry, "dim", source, optional=True),
+                filename=check_chunk_filename(entry.get("filename"), where),
+                chunk_bytes=_int_field(entry, "chunk_bytes", where),
+                chunk_size=_int_field(entry, "chunk_size", where),
+                dim=_int_field(entry, "dim", where, optional=True),
                 extra={k: v for k, v in entry.items() if k not in known},
             )
         )
-    for key in ("data_format", "data_spec"):
-        if key not in config:
-            raise ValueError(f"{source}: config is missing {key!r}")
-    if not isinstance(config["data_format"], list):
-        raise ValueError(f"{source}: config.data_format must be a list of serializer names")
     updated = obj.get("updated_at")
     return DatasetIndex(infos, config, None if updated is None else str(updated), source)
 
@@ -185,16 +272,20 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
     if path.is_dir():
         path = path / INDEX_FILENAME
     try:
-        text = path.read_text()
+        if path.exists() and not path.is_file():  # a FIFO would block the read forever
+            raise ValueError(f"{path}: index.json is not a regular file; refusing to read it")
+        raw = path.read_bytes()
     except FileNotFoundError:
         hint = ""
         if path.parent.is_dir() and any(_RANK_INDEX.match(p.name) for p in path.parent.iterdir()):
             hint = " It has per-rank index files: finish it with litdata_format.complete_dataset(dir)."
         raise IndexNotFoundError(f"{path}: no index.json here; is this an optimized dataset?{hint}") from None
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: index.json is not valid JSON ({err}); it may be truncated") from None
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: index.json is not valid JSON ({err}); it may be truncated or damaged") from None
+    except RecursionError:
+        raise ValueError(f"{path}: index.json nests its values too deeply to be an index") from None
     return parse_index(obj, str(path))
 
 

@@ -26,6 +26,7 @@ from litdata_format._serializers import (
     torch_dtype,
     torch_if_loaded,
 )
+from litdata_format._trust import check_pickle_allowed
 
 __all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader"]
 
@@ -58,8 +59,15 @@ class BaseItemLoader:
         return None
 
     # -- reading --------------------------------------------------------------------------------
-    def setup(self, index: DatasetIndex, serializers: Mapping[str, Serializer]) -> None:
-        """Prepare to read the dataset described by ``index``."""
+    def setup(
+        self, index: DatasetIndex, serializers: Mapping[str, Serializer], allow_pickle: bool | None = None
+    ) -> None:
+        """Prepare to read the dataset described by ``index``.
+
+        Every reader sets its loader up here, so this is where a dataset whose leaves would be
+        unpickled is refused unless ``allow_pickle`` (or ``LITDATA_ALLOW_PICKLE``) allows it.
+        """
+        check_pickle_allowed(index, serializers, allow_pickle)
         if index.item_loader != self.name:
             raise ValueError(
                 f"{index.source}: the dataset was written with {index.item_loader}, but it is being read "
@@ -100,15 +108,22 @@ class PyTreeLoader(BaseItemLoader):
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
         return self._encoder.encode(sample, index), 1
 
-    def setup(self, index: DatasetIndex, serializers: Mapping[str, Serializer]) -> None:
-        super().setup(index, serializers)
+    def setup(
+        self, index: DatasetIndex, serializers: Mapping[str, Serializer], allow_pickle: bool | None = None
+    ) -> None:
+        super().setup(index, serializers, allow_pickle)
         self._decoder: SampleDecoder | MdsSampleDecoder
         if is_mds_index(index):
             self._decoder = MdsSampleDecoder(index)
         elif not index.chunks and index.config.get("data_spec") is None:
             return  # an empty dataset (no sample was ever written): nothing to decode
         else:
-            self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers)
+            try:
+                self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers)
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as err:
+                raise ValueError(
+                    f"{index.source}: config.data_spec / config.data_format cannot be read: {err}"
+                ) from None
 
     def load(self, chunk: Chunk, index: int) -> Any:
         rows = getattr(chunk, "sample", None)
@@ -160,8 +175,10 @@ class TokensLoader(BaseItemLoader):
     def chunk_dim(self, weights: list[int]) -> int | None:
         return sum(weights)
 
-    def setup(self, index: DatasetIndex, serializers: Mapping[str, Serializer]) -> None:
-        super().setup(index, serializers)
+    def setup(
+        self, index: DatasetIndex, serializers: Mapping[str, Serializer], allow_pickle: bool | None = None
+    ) -> None:
+        super().setup(index, serializers, allow_pickle)
         if self.block_size is None:
             raise ValueError("TokensLoader needs block_size to read: TokensLoader(block_size=2049)")
         formats = index.data_format

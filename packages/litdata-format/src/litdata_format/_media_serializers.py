@@ -531,6 +531,8 @@ class GraphSerializer(Serializer):
     a pickled graph comes back as the stored object (e.g. a NetworkX graph).
     """
 
+    unpickles = True  # even packed graphs keep their layout (``_meta``) as a pickle
+
     def __init__(self) -> None:
         self._pickled = False
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from litdata_format._index import ChunkInfo, DatasetIndex
+from litdata_format._index import ChunkInfo, DatasetIndex, check_chunk_file
 from litdata_format._loaders import BaseItemLoader
 
 __all__ = ["ParquetChunk", "ParquetLoader", "require_pyarrow"]
@@ -153,6 +153,7 @@ class ParquetLoader(BaseItemLoader):
 
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> ParquetChunk:  # fmt: skip
+        check_chunk_file(path, info.filename, index.source)
         return ParquetChunk(path, self.columns, self.low_memory, self.pre_load_chunk)
 
     def load(self, chunk: Any, index: int) -> Any:

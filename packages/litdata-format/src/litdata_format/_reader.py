@@ -16,7 +16,7 @@ from typing import Any
 
 from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
 from litdata_format._compression import decompress
-from litdata_format._index import ChunkInfo, DatasetIndex, load_index
+from litdata_format._index import ChunkInfo, DatasetIndex, check_chunk_file, load_index
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
 from litdata_format._mds import is_mds_index, open_mds_shard
 from litdata_format._registry import resolve_serializers
@@ -44,6 +44,7 @@ def open_chunk(
     cache should decompress to a plain file once (:func:`decompress`) and open that instead.
     """
     path = Path(path)
+    check_chunk_file(path, info.filename, index.source)
     if is_mds_index(index):
         return open_mds_shard(path, info, index)
     name = str(path)
@@ -95,6 +96,8 @@ class DatasetReader:
         item_loader: how to read items; the default matches ``config.item_loader`` (PyTreeLoader).
         serializers: extra serializers by key, as given to the writer.
         encryption: the key, for encrypted datasets.
+        allow_pickle: whether values stored with pickle may be read (unpickling runs code from
+            the data); None follows ``LITDATA_ALLOW_PICKLE``, which allows it when unset.
     """
 
     def __init__(
@@ -103,13 +106,14 @@ class DatasetReader:
         item_loader: BaseItemLoader | None = None,
         serializers: Mapping[str, Serializer] | None = None,
         encryption: Any = None,
+        allow_pickle: bool | None = None,
     ) -> None:
         self.input_dir = Path(input_dir)
         self.index = load_index(self.input_dir)
         if item_loader is None:
             item_loader = _default_loader(self.index.item_loader)
         self.item_loader = item_loader
-        self.item_loader.setup(self.index, resolve_serializers(serializers))
+        self.item_loader.setup(self.index, resolve_serializers(serializers), allow_pickle)
         self.encryption = encryption
         counts = [self.item_loader.items_in_chunk(c) for c in self.index.chunks]
         self._starts = [0]

@@ -10,7 +10,7 @@ from litdata_format import _media_serializers as m
 from litdata_format import _serializers as s
 from litdata_format._serializers import Serializer
 
-__all__ = ["default_serializers", "resolve_serializers", "serializer_for_format"]
+__all__ = ["default_serializers", "lookup_serializer", "resolve_serializers", "serializer_for_format"]
 
 # The order decides which serializer claims a leaf: the first whose can_serialize accepts it.
 # It matches upstream LitData 0.2.76, so the same sample gets the same data_format here and there.
@@ -66,17 +66,21 @@ def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[st
 _ALIASES = {"tiff": "tifffile"}
 
 
+def lookup_serializer(data_format: str, serializers: Mapping[str, Serializer]) -> Serializer | None:
+    """The registered serializer a data_format entry names (``name`` or ``name:arg``), if any."""
+    name = data_format.split(":", 1)[0]
+    return serializers.get(name, serializers.get(_ALIASES.get(name, name)))
+
+
 def serializer_for_format(data_format: str, serializers: Mapping[str, Serializer]) -> Serializer:
     """A private, set-up copy of the serializer a data_format entry names (``name`` or ``name:arg``)."""
-    name = data_format.split(":", 1)[0]
-    if name not in serializers:
-        name = _ALIASES.get(name, name)
-    try:
-        serializer = copy.copy(serializers[name])
-    except KeyError:
+    found = lookup_serializer(data_format, serializers)
+    if found is None:
+        name = data_format.split(":", 1)[0]
         raise ValueError(
             f"the dataset uses the serializer {name!r} (data_format entry {data_format!r}), which is "
             f"not registered here; known: {', '.join(serializers)}. Pass serializers={{{name!r}: ...}}"
-        ) from None
+        )
+    serializer = copy.copy(found)
     serializer.setup(data_format)
     return serializer

@@ -9,12 +9,14 @@ leaf differ.
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from litdata_format._pytree import TreeSpec, flattener, is_node, tree_flatten, unflattener
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
+from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, leaf_paths, unpickles
 
 __all__ = ["SampleDecoder", "SampleEncoder"]
 
@@ -45,6 +47,19 @@ class SampleEncoder:
             else:
                 raise TypeError(f"no serializer accepts leaf {position} of type {_describe(leaf)}")
         self.spec, self._leaf_serializers, self.data_format = spec, chosen, formats
+        paths = leaf_paths(spec, len(leaves))
+        pickled = [
+            f"leaf {path} ({_describe(leaf)})" for path, leaf, used in zip(paths, leaves, chosen) if unpickles(used)
+        ]
+        if pickled:  # once per writer: the first sample fixes every leaf's serializer
+            warnings.warn(
+                f"{', '.join(pickled)} of each sample will be stored with pickle; readers must allow "
+                f"unpickling to read it (allow_pickle=True, the default, or {ALLOW_PICKLE_ENV}=1), and "
+                "readers that refuse data which runs code will refuse this dataset. Store such values as "
+                "int, float, str, numpy arrays or JSON to avoid it.",
+                PickleWriteWarning,
+                stacklevel=2,
+            )
         self._leaf_types = [type(leaf) for leaf in leaves]
         self._flatten = flattener(spec)
         self._sizes = struct.Struct(f"<{len(leaves)}I")

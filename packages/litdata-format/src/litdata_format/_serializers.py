@@ -125,7 +125,13 @@ class Serializer(ABC):
     Subclass it and pass an instance by key (``serializers={"mykind": MySerializer()}``) to the
     writer and the reader: user serializers are tried before the built-in ones, and one with the
     same key as a built-in replaces it.
+
+    Attributes:
+        unpickles: True if reading calls ``pickle.loads`` on the stored bytes; readers that
+            refuse pickle (``allow_pickle=False``) refuse datasets with such leaves.
     """
+
+    unpickles: bool = False
 
     @abstractmethod
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
@@ -380,6 +386,8 @@ class JsonSerializer(Serializer):
 
 class PickleSerializer(Serializer):
     """Anything else, with pickle. The last resort: it accepts every value."""
+
+    unpickles = True
 
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
         return pickle.dumps(data), None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from litdata_format import atomic_file, write_file_atomic
@@ -138,9 +139,14 @@ class LocalStorage(Storage):
 
     def _copy_file(self, source: Path, destination: Path, missing: str) -> int:
         try:
-            reader = open(source, "rb")  # noqa: SIM115 - closed by the with below
-        except (FileNotFoundError, IsADirectoryError):
+            # O_NONBLOCK: a FIFO must not block the copy waiting for a writer; only files are copied.
+            fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(2, f"{missing}: no such file") from None
+        reader = os.fdopen(fd, "rb")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            reader.close()
+            raise StorageError(f"{missing}: not a regular file (a FIFO, device or socket); refusing to copy it", url=missing)
         with reader, atomic_file(destination) as out:
             shutil.copyfileobj(reader, out, _COPY_BLOCK)
             return out.tell()

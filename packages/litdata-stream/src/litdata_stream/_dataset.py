@@ -105,6 +105,9 @@ class StreamingDataset(IterableDataset):
         force_override_state_dict: accept a state dict recorded with another seed / shuffle setting.
         transform: a callable, or a list of callables, applied to each sample.
         num_canonical_nodes: accepted for compatibility; the split here never depends on it.
+        allow_pickle: whether values stored with pickle (``pickle`` and ``graph`` leaves, MDS
+            ``pkl`` columns) may be read; unpickling runs code from the data. None follows
+            ``LITDATA_ALLOW_PICKLE``, which allows it when unset (as upstream). See docs/streaming.md.
     """
 
     # Set by a StreamingDataLoader while it iterates: yield collated batches instead of samples.
@@ -129,6 +132,7 @@ class StreamingDataset(IterableDataset):
         force_override_state_dict: bool = False,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
         num_canonical_nodes: int | None = None,
+        allow_pickle: bool | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
@@ -173,7 +177,7 @@ class StreamingDataset(IterableDataset):
         if item_loader is None:
             item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
         self.item_loader = item_loader
-        self.item_loader.setup(index, resolve_serializers(serializers))
+        self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
         base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
         self._items = _subsample_lists(base_lengths, self.subsample, self.seed, self.shuffle)
         self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
