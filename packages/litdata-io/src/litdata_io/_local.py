@@ -146,7 +146,9 @@ class LocalStorage(Storage):
         reader = os.fdopen(fd, "rb")
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             reader.close()
-            raise StorageError(f"{missing}: not a regular file (a FIFO, device or socket); refusing to copy it", url=missing)
+            raise StorageError(
+                f"{missing}: not a regular file (a FIFO, device or socket); refusing to copy it", url=missing
+            )
         with reader, atomic_file(destination) as out:
             shutil.copyfileobj(reader, out, _COPY_BLOCK)
             return out.tell()
