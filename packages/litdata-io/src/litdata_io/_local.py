@@ -153,8 +153,18 @@ class LocalStorage(Storage):
             shutil.copyfileobj(reader, out, _COPY_BLOCK)
             return out.tell()
 
+    def _inside(self, key: str) -> Path:
+        """The file of ``key``, refused if a symlink takes it out of the folder (copies into a
+        cache must not read files the folder's owner merely linked to)."""
+        path = self._path(key)
+        real, root = os.path.realpath(path), os.path.realpath(self.root)
+        if os.path.commonpath([root, real]) != root:
+            url = self.url_for(key)
+            raise StorageError(f"{url}: resolves to {real}, outside {root}; refusing to copy it", url=url)
+        return path
+
     async def adownload(self, key: str, destination: str | Path) -> int:
-        return await asyncio.to_thread(self._copy_file, self._path(key), Path(destination), self.url_for(key))
+        return await asyncio.to_thread(self._copy_file, self._inside(key), Path(destination), self.url_for(key))
 
     async def aupload(self, source: str | Path, key: str) -> None:
         await asyncio.to_thread(self._copy_file, Path(source), self._path(key), str(source))
