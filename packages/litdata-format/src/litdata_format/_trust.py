@@ -1,10 +1,11 @@
-"""Reading data you did not write: refusing pickled leaves, and chunk files outside the dataset.
+"""Reading data you did not write: refusing pickled leaves unless unpickling is allowed.
 
 Unpickling runs whatever code the bytes name, so a dataset holding pickled leaves (the
 ``pickle`` serializer, ``graph`` leaves, MDS ``pkl`` columns) can run code in the reader's
 process. Readers decide once, when their item loader is set up, whether that is allowed:
 ``allow_pickle=`` on the reader, else the ``LITDATA_ALLOW_PICKLE`` environment variable, else
-allowed (as upstream LitData reads them). Writers warn when they store pickle.
+allowed (as upstream LitData reads them). Writers warn when they store pickle. (Chunk files
+that lead outside the dataset folder are refused by ``_index.check_chunk_file``.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ __all__ = [
     "PickleRefusedError",
     "PickleWriteWarning",
     "check_pickle_allowed",
+    "leaf_paths",
     "pickle_allowed",
+    "unpickles",
 ]
 
 ALLOW_PICKLE_ENV = "LITDATA_ALLOW_PICKLE"
