@@ -119,6 +119,22 @@ def test_pickled_graph_is_refused(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+def test_packed_graph_is_refused_too(tmp_path: Path) -> None:
+    import torch
+
+    with warnings.catch_warnings():  # torch_geometric warns about torch.jit on import
+        warnings.simplefilter("ignore", FutureWarning)
+        import torch_geometric.data  # noqa: F401 - reading gives a PyG Data
+
+    # Its tensors are raw, but its layout (_meta) is a pickle, so it is refused as well.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PickleWriteWarning)
+        data = _write(tmp_path / "g", [{"g": Graph(x=torch.ones(2, 3), edge_index=torch.tensor([[0], [1]]))}])
+    with pytest.raises(PickleRefusedError, match=r"leaf \['g'\] is stored as 'graph'"):
+        DatasetReader(data, allow_pickle=False)
+    assert DatasetReader(data, allow_pickle=True)[0]["g"].x.shape == (2, 3)
+
+
 def test_mds_pkl_column_is_refused(tmp_path: Path) -> None:
     import pickle
 
