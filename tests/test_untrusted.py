@@ -209,6 +209,8 @@ def test_symlink_inside_the_folder_is_read(tmp_path: Path) -> None:
     shutil.move(data / "chunk-0-0.bin", data / "store" / "c.bin")
     os.symlink(data / "store" / "c.bin", data / "chunk-0-0.bin")
     assert [s["index"] for s in DatasetReader(data)] == [0, 1, 2, 3]
+    os.symlink(data, tmp_path / "linked")  # a dataset folder that is itself a link reads as well
+    assert [s["index"] for s in StreamingDataset(tmp_path / "linked")] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("kind", ["reader", "local", "remote"])
