@@ -39,6 +39,7 @@ EXPECTED = {
     "TreeSpec",
     "__version__",
     "atomic_file",
+    "cached_chunk_sizes",
     "complete_dataset",
     "compress",
     "decompress",

@@ -30,6 +30,7 @@ CACHE_API = {
     "async_prefetch_enabled",
     "cache_path",
     "clear_cache",
+    "dataset_version",
     "download_concurrency",
     "min_pre_download",
     "resolve_max_cache_size",

@@ -39,7 +39,7 @@ from litdata_format._media import (
 )
 from litdata_format._parquet import ParquetLoader
 from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
-from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
+from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
 from litdata_format._registry import default_serializers, resolve_serializers
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
@@ -82,6 +82,7 @@ __all__ = [
     "TreeSpec",
     "__version__",
     "atomic_file",
+    "cached_chunk_sizes",
     "complete_dataset",
     "compress",
     "decompress",
