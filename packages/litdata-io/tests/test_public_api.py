@@ -29,6 +29,7 @@ CACHE_API = {
     "Prefetcher",
     "async_prefetch_enabled",
     "cache_path",
+    "claim_version",
     "clear_cache",
     "dataset_version",
     "download_concurrency",

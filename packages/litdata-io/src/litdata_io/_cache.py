@@ -88,7 +88,7 @@ from litdata_io._cache_locks import (
     reserve,
     same_file,
 )
-from litdata_io._cache_versions import check_version, claim_version, mark_version
+from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
 from litdata_io._resolver import cache_root
 from litdata_io._tracer import trace_instant, trace_span
@@ -235,14 +235,7 @@ class ChunkCache:
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)
         if self.version is not None:
-            self._clear_superseded()
-
-    def _clear_superseded(self) -> None:
-        # The ledger may count the cleared bytes until its next count: too much, never too little.
-        for folder in claim_version(self.cache_dir, str(self.version), self.storage.url):
-            clear_cache(folder)
-            if folder.is_dir():  # chunks in use: still counted under the cap, cleared next time
-                mark_version(folder, self.storage.url)
+            claim_version(self.cache_dir, self.version, self.storage.url)
 
     def __repr__(self) -> str:
         return f"ChunkCache({str(self.cache_dir)!r}, url={self.storage.url!r}, max_cache_size={self.max_cache_size})"

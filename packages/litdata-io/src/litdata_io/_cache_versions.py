@@ -4,7 +4,7 @@ A dataset rewritten at the same URL keeps its chunk names (``chunk-0-0.bin``) bu
 bytes, and two datasets cached in one folder (``Dir(path=X, url=...)``) may share chunk names
 too. So chunks never live directly in a cache folder: each (URL, index) pair gets a subfolder
 named from a digest of the URL and the index's bytes (:func:`dataset_version`). A new index at
-the same URL is a new subfolder, and the old one is cleared (see ``ChunkCache``). Each subfolder
+the same URL is a new subfolder, and :func:`claim_version` clears the old one. Each subfolder
 holds a hidden ``.source-url`` file naming its URL, so the folders of other datasets sharing the
 cache folder are told apart and left alone.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from litdata_format import write_file_atomic
 
-__all__ = ["claim_version", "dataset_version", "mark_version"]
+__all__ = ["check_version", "claim_version", "dataset_version", "mark_version"]
 
 _MARKER = ".source-url"
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -61,15 +61,26 @@ def mark_version(folder: Path, url: str) -> None:
     write_file_atomic(marker, url.encode())
 
 
-def claim_version(cache_dir: Path, version: str, url: str) -> list[Path]:
-    """Mark ``cache_dir/version`` as holding ``url``; return the other subfolders holding ``url``.
+def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> Path:
+    """Make ``cache_dir/version`` the folder of ``url``'s current version; return it.
 
-    Those hold chunks of an index ``url`` no longer has (or another index of it, given with
-    ``index_path``). Subfolders of other URLs, and subfolders without a marker, are not returned.
+    The folder is created and marked as holding ``url``. The other folders of ``cache_dir``
+    marked with ``url`` hold chunks of an index ``url`` no longer has (or of another index of
+    it, given with ``index_path``): they are cleared like ``litdata cache clear`` does, so files
+    in use stay (and keep their mark) until a later claim or eviction. Folders of other URLs,
+    and folders without a mark, are left alone.
+
+    Args:
+        cache_dir: the cache folder (shared by any number of datasets).
+        version: the subfolder, as :func:`dataset_version` makes it.
+        url: the dataset's URL.
     """
-    mark_version(cache_dir / version, url)
-    superseded = []
-    for entry in os.scandir(cache_dir):
+    from litdata_io._cache import clear_cache  # the cache module builds on this one
+
+    root = Path(cache_dir)
+    folder = root / check_version(version)
+    mark_version(folder, url)
+    for entry in os.scandir(root):
         if entry.name == version or entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
             continue
         try:
@@ -77,5 +88,8 @@ def claim_version(cache_dir: Path, version: str, url: str) -> list[Path]:
         except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
             continue
         if holds == url:
-            superseded.append(Path(entry.path))
-    return superseded
+            # The cache's ledger may count the cleared bytes until its next count: too much, never too little.
+            clear_cache(entry.path)
+            if os.path.isdir(entry.path):
+                mark_version(Path(entry.path), url)
+    return folder
