@@ -406,7 +406,7 @@ class ChunkCache:
                     return fd
                 os.close(fd)
                 # Not the size the index says: fetch it again (a reader elsewhere keeps its copy).
-                trace_instant("refetch", chunk=info.filename, bytes=size)
+                trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
                 with contextlib.suppress(FileNotFoundError):
                     final.unlink()
             shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download

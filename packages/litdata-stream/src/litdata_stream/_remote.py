@@ -105,6 +105,7 @@ def _versioned_index(dataset: Any, storage: Storage, cache_dir: Path) -> tuple[D
     known = vars(dataset).get("_cache_version")
     if known is not None and (cache_dir / known / _INDEX).is_file():
         return load_index(cache_dir / known / _INDEX), known
+    data: bytes | None = None
     try:
         data = _index_bytes(dataset.index_path) if dataset.index_path else storage.get(_INDEX)
     except FileNotFoundError:
@@ -116,9 +117,10 @@ def _versioned_index(dataset: Any, storage: Storage, cache_dir: Path) -> tuple[D
         write_file_atomic(cache_dir / version / _INDEX, data)
         index = load_index(cache_dir / version / _INDEX)
     if known is not None and version != known:
+        where = dataset.index_path or (storage.url_for(_INDEX) if data is not None else f"the files of {storage.url}")
         raise RuntimeError(
-            f"{storage.url_for(_INDEX)} changed since this dataset was opened: the dataset was rewritten "
-            "(or its index cleared from the cache and changed). Create a new StreamingDataset to read the new data"
+            f"{where} changed since this dataset was opened (its copy in {cache_dir / known} is gone): the "
+            "dataset was rewritten. Create a new StreamingDataset to read the new data"
         )
     vars(dataset)["_cache_version"] = version
     return index, version
