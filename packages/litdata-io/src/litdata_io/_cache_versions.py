@@ -11,6 +11,7 @@ cache folder are told apart and left alone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -88,8 +89,10 @@ def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> 
         except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
             continue
         if holds == url:
-            # The cache's ledger may count the cleared bytes until its next count: too much, never too little.
-            clear_cache(entry.path)
-            if os.path.isdir(entry.path):
-                mark_version(Path(entry.path), url)
+            # The cache's ledger may count the cleared bytes until its next count: too much, never too
+            # little. A folder that cannot be cleared (permissions) stays under the cap; reading goes on.
+            with contextlib.suppress(OSError):
+                clear_cache(entry.path)
+                if os.path.isdir(entry.path):
+                    mark_version(Path(entry.path), url)
     return folder
