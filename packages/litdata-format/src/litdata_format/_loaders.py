@@ -108,7 +108,7 @@ class PyTreeLoader(BaseItemLoader):
         elif not index.chunks and index.config.get("data_spec") is None:
             return  # an empty dataset (no sample was ever written): nothing to decode
         else:
-            self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers)
+            self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers, index.source)
 
     def load(self, chunk: Chunk, index: int) -> Any:
         rows = getattr(chunk, "sample", None)
