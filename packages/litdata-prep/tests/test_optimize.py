@@ -212,6 +212,7 @@ def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> N
     assert "ValueError: bad input 7" in (info.value.remote_traceback or "")
     assert "prep_fns.py" in str(info.value.__cause__)
     assert not (tmp_path / "out" / "index.json").exists()
+    assert not list((tmp_path / "out").rglob("*.bin")), "the chunks written before the error are removed"
     assert mp.active_children() == []
 
 
@@ -223,6 +224,7 @@ def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> No
                  keep_data_ordered=ordered, **FORK)  # fmt: skip
     assert time.monotonic() - start < 30
     assert not (tmp_path / "out" / "index.json").exists()
+    assert not list((tmp_path / "out").rglob("*.bin"))
     assert mp.active_children() == []
 
 

@@ -33,6 +33,9 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
     Args:
         path: the final name (its folder is created if missing).
         suffix: the temporary file's suffix (``.part`` for downloads, so caches can tell them apart).
+
+    Raises:
+        OSError: writing failed; its ``filename`` is ``path`` when the system named no file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,8 +45,11 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         with os.fdopen(fd, "wb") as handle:
             yield handle
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+            # A failed write (a full disk, a quota) names no file: say which one was being written.
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
         raise
 
 

@@ -32,7 +32,7 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
 
     A sample holding a namedtuple can only be written, and a dataset naming one only read, once
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
-    the name upstream's writer registered (``torch.utils._pytree._register_namedtuple``).
+    the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
     """
     if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
         raise TypeError(f"register_namedtuple expects a namedtuple class, got {cls!r}")
@@ -69,7 +69,7 @@ def _named_name(cls: type) -> str:
         raise ValueError(
             f"the namedtuple {cls.__module__}.{cls.__qualname__} has no serialized name: call "
             f"litdata_format.register_namedtuple({cls.__qualname__}, '<name>') before writing and before "
-            "reading (upstream: torch.utils._pytree._register_namedtuple with the same name)"
+            "reading (upstream LitData: litdata.utilities._pytree._register_namedtuple with the same name)"
         )
     return name
 

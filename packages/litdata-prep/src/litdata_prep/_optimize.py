@@ -327,11 +327,37 @@ def optimize(
         index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
+    except BaseException as failure:
+        if not use_checkpoint:  # with checkpoints, what was published is the next run's head start
+            _remove_unpublished_chunks(output, nodes.node_rank, ranks, failure)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if verbose and index is not None:
         samples = sum(c.get("dim") or c["chunk_size"] for c in index["chunks"])
         print(f"optimize: {output.display} holds {samples} samples in {len(index['chunks'])} chunks", flush=True)
+
+
+def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
+    """Delete the chunks this node's workers wrote for a job that failed (a full disk, fn raising).
+
+    Chunks an index in the output names (the dataset appended to, or this job's own index if it
+    was written before the failure) stay.
+    """
+    try:
+        keep: set[Any] = set()
+        for key in (INDEX, node_index_key(node_rank)):
+            keep.update(c.get("filename") for c in (output.read_json(key) or {}).get("chunks", []))
+        mine = set(ranks)
+        output.delete_many(
+            [
+                key
+                for key in output.list()
+                if (match := CHUNK_NAME.match(key)) and int(match.group(1)) in mine and key not in keep
+            ]
+        )
+    except Exception as err:  # the job's own error is the one to raise; mention this one with it
+        failure.add_note(f"optimize: removing the chunks this job wrote to {output.display} failed too: {err}")
 
 
 def _finish(
