@@ -4,11 +4,13 @@ Each case writes a real dataset whose one leaf is a string an attacker controls,
 ``data_spec`` of its ``index.json`` by hand to name a callable (``builtins.exec``, ``os.system``) as
 a namedtuple class, or a module whose import has a side effect. Both readers (litdata_format's
 ``DatasetReader`` and ``StreamingDataset``) must refuse the index with an error naming index.json
-and the type, and the marker file the payload would create must not exist.
+and the type, and the marker file the payload would create must not exist. A namedtuple that was
+registered still reads, in the loader's worker processes too.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 from collections.abc import Callable
@@ -17,8 +19,11 @@ from typing import Any
 
 import pytest
 
-from litdata_format import BinaryWriter, DatasetReader
-from litdata_stream import StreamingDataset
+from litdata_format import BinaryWriter, DatasetReader, register_namedtuple
+from litdata_stream import StreamingDataLoader, StreamingDataset
+
+Point = collections.namedtuple("Point", ["x", "name"])
+register_namedtuple(Point, "tests.hostile_index.Point")  # at import: spawned loader workers register it too
 
 _LEAF = {"type": None, "context": None, "children_spec": []}
 
@@ -109,3 +114,25 @@ def test_the_same_dataset_reads_with_its_real_spec(tmp_path: Path, evil_module: 
     writer.merge()
     assert [DatasetReader(tmp_path / "data")[i] for i in range(3)] == [("s0",), ("s1",), ("s2",)]
     assert StreamingDataset(str(tmp_path / "data"))[2] == ("s2",)
+
+
+def _first(batch: list[Any]) -> Any:
+    return batch[0]  # the sample as the worker rebuilt it (default collation would turn it into tensors)
+
+
+@pytest.mark.parametrize("context", ["spawn", "fork"])
+def test_a_registered_namedtuple_streams_through_loader_workers(
+    tmp_path: Path, context: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # spawned workers import this module
+    writer = BinaryWriter(tmp_path / "data", chunk_size=3)
+    for i in range(8):
+        writer.write({"p": Point(i, f"p{i}")})
+    writer.done()
+    writer.merge()
+    dataset = StreamingDataset(str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"))
+    loader = StreamingDataLoader(
+        dataset, batch_size=1, num_workers=2, multiprocessing_context=context, collate_fn=_first
+    )
+    got = sorted((sample["p"] for sample in loader), key=lambda p: p.x)
+    assert got == [Point(i, f"p{i}") for i in range(8)] and all(type(p) is Point for p in got)
