@@ -73,6 +73,11 @@ def test_registered_namedtuples_are_found_by_name_in_both_spellings() -> None:
     assert TreeSpec.from_json(_spec("test_pytree.Point", "test_pytree.Point", 2)).context is Point
 
 
+def test_a_namedtuple_with_other_fields_than_the_registered_class_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"gives the namedtuple 'test_pytree.Point' 3 children.*2 fields"):
+        TreeSpec.from_json(_spec("collections.namedtuple", "test_pytree.Point", 3))
+
+
 @pytest.mark.parametrize("name", ["builtins.exec", "os.system", "collections.Counter", "test_pytree.Unregistered"])
 def test_a_spec_never_names_a_callable(name: str) -> None:
     for spelling in (_spec("collections.namedtuple", name), _spec(name, name)):

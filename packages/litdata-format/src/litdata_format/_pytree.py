@@ -339,4 +339,10 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
     cls = _NAMED_BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _unregistered(name)
+    fields = cls._fields  # type: ignore[attr-defined]  # register_namedtuple only takes namedtuples
+    if len(kids) != len(fields):
+        raise ValueError(
+            f"data_spec gives the namedtuple {name!r} {len(kids)} children, but the class registered under that "
+            f"name has {len(fields)} fields {fields}; register the class this dataset was written with"
+        )
     return TreeSpec(_NAMED, cls, kids)
