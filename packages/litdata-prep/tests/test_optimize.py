@@ -216,6 +216,16 @@ def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> N
     assert mp.active_children() == []
 
 
+def test_a_sample_the_writer_refuses_is_not_blamed_on_fn(tmp_path: Path) -> None:
+    with pytest.raises(WorkerError) as caught:
+        optimize(fns.vector_then_matrix, list(range(8)), tmp_path / "out", chunk_size=2, num_workers=1,
+                 start_method="fork", verbose=False)  # fmt: skip
+    message = str(caught.value)
+    assert "a sample fn returned was refused for input 5 (position 5" in message, message
+    assert "sample 5, leaf 1 (sample['v']): a 2-D array" in message, message
+    assert not list((tmp_path / "out").glob("chunk-*")), "the chunks written before the error are removed"
+
+
 @pytest.mark.parametrize("ordered", [False, True])
 def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> None:
     start = time.monotonic()

@@ -2,8 +2,10 @@
 
 The full disk is a real one: a 1 MiB tmpfs mounted in a private mount namespace
 (``unshare --user --map-root-user --mount``, so no root is needed and the mount vanishes with the
-process). The job writes about 4 MB, so a chunk write fails with ENOSPC part-way through, after
-other chunks were already published into the output folder.
+job). Locally the output folder is on it; for an S3 output (the moto server on 127.0.0.1, reachable
+since the network is shared) ``TMPDIR``, where chunks are staged before upload, is on it. Each job
+writes more than 1 MiB, so a chunk write fails with ENOSPC part-way through, after other chunks were
+already published.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from litdata_prep import WorkerError, optimize
+from litdata_io import get_storage
+from tests.servers import S3Server
 
-SCRIPT = """
+LOCAL_JOB = """
 import json, os, subprocess, sys
 from pathlib import Path
 from litdata_format import DatasetReader
@@ -55,16 +58,46 @@ if __name__ == "__main__":
 """
 
 
-def _on_a_full_disk(tmp_path: Path, mode: str) -> dict[str, Any]:
+S3_JOB = """
+import json, os, sys
+from pathlib import Path
+from litdata_io import get_storage
+from litdata_prep import WorkerError, optimize
+
+URL, OPTIONS, SEEN = sys.argv[2], json.loads(sys.argv[3]), Path(sys.argv[4])
+
+
+def blob(i):
+    if i == 40:  # the chunks uploaded so far (the upload backlog of 4 makes that at least 6)
+        keys = [info.key for info in get_storage(URL, OPTIONS).list("")]
+        SEEN.write_text(str(len([k for k in keys if k.endswith(".bin")])))
+    # From input 40 on, each sample is a 2 MB chunk of its own: more than the staging disk holds.
+    return {"i": i, "data": os.urandom(2_000_000 if i >= 40 else 20_000)}
+
+
+if __name__ == "__main__":
+    try:
+        optimize(blob, list(range(60)), URL, chunk_bytes="100KB", num_workers=1, keep_data_ordered=True,
+                 storage_options=OPTIONS, verbose=False)
+        print(json.dumps({"error": None}))
+    except WorkerError as err:
+        print(json.dumps({"error": str(err)}))
+"""
+
+
+def _on_a_full_disk(tmp_path: Path, job: str, *args: str, tmpdir: bool = False) -> dict[str, Any]:
+    """Run ``job`` (a script) with the mount point and ``args``, a 1 MiB tmpfs mounted there; its last
+    line of output, as JSON."""
     unshare = shutil.which("unshare")
     assert unshare is not None, "this test needs util-linux's unshare to mount a small tmpfs"
     mount = tmp_path / "mnt"
     mount.mkdir()
     script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    seen = tmp_path / "seen.txt"
-    command = 'mount -t tmpfs -o size=1m tmpfs "$1" && exec "$2" "$3" "$1" "$4" "$5"'
-    arguments = [str(mount), sys.executable, str(script), str(seen), mode]
+    script.write_text(job)
+    env = 'TMPDIR="$m" ' if tmpdir else ""
+    command = 'm="$1" py="$2" job="$3" && shift 3 && mount -t tmpfs -o size=1m tmpfs "$m" && '
+    command += f'{env}exec "$py" "$job" "$m" "$@"'
+    arguments = [str(mount), sys.executable, str(script), *args]
     done = subprocess.run(
         [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", command, "sh", *arguments],
         capture_output=True,
@@ -73,13 +106,18 @@ def _on_a_full_disk(tmp_path: Path, mode: str) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _local_job(tmp_path: Path, mode: str) -> dict[str, Any]:
+    seen = tmp_path / "seen.txt"
+    result = _on_a_full_disk(tmp_path, LOCAL_JOB, str(seen), mode)
     result["most_chunks_seen"] = max(int(line) for line in seen.read_text().split())
     return result
 
 
 def test_a_full_disk_names_the_file_and_the_os_error_and_leaves_nothing(tmp_path: Path) -> None:
-    result = _on_a_full_disk(tmp_path, "plain")
+    result = _local_job(tmp_path, "plain")
     error = result["error"]
     assert "could not write " in error and "/out/.litdata-staging-0/rank-" in error, error
     assert ".bin: [Errno 28] No space left on device" in error, error
@@ -89,20 +127,22 @@ def test_a_full_disk_names_the_file_and_the_os_error_and_leaves_nothing(tmp_path
 
 
 def test_with_checkpoints_a_full_disk_keeps_what_was_published_for_the_next_run(tmp_path: Path) -> None:
-    result = _on_a_full_disk(tmp_path, "checkpoint")
+    result = _local_job(tmp_path, "checkpoint")
     assert "No space left on device" in result["error"]
     assert any(name.startswith("out/chunk-") for name in result["left"])
     assert not any(".litdata-staging" in name or name.endswith(".tmp") for name in result["left"])
     assert result["resumed"] == list(range(200))
 
 
-def test_a_sample_the_writer_refuses_is_not_blamed_on_fn(tmp_path: Path) -> None:
-    import prep_fns
-
-    with pytest.raises(WorkerError) as caught:
-        optimize(prep_fns.vector_then_matrix, list(range(8)), tmp_path / "out", chunk_size=2, num_workers=1,
-                 start_method="fork", verbose=False)  # fmt: skip
-    message = str(caught.value)
-    assert "a sample fn returned was refused for input 5 (position 5" in message, message
-    assert "sample 5, leaf 1 (sample['v']): a 2-D array" in message, message
-    assert not list((tmp_path / "out").glob("chunk-*")), "the chunks written before the error are removed"
+@pytest.mark.cloud
+def test_a_full_staging_disk_names_the_file_and_removes_the_uploaded_chunks(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    url = f"s3://{s3_bucket}/full"
+    options = s3_server.storage_options()
+    seen = tmp_path / "seen.txt"
+    error = _on_a_full_disk(tmp_path, S3_JOB, url, json.dumps(options), str(seen), tmpdir=True)["error"]
+    assert error is not None and f"could not write {tmp_path / 'mnt'}/litdata-optimize-" in error, error
+    assert ".bin: [Errno 28] No space left on device" in error and "TMPDIR" in error, error
+    assert int(seen.read_text()) > 0  # chunks were in the bucket before the disk filled up ...
+    assert [info.key for info in get_storage(url, options).list("")] == []  # ... and are gone
