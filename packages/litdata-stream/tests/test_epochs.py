@@ -10,7 +10,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
-from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
 
 N = 40
 
@@ -166,3 +166,30 @@ def test_a_loaded_state_wins_over_set_epoch(path: Path) -> None:
     assert sorted(seen + _flat(resumed)) == list(range(N))
     dataset.set_epoch(7)  # followed once the resumed pass began
     assert _flat(resumed) == _reference(path, 7)[6]
+
+
+def test_persistent_workers_resume_the_loaded_state_and_follow_set_epoch(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    loader = StreamingDataLoader(dataset, batch_size=3, num_workers=2, persistent_workers=True)
+    reference = [_flat(StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=3, num_workers=2))]
+    assert _flat(loader) == reference[0]
+    seen: list[int] = []
+    for i, batch in enumerate(loader):  # epoch 2, broken off
+        seen += _flat([batch])
+        if i == 2:
+            break
+    loader.load_state_dict(loader.state_dict())  # the workers' copies lack the resume point: new ones
+    rest = _flat(loader)
+    assert sorted(seen + rest) == list(range(N)) and loader.current_epoch == 2
+    dataset.set_epoch(6)
+    sixth = StreamingDataset(path, shuffle=True)
+    sixth.set_epoch(6)
+    assert _flat(loader) == _flat(StreamingDataLoader(sixth, batch_size=3, num_workers=2))
+    assert loader.current_epoch == 6
+
+
+def test_parallel_reads_a_new_epoch_every_pass(path: Path) -> None:
+    parallel = ParallelStreamingDataset([StreamingDataset(path, shuffle=True)])
+    orders = [[int(sample) for (sample,) in parallel] for _ in range(2)]
+    _distinct_permutations(orders)
+    assert orders == _reference(path, 2)
