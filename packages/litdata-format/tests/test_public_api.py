@@ -10,6 +10,7 @@ EXPECTED = {
     "Encryption",
     "FernetEncryption",
     "File",
+    "IndexNotFoundError",
     "Graph",
     "Image",
     "Jpeg",

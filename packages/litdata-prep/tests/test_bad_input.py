@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from litdata_prep import map, optimize
+from litdata_format import DatasetReader
+from litdata_prep import DatasetExistsError, map, optimize
 
 fns: Any = importlib.import_module("prep_fns")
 
@@ -78,12 +79,20 @@ def test_output_dir_not_writable(tmp_path: Path) -> None:
 
 def test_non_empty_output_without_a_mode(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    optimize(fns.square, [1, 2, 3], out, chunk_size=2, num_workers=1, start_method="fork", verbose=False)
-    _run(lambda: optimize(fns.square, [1], out, chunk_size=2), ValueError, "already holds an optimized dataset")
+    fork: dict[str, Any] = {"num_workers": 1, "start_method": "fork", "verbose": False}
+    optimize(fns.square, [1, 2, 3], out, chunk_size=2, **fork)
+    for error in (DatasetExistsError, RuntimeError, ValueError, FileExistsError):  # upstream raises RuntimeError
+        _run(lambda: optimize(fns.square, [1], out, chunk_size=2), error, "already holds an optimized dataset")
+    # Files optimize does not write are left alone and the dataset is written next to them, as upstream does.
     other = tmp_path / "other"
-    other.mkdir()
+    (other / "sub").mkdir(parents=True)
     (other / "notes.txt").write_text("mine")
-    _run(lambda: optimize(fns.square, [1], other, chunk_size=2), ValueError, "other files")
+    (other / "sub" / "x.bin").write_text("mine too")
+    optimize(fns.square, [1, 2, 3], other, chunk_size=2, **fork)
+    assert sorted(s["i"] for s in DatasetReader(other)) == [1, 2, 3]
+    assert (other / "notes.txt").read_text() == "mine" and (other / "sub" / "x.bin").read_text() == "mine too"
+    optimize(fns.square, [4], other, chunk_size=2, mode="overwrite", **fork)
+    assert [s["i"] for s in DatasetReader(other)] == [4] and (other / "notes.txt").is_file()
     (out / "extra.txt").write_text("x")
     _run(lambda: map(fns.write_text, [1], out, error_when_not_empty=True), ValueError, "not empty")
 

@@ -92,8 +92,14 @@ def test_yield_many_none_or_filter(tmp_path: Path) -> None:
     assert sorted(read(tmp_path / "even")) == list(range(0, 20, 2))
     optimize(fns.inverse, [0, 0, 0, 1, 2, 4, 0], tmp_path / "inv", chunk_bytes="64MB", num_workers=1, **FORK)
     assert read(tmp_path / "inv") == [1.0, 0.5, 0.25]
-    with pytest.raises(ValueError, match="no samples"):
-        optimize(fns.nothing, [1, 2], tmp_path / "none", chunk_size=2, num_workers=2, **FORK)
+    # No sample at all: an empty dataset, its index written as upstream writes it.
+    optimize(fns.nothing, [1, 2], tmp_path / "none", chunk_size=2, num_workers=2, **FORK)
+    assert [p.name for p in (tmp_path / "none").iterdir()] == ["index.json"]
+    index = json.loads((tmp_path / "none" / "index.json").read_text())
+    assert (index["chunks"], index["config"]) == ([], None)
+    assert read(tmp_path / "none") == []
+    optimize(fns.square, [5], tmp_path / "none", chunk_size=2, num_workers=1, mode="append", **FORK)
+    assert [s["i"] for s in read(tmp_path / "none")] == [5]
 
 
 def test_keep_data_ordered_keeps_input_order(tmp_path: Path) -> None:

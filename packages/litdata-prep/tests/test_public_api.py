@@ -12,6 +12,7 @@ def test_all_is_pinned() -> None:
         [
             "ALL_DONE",
             "BaseReader",
+            "DatasetExistsError",
             "ParquetReader",
             "WorkerError",
             "__version__",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litdata_format import BinaryWriter, TokensLoader
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream._draws import draws, python_random_state
 
 
 def _make(path: Path, n: int, offset: int, chunk_size: int = 7, arrays: bool = False) -> Path:
@@ -338,3 +342,44 @@ def test_workers_send_a_combined_datasets_small_batches_several_per_message(tmp_
     )
     assert len(list(plain)) == 100
     assert plain._iterator._rcvd_idx >= 100  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue]
+
+
+def _reference_draws(sizes: list[int], weights: list[float], iterate_over_all: bool, seed: int) -> list[int]:
+    """The dataset order upstream's iterator makes, sample by sample: ``random.Random(seed).choices``
+    over the datasets still in the draw; a dataset leaves when it is drawn with nothing left."""
+    rng = random.Random(seed)
+    left = list(sizes)
+    live = list(range(len(sizes)))
+    current: list[float] = list(weights)
+    out: list[int] = []
+    while True:
+        if iterate_over_all and len(live) == 1:
+            return out + [live[0]] * left[live[0]]
+        (d,) = rng.choices(live, weights=[current[i] for i in live], k=1)
+        if left[d] == 0:
+            if not iterate_over_all:
+                return out
+            live.remove(d)
+            total = sum(current[i] for i in live)
+            current = [w / total for w in current]
+            continue
+        left[d] -= 1
+        out.append(d)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    raw=st.lists(st.floats(0.05, 5.0), min_size=4, max_size=4),
+    iterate_over_all=st.booleans(),
+    seed=st.integers(0, 2**40),
+)
+def test_draws_follow_random_choices(sizes: list[int], raw: list[float], iterate_over_all: bool, seed: int) -> None:
+    if iterate_over_all:
+        weights = [n / sum(sizes) for n in sizes]
+    else:
+        weights = [w / sum(raw[: len(sizes)]) for w in raw[: len(sizes)]]
+    ours = [int(d) for block in draws(sizes, weights, 1, iterate_over_all, python_random_state(seed)) for d in block]
+    assert ours == _reference_draws(sizes, weights, iterate_over_all, seed)
+    python = random.Random(seed)
+    assert python_random_state(seed).random_sample(3).tolist() == [python.random() for _ in range(3)]

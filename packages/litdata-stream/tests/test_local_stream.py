@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,19 @@ def test_subsample_and_subset(tmp_path: Path) -> None:
     assert len(twice) == 250
     sub = StreamingDataset(path).subset(range(10, 20))
     assert len(sub) == 10 and [s["index"] for s in sub] == list(range(10, 20))
+
+
+def test_subsample_takes_whole_chunks(tmp_path: Path) -> None:
+    path = _make(tmp_path)  # 15 chunks of 7 items (the last holds 2)
+
+    def chunks(ds: StreamingDataset) -> dict[int, int]:
+        return Counter(int(s["index"]) // 7 for s in ds)
+
+    # floor(0.25 * 100) = 25 items: chunks 0-2 whole and the first 4 items of chunk 3.
+    assert [s["index"] for s in StreamingDataset(path, subsample=0.25)] == list(range(25))
+    picked = chunks(StreamingDataset(path, subsample=0.25, shuffle=True, seed=3))
+    assert sum(picked.values()) == 25
+    assert sum(n not in (7, 2) for n in picked.values()) <= 1  # whole chunks but the last one taken
+    assert chunks(StreamingDataset(path, subsample=0.25, shuffle=True, seed=3)) == picked  # deterministic
+    assert chunks(StreamingDataset(path, subsample=0.25, shuffle=True, seed=4)) != picked
+    assert len(StreamingDataset(path, subsample=0.009)) == 0  # floor(0.9) items

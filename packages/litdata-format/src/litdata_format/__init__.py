@@ -11,6 +11,7 @@ from litdata_format._encryption import Encryption, FernetEncryption, RSAEncrypti
 from litdata_format._index import (
     ChunkInfo,
     DatasetIndex,
+    IndexNotFoundError,
     complete_dataset,
     is_complete_dataset,
     load_index,
@@ -52,6 +53,7 @@ __all__ = [
     "Encryption",
     "FernetEncryption",
     "File",
+    "IndexNotFoundError",
     "Graph",
     "Image",
     "Jpeg",

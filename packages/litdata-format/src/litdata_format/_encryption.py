@@ -87,10 +87,35 @@ def _write_key_file(path: str | os.PathLike[str], state: Mapping[str, Any]) -> N
 
 def _wrong_key(where: str, algorithm: str) -> ValueError:
     place = where or "the data"
-    return ValueError(
+    return _wrong_key_error()(
         f"{place}: {algorithm} decryption failed: the key is wrong (wrong password or key file) or the "
         "encrypted bytes were altered; load the key the dataset was written with"
     )
+
+
+@functools.cache
+def _wrong_key_error() -> type[ValueError]:
+    """``WrongKeyError``, made on first use: it derives from cryptography's ``InvalidToken`` (what
+    upstream raises for a wrong Fernet key) and importing cryptography is too slow for import time."""
+    from cryptography.fernet import InvalidToken
+
+    class WrongKeyError(ValueError, InvalidToken):
+        """Decryption failed: the key is wrong or the encrypted bytes were altered.
+
+        Also a ``cryptography.fernet.InvalidToken`` (upstream LitData's error for a wrong Fernet
+        key) and a ``ValueError`` (cryptography's error for a wrong RSA key).
+        """
+
+    WrongKeyError.__module__ = __name__
+    WrongKeyError.__qualname__ = "WrongKeyError"  # pickled by name, e.g. from a DataLoader worker
+    globals()["WrongKeyError"] = WrongKeyError
+    return WrongKeyError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WrongKeyError":
+        return _wrong_key_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _accepts_where(function: Any) -> bool:

@@ -21,6 +21,7 @@ from litdata_format._atomic import write_file_atomic
 
 __all__ = [
     "INDEX_FILENAME",
+    "IndexNotFoundError",
     "ChunkInfo",
     "DatasetIndex",
     "complete_dataset",
@@ -51,6 +52,14 @@ def check_chunk_filename(name: Any, source: str) -> str:
             "'/', no hidden or empty parts, no '\\'); refusing to use it"
         )
     return name
+
+
+class IndexNotFoundError(FileNotFoundError, ValueError):
+    """A dataset folder has no ``index.json``.
+
+    A ``ValueError`` as upstream LitData raises for a folder without one, and a
+    ``FileNotFoundError`` for what it is.
+    """
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,8 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
 
         return parse_mds_index(obj, source)
     chunks, config = obj.get("chunks"), obj.get("config")
+    if chunks == [] and "config" in obj and config is None:
+        config = {"data_format": [], "data_spec": None}  # an empty dataset, as upstream's optimize writes it
     if not isinstance(chunks, list) or not isinstance(config, dict):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
     infos = []
@@ -179,7 +190,7 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
         hint = ""
         if path.parent.is_dir() and any(_RANK_INDEX.match(p.name) for p in path.parent.iterdir()):
             hint = " It has per-rank index files: finish it with litdata_format.complete_dataset(dir)."
-        raise FileNotFoundError(f"{path}: no index.json here; is this an optimized dataset?{hint}") from None
+        raise IndexNotFoundError(f"{path}: no index.json here; is this an optimized dataset?{hint}") from None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as err:

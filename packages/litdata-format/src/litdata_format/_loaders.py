@@ -105,6 +105,8 @@ class PyTreeLoader(BaseItemLoader):
         self._decoder: SampleDecoder | MdsSampleDecoder
         if is_mds_index(index):
             self._decoder = MdsSampleDecoder(index)
+        elif not index.chunks and index.config.get("data_spec") is None:
+            return  # an empty dataset (no sample was ever written): nothing to decode
         else:
             self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers)
 

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "ALL_DONE": "litdata_prep._engine",
     "BaseReader": "litdata_prep._readers",
+    "DatasetExistsError": "litdata_prep._output",
     "ParquetReader": "litdata_prep._readers",
     "WorkerError": "litdata_prep._engine",
     "complete_dataset": "litdata_format",
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
     from litdata_prep._map import map
     from litdata_prep._merge import merge_datasets
     from litdata_prep._optimize import optimize
+    from litdata_prep._output import DatasetExistsError
     from litdata_prep._readers import BaseReader, ParquetReader, walk
 
 __all__ = [
     "ALL_DONE",
     "BaseReader",
+    "DatasetExistsError",
     "ParquetReader",
     "WorkerError",
     "__version__",

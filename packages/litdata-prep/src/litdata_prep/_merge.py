@@ -11,7 +11,7 @@ from typing import Any
 from litdata_io import Dir, resolve_dir
 from litdata_prep._indexes import INDEX
 from litdata_prep._job import open_output
-from litdata_prep._output import Output
+from litdata_prep._output import DatasetExistsError, Output
 
 __all__ = ["merge_datasets"]
 
@@ -66,7 +66,9 @@ def merge_datasets(
             raise ValueError(f"merge_datasets: output_dir {target.display} is also one of the input_dirs")
     indexes = [_read_index(s, "input_dir") for s in sources]
     if target.read_json(INDEX) is not None:
-        raise ValueError(f"merge_datasets: output_dir {target.display} already holds an optimized dataset")
+        raise DatasetExistsError(
+            f"merge_datasets: output_dir {target.display} already holds an optimized dataset; choose a new output_dir"
+        )
     first = indexes[0]["config"]
     for source, index in zip(sources[1:], indexes[1:]):
         config = index["config"]

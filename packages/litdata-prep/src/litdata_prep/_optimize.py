@@ -40,7 +40,7 @@ from litdata_prep._job import (
     resolve_start_method,
 )
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
-from litdata_prep._output import Output
+from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._worker import WorkerSpec
 
@@ -112,15 +112,13 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
     """Apply ``mode`` to what the output holds; return the existing index when appending."""
     keys = output.list()
     existing = output.read_json(INDEX) if INDEX in keys else None
-    if mode is None:
-        foreign = [k for k in keys if not is_dataset_file(k)]
-        if existing is not None or foreign:
-            what = "an optimized dataset (index.json)" if existing is not None else f"other files ({foreign[:3]})"
-            raise ValueError(
-                f"optimize: output_dir {output.display} already holds {what}. Datasets are immutable: choose a new "
-                "output_dir (e.g. with a version or a {%Y-%m-%d} suffix), or pass mode='append' to add to it or "
-                "mode='overwrite' to replace it"
-            )
+    if mode is None and existing is not None:
+        # Files optimize does not write are left alone (as upstream does): only a dataset is refused.
+        raise DatasetExistsError(
+            f"optimize: output_dir {output.display} already holds an optimized dataset (index.json). Datasets are "
+            "immutable: choose a new output_dir (e.g. with a version or a {%Y-%m-%d} suffix), or pass "
+            "mode='append' to add to it or mode='overwrite' to replace it"
+        )
     if nodes.num_nodes > 1:
         # Other nodes may already be writing: stale files are removed by the merging node at the end.
         return existing if mode == "append" else None
@@ -178,7 +176,8 @@ def optimize(
     """Convert inputs into an optimized dataset: ``fn`` turns each input into samples, workers write chunks.
 
     Args:
-        fn: called on each input; returns one sample, yields any number (none filters the input out).
+        fn: called on each input; returns one sample, yields any number (none filters the input out;
+            if no input gives a sample, the dataset is empty: an index with no chunks).
         inputs: a sequence of inputs. Give ``inputs`` or ``queue``.
         output_dir: a local folder or a URL (``s3://...``), ``{%Y-%m-%d}``-style templates expanded.
         queue: a ``multiprocessing.Queue`` of inputs ended by one :data:`ALL_DONE`.
@@ -200,7 +199,8 @@ def optimize(
         reorder_files: with a local ``input_dir``, balance workers by the size of the files each input names.
         reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
         batch_size: give ``fn`` lists of this many inputs.
-        mode: ``None`` (refuse a non-empty output), ``"append"`` or ``"overwrite"``.
+        mode: ``None`` (refuse an output that holds a dataset; other files are left alone), ``"append"``
+            or ``"overwrite"``.
         use_checkpoint: record progress so a killed run resumes where it stopped when run again.
         item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
@@ -215,6 +215,7 @@ def optimize(
 
     Raises:
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
+        DatasetExistsError: ``output_dir`` already holds a dataset and ``mode`` is None (also a RuntimeError).
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
@@ -344,7 +345,6 @@ def _finish(
     """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
     if nodes.num_nodes == 1:
         index = merge_parts(existing, parts, f"{output.display}/{INDEX}")
-        _check_not_empty(index, output)
         output.write_json(INDEX, index)
         if gc:
             _collect_unreferenced(output, index)
@@ -356,16 +356,7 @@ def _finish(
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
     index = merge_parts(existing, node_parts, f"{output.display}/{INDEX}")
-    _check_not_empty(index, output)
     output.write_json(INDEX, index)
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)
     return index
-
-
-def _check_not_empty(index: dict[str, Any], output: Output) -> None:
-    if not index["chunks"]:
-        raise ValueError(
-            f"optimize: fn produced no samples for any input, so {output.display} would be an empty dataset; "
-            "check the filtering in fn"
-        )

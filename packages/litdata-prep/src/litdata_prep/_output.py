@@ -21,7 +21,15 @@ from litdata_io import Dir
 if TYPE_CHECKING:
     from litdata_io import Storage
 
-__all__ = ["Output"]
+__all__ = ["DatasetExistsError", "Output"]
+
+
+class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
+    """The output already holds an optimized dataset (an ``index.json``).
+
+    A ``RuntimeError`` as upstream LitData's ``optimize`` raises, a ``ValueError`` as its
+    ``merge_datasets`` raises, and a ``FileExistsError`` for what it is.
+    """
 
 
 class Output:

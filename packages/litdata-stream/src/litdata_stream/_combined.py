@@ -3,7 +3,8 @@
 How it works. Every sub-dataset is split over ranks and workers exactly as a lone
 :class:`StreamingDataset` would be (``_plan``), so each worker holds one stretch of each. A worker
 interleaves its stretches by seeded draws (``_draws``), from a generator seeded by
-``(seed, epoch, segment, rank, worker)``. The loader counts the batches it delivered; since the
+``(seed, epoch, segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws
+exactly what upstream LitData draws for the seed. The loader counts the batches it delivered; since the
 DataLoader asks workers in turn, that count tells how many samples each worker delivered, and
 replaying a worker's draws tells how many of those came from each sub-dataset. A resume with the
 same topology continues every worker exactly where it stopped (same samples, same order). A
@@ -20,7 +21,7 @@ import numpy as np
 
 from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
 from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
-from litdata_stream._draws import count_draws, draws, stream_length
+from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, batch_count, round_robin
 from litdata_stream._plan import EpochOrder, Interval, Topology, WorkerPlan, remaining_base, split_base
@@ -108,8 +109,9 @@ class CombinedStreamingDataset(MixedDataset):
     def _unit(self, topology: Topology) -> int:
         return topology.batch_size if self.batching_method == "per_stream" else 1
 
-    def _rng(self, segment: int, rank: int, worker: int) -> np.random.Generator:
-        return np.random.default_rng([self.seed, self.current_epoch, segment, rank, worker])
+    def _rng(self, segment: int, rank: int, worker: int) -> np.random.RandomState:
+        # Epoch 1, segment 0, rank 0, worker 0 is seeded like upstream's random.Random(seed).
+        return python_random_state(self.seed, (self.current_epoch - 1) % 2**32, segment, rank, worker)
 
     def _rank_streams(
         self, topology: Topology, segment: int, bases: list[list[Interval]], rank: int

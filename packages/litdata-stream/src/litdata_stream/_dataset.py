@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
@@ -23,6 +24,7 @@ from litdata_stream._collate import (
     litdata_collate,
     unbatch,
 )
+from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._fetch import fetch_many
@@ -46,24 +48,35 @@ _STATE_VERSION = 1
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
-def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int) -> list[np.ndarray | None]:
-    """Per chunk, the item positions kept by ``subsample`` (None = all, in order)."""
-    if fraction == 1.0:
+def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle: bool) -> list[np.ndarray | None]:
+    """Per chunk, the item positions kept by ``subsample`` (None = all, in order).
+
+    Whole chunks, as upstream LitData takes them, so only those are ever downloaded: one copy of
+    every chunk per whole unit of ``fraction``, then chunks in turn until ``floor(rest * total)``
+    items are taken, the last one giving only its first items. The turn is the index order, or
+    with ``shuffle`` an order drawn from ``seed`` (a new permutation per copy and one for the rest,
+    each applied to the previous order: the chunks upstream picks for the same seed).
+    """
+    if math.isclose(fraction, 1.0):
         return [None] * len(lengths)
-    total = int(sum(lengths))
-    rng = np.random.default_rng([seed, total])
-    copies, rest = divmod(fraction, 1.0)
-    picked = [np.arange(total)] * int(copies)
-    take = round(rest * total)
-    if take:
-        picked.append(np.sort(rng.choice(total, size=take, replace=False)))
-    chosen = np.sort(np.concatenate(picked)) if picked else np.empty(0, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    out: list[np.ndarray | None] = []
-    for c in range(len(lengths)):
-        lo, hi = np.searchsorted(chosen, [starts[c], starts[c + 1]])
-        out.append((chosen[lo:hi] - starts[c]).astype(np.int64))
-    return out
+    count = len(lengths)
+    rng = python_random_state(seed) if shuffle else None  # seeded like upstream's RandomState([seed])
+    order = np.arange(count)
+    parts: list[list[np.ndarray]] = [[] for _ in range(count)]
+    while fraction >= 1.0:  # one copy at a time, so the rest rounds exactly as upstream's
+        order = order[rng.permutation(count)] if rng is not None else order
+        for c in range(count):
+            parts[c].append(np.arange(lengths[c]))
+        fraction -= 1.0
+    if fraction > 0:
+        order = order[rng.permutation(count)] if rng is not None else order
+        take = int(int(sum(lengths)) * fraction)
+        for c in order.tolist():
+            if take <= 0:
+                break
+            parts[c].append(np.arange(min(lengths[c], take)))
+            take -= lengths[c]
+    return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
 
 
 class StreamingDataset(EpochsOwner, IterableDataset):
@@ -82,7 +95,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         seed: the shuffle and subsample seed.
         serializers: extra serializers by key, as given to the writer.
         max_cache_size: the byte cap of the local chunk cache (int, ``"50GB"``, or a fraction of free space).
-        subsample: the fraction of samples to use; above 1, whole copies plus a fraction.
+        subsample: the fraction of samples to use, in whole chunks (the first ones, or with
+            ``shuffle`` ones drawn from ``seed``, as upstream); above 1, whole copies plus a fraction.
         encryption: the key for encrypted datasets.
         storage_options: credentials and endpoint for the object store.
         session_options: boto3-style session options (``profile_name``, ``region_name``).
@@ -159,7 +173,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.item_loader = item_loader
         self.item_loader.setup(index, resolve_serializers(serializers))
         base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
-        self._items = _subsample_lists(base_lengths, self.subsample, self.seed)
+        self._items = _subsample_lists(base_lengths, self.subsample, self.seed, self.shuffle)
         self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
         samples = sum(base_lengths)
         # Uncompressed bytes per sample on average (the chunks' offset tables included).

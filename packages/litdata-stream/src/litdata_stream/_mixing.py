@@ -14,7 +14,7 @@ from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
 
-__all__ = ["MixedDataset", "round_robin"]
+__all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
 
 STATE_VERSION = 1
 
@@ -34,6 +34,10 @@ def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
     return full + (1 if rest and not drop_last else 0)
 
 
+class NotAStreamingDatasetError(TypeError, RuntimeError):
+    """Something that is not a StreamingDataset was given to mix (a ``RuntimeError`` as upstream raises)."""
+
+
 class MixedDataset(EpochsOwner, IterableDataset):
     """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
 
@@ -46,7 +50,10 @@ class MixedDataset(EpochsOwner, IterableDataset):
             raise ValueError(f"{self.kind} needs at least one dataset")
         for i, dataset in enumerate(datasets):
             if not isinstance(dataset, StreamingDataset):
-                raise TypeError(f"{self.kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset")
+                raise NotAStreamingDatasetError(
+                    f"{self.kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset; "
+                    "open each optimized dataset with StreamingDataset(input_dir) first"
+                )
         self._datasets = datasets
         self.seed = int(seed)
         self.force_override_state_dict = bool(force_override_state_dict)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litdata_format import DatasetIndex, load_index, parse_index, write_file_atomic
+from litdata_format import DatasetIndex, IndexNotFoundError, load_index, parse_index, write_file_atomic
 from litdata_io import ObjectInfo, Storage, cache_dir_for, get_storage, resolve_dir, run_sync
 
 __all__ = [
@@ -287,7 +287,7 @@ def remote_parquet_index(storage: Storage, cache_dir: Path) -> DatasetIndex:
     """
     files = parquet_files(storage)
     if not files:
-        raise FileNotFoundError(
+        raise IndexNotFoundError(
             f"{storage.url_for(_INDEX)}: no such object, and {_NONE_FOUND}; "
             "is this an optimized dataset (or a folder of Parquet files)?"
         )
