@@ -142,7 +142,7 @@ _step = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(
     n=st.integers(1, 40),
     chunk_size=st.integers(1, 9),
