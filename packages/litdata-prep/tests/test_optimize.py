@@ -7,6 +7,8 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -252,10 +254,8 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -
 
 
 def test_remote_staging_of_a_killed_job_is_removed_by_the_next_job(tmp_path: Path) -> None:
-    dead = mp.get_context("fork").Process(target=int)
-    dead.start()
-    dead.join()  # a pid that no process has any more
-    orphan = Path(tempfile.mkdtemp(prefix=f"litdata-optimize-{dead.pid}-"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    orphan = Path(tempfile.mkdtemp(prefix=f"litdata-optimize-{int(dead.stdout)}-"))  # its process is gone
     (orphan / "rank-0").mkdir()
     (orphan / "rank-0" / "chunk-0-0.bin").write_bytes(b"x")
     staging = make_staging(Output(Dir(url="s3://bucket/out")), 0, "optimize")
