@@ -54,6 +54,7 @@ EXPECTED = {
     "plain_chunk_name",
     "register_namedtuple",
     "resolve_serializers",
+    "temp_target",
     "tree_flatten",
     "tree_unflatten",
     "write_file_atomic",

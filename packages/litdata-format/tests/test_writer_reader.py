@@ -264,6 +264,18 @@ def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
+def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
+    # What a process killed mid-write leaves: its owner recognises it by name and removes it.
+    from litdata_format import atomic_file, temp_target
+
+    for suffix in (".tmp", ".part"):
+        with atomic_file(tmp_path / "index.json", suffix=suffix) as handle:
+            (left,) = [p.name for p in tmp_path.iterdir() if p.name != "index.json"]
+            assert temp_target(left) == "index.json"
+            handle.write(b"{}")
+    assert [temp_target(n) for n in ("index.json", ".index.json", ".notes.txt.tmp", "a.b.12345678.tmp")] == [None] * 4
+
+
 def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:
     from litdata_format import write_file_atomic
 

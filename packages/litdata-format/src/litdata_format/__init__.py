@@ -4,7 +4,7 @@ Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pyt
 serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
 """
 
-from litdata_format._atomic import atomic_file, write_file_atomic
+from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
 from litdata_format._chunk import Chunk, ChunkView, encode_chunk
 from litdata_format._compression import compress, decompress
 from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
@@ -97,6 +97,7 @@ __all__ = [
     "plain_chunk_name",
     "register_namedtuple",
     "resolve_serializers",
+    "temp_target",
     "tree_flatten",
     "tree_unflatten",
     "write_file_atomic",

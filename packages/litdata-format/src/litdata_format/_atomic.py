@@ -7,13 +7,14 @@ failure leaves nothing behind. Every writer of chunks, indexes and downloads goe
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["atomic_file", "write_file_atomic"]
+__all__ = ["atomic_file", "temp_target", "write_file_atomic"]
 
 
 def _umask() -> int:
@@ -24,6 +25,20 @@ def _umask() -> int:
 
 # mkstemp creates files readable by their owner only; published files get the usual mode.
 _FILE_MODE = 0o666 & ~_umask()
+
+
+# The names ``atomic_file`` gives its temporary files: ``.{name}.{mkstemp's 8 random characters}{suffix}``.
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.(?:tmp|part)$")
+
+
+def temp_target(name: str) -> str | None:
+    """The file name whose temporary file ``name`` is (as :func:`atomic_file` names them), else None.
+
+    A process killed while writing leaves its temporary file behind; whoever owns the folder's
+    files can recognise such leftovers by name and remove them.
+    """
+    match = _TEMP_NAME.match(name)
+    return match["name"] if match else None
 
 
 @contextmanager

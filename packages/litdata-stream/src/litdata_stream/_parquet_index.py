@@ -40,7 +40,7 @@ _SUFFIX = ".parquet"
 _NONE_FOUND = "no .parquet file directly in the folder (nor, for hf://, in its subfolders)"
 _MAGIC = b"PAR1"
 _TAIL = 64 * 1024  # one ranged GET fetches the footer of nearly every file
-_INSTALL = 'pip install "litdata-format[arrow]"'
+_INSTALL = 'pip install "litdata-stream[parquet]"'
 
 
 def _pyarrow() -> Any:
