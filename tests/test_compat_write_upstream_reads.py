@@ -179,3 +179,32 @@ def test_upstream_reads_our_tokens(tmp_path: Path) -> None:
     for i, block in enumerate(got):
         assert torch.equal(block, ours[i]), f"block {i}"
     assert torch.equal(got[0], flat[:8])
+
+
+def test_upstream_reads_our_registered_namedtuples_and_defaultdicts(tmp_path: Path) -> None:
+    import collections
+
+    from litdata_format import register_namedtuple
+
+    pair = collections.namedtuple("Pair", ["left", "right"])
+    register_namedtuple(pair, "compat.Pair")
+    samples = [{"p": pair(i, str(i)), "d": collections.defaultdict(list, k=[i])} for i in range(5)]
+    _write(tmp_path / "ds", samples, chunk_size=2)
+    script = (
+        READ_ALL.replace(
+            "ds = StreamingDataset(",
+            "import collections\nfrom litdata.utilities._pytree import _register_namedtuple\n"
+            "Pair = collections.namedtuple('Pair', ['left', 'right'])\n"
+            "_register_namedtuple(Pair, serialized_type_name='compat.Pair')\n"
+            "ds = StreamingDataset(",
+        )
+        .replace("pickle.dump([plain(ds[i])", "pickle.dump([summary(ds[i])")
+        .replace(
+            "with open(sys.argv[1]",
+            "def summary(s):\n"
+            "    return (type(s['p']).__name__, tuple(s['p']), s['d'].default_factory.__name__, dict(s['d']))\n\n"
+            "with open(sys.argv[1]",
+        )
+    )
+    got = run_upstream(script, str(tmp_path / "ds"))
+    assert got == [("Pair", (i, str(i)), "list", {"k": [i]}) for i in range(5)]

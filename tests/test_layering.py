@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,63 @@ def test_light_packages_do_not_import_torch(module: str) -> None:
     code = f"import sys, {module}; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# Imports used only on objects of a library the caller already has (a torch tensor, a PyG graph):
+# whoever holds one has the library, so the package declares no dependency on it.
+USED_WHEN_PRESENT = {"litdata-format": {"torch", "torch-geometric"}, "litdata-stream": {"torch-geometric"}}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXTRA = re.compile(r"""extra == ['"]([^'"]+)['"]""")
+# The workspace's packages, from their folders (packages/litdata-io, tools/litracer).
+WORKSPACE = sorted(p.parent for p in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("tools/*/pyproject.toml")])
+
+
+def _dist(requirement: str) -> str:
+    match = _NAME.match(requirement.strip())
+    assert match, requirement
+    return re.sub(r"[-_.]+", "-", match[0]).lower()
+
+
+def _requirements(name: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The distributions ``name`` requires, and those of each of its extras, as installed (from its pyproject)."""
+    required: set[str] = set()
+    extras: dict[str, set[str]] = {}
+    for requirement in requires(name) or []:
+        extra = _EXTRA.search(requirement)
+        (extras.setdefault(extra[1], set()) if extra else required).add(_dist(requirement))
+    return required, extras
+
+
+def _optional_imports(path: Path) -> set[tuple[str, str]]:
+    """``(module, extra)`` of every ``import_optional("module", "extra", ...)`` call in ``path``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "import_optional":
+            module, extra = (arg.value for arg in node.args[:2] if isinstance(arg, ast.Constant))
+            found.add((str(module), str(extra)))
+    return found
+
+
+@pytest.mark.parametrize("folder", WORKSPACE, ids=lambda p: p.name)
+def test_declared_dependencies_match_the_imports(folder: Path) -> None:
+    """Every third-party import is declared (as a dependency or in an extra), and every dependency is
+    imported: the package works installed alone, and installs nothing it does not use."""
+    name = folder.name
+    required, extras = _requirements(name)
+    distributions = {module: {_dist(d) for d in dists} for module, dists in packages_distributions().items()}
+    distributions.update({p.name.replace("-", "_"): {p.name} for p in WORKSPACE})  # editable installs
+    own = {p.name for p in (folder / "src").iterdir() if p.is_dir()}
+    sources = sorted((folder / "src").rglob("*.py"))
+    imported: set[str] = set()
+    for path in sources:
+        for module in _imported_packages(path) - own - set(sys.stdlib_module_names):
+            assert module in distributions, f"{path.relative_to(ROOT)} imports {module}, which no installed package has"
+            imported |= distributions[module]
+    undeclared = imported - required.union(*extras.values()) - USED_WHEN_PRESENT.get(name, set())
+    assert not undeclared, f"{name} imports {sorted(undeclared)} without declaring them in {folder}/pyproject.toml"
+    unused = required - imported
+    assert not unused, f"{name} declares {sorted(unused)} but never imports them: drop them from its pyproject.toml"
+    for path in sources:
+        for module, extra in _optional_imports(path):
+            dists = distributions[module.split(".")[0]]
+            assert dists & extras.get(extra, set()), f'{path.relative_to(ROOT)} names extra "{extra}" for {module}'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from torch.utils.data import DataLoader
@@ -96,3 +97,39 @@ def test_unreachable_bucket_fails_clearly(tmp_path: Path) -> None:
     }
     with pytest.raises(StorageError, match=r"LIST s3://nowhere/files failed after 2 attempts.*max_retries=1"):
         StreamingRawDataset("s3://nowhere/files", cache_dir=tmp_path / "cache", storage_options=options)
+
+
+def test_a_listing_made_again_elsewhere_replaces_the_local_copy(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    url = _upload(s3_server, s3_bucket)
+    options = s3_server.storage_options()
+    assert len(StreamingRawDataset(url, cache_dir=tmp_path / "machine-a", storage_options=options)) == N
+    storage = get_storage(url, options)
+    storage.delete("val/000.jsonl")
+    fresh = StreamingRawDataset(url, cache_dir=tmp_path / "machine-b", storage_options=options, recompute_index=True)
+    assert len(fresh) == N - 1
+    # Machine A's cached listing is not the remote one any more: it takes the new one.
+    again = StreamingRawDataset(url, cache_dir=tmp_path / "machine-a", storage_options=options)
+    assert again.files == fresh.files
+
+
+def test_cached_files_follow_the_listing(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(s3_server, s3_bucket)
+    options = s3_server.storage_options()
+
+    def open_dataset(**extra: Any) -> StreamingRawDataset:
+        return StreamingRawDataset(url, cache_dir=tmp_path / "cache", storage_options=options, cache_files=True,
+                                   item_type="path", **extra)  # fmt: skip
+
+    first = open_dataset()
+    old = Path(first[3])
+    key = first.files[3].path[len(url) + 1 :]
+    before = old.read_bytes()
+    after = before.replace(b'"i"', b'"j"')
+    assert len(after) == len(before)  # rewritten in place, same size: a size check cannot tell
+    get_storage(url, options).put(key, after)
+    assert Path(open_dataset()[3]).read_bytes() == before  # the same listing: its cached files
+    fresh = open_dataset(recompute_index=True)  # the user says the data changed
+    assert Path(fresh[3]).read_bytes() == after
+    assert not old.exists()  # the previous listing's files are cleared

@@ -53,6 +53,27 @@ def _upload(tmp_path: Path, server: S3Server, bucket: str, **kwargs: Any) -> str
 
 
 # -- S3 -----------------------------------------------------------------------------------------------
+def test_s3_folder_rewritten_in_place_is_read_anew(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(tmp_path, s3_server, s3_bucket, files=2)
+    options = s3_server.storage_options()
+    cache = tmp_path / "cache"
+
+    def texts() -> set[str]:
+        ds = ld.StreamingDataset(url, cache_dir=str(cache), storage_options=options)
+        return {t for batch in ld.StreamingDataLoader(ds, batch_size=5, num_workers=2) for t in batch["text"]}
+
+    assert texts() == {f"row {i}" for i in range(2 * ROWS)}
+    [folder] = [p for p in cache.iterdir() if p.is_dir()]
+    old = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    # The same file names, row counts and schema; only the values (and so the etags) change.
+    table = pa.table({"id": list(range(ROWS)), "text": [f"new {i}" for i in range(ROWS)]})
+    pq.write_table(table, tmp_path / "rewritten.parquet", row_group_size=8, compression="none")
+    get_storage(url, options).upload(tmp_path / "rewritten.parquet", "train-00000-of-00002.parquet")
+    assert texts() == {f"new {i}" for i in range(ROWS)} | {f"row {i}" for i in range(ROWS, 2 * ROWS)}
+    new = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    assert len(new) == 1 and new != old  # the superseded version is cleared
+
+
 def test_s3_folder_auto_indexes_into_the_cache(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
     url = _upload(tmp_path, s3_server, s3_bucket)
     options = s3_server.storage_options()

@@ -69,7 +69,7 @@ def test_structure_change_inside_a_flat_dict(tmp_path: Path) -> None:
 def test_leaf_type_change(tmp_path: Path) -> None:
     writer = BinaryWriter(tmp_path, chunk_size=3)
     writer.write({"a": 1})
-    with pytest.raises(TypeError, match="sample 1, leaf 0: a str cannot be stored as 'int'"):
+    with pytest.raises(TypeError, match=r"sample 1, leaf 0 \(sample\['a'\]\): a str cannot be stored as 'int'"):
         writer.write({"a": "x"})
 
 

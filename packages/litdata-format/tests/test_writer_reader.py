@@ -202,7 +202,7 @@ def test_serializer_order_matches_upstream_for_scalars(tmp_path: Path) -> None:
         ("a", ["", "žluť", "x" * 1000], [b"a", "\ud800"]),
         (b"a", [b"", b"xyz"], [bytearray(b"a"), "a"]),
         (np.arange(3, dtype=np.int32), [np.arange(0, dtype=np.int32), np.arange(6, dtype=np.int32)[::2]],
-         [np.arange(3, dtype=np.int64), [1, 2]]),
+         [np.arange(3, dtype=np.int64), [1, 2], np.ones((2, 2), dtype=np.int32), np.array(1, dtype=np.int32)]),
         (np.ones((2, 2)), [np.zeros((3, 1)), np.ones((2, 2), dtype=np.float32)], [[1.0]]),
         ({"k": 1}, [{"k": 2}], [[1]]),
     ],
@@ -227,9 +227,9 @@ def test_samples_unlike_the_first_still_get_their_errors(tmp_path: Path) -> None
     writer.write({"n": 1, "v": np.arange(2, dtype=np.int16)})
     with pytest.raises(ValueError, match="does not fit in 64 bits"):
         writer.write({"n": 2**64, "v": np.arange(2, dtype=np.int16)})
-    with pytest.raises(TypeError, match="sample 1, leaf 1: encoded as 'no_header_numpy:3'"):
+    with pytest.raises(TypeError, match=r"sample 1, leaf 1 \(sample\['v'\]\): encoded as 'no_header_numpy:3'"):
         writer.write({"n": 2, "v": np.arange(2, dtype=np.int64)})
-    with pytest.raises(TypeError, match="sample 1, leaf 0: a bool cannot be stored as 'int'"):
+    with pytest.raises(TypeError, match=r"sample 1, leaf 0 \(sample\['n'\]\): a bool cannot be stored as 'int'"):
         writer.write({"n": True, "v": np.arange(2, dtype=np.int16)})
     writer.write({"n": 3, "v": np.arange(3, dtype=np.int16)[::-1]})  # a view: stored in C order
     writer.done()
@@ -262,6 +262,18 @@ def test_no_torch_needed_for_numpy_datasets(tmp_path: Path) -> None:
 def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
     _write(tmp_path, [_sample(i) for i in range(9)], chunk_size=2)
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
+    # What a process killed mid-write leaves: its owner recognises it by name and removes it.
+    from litdata_format import atomic_file, temp_target
+
+    for suffix in (".tmp", ".part"):
+        with atomic_file(tmp_path / "index.json", suffix=suffix) as handle:
+            (left,) = [p.name for p in tmp_path.iterdir() if p.name != "index.json"]
+            assert temp_target(left) == "index.json"
+            handle.write(b"{}")
+    assert [temp_target(n) for n in ("index.json", ".index.json", ".notes.txt.tmp", "a.b.12345678.tmp")] == [None] * 4
 
 
 def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:

@@ -98,3 +98,9 @@ def modules_loaded(i: int) -> dict[str, int]:
 def parent_pid_and_env(i: int) -> dict[str, Any]:
     """The worker's parent process and one environment variable, as fn sees them."""
     return {"i": i, "ppid": os.getppid(), "env": os.environ.get("LITDATA_TEST_VALUE", "<unset>")}
+
+
+def vector_then_matrix(i: int) -> dict[str, Any]:
+    """A 1-D leaf that turns 2-D at input 5 (the writer must refuse it)."""
+    vector = np.arange(4)
+    return {"i": i, "v": vector.reshape(2, 2) if i == 5 else vector}

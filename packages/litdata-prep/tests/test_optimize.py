@@ -5,6 +5,11 @@ from __future__ import annotations
 import importlib
 import json
 import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +18,10 @@ import numpy as np
 import pytest
 
 from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, load_index
+from litdata_io import Dir
 from litdata_prep import ALL_DONE, WorkerError, optimize
+from litdata_prep._job import make_staging
+from litdata_prep._output import Output
 
 fns: Any = importlib.import_module("prep_fns")
 FORK = {"start_method": "fork", "verbose": False}
@@ -212,7 +220,18 @@ def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> N
     assert "ValueError: bad input 7" in (info.value.remote_traceback or "")
     assert "prep_fns.py" in str(info.value.__cause__)
     assert not (tmp_path / "out" / "index.json").exists()
+    assert not list((tmp_path / "out").rglob("*.bin")), "the chunks written before the error are removed"
     assert mp.active_children() == []
+
+
+def test_a_sample_the_writer_refuses_is_not_blamed_on_fn(tmp_path: Path) -> None:
+    with pytest.raises(WorkerError) as caught:
+        optimize(fns.vector_then_matrix, list(range(8)), tmp_path / "out", chunk_size=2, num_workers=1,
+                 start_method="fork", verbose=False)  # fmt: skip
+    message = str(caught.value)
+    assert "a sample fn returned was refused for input 5 (position 5" in message, message
+    assert "sample 5, leaf 1 (sample['v']): a 2-D array" in message, message
+    assert not list((tmp_path / "out").glob("chunk-*")), "the chunks written before the error are removed"
 
 
 @pytest.mark.parametrize("ordered", [False, True])
@@ -223,6 +242,7 @@ def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> No
                  keep_data_ordered=ordered, **FORK)  # fmt: skip
     assert time.monotonic() - start < 30
     assert not (tmp_path / "out" / "index.json").exists()
+    assert not list((tmp_path / "out").rglob("*.bin"))
     assert mp.active_children() == []
 
 
@@ -237,6 +257,32 @@ def test_remote_style_checkpoint_files_are_cleaned_up(tmp_path: Path) -> None:
     assert not (out / ".checkpoints").exists() or not list((out / ".checkpoints").iterdir())
     assert sorted(s["i"] for s in read(out)) == list(range(12))
     assert json.loads((out / "index.json").read_text())["config"]["chunk_size"] == 2
+
+
+def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -> None:
+    # What kill -9 leaves mid-write: atomic_file's temporary names beside a checkpoint and the index.
+    out = tmp_path / "out"
+    (out / ".checkpoints").mkdir(parents=True)
+    litter = [out / ".checkpoints" / ".checkpoint-1.json.k3j_9x0a.tmp", out / ".index.json.0a1b2c3d.tmp"]
+    for path in litter:
+        path.write_bytes(b'{"half')
+    optimize(fns.square, list(range(12)), out, chunk_size=2, num_workers=2, use_checkpoint=True, **FORK)
+    assert not any(path.exists() for path in litter)
+    assert sorted(s["i"] for s in read(out)) == list(range(12))
+
+
+def test_remote_staging_of_a_killed_job_is_removed_by_the_next_job(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    orphan = Path(tempfile.mkdtemp(prefix=f"litdata-optimize-{int(dead.stdout)}-"))  # its process is gone
+    (orphan / "rank-0").mkdir()
+    (orphan / "rank-0" / "chunk-0-0.bin").write_bytes(b"x")
+    staging = make_staging(Output(Dir(url="s3://bucket/out")), 0, "optimize")
+    try:
+        assert not orphan.exists() and staging.is_dir()
+        assert make_staging(Output(Dir(url="s3://bucket/out")), 0, "map").is_dir() and staging.is_dir()  # alive
+    finally:
+        for path in Path(tempfile.gettempdir()).glob(f"litdata-*-{os.getpid()}-*"):
+            shutil.rmtree(path)
 
 
 def test_progress_bar_and_verbose_false(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

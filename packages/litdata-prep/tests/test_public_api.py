@@ -33,7 +33,7 @@ def test_every_module_declares_all() -> None:
         assert isinstance(module.__all__, list), name
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"
-    for name in ("_plan", "_publish", "_readers", "_worker", "_quickstart"):
+    for name in ("_plan", "_publish", "_readers", "_worker"):
         module = importlib.import_module(f"litdata_prep.{name}")
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"
@@ -47,6 +47,6 @@ def test_import_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, litdata_prep, litdata_prep._quickstart; print('torch' in sys.modules)"
+    code = "import sys, litdata_prep; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

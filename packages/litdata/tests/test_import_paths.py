@@ -58,3 +58,10 @@ def test_state_of_a_pickled_object_is_loadable_through_the_upstream_path() -> No
 
     loader = pickle.loads(pickle.dumps(TokensLoader(block_size=8)))
     assert isinstance(loader, TokensLoader) and loader.block_size == 8
+
+
+def test_upstreams_namedtuple_registration_is_ours() -> None:
+    import litdata_format
+    from litdata.utilities._pytree import _register_namedtuple
+
+    assert _register_namedtuple is litdata_format.register_namedtuple

@@ -4,7 +4,7 @@ Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pyt
 serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
 """
 
-from litdata_format._atomic import atomic_file, write_file_atomic
+from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
 from litdata_format._chunk import Chunk, ChunkView, encode_chunk
 from litdata_format._compression import compress, decompress
 from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
@@ -39,7 +39,7 @@ from litdata_format._media import (
 )
 from litdata_format._parquet import ParquetLoader
 from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
-from litdata_format._reader import DatasetReader, open_chunk, plain_chunk_name
+from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
 from litdata_format._registry import default_serializers, resolve_serializers
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
@@ -85,6 +85,7 @@ __all__ = [
     "TreeSpec",
     "__version__",
     "atomic_file",
+    "cached_chunk_sizes",
     "complete_dataset",
     "compress",
     "decompress",
@@ -99,6 +100,7 @@ __all__ = [
     "plain_chunk_name",
     "register_namedtuple",
     "resolve_serializers",
+    "temp_target",
     "tree_flatten",
     "tree_unflatten",
     "write_file_atomic",

@@ -7,13 +7,14 @@ failure leaves nothing behind. Every writer of chunks, indexes and downloads goe
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["atomic_file", "write_file_atomic"]
+__all__ = ["atomic_file", "temp_target", "write_file_atomic"]
 
 
 def _umask() -> int:
@@ -26,6 +27,20 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
+# The names ``atomic_file`` gives its temporary files: ``.{name}.{mkstemp's 8 random characters}{suffix}``.
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.(?:tmp|part)$")
+
+
+def temp_target(name: str) -> str | None:
+    """The file name whose temporary file ``name`` is (as :func:`atomic_file` names them), else None.
+
+    A process killed while writing leaves its temporary file behind; whoever owns the folder's
+    files can recognise such leftovers by name and remove them.
+    """
+    match = _TEMP_NAME.match(name)
+    return match["name"] if match else None
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[BinaryIO]:
     """A binary file handle whose content appears at ``path`` only if the block completes.
@@ -33,6 +48,9 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
     Args:
         path: the final name (its folder is created if missing).
         suffix: the temporary file's suffix (``.part`` for downloads, so caches can tell them apart).
+
+    Raises:
+        OSError: writing failed; its ``filename`` is ``path`` when the system named no file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,8 +60,11 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         with os.fdopen(fd, "wb") as handle:
             yield handle
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+            # A failed write (a full disk, a quota) names no file: say which one was being written.
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
         raise
 
 

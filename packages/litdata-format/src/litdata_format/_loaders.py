@@ -119,8 +119,10 @@ class PyTreeLoader(BaseItemLoader):
             return  # an empty dataset (no sample was ever written): nothing to decode
         else:
             try:
-                self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers)
+                self._decoder = SampleDecoder(index.data_format, index.config["data_spec"], serializers, index.source)
             except (ValueError, TypeError, KeyError, IndexError, RecursionError) as err:
+                if isinstance(err, ValueError) and str(index.source) in str(err):
+                    raise  # already names the index file and what is wrong
                 raise ValueError(
                     f"{index.source}: config.data_spec / config.data_format cannot be read: {err}"
                 ) from None

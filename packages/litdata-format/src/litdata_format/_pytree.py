@@ -5,13 +5,16 @@ The tree spec serializes to the JSON string that ``torch.utils._pytree.treespec_
 ``data_spec``. Containers follow torch's rules: only the exact types dict, list, tuple,
 OrderedDict, defaultdict and namedtuples are nodes; everything else (None included) is a leaf.
 Dict children are taken in insertion order.
+
+Reading a spec never imports a module or calls a name because ``index.json`` says so: a namedtuple
+is found only among the classes given to :func:`register_namedtuple`, and a defaultdict's factory
+only among a few builtin types. The writer refuses what the reader could not rebuild (as torch's
+``treespec_dumps`` refuses an unregistered namedtuple).
 """
 
 from __future__ import annotations
 
-import builtins
 import collections
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +30,9 @@ _NAME_BY_NAMED: dict[type, str] = {}
 def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     """Record ``cls`` under ``serialized_type_name`` in data_spec (both when writing and reading).
 
-    Without it a namedtuple is written under its ``module.QualName`` and must be importable
-    by that name to be read back.
+    A sample holding a namedtuple can only be written, and a dataset naming one only read, once
+    its class is registered: the name in ``index.json`` is looked up here, never imported. Use
+    the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
     """
     if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
         raise TypeError(f"register_namedtuple expects a namedtuple class, got {cls!r}")
@@ -40,13 +44,50 @@ _PROTOCOL = 1
 _DICT, _LIST, _TUPLE = "builtins.dict", "builtins.list", "builtins.tuple"
 _ORDERED, _DEFAULT, _NAMED = "collections.OrderedDict", "collections.defaultdict", "collections.namedtuple"
 
+# The only defaultdict factories a spec may name: types whose call has no side effect. None (no
+# factory) is read but never written, because torch's reader cannot rebuild it.
+_FACTORIES: tuple[tuple[str, Any], ...] = (
+    *((f"builtins.{factory.__name__}", factory) for factory in (list, dict, set, tuple, int, float, str, bool, bytes)),
+    ("builtins.None", None),
+)
+
+
+def _factory_name(factory: Any) -> str:
+    for name, known in _FACTORIES:
+        if known is factory and factory is not None:
+            return name
+    raise ValueError(
+        f"a defaultdict's default_factory {factory!r} cannot be written: data_spec may only name one of "
+        f"{', '.join(name for name, f in _FACTORIES if f is not None)} (readers never import or call other "
+        "names); use one of these or a plain dict"
+    )
+
+
+def _named_name(cls: type) -> str:
+    name = _NAME_BY_NAMED.get(cls)
+    if name is None:
+        raise ValueError(
+            f"the namedtuple {cls.__module__}.{cls.__qualname__} has no serialized name: call "
+            f"litdata_format.register_namedtuple({cls.__qualname__}, '<name>') before writing and before "
+            "reading (upstream LitData: litdata.utilities._pytree._register_namedtuple with the same name)"
+        )
+    return name
+
+
+def _unregistered(name: Any) -> ValueError:
+    return ValueError(
+        f"data_spec names the type {name!r}, which is not registered here; litdata never imports or calls a "
+        f"name because index.json says so. If the dataset is yours and {name!r} is your namedtuple, call "
+        f"litdata_format.register_namedtuple(YourClass, {name!r}) before reading it"
+    )
+
 
 @dataclass(frozen=True)
 class TreeSpec:
     """The shape of a sample: a node type, its context (dict keys, namedtuple class) and children.
 
     ``type`` is None for a leaf. ``context`` holds the list of keys for dict-like nodes, the
-    dotted class name for a namedtuple and a dict describing the factory for a defaultdict.
+    class for a namedtuple and ``(default_factory, keys)`` for a defaultdict.
     """
 
     type: str | None
@@ -62,12 +103,21 @@ class TreeSpec:
         return self.type is None
 
     def to_json(self) -> str:
-        """The spec as torch's ``treespec_dumps`` protocol-1 string."""
+        """The spec as torch's ``treespec_dumps`` protocol-1 string.
+
+        Raises:
+            ValueError: a namedtuple is not registered, or a defaultdict's factory is not a builtin type.
+        """
         return json.dumps([_PROTOCOL, _spec_to_obj(self)])
 
     @classmethod
     def from_json(cls, text: str) -> TreeSpec:
-        """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index)."""
+        """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index).
+
+        Raises:
+            ValueError: the string is malformed, or names a type that is neither a container nor a
+                registered namedtuple, or a defaultdict factory outside the builtin types.
+        """
         try:
             protocol, obj = json.loads(text)
         except (TypeError, ValueError) as err:
@@ -111,20 +161,9 @@ def _flatten(obj: Any, leaves: list[Any]) -> TreeSpec:
     if node in (_DICT, _ORDERED, _DEFAULT):
         keys = list(obj.keys())
         children = tuple(_flatten(obj[k], leaves) for k in keys)
-        if node == _DEFAULT:
-            factory = obj.default_factory
-            context: Any = {
-                "default_factory_module": getattr(factory, "__module__", "builtins"),
-                "default_factory_name": getattr(factory, "__qualname__", "None"),
-                "dict_context": keys,
-            }
-            return TreeSpec(node, context, children)
-        return TreeSpec(node, keys, children)
+        return TreeSpec(node, (obj.default_factory, keys) if node == _DEFAULT else keys, children)
     children = tuple(_flatten(child, leaves) for child in obj)
-    if node == _NAMED:
-        name = _NAME_BY_NAMED.get(type(obj)) or f"{type(obj).__module__}.{type(obj).__qualname__}"
-        return TreeSpec(node, name, children)
-    return TreeSpec(node, None, children)
+    return TreeSpec(node, type(obj) if node == _NAMED else None, children)
 
 
 def flatten_like(obj: Any, spec: TreeSpec) -> list[Any] | None:
@@ -147,15 +186,17 @@ def _match(obj: Any, spec: TreeSpec, leaves: list[Any]) -> bool:
     if len(obj) != len(spec.children):
         return False
     if kind in (_DICT, _ORDERED, _DEFAULT):
-        keys = spec.context["dict_context"] if kind == _DEFAULT else spec.context
+        keys = spec.context
+        if kind == _DEFAULT:
+            factory, keys = spec.context
+            if obj.default_factory is not factory:
+                return False
         for (key, value), expected, child in zip(obj.items(), keys, spec.children):
             if key != expected or not _match(value, child, leaves):
                 return False
         return True
-    if kind == _NAMED:
-        name = _NAME_BY_NAMED.get(type(obj)) or f"{type(obj).__module__}.{type(obj).__qualname__}"
-        if name != spec.context:
-            return False
+    if kind == _NAMED and type(obj) is not spec.context:
+        return False
     return all(_match(value, child, leaves) for value, child in zip(obj, spec.children))
 
 
@@ -176,6 +217,19 @@ def flattener(spec: TreeSpec) -> Callable[[Any], list[Any] | None]:
 
         return flat_dict
     return lambda obj: flatten_like(obj, spec)
+
+
+def leaf_paths(spec: TreeSpec) -> list[str]:
+    """Where each leaf sits in a sample (``['image']``, ``[1][0]``, ``.x``; ``""`` for a bare leaf)."""
+    if spec.type is None:
+        return [""]
+    if spec.type in (_DICT, _ORDERED, _DEFAULT):
+        steps = [f"[{key!r}]" for key in (spec.context[1] if spec.type == _DEFAULT else spec.context)]
+    elif spec.type == _NAMED:
+        steps = [f".{name}" for name in spec.context._fields]
+    else:
+        steps = [f"[{i}]" for i in range(len(spec.children))]
+    return [step + rest for step, child in zip(steps, spec.children) for rest in leaf_paths(child)]
 
 
 def is_node(obj: Any) -> bool:
@@ -222,30 +276,11 @@ def _unflatten(leaves: Any, spec: TreeSpec) -> Any:
     if spec.type == _ORDERED:
         return collections.OrderedDict(zip(spec.context, values))
     if spec.type == _DEFAULT:
-        factory = _import_dotted(spec.context["default_factory_module"], spec.context["default_factory_name"])
-        return collections.defaultdict(factory, zip(spec.context["dict_context"], values))
+        factory, keys = spec.context
+        return collections.defaultdict(factory, zip(keys, values))
     if spec.type == _NAMED:
-        cls = _NAMED_BY_NAME.get(spec.context)
-        if cls is None:
-            module, _, name = spec.context.rpartition(".")
-            cls = _import_dotted(module, name)
-        return cls(*values)
+        return spec.context(*values)
     raise ValueError(f"unsupported pytree node type {spec.type!r} in data_spec")
-
-
-def _import_dotted(module: str, name: str) -> Any:
-    if module == "builtins" and name == "None":
-        return None
-    try:
-        target: Any = builtins if module == "builtins" else importlib.import_module(module)
-        for part in name.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(
-            f"data_spec refers to {module}.{name}, which cannot be imported here; make the class importable "
-            "under that name, or call litdata_format.register_namedtuple(cls, name) before reading"
-        ) from err
-    return target
 
 
 def _spec_to_obj(spec: TreeSpec) -> dict[str, Any]:
@@ -254,9 +289,15 @@ def _spec_to_obj(spec: TreeSpec) -> dict[str, Any]:
     if spec.type in (_DICT, _ORDERED):
         context: Any = json.dumps([_key_to_json(k) for k in spec.context])
     elif spec.type == _DEFAULT:
-        context = {**spec.context, "dict_context": [_key_to_json(k) for k in spec.context["dict_context"]]}
+        factory, keys = spec.context
+        module, _, name = _factory_name(factory).partition(".")
+        context = {
+            "default_factory_module": module,
+            "default_factory_name": name,
+            "dict_context": [_key_to_json(k) for k in keys],
+        }
     elif spec.type == _NAMED:
-        context = spec.context
+        context = _named_name(spec.context)
     else:
         context = "null"
     return {"type": spec.type, "context": context, "children_spec": [_spec_to_obj(c) for c in spec.children]}
@@ -278,13 +319,30 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
         keys = [tuple(k) if isinstance(k, list) else k for k in json.loads(raw)]
         return TreeSpec(kind, keys, kids)
     if kind == _DEFAULT:
-        keys = [tuple(k) if isinstance(k, list) else k for k in raw["dict_context"]]
-        return TreeSpec(kind, {**raw, "dict_context": keys}, kids)
-    if kind == _NAMED:
-        return TreeSpec(kind, raw, kids)
-    if kind in _NAMED_BY_NAME or (isinstance(raw, str) and raw == kind):
-        # Older torch writes a registered namedtuple with its serialized name as the type.
-        return TreeSpec(_NAMED, kind, kids)
+        try:
+            name = f"{raw['default_factory_module']}.{raw['default_factory_name']}"
+            keys = [tuple(k) if isinstance(k, list) else k for k in raw["dict_context"]]
+        except (TypeError, KeyError) as err:
+            raise ValueError(f"malformed defaultdict node in data_spec: {obj!r:.200}") from err
+        for known, factory in _FACTORIES:
+            if known == name:
+                return TreeSpec(kind, (factory, keys), kids)
+        raise ValueError(
+            f"data_spec names {name!r} as a defaultdict's default_factory; litdata never imports or calls a name "
+            f"because index.json says so and only takes {', '.join(n for n, _ in _FACTORIES)}"
+        )
     if kind in (_LIST, _TUPLE):
         return TreeSpec(kind, None, kids)
-    raise ValueError(f"unsupported pytree node type {kind!r} in data_spec")
+    # A namedtuple: its serialized name is the context ("collections.namedtuple", as torch writes
+    # it now) or the type itself (older torch). Only a registered class is ever used.
+    name = raw if kind == _NAMED else kind
+    cls = _NAMED_BY_NAME.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise _unregistered(name)
+    fields = cls._fields  # type: ignore[attr-defined]  # register_namedtuple only takes namedtuples
+    if len(kids) != len(fields):
+        raise ValueError(
+            f"data_spec gives the namedtuple {name!r} {len(kids)} children, but the class registered under that "
+            f"name has {len(fields)} fields {fields}; register the class this dataset was written with"
+        )
+    return TreeSpec(_NAMED, cls, kids)

@@ -22,7 +22,7 @@ from litdata_format._mds import is_mds_index, open_mds_shard
 from litdata_format._registry import resolve_serializers
 from litdata_format._serializers import Serializer
 
-__all__ = ["DatasetReader", "open_chunk", "plain_chunk_name"]
+__all__ = ["DatasetReader", "cached_chunk_sizes", "open_chunk", "plain_chunk_name"]
 
 
 def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
@@ -30,6 +30,19 @@ def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
     if compression and info.filename.endswith(f".{compression}.bin"):
         return info.filename[: -len(f".{compression}.bin")] + ".bin"
     return info.filename
+
+
+def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
+    """The sizes the file of ``info`` may have once stored plain (under :func:`plain_chunk_name`).
+
+    Empty when the index does not tell. ``chunk_bytes`` is the file's size (decompressed, for a
+    whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
+    the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
+    compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
+    """
+    if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
+        return ()
+    return (info.chunk_bytes, info.chunk_bytes + 4 * (info.chunk_size + 2))
 
 
 def open_chunk(

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from litdata_format._pytree import TreeSpec, flattener, is_node, tree_flatten, unflattener
+from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
 from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, leaf_paths, unpickles
@@ -36,7 +36,24 @@ class SampleEncoder:
         self._leaf_types: list[type] = []
         self._encoders: list[Callable[[Any], bytes]] = []
 
-    def _infer(self, leaves: Sequence[Any], spec: TreeSpec) -> None:
+    def _leaf(self, position: int) -> str:
+        """``leaf 2 (sample['image'])``: a leaf by its number and its place in the sample."""
+        assert self.spec is not None
+        path = leaf_paths(self.spec)[position]
+        return f"leaf {position} (sample{path})" if path else f"leaf {position}"
+
+    def _serialize(self, index: int, position: int, leaf: Any) -> tuple[bytes, str | None]:
+        try:
+            data, name = self._leaf_serializers[position].serialize(leaf)
+        except (ValueError, TypeError, OverflowError) as err:
+            raise ValueError(f"sample {index}, {self._leaf(position)}: {err}") from err
+        return (data if type(data) is bytes else bytes(data)), name
+
+    def _infer(self, leaves: Sequence[Any], spec: TreeSpec, index: int) -> None:
+        try:
+            spec.to_json()  # what index.json will hold: refused now if a reader could not rebuild it
+        except ValueError as err:
+            raise ValueError(f"sample {index}: {err}") from None
         formats, chosen = [], []
         for position, leaf in enumerate(leaves):
             for name, serializer in self._serializers.items():
@@ -45,7 +62,7 @@ class SampleEncoder:
                     formats.append(name)
                     break
             else:
-                raise TypeError(f"no serializer accepts leaf {position} of type {_describe(leaf)}")
+                raise TypeError(f"sample {index}: no serializer accepts leaf {position} of type {_describe(leaf)}")
         self.spec, self._leaf_serializers, self.data_format = spec, chosen, formats
         paths = leaf_paths(spec, len(leaves))
         pickled = [
@@ -79,13 +96,13 @@ class SampleEncoder:
     def _checked_leaves(self, sample: Any, index: int) -> list[bytes]:
         if self.spec is None:
             leaves, spec = tree_flatten(sample)
-            self._infer(leaves, spec)
+            self._infer(leaves, spec, index)
             out = []
-            for position, (leaf, serializer) in enumerate(zip(leaves, self._leaf_serializers)):
-                data, name = serializer.serialize(leaf)
+            for position, leaf in enumerate(leaves):
+                data, name = self._serialize(index, position, leaf)
                 if name is not None:
                     self.data_format[position] = name
-                out.append(data if type(data) is bytes else bytes(data))
+                out.append(data)
             # Later samples go through each serializer's shortcut for leaves like these.
             self._encoders = [
                 serializer.leaf_encoder(leaf, fmt)
@@ -94,11 +111,7 @@ class SampleEncoder:
             return out
         found = self._flatten(sample)
         if found is None:
-            _, spec = tree_flatten(sample)
-            raise ValueError(
-                f"sample {index} has a different structure than the first sample: "
-                f"{spec.to_json()} vs {self.spec.to_json()}"
-            )
+            raise self._other_structure(sample, index)
         out = []
         for position, (leaf, serializer, expected, fixed) in enumerate(
             zip(found, self._leaf_serializers, self._leaf_types, self.data_format)
@@ -106,27 +119,34 @@ class SampleEncoder:
             # Same type as the first sample's leaf: accepted (skips costly checks like isfile).
             if type(leaf) is not expected:
                 self._check_leaf(sample, index, position, leaf, serializer)
-            data, name = serializer.serialize(leaf)
+            data, name = self._serialize(index, position, leaf)
             if name is not None and name != fixed:
                 raise TypeError(
-                    f"sample {index}, leaf {position}: encoded as {name!r} but the first sample "
+                    f"sample {index}, {self._leaf(position)}: encoded as {name!r} but the first sample "
                     f"fixed {fixed!r} (e.g. a different dtype)"
                 )
-            out.append(data if type(data) is bytes else bytes(data))
+            out.append(data)
         return out
+
+    def _other_structure(self, sample: Any, index: int) -> ValueError:
+        assert self.spec is not None
+        _, spec = tree_flatten(sample)
+        try:
+            found = spec.to_json()
+        except ValueError:  # e.g. an unregistered namedtuple: no JSON form, its repr says enough
+            found = repr(spec)
+        return ValueError(
+            f"sample {index} has a different structure than the first sample: {found} vs {self.spec.to_json()}"
+        )
 
     def _check_leaf(self, sample: Any, index: int, position: int, leaf: Any, serializer: Serializer) -> None:
         """A leaf of another type than the first sample's: it must be a leaf its serializer takes."""
         assert self.spec is not None
         if is_node(leaf):  # a container where the first sample had a leaf (the fast flatten let it by)
-            _, spec = tree_flatten(sample)
-            raise ValueError(
-                f"sample {index} has a different structure than the first sample: "
-                f"{spec.to_json()} vs {self.spec.to_json()}"
-            )
+            raise self._other_structure(sample, index)
         if not serializer.can_serialize(leaf):
             raise TypeError(
-                f"sample {index}, leaf {position}: a {_describe(leaf)} cannot be stored as "
+                f"sample {index}, {self._leaf(position)}: a {_describe(leaf)} cannot be stored as "
                 f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
             )
 
@@ -137,13 +157,25 @@ class SampleEncoder:
 
 
 class SampleDecoder:
-    """Rebuilds samples from PyTree item bytes, given an index's ``data_format`` and ``data_spec``."""
+    """Rebuilds samples from PyTree item bytes, given an index's ``data_format`` and ``data_spec``.
 
-    def __init__(self, data_format: Sequence[str], data_spec: str | TreeSpec, serializers: Mapping[str, Serializer]):
-        self.spec = data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec)
+    ``source`` (the index file) names errors in the spec.
+    """
+
+    def __init__(
+        self,
+        data_format: Sequence[str],
+        data_spec: str | TreeSpec,
+        serializers: Mapping[str, Serializer],
+        source: str = "index.json",
+    ):
+        try:
+            self.spec = data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec)
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from None
         if self.spec.num_leaves != len(data_format):
             raise ValueError(
-                f"index.json is inconsistent: data_spec has {self.spec.num_leaves} leaves but "
+                f"{source} is inconsistent: data_spec has {self.spec.num_leaves} leaves but "
                 f"data_format lists {len(data_format)}"
             )
         self._serializers = [serializer_for_format(fmt, serializers) for fmt in data_format]

@@ -119,6 +119,17 @@ def suffix_int(data_format: str) -> int:
         raise ValueError(f"data_format entry {data_format!r} should end with ':<dtype index>'") from None
 
 
+def check_one_dimensional(ndim: int, data_format: str) -> None:
+    """Refuse a leaf that is not 1-D for a format that stores no shape (it would read back flat)."""
+    if ndim != 1:
+        raise ValueError(
+            f"a {ndim}-D array where the first sample had a 1-D one: {data_format} stores 1-D arrays without "
+            "their shape (as upstream LitData does), so it would read back flattened. Give this leaf the same "
+            "number of dimensions in every sample, or make it at least 2-D in the first sample too (that format "
+            "stores every sample's shape)"
+        )
+
+
 class Serializer(ABC):
     """Turns one kind of leaf into bytes and back.
 
@@ -285,6 +296,7 @@ class NoHeaderNumpySerializer(Serializer):
         self._dtype = numpy_dtype(suffix_int(data_format))
 
     def serialize(self, data: np.ndarray) -> tuple[bytes, str | None]:
+        check_one_dimensional(data.ndim, "no_header_numpy")
         name = _NO_HEADER_NAMES.get(data.dtype)
         if name is None:
             name = _NO_HEADER_NAMES[data.dtype] = f"no_header_numpy:{numpy_dtype_index(data.dtype)}"
@@ -299,7 +311,7 @@ class NoHeaderNumpySerializer(Serializer):
         dtype = first.dtype
 
         def encode(leaf: Any) -> bytes:  # one call per leaf: this is the hot leaf of most datasets
-            if type(leaf) is not np.ndarray or leaf.dtype != dtype:
+            if type(leaf) is not np.ndarray or leaf.dtype != dtype or leaf.ndim != 1:
                 raise TypeError(type(leaf))
             return leaf.tobytes()
 
@@ -357,6 +369,7 @@ class NoHeaderTensorSerializer(Serializer):
         self._dtype_index = suffix_int(data_format)
 
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
+        check_one_dimensional(data.dim(), "no_header_tensor")
         return _tensor_bytes(data), f"no_header_tensor:{torch_dtype_index(data.dtype)}"
 
     def deserialize(self, data: Buffer) -> Any:

@@ -21,6 +21,8 @@ _EXPORTS: dict[str, str] = {
     "cache_path": "litdata_io._cache",
     "clear_cache": "litdata_io._cache",
     "resolve_max_cache_size": "litdata_io._cache",
+    "claim_version": "litdata_io._cache_versions",
+    "dataset_version": "litdata_io._cache_versions",
     "ReadOnlyStorageError": "litdata_io._errors",
     "StorageError": "litdata_io._errors",
     "start_forkserver": "litdata_io._forkserver",
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
         clear_cache,
         resolve_max_cache_size,
     )
+    from litdata_io._cache_versions import claim_version, dataset_version
     from litdata_io._errors import ReadOnlyStorageError, StorageError
     from litdata_io._forkserver import start_forkserver
     from litdata_io._loop import run_sync
@@ -115,7 +118,9 @@ __all__ = [
     "cache_dir_for",
     "cache_path",
     "cache_root",
+    "claim_version",
     "clear_cache",
+    "dataset_version",
     "download_concurrency",
     "enable_tracer",
     "expand_time_template",

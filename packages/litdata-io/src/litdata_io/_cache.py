@@ -44,6 +44,15 @@ margin), so a full cache is recounted about once per 1/50 of its size downloaded
 chunk. A race between two processes can only make the ledger count too much, which costs a
 recount, never too little.
 
+Versions. With ``version`` (what :func:`~litdata_io.dataset_version` makes from the URL and the
+index's bytes), chunks live in ``cache_dir/<version>/``, and the cap, the ledger and eviction
+cover the whole ``cache_dir``. Opening a version clears the other versions of the same URL there
+(chunks in use stay until they are evicted like any other); see ``_cache_versions``.
+
+Sizes. A cached chunk whose size is not the one the index gives (``cached_chunk_sizes``: a file
+truncated by a crash without fsync, or by hand) is never used: it is deleted and fetched again,
+and a download of the wrong size is never published.
+
 Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
 Locking needs ``fcntl`` (POSIX); without it, only in-process pins protect chunks.
@@ -65,7 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import ChunkInfo, decompress, parse_size, plain_chunk_name
+from litdata_format import ChunkInfo, cached_chunk_sizes, decompress, parse_size, plain_chunk_name
 from litdata_io._cache_locks import (
     EX,
     SH,
@@ -79,6 +88,7 @@ from litdata_io._cache_locks import (
     reserve,
     same_file,
 )
+from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
 from litdata_io._resolver import cache_root
 from litdata_io._tracer import trace_instant, trace_span
@@ -200,6 +210,9 @@ class ChunkCache:
         max_cache_size: the byte budget; see :func:`resolve_max_cache_size` for the forms.
         compression: the dataset's whole-file compression (``index.json``'s ``config.compression``);
             chunks named ``*.{compression}.bin`` are stored decompressed as ``*.bin``.
+        version: the subfolder of ``cache_dir`` for this dataset's chunks (from
+            :func:`~litdata_io.dataset_version`); other versions of the same URL in ``cache_dir``
+            are cleared. ``None`` keeps the chunks directly in ``cache_dir``.
     """
 
     def __init__(
@@ -209,16 +222,20 @@ class ChunkCache:
         max_cache_size: int | float | str | None = None,
         *,
         compression: str | None = None,
+        version: str | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir).expanduser().absolute()
         self.storage = storage
         self.compression = compression
+        self.version = check_version(version) if version is not None else None
         self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
         _refuse_source_folder(storage, self.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._ledger = _Ledger(self.cache_dir / _LEDGER)
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)
+        if self.version is not None:
+            claim_version(self.cache_dir, self.version, self.storage.url)
 
     def __repr__(self) -> str:
         return f"ChunkCache({str(self.cache_dir)!r}, url={self.storage.url!r}, max_cache_size={self.max_cache_size})"
@@ -244,16 +261,21 @@ class ChunkCache:
 
     # -- names ----------------------------------------------------------------------------------
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache (compressed chunks lose their compression suffix)."""
-        return plain_chunk_name(info, self.compression)
+        """The file name ``info`` has in the cache, relative to ``cache_dir`` (compressed chunks
+        lose their compression suffix; with a version, it is the first folder)."""
+        name = plain_chunk_name(info, self.compression)
+        return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
         """Where ``info`` is (or will be) in the cache."""
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now (it may be evicted later unless acquired)."""
-        return self.path_for(info).is_file()
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
+        try:
+            return _intact(info, self.path_for(info).stat().st_size)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     # -- fetching -------------------------------------------------------------------------------
     async def aensure(self, info: ChunkInfo) -> Path:
@@ -262,15 +284,14 @@ class ChunkCache:
         Use :meth:`aacquire` to read it: an unpinned chunk may be evicted by another process.
         """
         path = self.path_for(info)
-        if path.is_file():
+        if self.is_cached(info):
             return path
         await self._afetch(info, pin=False)
         return path
 
     def ensure(self, info: ChunkInfo) -> Path:
         """Sync twin of :meth:`aensure`."""
-        path = self.path_for(info)
-        return path if path.is_file() else run_sync(self.aensure(info))
+        return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
         """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
@@ -320,6 +341,9 @@ class ChunkCache:
         fd = open_pinned(self.cache_dir / name)
         if fd is None:
             return False
+        if not _intact(info, os.fstat(fd).st_size):
+            os.close(fd)  # truncated: the download replaces it
+            return False
         self._add_pin(name, fd)
         return True
 
@@ -338,7 +362,7 @@ class ChunkCache:
         while True:
             if pin and self._pin_present(info):
                 return
-            if not pin and (self.cache_dir / name).is_file():
+            if not pin and self.is_cached(info):
                 return
             state = self._state
             with state.lock:
@@ -376,8 +400,15 @@ class ChunkCache:
         staging = final.parent / f".{final.name}{_STAGING_SUFFIX}"
         try:
             fd = open_pinned(final)
-            if fd is not None:  # another process published it while we waited
-                return fd
+            if fd is not None:
+                size = os.fstat(fd).st_size
+                if _intact(info, size):  # another process published it while we waited
+                    return fd
+                os.close(fd)
+                # Not the size the index says: fetch it again (a reader elsewhere keeps its copy).
+                trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
+                with contextlib.suppress(FileNotFoundError):
+                    final.unlink()
             shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
             staging.mkdir()
             # The lock file first, then the ledger: a recount in between counts this twice, never not at all.
@@ -412,6 +443,13 @@ class ChunkCache:
             if url in str(err):
                 raise
             raise ChunkDownloadError(f"downloading chunk {url} failed: {type(err).__name__}: {err}") from err
+        size = ready.stat().st_size
+        if not _intact(info, size):
+            raise ChunkDownloadError(
+                f"chunk {info.filename} ({url}) has {size} bytes but index.json says {info.chunk_bytes}: the "
+                "dataset was probably rewritten while being read, or its index does not belong to these chunks; "
+                "read it again with a new StreamingDataset (or rewrite it whole)"
+            )
         fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             flock(fd, SH)  # pinned before anyone can see it
@@ -564,6 +602,12 @@ class _Ledger:
             yield fd
         finally:
             os.close(fd)
+
+
+def _intact(info: ChunkInfo, size: int) -> bool:
+    """Whether a stored chunk of ``size`` bytes is whole, as far as the index tells."""
+    sizes = cached_chunk_sizes(info)
+    return not sizes or size in sizes
 
 
 def _fits(known: tuple[int, float] | None, budget: int) -> bool:

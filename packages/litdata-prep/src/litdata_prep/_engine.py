@@ -76,11 +76,6 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "unknown error"
-
-
 _MAX_BATCH = 512
 
 
@@ -238,12 +233,8 @@ def run_workers(
             elif kind == "done":
                 summaries[rank] = msg[2]
             elif kind == "error":
-                _, _, pos, item, text = msg
-                if item is not None:
-                    message = f"{desc}: fn raised on input {item} (position {pos}, worker {rank}): {_last_line(text)}"
-                else:
-                    message = f"{desc}: worker {rank} failed: {_last_line(text)}"
-                raise WorkerError(message, rank, item, pos, text)
+                _, _, headline, pos, item, text = msg
+                raise WorkerError(f"{desc}: {headline}", rank, item, pos, text)
 
         while len(summaries) < len(procs):
             if feeder is not None and feeder.error is not None:

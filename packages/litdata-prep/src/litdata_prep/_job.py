@@ -6,6 +6,7 @@ import multiprocessing as mp
 import os
 import pickle
 import pickletools
+import re
 import shutil
 import sys
 import tempfile
@@ -170,11 +171,34 @@ def make_staging(output: Output, node_rank: int, what: str) -> Path:
     temporary directory.
     """
     if output.is_remote:
-        return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-"))
+        _remove_orphaned_staging()
+        return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-{os.getpid()}-"))
     remove_staging(output, node_rank)  # left by a run that was killed
     staging = output.local_path / f".litdata-staging-{node_rank}"
     staging.mkdir(parents=True)
     return staging
+
+
+# A staging folder in the temporary directory: ``litdata-{what}-{pid of the job}-{random}``.
+_TEMP_STAGING = re.compile(r"^litdata-(?:optimize|map)-(\d+)-")
+
+
+def _remove_orphaned_staging() -> None:
+    """Remove the temporary staging folders of jobs that were killed (their process is gone)."""
+    for path in Path(tempfile.gettempdir()).glob("litdata-*"):
+        match = _TEMP_STAGING.match(path.name)
+        if match and path.is_dir() and not _alive(int(match[1])):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def remove_staging(output: Output, node_rank: int) -> None:

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from litdata_format import BaseItemLoader, BinaryWriter
+from litdata_format import BaseItemLoader, BinaryWriter, temp_target
 from litdata_io import Dir, resolve_dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
@@ -48,8 +48,11 @@ __all__ = ["is_dataset_file", "optimize"]
 
 
 def is_dataset_file(key: str) -> bool:
-    """Whether ``key`` is something optimize writes (chunks, index files, checkpoints, staging)."""
-    name = key.rsplit("/", 1)[-1]
+    """Whether ``key`` is something optimize writes (chunks, index files, checkpoints, staging), or the
+    temporary file of such a write that a killed run interrupted."""
+    folder, _, name = key.rpartition("/")
+    name = temp_target(name) or name
+    key = f"{folder}/{name}" if folder else name
     return (
         bool(CHUNK_NAME.match(key))
         or name.endswith("index.json")
@@ -130,13 +133,21 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
             stale += [k for k in keys if CHUNK_NAME.match(k) and k not in referenced]
     if use_checkpoint and mode != "overwrite":
         stale = [k for k in stale if not (CHUNK_NAME.match(k) or k.startswith(CHECKPOINT_DIR + "/"))]
-    output.delete_many(stale)
+    output.delete_many(stale + [k for k in keys if _leftover_temp(k)])
     return existing if mode == "append" else None
 
 
+def _leftover_temp(key: str) -> bool:
+    """Whether ``key`` is the temporary file of a write of a dataset file that a killed run
+    interrupted (staging folders are not looked into: their runs remove them whole)."""
+    is_temp = temp_target(key.rpartition("/")[2]) is not None
+    return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
+
+
 def _collect_unreferenced(output: Output, index: dict[str, Any]) -> None:
+    """Remove chunks ``index`` does not reference and the temporary files of interrupted writes."""
     referenced = {c["filename"] for c in index["chunks"]}
-    output.delete_many([k for k in output.list() if CHUNK_NAME.match(k) and k not in referenced])
+    output.delete_many([k for k in output.list() if (CHUNK_NAME.match(k) and k not in referenced) or _leftover_temp(k)])
 
 
 def optimize(
@@ -277,6 +288,7 @@ def optimize(
         # The run that wrote this dataset was stopped after publishing it: only clean up.
         clear_checkpoints(output, nodes.node_rank, ranks)
         remove_staging(output, nodes.node_rank)
+        _collect_unreferenced(output, output.read_json(INDEX))
         if verbose:
             print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
         return
@@ -327,11 +339,37 @@ def optimize(
         index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
+    except BaseException as failure:
+        if not use_checkpoint:  # with checkpoints, what was published is the next run's head start
+            _remove_unpublished_chunks(output, nodes.node_rank, ranks, failure)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if verbose and index is not None:
         samples = sum(c.get("dim") or c["chunk_size"] for c in index["chunks"])
         print(f"optimize: {output.display} holds {samples} samples in {len(index['chunks'])} chunks", flush=True)
+
+
+def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
+    """Delete the chunks this node's workers wrote for a job that failed (a full disk, fn raising).
+
+    Chunks an index in the output names (the dataset appended to, or this job's own index if it
+    was written before the failure) stay.
+    """
+    try:
+        keep: set[Any] = set()
+        for key in (INDEX, node_index_key(node_rank)):
+            keep.update(c.get("filename") for c in (output.read_json(key) or {}).get("chunks", []))
+        mine = set(ranks)
+        output.delete_many(
+            [
+                key
+                for key in output.list()
+                if (match := CHUNK_NAME.match(key)) and int(match.group(1)) in mine and key not in keep
+            ]
+        )
+    except Exception as err:  # the job's own error is the one to raise; mention this one with it
+        failure.add_note(f"optimize: removing the chunks this job wrote to {output.display} failed too: {err}")
 
 
 def _finish(

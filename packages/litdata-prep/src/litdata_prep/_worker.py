@@ -3,8 +3,8 @@
 A worker takes its inputs either from a static ordered slice (``keep_data_ordered=True``) or
 from the node's shared queue (pickled batches of ``(position, input)`` pairs as ``Numbered``,
 ``None`` to stop). It tells the parent about progress, completion and failure on the ``events``
-queue; a failure message names the input and carries the formatted traceback of the original
-exception.
+queue; a failure message names the input (or, when a file could not be written, the file and the
+OS error) and carries the formatted traceback of the original exception.
 """
 
 from __future__ import annotations
@@ -82,14 +82,41 @@ class WorkerSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-class FnFailed(Exception):
-    """``fn`` (or writing what it returned) raised on one input."""
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown error"
 
-    def __init__(self, pos: int, item: Any, text: str) -> None:
+
+class FnFailed(Exception):
+    """``fn`` raised on one input, or the writer refused a sample it returned (``refused``)."""
+
+    def __init__(self, pos: int, item: Any, text: str, refused: bool = False) -> None:
         super().__init__(text)
         self.pos = pos
         self.item = describe_input(item)
         self.text = text
+        self.refused = refused
+
+    def headline(self, rank: int) -> str:
+        what = "a sample fn returned was refused for" if self.refused else "fn raised on"
+        return f"{what} input {self.item} (position {self.pos}, worker {rank}): {_last_line(self.text)}"
+
+
+def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
+    """What to tell the user when ``err`` is a failure to write one of the job's files (a full disk,
+    a quota, a read-only folder), else None: the sample being written is not to blame."""
+    if not isinstance(err, OSError) or not err.filename or err.errno is None:
+        return None
+    path = Path(os.fsdecode(err.filename))
+    folders = [Path(spec.staging), Path(spec.node_staging)]
+    if not spec.output.is_remote:
+        folders.append(spec.output.local_path)
+    if not any(path.is_relative_to(folder) for folder in folders):
+        return None  # e.g. an input file a serializer could not read
+    return (
+        f"worker {spec.rank} could not write {path}: [Errno {err.errno}] {err.strerror}. Free space there (a remote "
+        "output_dir stages its chunks under TMPDIR) or write elsewhere, then run the job again"
+    )
 
 
 class _Inputs:
@@ -219,7 +246,9 @@ class _Worker:
                 try:
                     written = writer.add_item(sample_no, sample)
                 except Exception as err:
-                    raise FnFailed(pos, item, traceback.format_exc()) from err
+                    if _write_failure(err, spec) is not None:
+                        raise  # the chunk could not be written: the sample is not to blame
+                    raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 wrote_any = True
                 if written is not None:
                     published += 1
@@ -315,10 +344,12 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     except FnFailed as failure:
         if worker is not None:
             worker.publisher.abort()
-        events.put(("error", spec.rank, failure.pos, failure.item, failure.text))
+        events.put(("error", spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text))
         sys.exit(1)
-    except BaseException:
+    except BaseException as err:
         if worker is not None:
             worker.publisher.abort()
-        events.put(("error", spec.rank, None, None, traceback.format_exc()))
+        text = traceback.format_exc()
+        headline = _write_failure(err, spec) or f"worker {spec.rank} failed: {_last_line(text)}"
+        events.put(("error", spec.rank, headline, None, None, text))
         sys.exit(1)

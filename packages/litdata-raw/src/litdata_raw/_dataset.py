@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -10,8 +11,8 @@ from typing import Any, Literal
 
 from torch.utils.data import Dataset, get_worker_info
 
-from litdata_io import Storage, cache_dir_for, get_storage, resolve_dir, run_sync
-from litdata_raw._index import BaseIndexer, FileIndexer, FileMetadata
+from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir, run_sync
+from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer, FileMetadata
 
 __all__ = ["StreamingRawDataset"]
 
@@ -41,7 +42,9 @@ class StreamingRawDataset(Dataset[Any]):
             dataset's index and cached files go into its own folder under it.
         indexer: how files are found (default :class:`~litdata_raw.FileIndexer`).
         storage_options: credentials, endpoint and IO settings (retries, timeouts) for the store.
-        cache_files: keep downloaded remote files in the cache folder and reuse them.
+        cache_files: keep downloaded remote files in the cache folder and reuse them (in a
+            subfolder per listing: after ``recompute_index=True``, or a listing made again
+            elsewhere, they are fetched anew and the old ones deleted).
         recompute_index: list the files again instead of using a cached index (after files were
             added or removed).
         transform: called on each sample (``bytes``, ``list[bytes]`` for a group, or the local
@@ -123,9 +126,21 @@ class StreamingRawDataset(Dataset[Any]):
         self.files: list[FileMetadata] = self.indexer.build_or_load_index(
             root, self.cache_dir, self.storage_options, recompute_index
         )
+        self._files_dir = self.cache_dir
+        if cache_files and not self._local:
+            self._files_dir = str(claim_version(self.cache_dir, self._listing_version(), root))
         self.items: list[FileMetadata] | list[list[FileMetadata]] = self.setup(self.files)
         if not isinstance(self.items, list):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
+
+    def _listing_version(self) -> str:
+        """The cached files' subfolder: from the cached index (its bytes hold when it was made),
+        or from the listing when a custom indexer keeps none."""
+        try:
+            identity = (Path(self.cache_dir) / INDEX_FILENAME).read_bytes()
+        except FileNotFoundError:
+            identity = json.dumps([[f.path, f.size] for f in self.files]).encode()
+        return dataset_version(self._root, identity)
 
     def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
         """Turn the listed files into samples. Override it to filter or group files.
@@ -235,7 +250,7 @@ class StreamingRawDataset(Dataset[Any]):
             if not self.cache_files:
                 async with gate:
                     return await self._storage.aget(key)
-            local = Path(self.cache_dir) / key
+            local = Path(self._files_dir) / key
             if not (local.is_file() and local.stat().st_size == meta.size):
                 async with gate:
                     await self._storage.adownload(key, local)

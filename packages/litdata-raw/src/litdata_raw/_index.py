@@ -9,6 +9,9 @@ Listing a bucket with millions of objects takes minutes, so the listing is done 
 ``path`` is the file's full URL (or absolute local path). The index is kept in the dataset's
 local cache folder, and for remote datasets also next to the data (``<input_dir>/index.json.zstd``)
 so other machines skip the listing too. Local datasets get no copy written into the data folder.
+The local copy of a remote index is used only while the remote one is the same object (a hidden
+``.index.json.zstd.remote`` file records its etag and size; one HEAD request checks them), so a
+dataset indexed again elsewhere (``recompute_index=True``) is never read from a stale listing.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ from typing import Any
 import zstandard
 
 from litdata_format import write_file_atomic
-from litdata_io import Storage, get_storage, resolve_dir
+from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
 
 __all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "decode_index", "encode_index"]
 
 logger = logging.getLogger("litdata_raw")
 
 INDEX_FILENAME = "index.json.zstd"
+_REMOTE_TAG = ".index.json.zstd.remote"  # which remote object the local copy is
 
 
 @dataclass
@@ -127,9 +131,11 @@ class BaseIndexer(ABC):
             )
         data = encode_index(files, input_dir)
         write_file_atomic(local_index, data)
+        local_index.with_name(_REMOTE_TAG).unlink(missing_ok=True)
         if remote is not None:
             try:
                 remote.put(INDEX_FILENAME, data)
+                write_file_atomic(local_index.with_name(_REMOTE_TAG), _tag(remote.head(INDEX_FILENAME)))
             except Exception as err:  # read-only credentials are common: the local copy is enough
                 logger.warning(
                     "could not upload %s (continuing with the local copy): %s", remote.url_for(INDEX_FILENAME), err
@@ -142,27 +148,45 @@ def _is_local(input_dir: str) -> bool:
     return "://" not in input_dir and not input_dir.startswith("local:")
 
 
-def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
-    if local_index.is_file():
-        try:
-            return decode_index(local_index.read_bytes(), str(local_index))
-        except ValueError as err:
-            logger.warning("ignoring the cached index: %s", err)
-    if remote is None:
-        return None
+def _tag(info: ObjectInfo) -> bytes:
+    return f"{(info.etag or '').strip(chr(34))} {info.size} {info.mtime}".encode()
+
+
+def _read_local(local_index: Path) -> list[FileMetadata] | None:
     try:
-        data = remote.get(INDEX_FILENAME)
+        return decode_index(local_index.read_bytes(), str(local_index))
     except FileNotFoundError:
         return None
-    except Exception as err:  # listing will hit the same store and report the problem clearly
-        logger.warning("could not read %s: %s", remote.url_for(INDEX_FILENAME), err)
+    except ValueError as err:
+        logger.warning("ignoring the cached index: %s", err)
         return None
+
+
+def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
+    """The cached listing: the local copy, unless the remote index is another object than the
+    one it was copied from (then the remote one, copied); None if there is neither."""
+    local = _read_local(local_index)
+    if remote is None:
+        return local
+    tag_file = local_index.with_name(_REMOTE_TAG)
+    where = remote.url_for(INDEX_FILENAME)
     try:
-        files = decode_index(data, remote.url_for(INDEX_FILENAME))
+        tag = _tag(remote.head(INDEX_FILENAME))
+        if local and tag_file.is_file() and tag_file.read_bytes() == tag:
+            return local
+        data = remote.get(INDEX_FILENAME)
+    except FileNotFoundError:
+        return local  # never shared (read-only credentials): the local listing is the only one
+    except Exception as err:  # listing will hit the same store and report the problem clearly
+        logger.warning("could not read %s: %s", where, err)
+        return local
+    try:
+        files = decode_index(data, where)
     except ValueError as err:
         logger.warning("ignoring the remote index: %s", err)
-        return None
+        return local
     write_file_atomic(local_index, data)
+    write_file_atomic(tag_file, tag)
     return files
 
 

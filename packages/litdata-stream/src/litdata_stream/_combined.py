@@ -90,7 +90,7 @@ class CombinedStreamingDataset(MixedDataset):
 
     def set_epoch(self, current_epoch: int) -> None:
         super().set_epoch(current_epoch)
-        for dataset in self._datasets:
+        for dataset in self._datasets:  # only for their own record: a pass reads them at its own epoch
             dataset.set_epoch(current_epoch)
 
     # -- the plan of a run ----------------------------------------------------------------------
@@ -162,9 +162,11 @@ class CombinedStreamingDataset(MixedDataset):
         return self._batches_left()
 
     # -- iteration ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
+    def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
+        """This process's share of a pass (see ``_epochs``): its samples, or its batches when
+        ``batching`` is given."""
+        this_pass = self._epochs.begin(token)
         worker = WorkerEnv.detect()
-        self._enter_iteration()
         topology = self._topology(num_workers=worker.world_size)
         run = self._run(topology)
         plans, lengths = run.plans, run.lengths
@@ -177,14 +179,14 @@ class CombinedStreamingDataset(MixedDataset):
 
         def stretch(d: int) -> tuple[StreamingDataset, EpochOrder, list[Interval]]:
             dataset = self._datasets[d]
-            order = dataset._order(dataset.current_epoch)
+            order = dataset._order(this_pass.epoch)
             return dataset, order, _skip(order.read_order(plans[d][role].intervals), consumed[d])
 
-        batching = self._batching
         if batching is None:
             yield from self._samples(todo, stretch)
-            return
-        yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
+        else:
+            yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
+        self._epochs.finish(this_pass)
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether every sub-dataset's share of a batch is gathered as arrays."""
@@ -313,7 +315,7 @@ class CombinedStreamingDataset(MixedDataset):
         # under another topology, from what each sub-dataset had not consumed.
         replayable = all(state[field] == getattr(self, field) for field in fields)
         epoch = int(state["epoch"])
-        self.set_epoch(epoch)
+        self._start_epoch(epoch)
         bases, remaining = [], []
         for d, dataset in enumerate(self._datasets):
             sub = state["datasets"][str(d)]

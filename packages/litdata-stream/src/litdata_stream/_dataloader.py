@@ -1,8 +1,11 @@
 """``StreamingDataLoader``: a torch DataLoader that knows where it is in the epoch.
 
-The DataLoader hands out batches round-robin over its workers, in order, so counting the
-batches it delivered is enough to know what every worker consumed (``_plan``). ``state_dict``
-records that count; ``load_state_dict`` makes the next iteration continue from there.
+The dataset owns its epochs and where a resumed pass continues from (``_epochs``); each
+iteration of the loader is one pass over it, which its workers join. The DataLoader hands out
+batches round-robin over its workers, in order, so counting the batches it delivered is enough
+to know what every worker consumed (``_plan``). ``state_dict`` records that count with the
+dataset's state; ``load_state_dict`` gives that state back to the dataset, whose next pass
+continues from there.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from litdata_stream._collate import (
 from litdata_stream._combined import CombinedStreamingDataset
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
+from litdata_stream._epochs import LoaderPass, new_token, worker_token
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import batches_of
 from litdata_stream._profiling import (
@@ -102,10 +106,10 @@ class StreamingDataLoader(DataLoader):
         if self._profile is not None and num_workers > 0:
             self._profiled = True
             kwargs["worker_init_fn"] = ProfiledWorkerInit(self._profile, kwargs.get("worker_init_fn"))
-        self.current_epoch = 0
-        self._delivered = 0
-        self._restored = False
+        self.current_epoch = 0  # the epoch of this loader's latest pass (the dataset says which)
+        self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
+        self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
         # A StreamingDataset (or a Combined one) makes the batches itself (in the worker), so torch
         # moves whole batches: fixed-size samples are then read with one gather per leaf instead of
         # a decode per sample.
@@ -160,40 +164,43 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self.streaming_dataset
-        if self._restored:
-            self._restored = False
-        else:
-            self.current_epoch += 1
-            dataset._resume = None
-            self._delivered = 0
+        # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
+        # whether a loaded state resumes) that the plans below and the workers all use.
+        source, token = self._pass_tokens()
+        run = dataset._epochs.begin(token)
+        self.current_epoch = run.epoch
+        self._delivered = 0
         self._epoch_complete = False
-        dataset.set_epoch(self.current_epoch)
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
-        bundle = 1
+        batching, counts = None, None
         if self._batches_in_dataset:
-            arrays = not self.pin_memory
             assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
+            arrays, bundle = not self.pin_memory, 1
             if self.num_workers and arrays and dataset._gathers(self._collate):
                 bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
+                counts = _worker_batches(dataset) if bundle > 1 else None
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
-            dataset._batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
+            batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
         try:
-            if self._batches_in_dataset and self.num_workers == 0 and not self.pin_memory:
+            if batching is not None and self.num_workers == 0 and not self.pin_memory:
                 # What torch's single-process iterator does when the dataset makes the batches,
                 # without its ~25 us of bookkeeping per batch.
-                batches: Iterator[Any] = iter(dataset)
+                batches: Iterator[Any] = dataset._iterate(token, batching)
             else:
                 context = self.multiprocessing_context
                 if self.num_workers and context is not None and context.get_start_method() == "forkserver":
                     start_forkserver(["litdata_stream"])  # the script and torch load once, not per worker
+                # The workers take their copy of the dataset, and with it the pass to join, as the
+                # iterator starts; torch's single-process iterator (or a subclass's own __iter__)
+                # may look at it later.
+                dataset._loader_pass = LoaderPass(source if self.num_workers else token, batching)
                 batches = super().__iter__()  # workers start here, before the main profiler does
                 if self.num_workers and self._batches_in_dataset:
                     _widen_result_pipe(batches)
-                if bundle > 1:
-                    assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
-                    batches = _unbundled(batches, _worker_batches(dataset))
+                if counts is not None:
+                    batches = _unbundled(batches, counts)
             with main_profiler(self._profile):
                 for received in batches:
                     batch = as_tensors(received.data) if type(received) is ArrayBatch else received
@@ -203,19 +210,38 @@ class StreamingDataLoader(DataLoader):
                     if limit is not None and self._delivered >= limit:
                         break
             self._epoch_complete = True
+            dataset._epochs.finish(run)  # (also when it stopped at the limit)
         finally:
-            if self._batches_in_dataset:
-                dataset.__dict__.pop("_batching", None)
+            dataset.__dict__.pop("_loader_pass", None)
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
+
+    def _pass_tokens(self) -> tuple[int, int]:
+        """(what the workers derive their token from, the token of this pass).
+
+        Persistent workers keep their dataset copy: each derives the token of its n-th pass from
+        the one it was started with, and the loader derives the same."""
+        if not self.num_workers:
+            token = new_token()
+            return token, token
+        made = 0
+        if self.persistent_workers and self._pool is not None and self._iterator is not None:
+            source, made = self._pool
+        else:
+            source = new_token()
+        if self.persistent_workers:
+            self._pool = (source, made + 1)
+        return source, worker_token(source, made)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: enough to resume without repeating or skipping a sample."""
         dataset = self.streaming_dataset
-        samples = self._delivered * dataset.batch_size
+        # After a whole pass the dataset is at the start of its next epoch: nothing of it delivered.
+        delivered = 0 if self._epoch_complete else self._delivered
+        size = dataset.batch_size
         return {
-            "dataset": dataset.state_dict(samples, self.num_workers, dataset.batch_size, self._delivered),
+            "dataset": dataset.state_dict(delivered * size, self.num_workers, size, delivered),
             "current_epoch": self.current_epoch,
-            "num_samples_yielded": samples,
+            "num_samples_yielded": self._delivered * size,
             "epoch_complete": self._epoch_complete,
         }
 
@@ -223,13 +249,15 @@ class StreamingDataLoader(DataLoader):
         """Continue from ``state`` on the next iteration (another num_workers or world size is fine)."""
         if "dataset" not in state or "current_epoch" not in state:
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
+        dataset = self.streaming_dataset
         self.current_epoch = int(state["current_epoch"])
         self._delivered = 0
-        if state.get("epoch_complete") or self.current_epoch == 0:
-            self._restored = False  # the next iteration starts the next epoch (or the first: nothing was read)
-            return
-        self.streaming_dataset.load_state_dict(state["dataset"])
-        self._restored = True
+        self._epoch_complete = bool(state.get("epoch_complete"))
+        self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
+        self._pool = None
+        dataset.load_state_dict(state["dataset"])
+        if self._epoch_complete or self.current_epoch == 0:
+            dataset._start_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
 
 
 def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> list[int]:

@@ -26,6 +26,7 @@ from litdata_stream._collate import (
 )
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
+from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._fetch import fetch_many
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
@@ -78,7 +79,7 @@ def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle
     return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(EpochsOwner, IterableDataset):
     """Stream an optimized dataset from local disk or object storage.
 
     Args:
@@ -109,9 +110,6 @@ class StreamingDataset(IterableDataset):
             ``pkl`` columns) may be read; unpickling runs code from the data. None follows
             ``LITDATA_ALLOW_PICKLE``, which allows it when unset (as upstream). See docs/streaming.md.
     """
-
-    # Set by a StreamingDataLoader while it iterates: yield collated batches instead of samples.
-    _batching: Batching | None = None
 
     def __init__(
         self,
@@ -185,11 +183,10 @@ class StreamingDataset(IterableDataset):
         # Uncompressed bytes per sample on average (the chunks' offset tables included).
         self._sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
 
-        self.current_epoch = 1
+        self._epochs = Epochs()
         self.batch_size = 1
         self.num_workers = 0
         self._resume: dict[str, Any] | None = None
-        self._iterated_epochs = 0
 
     # -- the sample space -----------------------------------------------------------------------
     def _set_lengths(self, lengths: list[int]) -> None:
@@ -280,9 +277,6 @@ class StreamingDataset(IterableDataset):
         return self._starts[-1]
 
     # -- settings the loader passes -------------------------------------------------------------
-    def set_epoch(self, current_epoch: int) -> None:
-        self.current_epoch = int(current_epoch)
-
     def set_shuffle(self, shuffle: bool) -> None:
         self.shuffle = bool(shuffle)
 
@@ -318,42 +312,42 @@ class StreamingDataset(IterableDataset):
             return "none"
         return "full" if self.posix.window is None else f"window:{self.posix.window}"
 
-    def _run_start(self, topology: Topology) -> tuple[list[Interval], int, int]:
-        """(base, first worker, batches already delivered) that this run continues from."""
+    def _run_start(self, topology: Topology, epoch: int) -> tuple[list[Interval], int, int]:
+        """(base, first worker, batches already delivered) that a pass of ``epoch`` continues from."""
         resume = self._resume
-        if resume is None or resume["epoch"] != self.current_epoch:
+        if resume is None or resume["epoch"] != epoch:
             return [(0, self._starts[-1])], 0, 0
         if resume["topology"] == _topology_key(topology):
             return resume["base"], resume["first_worker"], resume["batches"]
         return _rebase(resume, self._order(resume["epoch"])), 0, 0
 
-    def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
-        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
+    def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
+        """For each DataLoader worker of this rank: (its plan, how many of its samples are done)
+        in a pass of ``epoch`` (by default the current one).
 
         Workers are relabelled so that the one due next in the interrupted run is asked first
         (the DataLoader always starts at worker 0), which keeps the resumed order identical.
         """
-        base, first, delivered = self._run_start(topology)
+        base, first, delivered = self._run_start(topology, self.current_epoch if epoch is None else epoch)
         plans = split_base(base, topology)[self.distributed_env.global_rank]
         consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
         workers = topology.num_workers
         return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
 
-    def __iter__(self) -> Iterator[Any]:
+    def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
+        """This process's share of a pass (see ``_epochs``): its samples, or its batches when
+        ``batching`` is given; ``token`` names the pass to join (a StreamingDataLoader's)."""
+        run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
-        if self._iterated_epochs and get_worker_info() is not None:  # also with a single worker
-            # A persistent worker keeps this copy across epochs: advance the epoch on its own.
-            self.current_epoch += 1
-        self._iterated_epochs += 1
         topology = self._topology(num_workers=worker.world_size)
-        plan, done = self.rank_plans(topology)[worker.rank]
-        order = self._order(self.current_epoch)
+        plan, done = self.rank_plans(topology, run.epoch)[worker.rank]
+        order = self._order(run.epoch)
         intervals = _skip(order.read_order(plan.intervals), done)
-        batching = self._batching
         if batching is None:
             yield from self._read(order, intervals)
-            return
-        yield from sent(self._read_batches(order, intervals, batching), batching, worker.rank)
+        else:
+            yield from sent(self._read_batches(order, intervals, batching), batching, worker.rank)
+        self._epochs.finish(run)
 
     def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
@@ -396,7 +390,7 @@ class StreamingDataset(IterableDataset):
             parts, count = taker.take(size)
             if not count or (batching.drop_last and count < size):
                 return
-            yield self._batch_of(parts, collate)
+            yield self._batch_of(parts, batching)
 
     def _taker(self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]) -> Taker:
         """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
@@ -424,16 +418,17 @@ class StreamingDataset(IterableDataset):
             return [load(chunk, item) for item in items.tolist()]
         return found
 
-    def _batch_of(self, parts: list[Any], collate: Callable[[list[Any]], Any]) -> Any:
+    def _batch_of(self, parts: list[Any], batching: Batching) -> Any:
         batch = concat_batches(parts)
         if batch is None:  # some samples had to be read one by one: collate them all alike
-            return collate([sample for part in parts for sample in unbatch(part)])
-        return finish_batch(batch, self._batching)
+            return batching.collate([sample for part in parts for sample in unbatch(part)])
+        return finish_batch(batch, batching)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in its
+        pass of the current epoch.
 
         ``num_samples_yielded`` is the upstream-style argument: without ``batches_delivered``
         the batch count is derived from it.
@@ -441,10 +436,11 @@ class StreamingDataset(IterableDataset):
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
             batches_delivered = -(-num_samples_yielded // topology.batch_size)
-        base, first, delivered = self._run_start(topology)
+        epoch = self.current_epoch
+        base, first, delivered = self._run_start(topology, epoch)
         return {
             "state_version": _STATE_VERSION,
-            "epoch": self.current_epoch,
+            "epoch": epoch,
             "seed": self.seed,
             "shuffle": self.shuffle,
             "shuffle_mode": self.shuffle_mode,
@@ -490,7 +486,7 @@ class StreamingDataset(IterableDataset):
                         f"the state dict was recorded with {field}={state[field]!r} but this dataset has "
                         f"{field}={getattr(self, field)!r}; use the same value or force_override_state_dict=True"
                     )
-        self.current_epoch = int(state["epoch"])
+        self._epochs.set(int(state["epoch"]))
         self._resume = {
             "epoch": int(state["epoch"]),
             "base": [(int(a), int(b)) for a, b in state["base"]],
@@ -519,6 +515,7 @@ class StreamingDataset(IterableDataset):
         clone._items = items
         clone._set_lengths([len(x) for x in items])  # type: ignore[arg-type]
         clone._resume = None
+        clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
 
 

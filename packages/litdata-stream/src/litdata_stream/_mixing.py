@@ -1,5 +1,5 @@
 """What CombinedStreamingDataset and ParallelStreamingDataset share: the settings the loader
-passes down, the epoch of a persistent worker, the round-robin count of delivered batches, and
+passes down, their epochs (``_epochs``), the round-robin count of delivered batches, and
 checking that a state dict belongs to the same sub-datasets."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 
-from litdata_stream._collate import Batching
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
+from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
@@ -38,12 +38,10 @@ class NotAStreamingDatasetError(TypeError, RuntimeError):
     """Something that is not a StreamingDataset was given to mix (a ``RuntimeError`` as upstream raises)."""
 
 
-class MixedDataset(IterableDataset):
+class MixedDataset(EpochsOwner, IterableDataset):
     """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
 
     kind = "MixedDataset"
-    # Set by StreamingDataLoader while it iterates a dataset that makes its batches itself.
-    _batching: Batching | None = None
 
     def __init__(self, datasets: Sequence[StreamingDataset], seed: int, force_override_state_dict: bool) -> None:
         super().__init__()
@@ -60,21 +58,15 @@ class MixedDataset(IterableDataset):
         self.seed = int(seed)
         self.force_override_state_dict = bool(force_override_state_dict)
         self.distributed_env = DistributedEnv.detect()
-        self.current_epoch = 1
+        self._epochs = Epochs()
         self.batch_size = 1
         self.num_workers = 0
         self._drop_last: bool | None = None
         self._resume: dict[str, Any] | None = None
-        self._iterated_epochs = 0
 
     @property
     def datasets(self) -> list[StreamingDataset]:
         return self._datasets
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_iterated_epochs"] = 0  # a copy sent to a worker has not iterated there yet
-        return state
 
     # -- settings the loader passes -------------------------------------------------------------
     @property
@@ -83,9 +75,6 @@ class MixedDataset(IterableDataset):
         if self._drop_last is not None:
             return self._drop_last
         return all(d.drop_last for d in self._datasets)
-
-    def set_epoch(self, current_epoch: int) -> None:
-        self.current_epoch = int(current_epoch)
 
     def set_shuffle(self, shuffle: bool) -> None:
         for dataset in self._datasets:
@@ -116,12 +105,6 @@ class MixedDataset(IterableDataset):
             max(1, self.batch_size if batch_size is None else batch_size),
             self.drop_last,
         )
-
-    def _enter_iteration(self) -> None:
-        """Called as a worker starts an epoch: a persistent worker keeps its copy and advances the epoch itself."""
-        if self._iterated_epochs and get_worker_info() is not None:
-            self.set_epoch(self.current_epoch + 1)
-        self._iterated_epochs += 1
 
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:

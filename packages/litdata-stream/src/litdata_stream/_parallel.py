@@ -220,9 +220,11 @@ class ParallelStreamingDataset(MixedDataset):
         )
 
     # -- iteration ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
+    def _iterate(self, token: int | None, batching: Any) -> Iterator[Any]:
+        """This process's share of a pass (see ``_epochs``); torch makes the batches (``batching``
+        is always None)."""
+        run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
-        self._enter_iteration()
         topology = self._topology(num_workers=worker.world_size)
         if self._infinite:
             stretches: Iterator[Interval] = self._endless_stretches(topology, worker.rank)
@@ -245,6 +247,7 @@ class ParallelStreamingDataset(MixedDataset):
                     yield self.transform(samples, generators.at(lane, key))
                 else:
                     yield samples
+        self._epochs.finish(run)
 
     def _reader(self, d: int, start: int, end: int, orders: dict[int, EpochOrder]) -> Iterator[Any]:
         """Sub-dataset ``d``'s samples at endless positions ``start .. end - 1``."""
@@ -321,7 +324,7 @@ class ParallelStreamingDataset(MixedDataset):
         if self._infinite and tuple(state["topology"]) != _topology_key(self._topology()):
             raise ValueError(_endless_topology_error(state["topology"], self._topology()))
         epoch = int(state["epoch"])
-        self.set_epoch(epoch)
+        self._start_epoch(epoch)
         self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
         self._resume = {
             "epoch": epoch,

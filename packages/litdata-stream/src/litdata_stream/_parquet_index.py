@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format import DatasetIndex, IndexNotFoundError, load_index, parse_index, write_file_atomic
-from litdata_io import ObjectInfo, Storage, cache_dir_for, get_storage, resolve_dir, run_sync
+from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir, run_sync
 
 __all__ = [
     "index_hf_dataset",
@@ -40,7 +40,7 @@ _SUFFIX = ".parquet"
 _NONE_FOUND = "no .parquet file directly in the folder (nor, for hf://, in its subfolders)"
 _MAGIC = b"PAR1"
 _TAIL = 64 * 1024  # one ranged GET fetches the footer of nearly every file
-_INSTALL = 'pip install "litdata-format[arrow]"'
+_INSTALL = 'pip install "litdata-stream[parquet]"'
 
 
 def _pyarrow() -> Any:
@@ -186,15 +186,18 @@ def index_parquet_dataset(
     """
     location = resolve_dir(pq_dir_url)
     storage = get_storage(location, storage_options, session_options)
+    if location.url is not None and storage.read_only and cache_dir is None:
+        folder = cache_dir_for(location.url)
+        _, version = remote_parquet_index(storage, folder)  # where StreamingDataset looks for it
+        return str(folder / version / _INDEX)
     obj = build_parquet_index(storage, parquet_files(storage), num_workers)
     parse_index(obj, storage.url_for(_INDEX))  # what readers will check
     if location.url is None:
         assert location.path is not None
         target = Path(cache_dir) if cache_dir is not None else Path(location.path)
         return str(_publish(target / _INDEX, obj))
-    if storage.read_only:
-        target = Path(cache_dir) if cache_dir is not None else cache_dir_for(location.url)
-        return str(_publish(target / _INDEX, obj))
+    if storage.read_only and cache_dir is not None:
+        return str(_publish(Path(cache_dir) / _INDEX, obj))
     storage.put(_INDEX, json.dumps(obj, sort_keys=True).encode())  # an object store's PUT is atomic
     if cache_dir is not None:
         _publish(Path(cache_dir) / _INDEX, obj)
@@ -207,8 +210,9 @@ def index_hf_dataset(
     """Index a Hugging Face dataset folder of Parquet files; return the local folder holding ``index.json``.
 
     The folder is the one ``StreamingDataset(dataset_url, cache_dir=cache_dir)`` caches the files
-    in, so a later ``StreamingDataset`` starts without reading any footer. An index already
-    there is reused while the repository lists the same files (one listing request).
+    in (the subfolder for the files the repository lists now), so a later ``StreamingDataset``
+    starts without reading any footer. An index already there is reused while the repository
+    lists the same files (one listing request).
 
     Args:
         dataset_url: ``hf://datasets/<org>/<name>[/<path>]`` (a path ending in ``.parquet``
@@ -222,8 +226,8 @@ def index_hf_dataset(
     url = resolve_dir(folder_url).url
     assert url is not None
     folder = cache_dir_for(url, cache_dir)
-    remote_parquet_index(get_storage(url, storage_options), folder)
-    return str(folder)
+    _, version = remote_parquet_index(get_storage(url, storage_options), folder)
+    return str(folder / version)
 
 
 # -- what StreamingDataset uses -------------------------------------------------------------------
@@ -279,11 +283,12 @@ def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | No
     return load_index(path)
 
 
-def remote_parquet_index(storage: Storage, cache_dir: Path) -> DatasetIndex:
-    """The Parquet index of a remote folder that has no ``index.json``, kept in ``cache_dir``.
+def remote_parquet_index(storage: Storage, cache_dir: Path) -> tuple[DatasetIndex, str]:
+    """The Parquet index of a remote folder that has no ``index.json``, and its cache version.
 
-    An index written there before is reused while the folder lists the same files (names and
-    sizes); otherwise the footers are read again.
+    The version (a subfolder of ``cache_dir``, where the index is kept) comes from the listing:
+    the files' names, sizes and etags, so a file rewritten in place gets a new one and its old
+    cached copy is never read. An index kept there before is reused; otherwise the footers are read.
     """
     files = parquet_files(storage)
     if not files:
@@ -291,8 +296,11 @@ def remote_parquet_index(storage: Storage, cache_dir: Path) -> DatasetIndex:
             f"{storage.url_for(_INDEX)}: no such object, and {_NONE_FOUND}; "
             "is this an optimized dataset (or a folder of Parquet files)?"
         )
-    target = cache_dir / _INDEX
+    # Quotes differ between backends (a forked worker may use another client): not part of the identity.
+    listing = json.dumps([[f.key, f.size, (f.etag or "").strip('"')] for f in files]).encode()
+    version = dataset_version(storage.url, listing)
+    target = cache_dir / version / _INDEX
     found = _matching(target, files)
     if found is not None:
-        return found
-    return load_index(_publish(target, build_parquet_index(storage, files)))
+        return found, version
+    return load_index(_publish(target, build_parquet_index(storage, files))), version

@@ -1,8 +1,10 @@
 """Chunks of a remote dataset (object store, ``local:`` network drive), through the io cache.
 
-The index is fetched into the dataset's cache folder; chunks are fetched ahead of the reader
-by the io prefetcher, pinned while read, and marked consumed afterwards so the byte-capped
-cache can evict them.
+The index is fetched into the dataset's cache folder, in the subfolder of its version (a digest
+of the URL and the index's bytes, so a dataset rewritten at the same URL, or another dataset
+sharing the folder, never reads these chunks). Every process of one dataset object reads the
+version the first one found. Chunks are fetched ahead of the reader by the io prefetcher, pinned
+while read, and marked consumed afterwards so the byte-capped cache can evict them.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk
-from litdata_io import ChunkCache, Dir, Prefetcher, cache_dir_for, get_storage, resolve_dir
+from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, write_file_atomic
+from litdata_io import ChunkCache, Dir, Prefetcher, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
 from litdata_stream._parquet_index import remote_parquet_index, select_files
 from litdata_stream._source import ChunkOpener, chunk_opener
 
@@ -45,18 +47,10 @@ class RemoteSource:
         if url is None:
             raise ValueError(f"input_dir {dataset.input_dir!r} resolved to no URL")
         cache_dir = Path(resolved.path) if resolved.path is not None else cache_dir_for(url, cache_setting)
-        cache_dir.mkdir(parents=True, exist_ok=True)
         storage = get_storage(url, dataset.storage_options, dataset.session_options)
-        if dataset.index_path:
-            index = load_index(_local_index(dataset.index_path, storage, cache_dir))
-        else:
-            try:
-                storage.download(_INDEX, cache_dir / _INDEX)
-                index = load_index(cache_dir / _INDEX)
-            except FileNotFoundError:  # a folder of Parquet files is indexed into the cache folder
-                index = remote_parquet_index(storage, cache_dir)
+        index, version = _versioned_index(dataset, storage, cache_dir)
         index = select_files(index, getattr(dataset, "file_pattern", None))
-        cache = ChunkCache(cache_dir, storage, dataset.max_cache_size, compression=index.compression)
+        cache = ChunkCache(cache_dir, storage, dataset.max_cache_size, compression=index.compression, version=version)
         prefetcher = Prefetcher(cache, max(1, int(dataset.max_pre_download)))
         return cls(index, cache, prefetcher, dataset.encryption, opener=chunk_opener(dataset))
 
@@ -102,11 +96,43 @@ class RemoteSource:
         self.prefetcher.close()
 
 
-def _local_index(index_path: str, storage: Any, cache_dir: Path) -> Path:
-    """``index_path`` as a local file (downloaded into the cache folder when it is a URL)."""
+def _versioned_index(dataset: Any, storage: Storage, cache_dir: Path) -> tuple[DatasetIndex, str]:
+    """The dataset's index and its version (the subfolder of ``cache_dir`` it is kept in).
+
+    The first process of a dataset object records the version on it; its DataLoader workers
+    read that index from the cache folder, so they see what the main process saw.
+    """
+    known = vars(dataset).get("_cache_version")
+    if known is not None and (cache_dir / known / _INDEX).is_file():
+        return load_index(cache_dir / known / _INDEX), known
+    data: bytes | None = None
+    try:
+        data = _index_bytes(dataset.index_path) if dataset.index_path else storage.get(_INDEX)
+    except FileNotFoundError:
+        if dataset.index_path:
+            raise
+        index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
+    else:
+        version = dataset_version(storage.url, data)
+        write_file_atomic(cache_dir / version / _INDEX, data)
+        index = load_index(cache_dir / version / _INDEX)
+    if known is not None and version != known:
+        where = dataset.index_path or (storage.url_for(_INDEX) if data is not None else f"the files of {storage.url}")
+        raise RuntimeError(
+            f"{where} changed since this dataset was opened (its copy in {cache_dir / known} is gone): the "
+            "dataset was rewritten. Create a new StreamingDataset to read the new data"
+        )
+    vars(dataset)["_cache_version"] = version
+    return index, version
+
+
+def _index_bytes(index_path: str) -> bytes:
+    """The bytes of the index file ``index_path`` (a file, a folder holding index.json, or a URL)."""
     if "://" not in index_path:
-        return Path(os.path.expanduser(index_path))
+        path = Path(os.path.expanduser(index_path))
+        path = path / _INDEX if path.is_dir() else path
+        if not path.is_file():
+            load_index(path)  # raises its error naming the path
+        return path.read_bytes()
     head, _, name = index_path.rstrip("/").rpartition("/")
-    target = cache_dir / name
-    get_storage(head).download(name, target)
-    return target
+    return get_storage(head).get(name)

@@ -67,7 +67,7 @@ def _add_cache(commands: Any) -> None:
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    from litdata_prep._quickstart import main as quickstart
+    from litdata._quickstart import main as quickstart
 
     argv = ["--samples", str(args.samples), "--workers", str(args.workers), "--batch-size", str(args.batch_size)]
     return quickstart(argv + (["--output", args.output] if args.output else []))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from litdata_format import Image
-from litdata_prep._optimize import optimize
+from litdata_prep import optimize
 
 __all__ = ["main", "make_sample"]
 

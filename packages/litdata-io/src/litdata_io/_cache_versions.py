@@ -1,0 +1,98 @@
+"""Versions of datasets in a cache folder: one subfolder per dataset URL and index.
+
+A dataset rewritten at the same URL keeps its chunk names (``chunk-0-0.bin``) but not their
+bytes, and two datasets cached in one folder (``Dir(path=X, url=...)``) may share chunk names
+too. So chunks never live directly in a cache folder: each (URL, index) pair gets a subfolder
+named from a digest of the URL and the index's bytes (:func:`dataset_version`). A new index at
+the same URL is a new subfolder, and :func:`claim_version` clears the old one. Each subfolder
+holds a hidden ``.source-url`` file naming its URL, so the folders of other datasets sharing the
+cache folder are told apart and left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from litdata_format import write_file_atomic
+
+__all__ = ["check_version", "claim_version", "dataset_version", "mark_version"]
+
+_MARKER = ".source-url"
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def dataset_version(url: str, index: bytes) -> str:
+    """The cache subfolder of the dataset at ``url`` whose index file holds ``index``.
+
+    Upstream LitData keys its cache on the index's ``updated_at``; a digest of the whole index
+    also tells apart indexes that have no ``updated_at`` or were written in the same second,
+    and the URL keeps two datasets with byte-identical indexes apart.
+
+    Args:
+        url: the dataset's URL (trailing ``/`` ignored).
+        index: the bytes of its ``index.json`` (or of whatever identifies its content).
+    """
+    digest = hashlib.sha256(url.rstrip("/").encode() + b"\0" + index).hexdigest()
+    return f"v-{digest[:16]}"
+
+
+def check_version(version: str) -> str:
+    """``version`` if it can name a visible subfolder, else a ValueError naming it."""
+    if not _NAME.fullmatch(version):
+        raise ValueError(
+            f"cache version {version!r} must be one folder name of letters, digits, '.', '_' or '-' "
+            "that does not start with '.' (litdata_io.dataset_version makes one)"
+        )
+    return version
+
+
+def mark_version(folder: Path, url: str) -> None:
+    """Record in ``folder`` that it holds chunks of ``url``."""
+    marker = folder / _MARKER
+    try:
+        if marker.read_text() == url:
+            return
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    write_file_atomic(marker, url.encode())
+
+
+def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> Path:
+    """Make ``cache_dir/version`` the folder of ``url``'s current version; return it.
+
+    The folder is created and marked as holding ``url``. The other folders of ``cache_dir``
+    marked with ``url`` hold chunks of an index ``url`` no longer has (or of another index of
+    it, given with ``index_path``): they are cleared like ``litdata cache clear`` does, so files
+    in use stay (and keep their mark) until a later claim or eviction. Folders of other URLs,
+    and folders without a mark, are left alone.
+
+    Args:
+        cache_dir: the cache folder (shared by any number of datasets).
+        version: the subfolder, as :func:`dataset_version` makes it.
+        url: the dataset's URL.
+    """
+    from litdata_io._cache import clear_cache  # the cache module builds on this one
+
+    root = Path(cache_dir)
+    folder = root / check_version(version)
+    mark_version(folder, url)
+    for entry in os.scandir(root):
+        if entry.name == version or entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            holds = Path(entry.path, _MARKER).read_text()
+        except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+            continue
+        if holds == url:
+            # The cache's ledger may count the cleared bytes until its next count: too much, never too
+            # little. A folder that cannot be cleared (permissions) stays under the cap; reading goes on.
+            with contextlib.suppress(OSError):
+                clear_cache(entry.path)
+                if os.path.isdir(entry.path):
+                    mark_version(Path(entry.path), url)
+    return folder

@@ -1,0 +1,195 @@
+"""A new order every epoch however the dataset is iterated, following set_epoch; the epoch a pass
+reads is the one its state dict records (issue 20)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.utils.data import DataLoader
+
+from litdata_format import BinaryWriter
+from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+
+N = 40
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("epochs")
+    writer = BinaryWriter(folder, chunk_size=6)
+    for i in range(N):
+        writer.add_item(i, i)
+    writer.done()
+    writer.merge()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("epochs_other")
+    writer = BinaryWriter(folder, chunk_size=4)
+    for i in range(25):
+        writer.add_item(i, 1000 + i)
+    writer.done()
+    writer.merge()
+    return folder
+
+
+def _flat(batches: Any) -> list[int]:
+    out: list[int] = []
+    for batch in batches:
+        out += [int(x) for x in batch] if hasattr(batch, "__len__") else [int(batch)]
+    return out
+
+
+def _reference(path: Path, epochs: int, workers: int = 0) -> list[list[int]]:
+    """The orders of epochs 1 .. ``epochs`` as a StreamingDataLoader (batch size 1) reads them."""
+    loader = StreamingDataLoader(StreamingDataset(path, shuffle=True), num_workers=workers)
+    return [_flat(loader) for _ in range(epochs)]
+
+
+def _distinct_permutations(orders: list[list[int]], count: int = N) -> None:
+    assert all(sorted(order) == list(range(count)) for order in orders)
+    assert len({tuple(order) for order in orders}) == len(orders), "two epochs read the same order"
+
+
+def test_direct_iteration_reads_a_new_epoch_every_pass(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    orders = []
+    for epoch in (1, 2, 3):
+        assert dataset.current_epoch == epoch
+        orders.append([int(x) for x in dataset])
+    assert dataset.current_epoch == 4  # a whole pass moves to the next epoch, as upstream
+    _distinct_permutations(orders)
+    assert orders == _reference(path, 3)
+
+
+def test_a_broken_off_pass_still_gives_the_next_pass_a_new_epoch(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    first = next(iter(dataset))
+    assert dataset.current_epoch == 1  # the broken-off pass read epoch 1 ...
+    second = [int(x) for x in dataset]  # ... so this one reads epoch 2
+    reference = _reference(path, 2)
+    assert first == reference[0][0] and second == reference[1]
+
+
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
+def test_a_plain_dataloader_reads_a_new_epoch_every_pass(path: Path, workers: int, persistent: bool) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    loader = DataLoader(dataset, batch_size=1, num_workers=workers, persistent_workers=persistent)
+    orders = [_flat(loader) for _ in range(3)]
+    _distinct_permutations(orders)
+    assert orders == _reference(path, 3, workers)
+    assert dataset.current_epoch == 4  # the parent's copy knows: its next pass reads epoch 4
+    assert [int(x) for x in dataset] == _reference(path, 4)[3]
+
+
+def test_set_epoch_is_followed_by_every_kind_of_pass(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    fifth = _reference(path, 5)[4]
+    for _ in range(2):
+        dataset.set_epoch(5)
+        assert [int(x) for x in dataset] == fifth
+        dataset.set_epoch(5)
+        assert _flat(DataLoader(dataset, num_workers=2)) == _reference(path, 5, 2)[4]
+    loader = StreamingDataLoader(dataset)
+    dataset.set_epoch(5)
+    assert _flat(loader) == fifth and loader.current_epoch == 5
+
+
+def test_a_dataloader_with_spawned_workers_advances_the_parent(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    loader = DataLoader(dataset, num_workers=1, multiprocessing_context="spawn")
+    orders = [_flat(loader) for _ in range(2)]
+    assert orders == _reference(path, 2, 1) and dataset.current_epoch == 3
+
+
+@pytest.mark.parametrize("how", ["direct", "dataloader-0", "dataloader-2"])
+def test_combined_reads_a_new_epoch_every_pass(path: Path, other: Path, how: str) -> None:
+    def combined() -> CombinedStreamingDataset:
+        return CombinedStreamingDataset([StreamingDataset(path, shuffle=True), StreamingDataset(other, shuffle=True)])
+
+    dataset = combined()
+    if how == "direct":
+        orders = [[int(x) for x in dataset] for _ in range(3)]
+        reference = StreamingDataLoader(combined())
+    else:
+        workers = int(how.split("-")[1])
+        loader = DataLoader(dataset, num_workers=workers)
+        orders = [_flat(loader) for _ in range(3)]
+        reference = StreamingDataLoader(combined(), num_workers=workers)
+    everything = sorted([*range(N), *range(1000, 1025)])
+    assert all(sorted(order) == everything for order in orders)
+    assert len({tuple(order) for order in orders}) == 3
+    assert orders == [_flat(reference) for _ in range(3)]
+    assert dataset.current_epoch == 4
+
+
+def test_a_peek_before_the_loader_leaves_resume_exact(path: Path) -> None:
+    # Issue 20: next(iter(ds)) in the main process, then a 2-worker StreamingDataLoader.
+    dataset = StreamingDataset(path, shuffle=True)
+    next(iter(dataset))
+    loader = StreamingDataLoader(dataset, batch_size=3, num_workers=2)
+    seen: list[int] = []
+    for i, batch in enumerate(loader):
+        seen += _flat([batch])
+        if i == 4:
+            break
+    assert loader.current_epoch == 2  # the order it read is epoch 2's, and it says so
+    state = loader.state_dict()
+    assert state["dataset"]["epoch"] == 2
+    same = list(seen)
+    loader.load_state_dict(state)  # the same loader resumed
+    same += _flat(loader)
+    assert sorted(same) == list(range(N))
+    fresh = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=3, num_workers=2)
+    fresh.load_state_dict(state)
+    rest = _flat(fresh)
+    assert sorted(seen + rest) == list(range(N)) and same == seen + rest
+    assert fresh.current_epoch == 2
+    uninterrupted = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=3, num_workers=2)
+    _flat(uninterrupted)
+    assert _flat(uninterrupted) == same  # epoch 2 as a loader reads it uninterrupted
+
+
+def test_a_loaded_state_wins_over_set_epoch(path: Path) -> None:
+    loader = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=4)
+    iterator = iter(loader)
+    seen = _flat([next(iterator) for _ in range(3)])
+    state = loader.state_dict()
+    dataset = StreamingDataset(path, shuffle=True)
+    resumed = StreamingDataLoader(dataset, batch_size=4)
+    resumed.load_state_dict(state)
+    dataset.set_epoch(7)  # a training loop's set_epoch before the resumed epoch: ignored, as upstream
+    assert sorted(seen + _flat(resumed)) == list(range(N))
+    dataset.set_epoch(7)  # followed once the resumed pass began
+    assert _flat(resumed) == _reference(path, 7)[6]
+
+
+def test_persistent_workers_resume_the_loaded_state_and_follow_set_epoch(path: Path) -> None:
+    dataset = StreamingDataset(path, shuffle=True)
+    loader = StreamingDataLoader(dataset, batch_size=3, num_workers=2, persistent_workers=True)
+    reference = [_flat(StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=3, num_workers=2))]
+    assert _flat(loader) == reference[0]
+    seen: list[int] = []
+    for i, batch in enumerate(loader):  # epoch 2, broken off
+        seen += _flat([batch])
+        if i == 2:
+            break
+    loader.load_state_dict(loader.state_dict())  # the workers' copies lack the resume point: new ones
+    rest = _flat(loader)
+    assert sorted(seen + rest) == list(range(N)) and loader.current_epoch == 2
+    dataset.set_epoch(6)
+    sixth = StreamingDataset(path, shuffle=True)
+    sixth.set_epoch(6)
+    assert _flat(loader) == _flat(StreamingDataLoader(sixth, batch_size=3, num_workers=2))
+    assert loader.current_epoch == 6
+
+
+def test_parallel_reads_a_new_epoch_every_pass(path: Path) -> None:
+    parallel = ParallelStreamingDataset([StreamingDataset(path, shuffle=True)])
+    orders = [[int(sample) for (sample,) in parallel] for _ in range(2)]
+    _distinct_permutations(orders)
+    assert orders == _reference(path, 2)

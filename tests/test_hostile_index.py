@@ -1,0 +1,138 @@
+"""An index.json rewritten by an attacker next to real chunks never makes a reader import or call a name.
+
+Each case writes a real dataset whose one leaf is a string an attacker controls, then rewrites the
+``data_spec`` of its ``index.json`` by hand to name a callable (``builtins.exec``, ``os.system``) as
+a namedtuple class, or a module whose import has a side effect. Both readers (litdata_format's
+``DatasetReader`` and ``StreamingDataset``) must refuse the index with an error naming index.json
+and the type, and the marker file the payload would create must not exist. A namedtuple that was
+registered still reads, in the loader's worker processes too.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_format import BinaryWriter, DatasetReader, register_namedtuple
+from litdata_stream import StreamingDataLoader, StreamingDataset
+
+Point = collections.namedtuple("Point", ["x", "name"])
+register_namedtuple(Point, "tests.hostile_index.Point")  # at import: spawned loader workers register it too
+
+_LEAF = {"type": None, "context": None, "children_spec": []}
+
+# The module an attacker hopes a reader imports: importing it creates the marker.
+_EVIL_MODULE = "import pathlib, os\npathlib.Path(os.environ['LITDATA_TEST_MARKER']).touch()\nThing = exec\n"
+
+
+def _namedtuple(name: str) -> dict[str, Any]:
+    return {"type": "collections.namedtuple", "context": name, "children_spec": [_LEAF]}
+
+
+def _old_torch_namedtuple(name: str) -> dict[str, Any]:
+    return {"type": name, "context": name, "children_spec": [_LEAF]}
+
+
+def _defaultdict(module: str, name: str) -> dict[str, Any]:
+    context = {"default_factory_module": module, "default_factory_name": name, "dict_context": ["k"]}
+    return {"type": "collections.defaultdict", "context": context, "children_spec": [_LEAF]}
+
+
+CASES: dict[str, tuple[Callable[[Path], str], dict[str, Any], str]] = {
+    # case: (the string leaf, from the marker path), the data_spec node, the type the error must name
+    "exec": (lambda m: f"open({str(m)!r}, 'w').close()", _namedtuple("builtins.exec"), "builtins.exec"),
+    "exec-old-spelling": (
+        lambda m: f"open({str(m)!r}, 'w').close()",
+        _old_torch_namedtuple("builtins.exec"),
+        "builtins.exec",
+    ),
+    "os.system": (lambda m: f"touch {m}", _namedtuple("os.system"), "os.system"),
+    "import-side-effect": (lambda m: "x", _namedtuple("litdata_evil_mod.Thing"), "litdata_evil_mod.Thing"),
+    "defaultdict-import": (lambda m: "x", _defaultdict("litdata_evil_mod", "Thing"), "litdata_evil_mod.Thing"),
+    "defaultdict-system": (lambda m: "x", _defaultdict("os", "system"), "os.system"),
+}
+
+
+def _hostile_dataset(root: Path, case: str) -> tuple[Path, Path]:
+    payload, node, _ = CASES[case]
+    marker = root / "marker"
+    data = root / "data"
+    writer = BinaryWriter(data, chunk_size=2)
+    for _ in range(3):
+        writer.write((payload(marker),))
+    writer.done()
+    writer.merge()
+    index_file = data / "index.json"
+    index = json.loads(index_file.read_text())
+    assert index["config"]["data_format"] == ["str"]
+    index["config"]["data_spec"] = json.dumps([1, node])
+    index_file.write_text(json.dumps(index))
+    return data, marker
+
+
+@pytest.fixture
+def evil_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "litdata_evil_mod.py").write_text(_EVIL_MODULE)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("LITDATA_TEST_MARKER", str(tmp_path / "marker"))
+    monkeypatch.setenv("LITDATA_CACHE_DIR", str(tmp_path / "cache"))
+    return folder
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("reader", ["DatasetReader", "StreamingDataset"])
+def test_a_hostile_data_spec_runs_nothing(tmp_path: Path, evil_module: Path, case: str, reader: str) -> None:
+    data, marker = _hostile_dataset(tmp_path, case)
+    type_name = CASES[case][2]
+    with pytest.raises(ValueError) as caught:
+        if reader == "DatasetReader":
+            DatasetReader(data)[0]
+        else:
+            StreamingDataset(str(data))[0]
+    message = str(caught.value)
+    assert "index.json" in message and repr(type_name) in message, message
+    if "defaultdict" not in case:
+        assert "register_namedtuple" in message, message
+    assert not marker.exists()
+    assert "litdata_evil_mod" not in sys.modules
+
+
+def test_the_same_dataset_reads_with_its_real_spec(tmp_path: Path, evil_module: Path) -> None:
+    """The cases above fail because of the spec alone: the chunks they sit next to are sound."""
+    writer = BinaryWriter(tmp_path / "data", chunk_size=2)
+    for i in range(3):
+        writer.write((f"s{i}",))
+    writer.done()
+    writer.merge()
+    assert [DatasetReader(tmp_path / "data")[i] for i in range(3)] == [("s0",), ("s1",), ("s2",)]
+    assert StreamingDataset(str(tmp_path / "data"))[2] == ("s2",)
+
+
+def _first(batch: list[Any]) -> Any:
+    return batch[0]  # the sample as the worker rebuilt it (default collation would turn it into tensors)
+
+
+@pytest.mark.parametrize("context", ["spawn", "fork"])
+def test_a_registered_namedtuple_streams_through_loader_workers(
+    tmp_path: Path, context: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # spawned workers import this module
+    writer = BinaryWriter(tmp_path / "data", chunk_size=3)
+    for i in range(8):
+        writer.write({"p": Point(i, f"p{i}")})
+    writer.done()
+    writer.merge()
+    dataset = StreamingDataset(str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"))
+    loader = StreamingDataLoader(
+        dataset, batch_size=1, num_workers=2, multiprocessing_context=context, collate_fn=_first
+    )
+    got = sorted((sample["p"] for sample in loader), key=lambda p: p.x)
+    assert got == [Point(i, f"p{i}") for i in range(8)] and all(type(p) is Point for p in got)
