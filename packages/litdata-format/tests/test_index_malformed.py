@@ -67,7 +67,7 @@ CASES: list[tuple[str, Edit | bytes, str]] = [
     ("negative numpy dtype", _config("data_format", ["no_header_numpy:-1", "int"]), "config.data_format[0]"),
     ("text numpy dtype", _config("data_format", ["no_header_numpy:abc", "int"]), "config.data_format[0]"),
     ("unknown serializer", _config("data_format", ["nosuch", "int"]), "config.data_spec / config.data_format"),
-    ("too few formats", _config("data_format", ["int"]), "config.data_spec / config.data_format"),
+    ("too few formats", _config("data_format", ["int"]), "config.data_format"),
     # config.data_spec
     ("data_spec missing", _drop_config("data_spec"), "config is missing 'data_spec'"),
     ("data_spec int", _config("data_spec", 5), "config.data_spec must be null or a str"),

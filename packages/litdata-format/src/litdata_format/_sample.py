@@ -16,7 +16,7 @@ from typing import Any
 from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
-from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, leaf_paths, unpickles
+from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, readable_leaf_paths, unpickles
 
 __all__ = ["SampleDecoder", "SampleEncoder"]
 
@@ -64,7 +64,7 @@ class SampleEncoder:
             else:
                 raise TypeError(f"sample {index}: no serializer accepts leaf {position} of type {_describe(leaf)}")
         self.spec, self._leaf_serializers, self.data_format = spec, chosen, formats
-        paths = leaf_paths(spec, len(leaves))
+        paths = readable_leaf_paths(spec, len(leaves))
         pickled = [
             f"leaf {path} ({_describe(leaf)})" for path, leaf, used in zip(paths, leaves, chosen) if unpickles(used)
         ]
@@ -172,11 +172,11 @@ class SampleDecoder:
         try:
             self.spec = data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec)
         except ValueError as err:
-            raise ValueError(f"{source}: {err}") from None
+            raise ValueError(f"{source}: config.data_spec: {err}") from None
         if self.spec.num_leaves != len(data_format):
             raise ValueError(
-                f"{source} is inconsistent: data_spec has {self.spec.num_leaves} leaves but "
-                f"data_format lists {len(data_format)}"
+                f"{source} is inconsistent: config.data_spec has {self.spec.num_leaves} leaves but "
+                f"config.data_format lists {len(data_format)}"
             )
         self._serializers = [serializer_for_format(fmt, serializers) for fmt in data_format]
         self._num = len(self._serializers)

@@ -22,7 +22,7 @@ __all__ = [
     "PickleRefusedError",
     "PickleWriteWarning",
     "check_pickle_allowed",
-    "leaf_paths",
+    "readable_leaf_paths",
     "pickle_allowed",
     "unpickles",
 ]
@@ -56,25 +56,17 @@ def unpickles(serializer: Any) -> bool:
     return bool(getattr(serializer, "unpickles", False))
 
 
-def leaf_paths(data_spec: Any, count: int) -> list[str]:
+def readable_leaf_paths(data_spec: Any, count: int) -> list[str]:
     """A readable path for each leaf (``['label']``, ``[1]``), or plain numbers if the spec is unreadable."""
-    from litdata_format._pytree import TreeSpec
-
-    paths: list[str] = []
-
-    def walk(spec: TreeSpec, prefix: str) -> None:
-        if spec.is_leaf():
-            paths.append(prefix or "the sample itself")
-            return
-        keys = spec.context if isinstance(spec.context, list) else range(len(spec.children))
-        for key, child in zip(keys, spec.children):
-            walk(child, f"{prefix}[{key!r}]")
+    from litdata_format._pytree import TreeSpec, leaf_paths
 
     try:
-        walk(data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec), "")
-    except (ValueError, TypeError, KeyError, RecursionError):
+        paths = leaf_paths(data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec))
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         paths = []
-    return paths if len(paths) == count else [str(i) for i in range(count)]
+    if len(paths) != count:
+        return [str(i) for i in range(count)]
+    return [path or "the sample itself" for path in paths]
 
 
 def check_pickle_allowed(index: DatasetIndex, serializers: Mapping[str, Serializer], allow_pickle: bool | None) -> None:
@@ -90,7 +82,7 @@ def check_pickle_allowed(index: DatasetIndex, serializers: Mapping[str, Serializ
     if index.config.get("format") == "mds" and isinstance(columns, list):
         found = [(f"column {name!r}", fmt) for name, fmt in zip(columns, formats) if fmt == "pkl"]
     else:
-        paths = leaf_paths(index.config.get("data_spec"), len(formats))
+        paths = readable_leaf_paths(index.config.get("data_spec"), len(formats))
         found = [(f"leaf {path}", fmt) for path, fmt in zip(paths, formats) if unpickles(_serializer(fmt, serializers))]
     if found:
         what, fmt = found[0]
