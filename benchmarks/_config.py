@@ -29,6 +29,11 @@ class Sizes:
     tokens_batch: int = 16
     raw_batch: int = 32
     workers: int = 2  # optimize workers
+    image_batch: int = 64  # stream-s3-latency: decoded 3x256x256 uint8 tensors per batch
+    small_records: int = 32_000  # stream-s3-capped: workload 1's records in ...
+    small_chunk_bytes: int = 16 << 10  # ... chunks this small: ~1,050 chunks, ~17 MiB
+    latency_s: float = 0.03  # the cloud proxy: first-byte delay of every request ...
+    bandwidth: float = 50e6  # ... and bytes/s per connection
     timeout: float = 300.0  # a run that takes longer is recorded as a timeout (a stall)
 
     @property
@@ -40,6 +45,7 @@ class Sizes:
         return (
             f"r{self.records}-i{self.images}x{self.image_side}-t{self.total_tokens}x{self.token_files}"
             f"-f{self.raw_files}-c{self.chunk_bytes}-b{self.block}x{self.chunk_blocks}"
+            f"-s{self.small_records}x{self.small_chunk_bytes}"
         )
 
 
@@ -54,6 +60,8 @@ QUICK = replace(
     random_reads=500,
     chunk_bytes=256 << 10,
     chunk_blocks=32,
+    small_records=2_000,
+    small_chunk_bytes=4 << 10,
     timeout=60.0,
 )
 
@@ -69,6 +77,11 @@ class Row:
         libs: the libraries that have an equivalent (the others show "n/a").
         num_workers: DataLoader workers, for streaming rows.
         s3: read from the local S3-compatible server with a fresh cache.
+        cloud: ... through the loopback proxy that gives it a cloud bucket's latency and bandwidth.
+        data: the dataset streamed: ``"records"`` (workload 1's), ``"images"`` (workload 2's, decoded
+            to tensors in a transform) or ``"small"`` (workload 1's records in small chunks).
+        epochs: epochs of one loader per run.
+        cache_cap: the cache's byte cap as a fraction of the dataset (None: no cap given).
         target: issue 6's goal for ours: at least this times ...
         against: ... ``"upstream"`` or the ``"fastest peer"``.
         streaming: the peak-RSS goal (the leanest peer's + 10%) applies.
@@ -84,6 +97,10 @@ class Row:
     libs: tuple[str, ...] = LIBS
     num_workers: int = 0
     s3: bool = False
+    cloud: bool = False
+    data: str = "records"
+    epochs: int = 1
+    cache_cap: float | None = None
     target: float | None = None
     against: str = "fastest peer"
     streaming: bool = False
@@ -108,6 +125,23 @@ ROWS = (
     # No goal in issue 6: mixing two datasets costs what per-sample batching costs (Mosaic mixes
     # streams inside one dataset, a different API, so it has no row here).
     Row("stream-combined-w2", "stream-combined", "samples/s", libs=("ours", "upstream"), num_workers=2),
+    # Issue 16: a cloud bucket's shape (first-byte latency, per-connection bandwidth) in front of
+    # the S3 server; images decoded to tensors in a transform.
+    Row("stream-s3-latency-w0", "stream", "samples/s", s3=True, cloud=True, data="images", target=1.5),
+    Row("stream-s3-latency-w2", "stream", "samples/s", num_workers=2, s3=True, cloud=True, data="images", target=1.5),
+    # Issue 16: >= 1,000 small chunks through a cache capped at 5% of the dataset, 2 epochs.
+    Row(
+        "stream-s3-capped-w2",
+        "stream",
+        "samples/s",
+        num_workers=2,
+        s3=True,
+        cloud=True,
+        data="small",
+        epochs=2,
+        cache_cap=0.05,
+        target=1.5,
+    ),
 )
 
 

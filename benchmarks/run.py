@@ -70,6 +70,8 @@ class Context:
     libs: list[str]
     datasets: dict[str, Path] = field(default_factory=dict)  # records-litdata, records-mds, tokens-...
     s3: dict[str, str] | None = None  # endpoint, key, secret, region (url added per dataset)
+    cloud: dict[str, str] | None = None  # the same through the cloud-shaped proxy
+    proxy: Any = None  # that proxy (counts the GETs and bytes of a run)
     counter: int = 0
 
     def work_dir(self, label: str) -> Path:
@@ -93,6 +95,8 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
         "chunk_bytes": s.chunk_bytes,
         "start_method": row.start_method,
     }
+    if row.kind == "optimize-records" and row.data == "small":
+        return {**optimize, "n": s.small_records, "chunk_bytes": s.small_chunk_bytes}
     if row.kind == "optimize-records":
         return {**optimize, "n": s.records}
     if row.kind == "optimize-images":
@@ -108,19 +112,30 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
             "block": s.block,
         }
     if row.kind in ("stream", "stream-combined"):
-        dataset = f"records-{_fmt(lib)}"
+        dataset = f"{row.data}-{_fmt(lib)}"
+        copies = 2 if row.kind == "stream-combined" else 1
+        count = copies * row.epochs
+        n = _samples(row.data, s)
+        labels = row.data == "images"  # a label is n % 1000 (see _inputs); records carry their index
         params: dict[str, Any] = {
             "input": str(ctx.datasets[dataset]),
             "num_workers": row.num_workers,
-            "batch_size": s.stream_batch,
-            "expected": s.records,
-            "copies": 2 if row.kind == "stream-combined" else 1,
+            "batch_size": s.image_batch if labels else s.stream_batch,
+            "copies": copies,
+            "epochs": row.epochs,
+            "images": labels,
+            "key": "label" if labels else "index",
+            "expected": count * n,
+            "expected_sum": count * (sum(i % 1000 for i in range(n)) if labels else n * (n - 1) // 2),
         }
         if row.s3:
-            assert ctx.s3 is not None
-            params["s3"] = {**ctx.s3, "url": f"s3://{BUCKET}/{dataset}"}
+            endpoint = ctx.cloud if row.cloud else ctx.s3
+            assert endpoint is not None
+            params["s3"] = {**endpoint, "url": f"s3://{BUCKET}/{dataset}"}
             params["input"] = params["s3"]["url"]
             params["cache_dir"] = str(work / "cache")
+        if row.cache_cap is not None:
+            params["max_cache_bytes"] = int(row.cache_cap * dataset_bytes(ctx.datasets[dataset]))
         return params
     if row.kind == "tokens-stream":
         return {
@@ -142,24 +157,40 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
     raise ValueError(row.kind)
 
 
+def _samples(data: str, s: Sizes) -> int:
+    return {"records": s.records, "images": s.images, "small": s.small_records}[data]
+
+
+def dataset_bytes(folder: Path) -> int:
+    """The bytes of a written dataset (its chunks and index), without the harness's marker."""
+    return folder_bytes(folder) - (folder / ".bench-ready").stat().st_size
+
+
+def chunk_sizes(folder: Path) -> list[int]:
+    """The sizes of a dataset's chunk files (LitData ``.bin``, MDS ``.mds``, in sub-folders too)."""
+    return [p.stat().st_size for p in folder.rglob("*") if p.suffix in (".bin", ".mds")]
+
+
 # -- preparing the datasets the read workloads stream ---------------------------------------------
+PREP = {
+    "records": Row("prep", "optimize-records", ""),
+    "images": Row("prep", "optimize-images", ""),
+    "small": Row("prep", "optimize-records", "", data="small"),
+    "tokens": Row("prep", "tokens-optimize", ""),
+}
+
+
 def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None:
-    """Write the records and tokens datasets once (LitData format by upstream's optimize when upstream
+    """Write the datasets the rows read once (LitData format by upstream's optimize when upstream
     is benchmarked, else by ours; MDS by Mosaic)."""
-    kinds = {row.kind for row in rows}
-    need_records = bool(kinds & RECORDS_READERS) or limits_wanted
-    need_tokens = "tokens-stream" in kinds or limits_wanted
+    needed = {row.data for row in rows if row.kind in RECORDS_READERS}
+    if "tokens-stream" in {row.kind for row in rows}:
+        needed.add("tokens")
+    if limits_wanted:
+        needed |= {"records", "tokens"}
     litdata_writer = "upstream" if "upstream" in ctx.libs else "ours"
-    jobs = []
-    if need_records:
-        jobs.append(("records-litdata", litdata_writer, Row("prep", "optimize-records", "")))
-    if need_tokens:
-        jobs.append(("tokens-litdata", litdata_writer, Row("prep", "tokens-optimize", "")))
-    if "mosaic" in ctx.libs:
-        if need_records:
-            jobs.append(("records-mds", "mosaic", Row("prep", "optimize-records", "")))
-        if need_tokens:
-            jobs.append(("tokens-mds", "mosaic", Row("prep", "tokens-optimize", "")))
+    writers = [("litdata", litdata_writer)] + ([("mds", "mosaic")] if "mosaic" in ctx.libs else [])
+    jobs = [(f"{data}-{fmt}", writer, PREP[data]) for data in PREP if data in needed for fmt, writer in writers]
     for name, writer, row in jobs:
         target = ctx.out / "data" / f"{name}-by-{writer}"
         ctx.datasets[name] = target
@@ -184,12 +215,11 @@ def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None
 
 
 def upload_datasets(ctx: Context, server: Any) -> None:
-    """Copy the records datasets into the server's bucket (moto keeps them in memory)."""
+    """Copy the datasets the streaming rows read into the server's bucket (moto keeps them in memory)."""
     client = server.client()
     server.create_bucket(BUCKET)
-    for name in ("records-litdata", "records-mds"):
-        folder = ctx.datasets.get(name)
-        if folder is None:
+    for name, folder in ctx.datasets.items():
+        if name.startswith("tokens"):
             continue
         for path in sorted(folder.rglob("*")):
             if path.is_file() and path.name != ".bench-ready":
@@ -274,7 +304,7 @@ def row_files(rows: list[Row], ctx: Context) -> dict[tuple[str, str], tuple[str 
             elif row.kind == "tokens-optimize":
                 name, count = "tokens .npy (input)", s.total_tokens
             elif row.kind in RECORDS_READERS:
-                name, count = f"records-{fmt}", s.records
+                name, count = f"{row.data}-{fmt}", _samples(row.data, s)
             elif row.kind == "tokens-stream":
                 name, count = f"tokens-{fmt}", s.total_tokens
             elif row.kind == "raw-files":
@@ -320,14 +350,14 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 if name is not None and not row.s3:
                     warm_page_cache(folders[name])  # every run reads its files from the page cache
                 work = ctx.work_dir(f"{row.name}-{lib}")
+                params = params_for(row, lib, ctx, work)
+                if row.cloud:
+                    ctx.proxy.clear()
                 result = run_once(
-                    lib,
-                    row.kind,
-                    params_for(row, lib, ctx, work),
-                    work=work,
-                    timeout=ctx.sizes.timeout,
-                    log=_log(ctx, row.name, lib, round_),
+                    lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=_log(ctx, row.name, lib, round_)
                 )
+                if row.cache_cap is not None and result.get("ok"):
+                    result.update(cache_work(row, lib, ctx, params, result))
                 record({"row": row.name, "lib": lib, "round": round_, **result})
                 _progress(row, lib, round_, planned, result)
                 spent += result["process_s"]
@@ -342,6 +372,26 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
             if round_ == 0 and spent < CHEAP_ROUND_S:
                 planned = rounds + EXTRA_ROUNDS
             round_ += 1
+
+
+def cache_work(row: Row, lib: str, ctx: Context, params: dict[str, Any], result: dict[str, Any]) -> dict[str, float]:
+    """What a capped-cache run cost its cache, from the proxy's counts of that run alone: chunk GETs
+    and bytes fetched per chunk and epoch (1.0: every chunk fetched once an epoch), CPU per chunk,
+    (the run's process tree) and the cap with the allowance the goal gives (one chunk per worker).
+    The bytes include the index.json reads."""
+    folder = ctx.datasets[f"{row.data}-{_fmt(lib)}"]
+    sizes = chunk_sizes(folder)
+    fetched = len(sizes) * row.epochs
+    gets = [path for method, path, _ in ctx.proxy.requests("GET") if path.endswith((".bin", ".mds"))]
+    cap = params["max_cache_bytes"]
+    return {
+        "cap_bytes": cap,
+        "allowed_bytes": cap + max(1, row.num_workers) * max(sizes),
+        "chunks": len(sizes),
+        "gets_per_chunk": len(gets) / fetched,
+        "bytes_per_chunk_byte": ctx.proxy.sent_bytes / (sum(sizes) * row.epochs),
+        "cpu_ms_per_chunk": 1e3 * result["cpu_s"] / fetched,
+    }
 
 
 def code_roots(libs: list[str]) -> list[Path]:
@@ -523,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
                 "secret": server.secret_key,
                 "region": server.region,
             }
+            if any(row.cloud for row in rows):
+                from tests.fault_proxy import FaultProxy
+
+                proxy = FaultProxy(server.endpoint, latency=sizes.latency_s, bandwidth=sizes.bandwidth)
+                ctx.proxy = stack.enter_context(proxy)
+                ctx.cloud = {**ctx.s3, "endpoint": proxy.endpoint}
         if limits_wanted:
             print("[limits] page cache and S3 server bandwidth", flush=True)
             measure_limits(ctx, rounds, record)

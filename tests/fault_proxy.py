@@ -10,6 +10,10 @@ Actions:
     ``"reset"``: close the connection with a TCP RST before answering.
     ``"reset_body"``: forward, send the headers and half the body, then RST.
     ``"stall"``: wait ``stall`` seconds without answering, then drop the connection.
+
+A cloud bucket's shape: ``FaultProxy(upstream, latency=0.03, bandwidth=50e6)`` holds every
+forwarded answer's first byte back ``latency`` seconds and paces each connection's bodies to
+``bandwidth`` bytes/s (one handler thread per connection, so the limit is per connection).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import http.client
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -27,6 +32,7 @@ from urllib.parse import urlsplit
 __all__ = ["Fault", "FaultProxy"]
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
+_PACE_BYTES = 64 << 10  # a paced body goes out in pieces this big
 _CODES = {403: "AccessDenied", 429: "SlowDown", 500: "InternalError", 503: "SlowDown"}
 
 
@@ -124,6 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise ValueError(f"unknown fault action {action!r}")
 
     def _relay(self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes, cut: bool = False) -> None:
+        if self.proxy.latency:
+            self.proxy.stopping.wait(self.proxy.latency)
         self.send_response(status, reason)
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -138,7 +146,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self._reset()
             return
-        self.wfile.write(data)
+        self._paced_write(data)
+        with self.proxy.lock:
+            self.proxy.sent_bytes += len(data)
+
+    def _paced_write(self, data: bytes) -> None:
+        """Write ``data``, no faster than the proxy's ``bandwidth`` bytes/s on this connection."""
+        rate = self.proxy.bandwidth
+        if not rate:
+            self.wfile.write(data)
+            return
+        started = time.monotonic()
+        view = memoryview(data)
+        for start in range(0, len(data), _PACE_BYTES):
+            self.wfile.write(view[start : start + _PACE_BYTES])
+            ahead = (start + _PACE_BYTES) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                self.proxy.stopping.wait(ahead)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
@@ -147,8 +171,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, latency: float, bandwidth: float | None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.latency = latency
+        self.bandwidth = bandwidth
+        self.sent_bytes = 0
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
@@ -178,10 +205,12 @@ class FaultProxy:
 
     Args:
         upstream: the real server, e.g. ``http://127.0.0.1:5000``.
+        latency: seconds every forwarded answer's first byte is held back.
+        bandwidth: bytes/s each connection's answer bodies are paced to (None: as fast as possible).
     """
 
-    def __init__(self, upstream: str) -> None:
-        self._server = _Server(upstream)
+    def __init__(self, upstream: str, *, latency: float = 0.0, bandwidth: float | None = None) -> None:
+        self._server = _Server(upstream, latency, bandwidth)
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="fault-proxy", daemon=True
         )
@@ -214,11 +243,18 @@ class FaultProxy:
                 if (method is None or entry[0] == method) and (path_contains is None or path_contains in entry[1])
             ]
 
+    @property
+    def sent_bytes(self) -> int:
+        """The body bytes of forwarded answers sent to clients since the last :meth:`clear`."""
+        with self._server.lock:
+            return self._server.sent_bytes
+
     def clear(self) -> None:
-        """Forget the script and the log."""
+        """Forget the script, the log and the byte count."""
         with self._server.lock:
             self._server.faults.clear()
             self._server.log.clear()
+            self._server.sent_bytes = 0
 
     def __enter__(self) -> FaultProxy:
         self._thread.start()

@@ -124,6 +124,11 @@ def tree_bytes(path: str) -> int:
     return total
 
 
+def _cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def emit(result: dict[str, Any]) -> None:
     """Print the result line the orchestrator reads."""
     sys.stdout.flush()
@@ -135,6 +140,7 @@ def run_job(workloads: dict[str, Workload], lib: str, name: str, params: dict[st
     if name not in workloads:
         return {"ok": False, "status": "n/a", "error": f"{name} has no equivalent in {lib}"}
     started = time.perf_counter()
+    cpu_before = _cpu_s()
     try:
         with Sampler(params.get("cache_dir")) as sampler:
             result = workloads[name](lib, params)
@@ -144,6 +150,7 @@ def run_job(workloads: dict[str, Workload], lib: str, name: str, params: dict[st
     result.setdefault("ok", True)
     result.setdefault("status", "ok")
     result["wall_s"] = time.perf_counter() - started
+    result["cpu_s"] = _cpu_s() - cpu_before  # the run's and its joined workers' CPU seconds
     if params.get("cache_dir"):
         result["cache_peak_bytes"] = sampler.peak_bytes
     result.update(peak_rss(sampler))

@@ -188,6 +188,16 @@ def _our_s3_client(url: str, options: dict[str, Any]) -> str:
     return f"{type(get_storage(url, options)).__name__} (obstore {version('obstore')})"
 
 
+def image_to_tensor(sample: dict[str, Any]) -> dict[str, Any]:
+    """The transform of the image rows: the JPEG decoded to a ``uint8[3, H, W]`` tensor."""
+    import torch
+
+    image = sample["image"]
+    if not isinstance(image, torch.Tensor):  # a PIL image (decoded lazily): decode it now
+        image = torch.from_numpy(np.asarray(image.convert("RGB"))).permute(2, 0, 1)
+    return {"image": image, "label": sample["label"]}
+
+
 def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     from litdata import StreamingDataLoader, StreamingDataset
 
@@ -197,6 +207,10 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"shuffle": True}
     if options is not None:
         kwargs.update(storage_options=options, cache_dir=cache_dir)
+    if params.get("max_cache_bytes"):
+        kwargs["max_cache_size"] = params["max_cache_bytes"]
+    if params.get("images"):
+        kwargs["transform"] = image_to_tensor
     dataset: Any = StreamingDataset(params["input"], **kwargs)
     copies = params.get("copies", 1)
     if copies > 1:  # stream-combined: the dataset mixed with copies of itself, every sample once
@@ -206,21 +220,22 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
             [dataset, *(StreamingDataset(params["input"], **kwargs) for _ in range(copies - 1))], seed=42
         )
     loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=params["num_workers"])
+    key = params["key"]
     count, total, first = 0, 0, None
-    for batch in loader:
-        if first is None:
-            first = time.perf_counter() - started
-        index = batch["index"]
-        count += len(index)
-        total += int(index.sum())
+    for _ in range(params.get("epochs", 1)):
+        for batch in loader:
+            if first is None:
+                first = time.perf_counter() - started
+            values = batch[key]
+            count += len(values)
+            total += int(values.sum())
     elapsed = time.perf_counter() - started
     del loader  # shuts the workers down
-    expected = params["expected"]
     result: dict[str, Any] = {
         "items": count,
         "elapsed_s": elapsed,
         "first_batch_s": first,
-        "complete": count == copies * expected and total == copies * expected * (expected - 1) // 2,
+        "complete": count == params["expected"] and total == params["expected_sum"],
     }
     if options is not None:
         result["s3_client"] = client or _our_s3_client(params["s3"]["url"], options)

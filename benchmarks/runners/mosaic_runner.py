@@ -93,6 +93,21 @@ def tokens_optimize(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _image_dataset(**kwargs: Any) -> Any:
+    """A ``StreamingDataset`` whose samples are decoded to tensors, the way Mosaic's docs show a
+    transform: a subclass overriding ``__getitem__``."""
+    import torch
+    from streaming import StreamingDataset  # pyright: ignore[reportMissingImports]
+
+    class ImageDataset(StreamingDataset):
+        def __getitem__(self, index: int) -> dict[str, Any]:
+            sample = super().__getitem__(index)
+            image = torch.from_numpy(np.asarray(sample["image"].convert("RGB"))).permute(2, 0, 1)
+            return {"image": image, "label": sample["label"]}
+
+    return ImageDataset(**kwargs)
+
+
 def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     _clean_shared_memory()
     from streaming import StreamingDataLoader, StreamingDataset  # pyright: ignore[reportMissingImports]
@@ -112,26 +127,31 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
         )
         client = f"boto3 {version('boto3')}"
     started = time.perf_counter()
+    kwargs: dict[str, Any] = {"shuffle": True, "batch_size": params["batch_size"]}
     if s3:
-        dataset = StreamingDataset(remote=s3["url"], local=cache_dir, shuffle=True, batch_size=params["batch_size"])
+        kwargs.update(remote=s3["url"], local=cache_dir)
     else:
-        dataset = StreamingDataset(local=params["input"], shuffle=True, batch_size=params["batch_size"])
+        kwargs.update(local=params["input"])
+    if params.get("max_cache_bytes"):
+        kwargs["cache_limit"] = params["max_cache_bytes"]
+    dataset = _image_dataset(**kwargs) if params.get("images") else StreamingDataset(**kwargs)
     loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=params["num_workers"])
+    key = params["key"]
     count, total, first = 0, 0, None
-    for batch in loader:
-        if first is None:
-            first = time.perf_counter() - started
-        index = batch["index"]
-        count += len(index)
-        total += int(index.sum())
+    for _ in range(params.get("epochs", 1)):
+        for batch in loader:
+            if first is None:
+                first = time.perf_counter() - started
+            values = batch[key]
+            count += len(values)
+            total += int(values.sum())
     elapsed = time.perf_counter() - started
     del loader
-    expected = params["expected"]
     result: dict[str, Any] = {
         "items": count,
         "elapsed_s": elapsed,
         "first_batch_s": first,
-        "complete": count == expected and total == expected * (expected - 1) // 2,
+        "complete": count == params["expected"] and total == params["expected_sum"],
     }
     if s3:
         result["s3_client"] = client
