@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 from benchmarks._config import FULL, QUICK, ROWS  # noqa: E402
 from benchmarks._exec import RUNNERS, _env  # noqa: E402
 from benchmarks._inputs import ensure_inputs  # noqa: E402
-from benchmarks.run import OUT, Context, params_for, prepare_datasets, upload_datasets  # noqa: E402
+from benchmarks.run import OUT, Context, params_for, prepare_datasets, start_s3  # noqa: E402
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
@@ -103,12 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     raw = out / "profile" / f"{row.name}.pyspy.txt"
     with ExitStack() as stack:
         if row.s3:
-            from tests.servers import start_moto
-
-            server = stack.enter_context(start_moto())
-            upload_datasets(ctx, server)
-            ctx.s3 = {"endpoint": server.endpoint, "key": server.access_key, "secret": server.secret_key}
-            ctx.s3["region"] = server.region
+            start_s3(ctx, stack, cloud=row.cloud)
         params = params_for(row, "ours", ctx, work / "run")
         command = [
             *_py_spy(),

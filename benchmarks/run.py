@@ -394,6 +394,22 @@ def cache_work(row: Row, lib: str, ctx: Context, params: dict[str, Any], result:
     }
 
 
+def start_s3(ctx: Context, stack: ExitStack, *, cloud: bool) -> None:
+    """Start the S3 server (and, if ``cloud``, the cloud-shaped proxy in front of it) for the rest of
+    ``stack``, upload the prepared datasets and point ``ctx`` at both."""
+    from tests.fault_proxy import FaultProxy
+    from tests.servers import start_moto
+
+    server = stack.enter_context(start_moto())
+    upload_datasets(ctx, server)
+    ctx.s3 = {"endpoint": server.endpoint, "key": server.access_key, "secret": server.secret_key}
+    ctx.s3["region"] = server.region
+    if cloud:
+        proxy = FaultProxy(server.endpoint, latency=ctx.sizes.latency_s, bandwidth=ctx.sizes.bandwidth)
+        ctx.proxy = stack.enter_context(proxy)
+        ctx.cloud = {**ctx.s3, "endpoint": proxy.endpoint}
+
+
 def code_roots(libs: list[str]) -> list[Path]:
     """Where the runs' code lives: each venv's site-packages, the base interpreter's standard
     library, and this workspace's packages."""
@@ -563,22 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with ExitStack() as stack:
         if any(row.s3 for row in rows) or limits_wanted:
-            from tests.servers import start_moto
-
-            server = stack.enter_context(start_moto())
-            upload_datasets(ctx, server)
-            ctx.s3 = {
-                "endpoint": server.endpoint,
-                "key": server.access_key,
-                "secret": server.secret_key,
-                "region": server.region,
-            }
-            if any(row.cloud for row in rows):
-                from tests.fault_proxy import FaultProxy
-
-                proxy = FaultProxy(server.endpoint, latency=sizes.latency_s, bandwidth=sizes.bandwidth)
-                ctx.proxy = stack.enter_context(proxy)
-                ctx.cloud = {**ctx.s3, "endpoint": proxy.endpoint}
+            start_s3(ctx, stack, cloud=any(row.cloud for row in rows))
         if limits_wanted:
             print("[limits] page cache and S3 server bandwidth", flush=True)
             measure_limits(ctx, rounds, record)
