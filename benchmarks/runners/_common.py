@@ -24,7 +24,18 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RESULT_PREFIX", "Sampler", "Workload", "emit", "main", "peak_rss", "run_job", "tree_bytes", "tree_rss"]
+__all__ = [
+    "RESULT_PREFIX",
+    "Sampler",
+    "Workload",
+    "emit",
+    "main",
+    "peak_rss",
+    "read_epochs",
+    "run_job",
+    "tree_bytes",
+    "tree_rss",
+]
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -122,6 +133,27 @@ def tree_bytes(path: str) -> int:
             except FileNotFoundError:
                 continue  # evicted or renamed while we looked
     return total
+
+
+def read_epochs(loader: Any, params: dict[str, Any], started: float) -> dict[str, Any]:
+    """Iterate ``params["epochs"]`` epochs of ``loader``, summing each batch's ``params["key"]``
+    column; the result's ``complete`` says whether every sample came exactly once per epoch (the
+    count and the sum are ``params["expected"]`` and ``params["expected_sum"]``)."""
+    key = params["key"]
+    count, total, first = 0, 0, None
+    for _ in range(params.get("epochs", 1)):
+        for batch in loader:
+            if first is None:
+                first = time.perf_counter() - started
+            values = batch[key]
+            count += len(values)
+            total += int(values.sum())
+    return {
+        "items": count,
+        "elapsed_s": time.perf_counter() - started,
+        "first_batch_s": first,
+        "complete": count == params["expected"] and total == params["expected_sum"],
+    }
 
 
 def _cpu_s() -> float:

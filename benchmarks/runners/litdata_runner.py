@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import main
+from _common import main, read_epochs
 
 VOCAB = 50257
 
@@ -220,23 +220,8 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
             [dataset, *(StreamingDataset(params["input"], **kwargs) for _ in range(copies - 1))], seed=42
         )
     loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=params["num_workers"])
-    key = params["key"]
-    count, total, first = 0, 0, None
-    for _ in range(params.get("epochs", 1)):
-        for batch in loader:
-            if first is None:
-                first = time.perf_counter() - started
-            values = batch[key]
-            count += len(values)
-            total += int(values.sum())
-    elapsed = time.perf_counter() - started
+    result = read_epochs(loader, params, started)
     del loader  # shuts the workers down
-    result: dict[str, Any] = {
-        "items": count,
-        "elapsed_s": elapsed,
-        "first_batch_s": first,
-        "complete": count == params["expected"] and total == params["expected_sum"],
-    }
     if options is not None:
         result["s3_client"] = client or _our_s3_client(params["s3"]["url"], options)
     return result

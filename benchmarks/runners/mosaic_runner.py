@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import main
+from _common import main, read_epochs
 
 VOCAB = 50257
 RECORD_COLUMNS = {"index": "int", "tokens": "ndarray:int32:128"}
@@ -136,23 +136,8 @@ def stream(lib: str, params: dict[str, Any]) -> dict[str, Any]:
         kwargs["cache_limit"] = params["max_cache_bytes"]
     dataset = _image_dataset(**kwargs) if params.get("images") else StreamingDataset(**kwargs)
     loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=params["num_workers"])
-    key = params["key"]
-    count, total, first = 0, 0, None
-    for _ in range(params.get("epochs", 1)):
-        for batch in loader:
-            if first is None:
-                first = time.perf_counter() - started
-            values = batch[key]
-            count += len(values)
-            total += int(values.sum())
-    elapsed = time.perf_counter() - started
+    result = read_epochs(loader, params, started)
     del loader
-    result: dict[str, Any] = {
-        "items": count,
-        "elapsed_s": elapsed,
-        "first_batch_s": first,
-        "complete": count == params["expected"] and total == params["expected_sum"],
-    }
     if s3:
         result["s3_client"] = client
     return result
