@@ -109,6 +109,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         allow_pickle: whether values stored with pickle (``pickle`` and ``graph`` leaves, MDS
             ``pkl`` columns) may be read; unpickling runs code from the data. None follows
             ``LITDATA_ALLOW_PICKLE``, which allows it when unset (as upstream). See docs/streaming.md.
+        verify_chunks: check each chunk of a local dataset against the checksum its index records
+            the first time this process opens it (costs a read of the file). Remote chunks are
+            always checked, as downloaded; see docs/cache.md.
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
         num_canonical_nodes: int | None = None,
         allow_pickle: bool | None = None,
+        verify_chunks: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
@@ -150,6 +154,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.force_override_state_dict = force_override_state_dict
         self.num_canonical_nodes = num_canonical_nodes
         self.serializers = serializers
+        self.verify_chunks = bool(verify_chunks)
         if transform is None:
             self._transforms: list[Callable[[Any], Any]] = []
         elif callable(transform):
