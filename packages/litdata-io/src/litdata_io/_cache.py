@@ -464,8 +464,8 @@ class ChunkCache:
         url = self.storage.url_for(info.filename)
         try:
             fetched = staging / Path(info.filename).name
-            await self._fetch_verified(info, fetched, url)
             ready = staging / final.name
+            await self._fetch_verified(info, fetched, url, plain=fetched == ready)
             if fetched != ready:
                 with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
                     await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
@@ -500,12 +500,18 @@ class ChunkCache:
         self._state.verified.add((stat.st_dev, stat.st_ino))  # checked as downloaded (before decompressing)
         return fd
 
-    async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str) -> None:
+    async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
         """Download ``info`` to ``fetched`` and check it against the index's checksum; a mismatch
-        is fetched once more (a fault in transit), a second one is an error naming both hashes."""
+        is fetched once more (a fault in transit), a second one is an error naming both hashes.
+
+        A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
+        error says more than two hashes.
+        """
         for attempt in (1, 2):
             with trace_span("download", chunk=info.filename) as span:
                 span.set(bytes=await self.storage.adownload(info.filename, fetched))
+            if plain and not _intact(info, fetched.stat().st_size):
+                return
             try:
                 await asyncio.to_thread(verify_file, fetched, info, url)
                 return
