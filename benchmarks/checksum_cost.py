@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import sys
@@ -40,14 +41,21 @@ def _write(folder: Path, samples: int, sample_bytes: int) -> None:
     writer.merge()
 
 
-def _stream(url: str, options: dict[str, str], cache: Path, workers: int) -> float:
+def _cpu() -> float:
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+
+
+def _stream(url: str, options: dict[str, str], cache: Path, workers: int) -> tuple[float, float]:
+    """(samples/s, CPU seconds of this process and its reaped DataLoader workers; the S3 server's
+    CPU is not in it, so the shared machine's load moves it far less than the wall time)."""
     from litdata_stream import StreamingDataLoader, StreamingDataset
 
     shutil.rmtree(cache, ignore_errors=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     dataset = StreamingDataset(url, storage_options=options, cache_dir=str(cache))
     count = sum(len(batch["index"]) for batch in StreamingDataLoader(dataset, batch_size=32, num_workers=workers))
-    return count / (time.perf_counter() - start)
+    return count / (time.perf_counter() - start), _cpu() - cpu
 
 
 def _hash_all(folder: Path) -> float:
@@ -89,16 +97,25 @@ def main() -> None:
                         storage.upload(path, path.name)
             for workers in (0, 2):
                 rates: dict[str, list[float]] = {"checked": [], "unchecked": []}
+                cpus: dict[str, list[float]] = {"checked": [], "unchecked": []}
                 for round_ in range(args.rounds):
                     order = ["checked", "unchecked"] if round_ % 2 == 0 else ["unchecked", "checked"]
                     for kind in order:
-                        rates[kind].append(_stream(urls[kind], options, base / "cache", workers))
+                        rate, cpu = _stream(urls[kind], options, base / "cache", workers)
+                        rates[kind].append(rate)
+                        cpus[kind].append(cpu)
                 ratios = [c / u for c, u in zip(rates["checked"], rates["unchecked"])]
+                cpu_ratios = [c / u for c, u in zip(cpus["checked"], cpus["unchecked"])]
                 print(
                     f"workers={workers}: checked {statistics.median(rates['checked']):.0f} samples/s, "
                     f"unchecked {statistics.median(rates['unchecked']):.0f} samples/s, "
                     f"median ratio checked/unchecked {statistics.median(ratios):.3f} "
                     f"(rounds: {', '.join(f'{r:.3f}' for r in ratios)})",
+                    flush=True,
+                )
+                print(
+                    f"  reader CPU checked/unchecked: median {statistics.median(cpu_ratios):.3f} "
+                    f"(rounds: {', '.join(f'{r:.3f}' for r in cpu_ratios)})",
                     flush=True,
                 )
                 # The added work itself, less noisy than the ratio: hashing every chunk once (what a
