@@ -1,0 +1,90 @@
+"""StreamingDataLoader.stats(): the training loop's wait per batch and each worker's throughput,
+and the tracer event that carries them; the watchdog's settings."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from litdata_format import BinaryWriter
+from litdata_io import enable_tracer
+from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
+
+N = 103
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> str:
+    writer = BinaryWriter(tmp_path / "data", chunk_size=10)
+    for i in range(N):
+        writer.add_item(i, {"index": i, "x": torch.full((4,), float(i))})
+    writer.done()
+    writer.merge()
+    return str(tmp_path / "data")
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_stats_count_every_batch_and_sample(data_dir: str, workers: int) -> None:
+    loader = StreamingDataLoader(StreamingDataset(data_dir, shuffle=True), batch_size=8, num_workers=workers)
+    assert loader.stats().batches == 0  # before any pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoaderStallWarning)  # a healthy run is never reported
+        batches = list(loader)
+    stats = loader.stats()
+    assert stats.batches == len(batches) == len(loader)
+    assert [w.worker for w in stats.workers] == list(range(max(workers, 1)))
+    assert sum(w.batches for w in stats.workers) == stats.batches
+    assert sum(w.samples for w in stats.workers) == N
+    assert all(w.batches > 0 and w.samples_per_s > 0 for w in stats.workers)
+    assert 0 <= stats.p50_wait_s <= stats.p99_wait_s <= stats.total_wait_s <= stats.seconds
+    assert stats.epoch == loader.current_epoch == 1
+    assert stats.as_dict()["workers"][0]["worker"] == 0
+
+
+def test_stats_follow_a_loop_that_stops_early(data_dir: str) -> None:
+    loader = StreamingDataLoader(StreamingDataset(data_dir), batch_size=4, num_workers=2)
+    for count, _ in enumerate(loader, 1):
+        if count == 5:
+            break
+    stats = loader.stats()
+    assert stats.batches == 5
+    assert [w.batches for w in stats.workers] == [3, 2]  # round-robin from worker 0
+    assert sum(w.samples for w in stats.workers) == 20
+
+
+def test_stats_are_traced(data_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES"):
+        monkeypatch.setenv(name, "")  # recorded, so the variables enable_tracer writes are undone after
+        monkeypatch.delenv(name)
+    log = tmp_path / "trace.log"
+    enable_tracer("batch", log_file=log)
+    try:
+        loader = StreamingDataLoader(StreamingDataset(data_dir), batch_size=8, num_workers=2)
+        list(loader)
+    finally:
+        enable_tracer("off", log_file=log)
+    [line] = [line for line in log.read_text().splitlines() if "name: loader_stats;" in line]
+    fields = dict(pair.split(": ", 1) for pair in line.rstrip(";").split("; "))
+    assert int(fields["batches"]) == loader.stats().batches
+    assert float(fields["worker0_samples_per_s"]) > 0 and float(fields["worker1_samples_per_s"]) > 0
+    assert float(fields["p99_wait_s"]) >= float(fields["p50_wait_s"]) >= 0
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "5"])
+def test_bad_watchdog_period_is_refused(data_dir: str, value: object) -> None:
+    with pytest.raises(ValueError, match="watchdog_s"):
+        StreamingDataLoader(StreamingDataset(data_dir), watchdog_s=value)  # type: ignore[arg-type]
+
+
+def test_watchdog_env_knob(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITDATA_WATCHDOG_S", "soon")
+    with pytest.raises(ValueError, match="LITDATA_WATCHDOG_S"):
+        StreamingDataLoader(StreamingDataset(data_dir))
+    monkeypatch.setenv("LITDATA_WATCHDOG_S", "0")
+    assert StreamingDataLoader(StreamingDataset(data_dir))._watchdog is None
+    monkeypatch.setenv("LITDATA_WATCHDOG_S", "45")
+    watchdog = StreamingDataLoader(StreamingDataset(data_dir), num_workers=2)._watchdog
+    assert watchdog is not None and watchdog.seconds == 45 and watchdog.board.slots == 2

@@ -1,0 +1,75 @@
+"""The hang watchdog: a chunk download stalled behind the fault proxy is reported, naming the
+chunk's URL and the worker stuck on it; a healthy run reports nothing."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from litdata_format import BinaryWriter
+from litdata_io import get_storage
+from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
+from tests.fault_proxy import FaultProxy
+from tests.servers import S3Server
+
+pytestmark = pytest.mark.cloud
+
+N = 60
+
+
+@pytest.fixture
+def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
+    with FaultProxy(s3_server.endpoint) as running:
+        yield running
+
+
+@pytest.fixture
+def url(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> str:
+    local = tmp_path / "local"
+    writer = BinaryWriter(local, chunk_size=10)
+    for i in range(N):
+        writer.add_item(i, {"index": i, "x": torch.full((8,), float(i))})
+    writer.done()
+    writer.merge()
+    storage = get_storage(f"s3://{s3_bucket}/data", s3_server.storage_options())
+    for path in sorted(local.iterdir()):
+        storage.upload(path, path.name)
+    return f"s3://{s3_bucket}/data"
+
+
+def _loader(url: str, s3_server: S3Server, proxy: FaultProxy, cache: Path, **options: object) -> StreamingDataLoader:
+    # A long request timeout: the stalled request is waited out, not abandoned early.
+    storage_options = {**s3_server.storage_options(proxy.endpoint), "timeout": 60.0, "request_timeout": 120.0}
+    dataset = StreamingDataset(url, cache_dir=str(cache), storage_options=storage_options)
+    return StreamingDataLoader(dataset, batch_size=5, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stalled_download_is_reported(
+    url: str, s3_server: S3Server, proxy: FaultProxy, tmp_path: Path, workers: int
+) -> None:
+    stalled = "chunk-0-3.bin"
+    proxy.inject("stall", method="GET", path_contains=stalled, stall=8.0)
+    loader = _loader(url, s3_server, proxy, tmp_path / "cache", num_workers=workers, watchdog_s=2)
+    with pytest.warns(LoaderStallWarning) as caught:
+        indexes = [int(i) for batch in loader for i in batch["index"]]
+    assert sorted(indexes) == list(range(N))  # the retry after the stall delivers everything
+    reports = [str(w.message) for w in caught if issubclass(w.category, LoaderStallWarning)]
+    stuck = [line for line in reports[0].splitlines() if f"download {url}/{stalled}" in line]
+    assert stuck, reports[0]
+    name = "worker 1" if workers else "main process"  # chunk 3 is worker 1's with 2 workers, no shuffle
+    assert stuck[0].startswith(f"  rank 0 {name}:"), reports[0]
+    assert "LITDATA_WATCHDOG_S" in reports[0]
+    assert loader._watchdog is not None and loader._watchdog.reports == len(reports)
+
+
+def test_healthy_run_reports_nothing(url: str, s3_server: S3Server, proxy: FaultProxy, tmp_path: Path) -> None:
+    loader = _loader(url, s3_server, proxy, tmp_path / "cache", num_workers=2, watchdog_s=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoaderStallWarning)
+        assert sum(len(batch["index"]) for batch in loader) == N
+    assert loader._watchdog is not None and loader._watchdog.reports == 0
