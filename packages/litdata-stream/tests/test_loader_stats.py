@@ -3,6 +3,7 @@ and the tracer event that carries them; the watchdog's settings."""
 
 from __future__ import annotations
 
+import time
 import warnings
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch
 
 from litdata_format import BinaryWriter
 from litdata_io import enable_tracer
-from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
+from litdata_stream import CombinedStreamingDataset, LoaderStallWarning, StreamingDataLoader, StreamingDataset
 
 N = 103
 
@@ -88,3 +89,23 @@ def test_watchdog_env_knob(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("LITDATA_WATCHDOG_S", "45")
     watchdog = StreamingDataLoader(StreamingDataset(data_dir), num_workers=2)._watchdog
     assert watchdog is not None and watchdog.seconds == 45 and watchdog.board.slots == 2
+
+
+def test_time_between_batches_is_not_a_stall(data_dir: str) -> None:
+    loader = StreamingDataLoader(StreamingDataset(data_dir), batch_size=50, num_workers=0, watchdog_s=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoaderStallWarning)
+        for _ in loader:
+            time.sleep(5)  # a long training step: the loop is not waiting for the loader
+    assert loader._watchdog is not None and loader._watchdog.reports == 0
+    assert loader.stats().batches == 3
+
+
+def test_stats_of_a_combined_dataset(data_dir: str) -> None:
+    combined = CombinedStreamingDataset([StreamingDataset(data_dir), StreamingDataset(data_dir)], iterate_over_all=True)
+    loader = StreamingDataLoader(combined, batch_size=8, num_workers=2)
+    batches = list(loader)
+    stats = loader.stats()
+    assert stats.batches == len(batches)
+    assert sum(w.samples for w in stats.workers) == sum(len(batch["index"]) for batch in batches) == 2 * N
+    assert all(w.batches > 0 for w in stats.workers)

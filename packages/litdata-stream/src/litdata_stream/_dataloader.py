@@ -72,8 +72,9 @@ class StreamingDataLoader(DataLoader):
         profile_dir: where profiles are written (default: the current directory).
         profile_cprofile: write cProfile stats of the main process and worker 0
             (``cprofile_main.prof`` / ``cprofile_worker0.prof`` and ``.txt`` summaries).
-        watchdog_s: when no batch has come for this many seconds, warn (:class:`LoaderStallWarning`)
-            and trace where every worker is, again every ``watchdog_s`` while it lasts. Default:
+        watchdog_s: when the loop has waited this many seconds for a batch, warn
+            (:class:`LoaderStallWarning`) and trace where every worker is, again every
+            ``watchdog_s`` while it lasts (time between batches is not counted). Default:
             ``LITDATA_WATCHDOG_S``, else 300; 0 turns the watchdog off.
         **kwargs: anything else a torch ``DataLoader`` takes (``persistent_workers``,
             ``prefetch_factor``, ``multiprocessing_context``, ``pin_memory``, ...).
@@ -242,10 +243,12 @@ class StreamingDataLoader(DataLoader):
                     self._delivered += 1
                     times.add(time.perf_counter() - waited, next(workers), batch_samples(batch))
                     if watchdog is not None:
-                        watchdog.beat()
+                        watchdog.served()
                     trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
                     yield batch
                     waited = time.perf_counter()
+                    if watchdog is not None:
+                        watchdog.waiting()
                     if limit is not None and self._delivered >= limit:
                         break
             self._epoch_complete = True

@@ -1,10 +1,12 @@
 """A StreamingDataLoader's hang watchdog and its stall telemetry.
 
-The watchdog: when no batch has reached the training loop for ``watchdog_s`` seconds, a daemon
+The watchdog: when the training loop has waited inside ``next()`` for ``watchdog_s`` seconds, a daemon
 thread of the main process reads what every DataLoader worker publishes on its
 :class:`~litdata_io.ActivityBoard` slot (the chunk download, decompression, lock or wait it is
 in) and reports it as a :class:`LoaderStallWarning` and a ``stall`` tracer event, again every
-``watchdog_s`` seconds while the stall lasts. The loop itself only stores the time of each batch.
+``watchdog_s`` seconds while the stall lasts. The time the loop spends between batches (its
+training step, an evaluation mid-epoch) is not a stall: the clock runs only inside ``next()``.
+The loop itself only stores when it starts and stops waiting.
 
 The telemetry: the loader appends, for each batch, the seconds the training loop waited inside
 ``next()``; :class:`LoaderStats` summarises a pass (``StreamingDataLoader.stats()``).
@@ -74,7 +76,8 @@ class WatchedWorkerInit:
 
 
 class Watchdog:
-    """Reports where the workers are when ``beat`` has not been called for ``seconds``.
+    """Reports where the workers are when the loop has waited for a batch for ``seconds``
+    (:meth:`waiting` when it starts to wait, :meth:`served` when the batch came).
 
     Args:
         seconds: the period (> 0).
@@ -88,16 +91,19 @@ class Watchdog:
         self.board = board
         self.rank = rank
         self.workers = workers
-        self.last = time.monotonic()
+        self.since: float | None = None  # when the loop started waiting (None: it is not waiting)
         self.reports = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def beat(self) -> None:
-        self.last = time.monotonic()
+    def waiting(self) -> None:
+        self.since = time.monotonic()
+
+    def served(self) -> None:
+        self.since = None
 
     def start(self, epoch: int) -> None:
-        self.beat()
+        self.waiting()
         self._stop.clear()
         self._thread = threading.Thread(target=self._watch, args=(epoch,), name="litdata-watchdog", daemon=True)
         self._thread.start()
@@ -112,17 +118,20 @@ class Watchdog:
         reported = 0.0  # when the last report of this stall went out (0: none yet)
         check = min(self.seconds / 4, 5.0)
         while not self._stop.wait(check):
-            now = time.monotonic()
-            if now - self.last < self.seconds:
+            now, since = time.monotonic(), self.since
+            if since is None or now - since < self.seconds:
                 reported = 0.0
             elif not reported or now - reported >= self.seconds:
                 reported = now
-                self._report(epoch, now - self.last)
+                self._report(epoch, now - since)
 
     def _report(self, epoch: int, idle: float) -> None:
         now = time.time()
         names = [f"worker {i}" for i in range(self.workers)] if self.workers else ["main process"]
-        lines = [f"no batch for {idle:.0f} s (rank {self.rank}, epoch {epoch}); what each worker is doing:"]
+        lines = [
+            f"the training loop has waited {idle:.0f} s for a batch (rank {self.rank}, epoch {epoch}); "
+            "what each worker is doing:"
+        ]
         for name, doing in zip(names, self.board.read()):
             what = "; ".join(f"{item.text} (for {now - item.since:.0f} s)" for item in doing) or "nothing in LitData"
             lines.append(f"  rank {self.rank} {name}: {what}")
