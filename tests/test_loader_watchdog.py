@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
-from litdata_io import get_storage
+from litdata_io import enable_tracer, get_storage
 from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
+from litracer import convert_file
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server
 
@@ -48,20 +49,37 @@ def _loader(url: str, s3_server: S3Server, proxy: FaultProxy, cache: Path, **opt
     return StreamingDataLoader(dataset, batch_size=5, **options)  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Tracing at the "batch" level into a fresh log, off again (and its variables undone) after."""
+    for name in ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES"):
+        monkeypatch.setenv(name, "")  # recorded, so the variables enable_tracer writes are undone after
+        monkeypatch.delenv(name)
+    path = tmp_path / "trace.log"
+    enable_tracer("batch", log_file=path)
+    try:
+        yield path
+    finally:
+        enable_tracer("off", log_file=path)
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stalled_download_is_reported(
-    url: str, s3_server: S3Server, proxy: FaultProxy, tmp_path: Path, workers: int
+    url: str, s3_server: S3Server, proxy: FaultProxy, tmp_path: Path, log: Path, workers: int
 ) -> None:
     stalled = "chunk-0-3.bin"
     proxy.inject("stall", method="GET", path_contains=stalled, stall=8.0)
     loader = _loader(url, s3_server, proxy, tmp_path / "cache", num_workers=workers, watchdog_s=2)
     with pytest.warns(LoaderStallWarning) as caught:
         indexes = [int(i) for batch in loader for i in batch["index"]]
+    enable_tracer("off", log_file=log)
+    stalls = [e for e in convert_file(log).trace["traceEvents"] if e["name"] == "stall"]
+    name = "worker 1" if workers else "main process"  # chunk 3 is worker 1's with 2 workers, no shuffle
+    assert any(e["args"]["worker"] == name and f"download {url}/{stalled}" in e["args"]["doing"] for e in stalls)
     assert sorted(indexes) == list(range(N))  # the retry after the stall delivers everything
     reports = [str(w.message) for w in caught if issubclass(w.category, LoaderStallWarning)]
     stuck = [line for line in reports[0].splitlines() if f"download {url}/{stalled}" in line]
     assert stuck, reports[0]
-    name = "worker 1" if workers else "main process"  # chunk 3 is worker 1's with 2 workers, no shuffle
     assert stuck[0].startswith(f"  rank 0 {name}:"), reports[0]
     assert "LITDATA_WATCHDOG_S" in reports[0]
     assert loader._watchdog is not None and loader._watchdog.reports == len(reports)
