@@ -13,6 +13,7 @@ import torch
 from litdata_format import BinaryWriter
 from litdata_io import enable_tracer
 from litdata_stream import CombinedStreamingDataset, LoaderStallWarning, StreamingDataLoader, StreamingDataset
+from litdata_stream._watchdog import batch_samples
 
 N = 103
 
@@ -109,3 +110,18 @@ def test_stats_of_a_combined_dataset(data_dir: str) -> None:
     assert stats.batches == len(batches)
     assert sum(w.samples for w in stats.workers) == sum(len(batch["index"]) for batch in batches) == 2 * N
     assert all(w.batches > 0 for w in stats.workers)
+
+
+@pytest.mark.parametrize(
+    ("batch", "samples"),
+    [
+        ({"index": torch.zeros(8), "x": torch.zeros(8, 4)}, 8),  # litdata_collate / default_collate
+        ((torch.zeros(5, 2), torch.zeros(5)), 5),
+        ((["a", "b"], torch.zeros(2)), 2),  # strings collate to a list
+        ([{"a": 1}, {"a": 2}, {"a": 3}], 3),  # a collate_fn that keeps the samples
+        ([1, 2, 3, 4], 4),
+        ({}, 0),
+    ],
+)
+def test_batch_samples(batch: object, samples: int) -> None:
+    assert batch_samples(batch) == samples

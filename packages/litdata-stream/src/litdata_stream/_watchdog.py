@@ -232,23 +232,22 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 
 def batch_samples(batch: Any) -> int:
-    """The samples in a batch: the leading dimension of its first leaf (a list of plain values:
-    its length)."""
+    """The samples in a batch: the leading dimension of its first array leaf, or the length of
+    the list holding its first plain leaf (a list of strings, a list of sample dicts)."""
+    listed = 1  # the length of the innermost list met on the way down to the first leaf
     while True:
-        shape = getattr(batch, "shape", None)
-        if shape is not None:
-            return int(shape[0]) if len(shape) else 1
-        if isinstance(batch, dict):
+        if isinstance(batch, dict):  # checked first: the usual batch
             if not batch:
                 return 0
             batch = next(iter(batch.values()))
         elif isinstance(batch, (list, tuple)):
-            first = batch[0] if batch else None
-            if first is None or (not isinstance(first, (list, tuple, dict)) and getattr(first, "shape", None) is None):
-                return len(batch)
-            batch = first
+            if not batch:
+                return 0
+            listed = len(batch)
+            batch = batch[0]
         else:
-            return 1
+            shape = getattr(batch, "shape", None)
+            return int(shape[0]) if shape else listed
 
 
 def worker_order(counts: Sequence[int] | None, workers: int) -> Any:
