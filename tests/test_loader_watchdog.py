@@ -1,5 +1,6 @@
-"""The hang watchdog: a chunk download stalled behind the fault proxy is reported, naming the
-chunk's URL and the worker stuck on it; a healthy run reports nothing."""
+"""The hang watchdog: a chunk download stalled behind the fault proxy is reported (warning and
+tracer), naming the chunk's URL and the worker stuck on it; a healthy run reports nothing. The
+pass's stats() reach the tracer log too."""
 
 from __future__ import annotations
 
@@ -73,7 +74,13 @@ def test_stalled_download_is_reported(
     with pytest.warns(LoaderStallWarning) as caught:
         indexes = [int(i) for batch in loader for i in batch["index"]]
     enable_tracer("off", log_file=log)
-    stalls = [e for e in convert_file(log).trace["traceEvents"] if e["name"] == "stall"]
+    events = convert_file(log).trace["traceEvents"]
+    [stats] = [e["args"] for e in events if e["name"] == "loader_stats"]  # the pass's stats() reach litracer
+    assert stats["batches"] == loader.stats().batches == N // 5
+    assert [key for key in stats if key.endswith("_samples_per_s")] == [f"worker{w}_samples_per_s" for w in
+                                                                       range(max(workers, 1))]  # fmt: skip
+    assert stats["p99_wait_s"] >= stats["p50_wait_s"] >= 0
+    stalls = [e for e in events if e["name"] == "stall"]
     name = "worker 1" if workers else "main process"  # chunk 3 is worker 1's with 2 workers, no shuffle
     assert any(e["args"]["worker"] == name and f"download {url}/{stalled}" in e["args"]["doing"] for e in stalls)
     assert sorted(indexes) == list(range(N))  # the retry after the stall delivers everything

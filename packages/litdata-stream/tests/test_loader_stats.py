@@ -1,5 +1,5 @@
-"""StreamingDataLoader.stats(): the training loop's wait per batch and each worker's throughput,
-and the tracer event that carries them; the watchdog's settings."""
+"""StreamingDataLoader.stats(): the training loop's wait per batch and each worker's throughput;
+the watchdog's settings (its report and the traced stats: tests/test_loader_watchdog.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
-from litdata_io import enable_tracer
 from litdata_stream import CombinedStreamingDataset, LoaderStallWarning, StreamingDataLoader, StreamingDataset
 from litdata_stream._watchdog import batch_samples
 
@@ -55,24 +54,6 @@ def test_stats_follow_a_loop_that_stops_early(data_dir: str) -> None:
     assert stats.batches == 5
     assert [w.batches for w in stats.workers] == [3, 2]  # round-robin from worker 0
     assert sum(w.samples for w in stats.workers) == 20
-
-
-def test_stats_are_traced(data_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES"):
-        monkeypatch.setenv(name, "")  # recorded, so the variables enable_tracer writes are undone after
-        monkeypatch.delenv(name)
-    log = tmp_path / "trace.log"
-    enable_tracer("batch", log_file=log)
-    try:
-        loader = StreamingDataLoader(StreamingDataset(data_dir), batch_size=8, num_workers=2)
-        list(loader)
-    finally:
-        enable_tracer("off", log_file=log)
-    [line] = [line for line in log.read_text().splitlines() if "name: loader_stats;" in line]
-    fields = dict(pair.split(": ", 1) for pair in line.rstrip(";").split("; "))
-    assert int(fields["batches"]) == loader.stats().batches
-    assert float(fields["worker0_samples_per_s"]) > 0 and float(fields["worker1_samples_per_s"]) > 0
-    assert float(fields["p99_wait_s"]) >= float(fields["p50_wait_s"]) >= 0
 
 
 @pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "5"])
