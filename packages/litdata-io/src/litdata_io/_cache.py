@@ -90,6 +90,7 @@ from litdata_format import (
     plain_chunk_name,
     verify_file,
 )
+from litdata_io._activity import activity
 from litdata_io._cache_locks import (
     EX,
     SH,
@@ -407,7 +408,8 @@ class ChunkCache:
             if not leading:
                 # Another task or thread of this process is downloading it: wait for its signal,
                 # then look again (it may have failed, been cancelled, or the chunk been evicted).
-                await asyncio.wrap_future(mine)
+                with activity(f"waiting for another thread's download of {self.storage.url_for(info.filename)}"):
+                    await asyncio.wrap_future(mine)
                 continue
             try:
                 fd = await self._download(info, name)
@@ -429,7 +431,8 @@ class ChunkCache:
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         lock_path = final.parent / f".{final.name}{_LOCK_SUFFIX}"
-        lock_fd = await lock_exclusive_async(lock_path)
+        with activity(f"waiting on the download lock {lock_path}"):
+            lock_fd = await lock_exclusive_async(lock_path)
         staging = final.parent / f".{final.name}{_STAGING_SUFFIX}"
         try:
             fd = open_pinned(final)
@@ -460,14 +463,18 @@ class ChunkCache:
 
     async def _fetch_and_publish(self, info: ChunkInfo, staging: Path, final: Path) -> int:
         """Download ``info`` into ``staging``, publish it as ``final``; return a descriptor pinning it."""
-        self.evict()  # counts this download's reservation and every other one in flight
         url = self.storage.url_for(info.filename)
+        with activity(f"waiting on the cache cap ({self.cache_dir}) to fetch {url}"):
+            self.evict()  # counts this download's reservation and every other one in flight
         try:
             fetched = staging / Path(info.filename).name
             ready = staging / final.name
             await self._fetch_verified(info, fetched, url, plain=fetched == ready)
             if fetched != ready:
-                with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
+                with (
+                    trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes),
+                    activity(f"decompress {url}"),
+                ):
                     await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
         except (asyncio.CancelledError, ChunkDownloadError):
             raise
@@ -508,7 +515,7 @@ class ChunkCache:
         error says more than two hashes.
         """
         for attempt in (1, 2):
-            with trace_span("download", chunk=info.filename) as span:
+            with trace_span("download", chunk=info.filename) as span, activity(f"download {url}"):
                 span.set(bytes=await self.storage.adownload(info.filename, fetched))
             if plain and not _intact(info, fetched.stat().st_size):
                 return

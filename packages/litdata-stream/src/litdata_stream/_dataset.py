@@ -15,7 +15,7 @@ import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
-from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
+from litdata_io import activity_begin, activity_end, trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._collate import (
     BatchBundle,
     Batching,
@@ -367,6 +367,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             within = order.within(piece.chunk)[piece.lo : piece.hi]
             start = self._starts[piece.chunk]
             trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
+            reading = activity_begin(_reading(source, piece.chunk))
             if direct:
                 kept = self._items[piece.chunk]
                 items = within.tolist() if kept is None else kept[within].tolist()
@@ -382,6 +383,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 for position in within.tolist():
                     yield self[start + position]
             trace_end("read", "read", chunk=piece.chunk)
+            activity_end(reading)
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
@@ -584,6 +586,7 @@ class _GatheringTaker:
         self._opened: Any = None
         self._items: np.ndarray = np.empty(0, dtype=np.int64)
         self._taken = 0
+        self._reading = 0  # the activity token of the chunk being read (see litdata_io.activity)
 
     def take(self, count: int) -> tuple[list[Any], int]:
         parts: list[Any] = []
@@ -598,6 +601,7 @@ class _GatheringTaker:
                 got += step
             if self._taken == len(self._items):  # this chunk is done (an empty piece at once)
                 trace_end("read", "read", chunk=self._chunk)
+                activity_end(self._reading)
                 self._source.release(self._chunk)
         return parts, got
 
@@ -611,7 +615,13 @@ class _GatheringTaker:
         self._items = within if kept is None else kept[within]
         self._opened = self._source.chunk(piece.chunk)
         trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
+        self._reading = activity_begin(_reading(self._source, piece.chunk))
         return True
+
+
+def _reading(source: ChunkSource, chunk: int) -> str:
+    """What a worker reading ``chunk`` publishes for the hang watchdog (opening it waits for it)."""
+    return f"read chunk {chunk} ({source.index.chunks[chunk].filename}: wait, open, decode, transform)"
 
 
 def sent(batches: Iterator[Any], batching: Batching, worker: int) -> Iterator[Any]:
