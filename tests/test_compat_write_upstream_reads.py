@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from litdata_format import BinaryWriter, TokensLoader
+from litdata_format import BinaryWriter, TokensLoader, load_index
 from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -116,6 +116,10 @@ def test_upstream_reads_our_dataset(tmp_path: Path, case: str) -> None:
     make, options = CASES[case]
     samples = [make(i) for i in range(11)]
     _write(tmp_path / "ds", samples, **options)
+    # Upstream ignores the chunk entries' checksum fields (and reads everything else the same).
+    for info in load_index(tmp_path / "ds").chunks:
+        assert info.extra["checksum"].startswith("xxh3_64:")
+        assert ("plain_checksum" in info.extra) == ("compression" in options)
     got = run_upstream(READ_ALL, str(tmp_path / "ds"))
     assert len(got) == len(samples)
     for i, (expected, value) in enumerate(zip(samples, got)):

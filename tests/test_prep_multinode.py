@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from litdata_format import checksum_file, load_index
 from litdata_stream import StreamingDataset
 from tests.servers import S3Server
 
@@ -62,8 +63,11 @@ def _run_nodes(tmp_path: Path, out: str, options: dict[str, Any], mode: str) -> 
 def test_two_nodes_on_a_shared_folder(tmp_path: Path, mode: str) -> None:
     out = tmp_path / "out"
     _run_nodes(tmp_path, str(out), {}, mode)
-    ds = StreamingDataset(str(out / "data"))
+    ds = StreamingDataset(str(out / "data"), verify_chunks=True)
     assert sorted(s["i"] for s in ds) == list(range(101))
+    # The merged index keeps every node's and worker's checksums, and they match the files.
+    chunks = load_index(out / "data").chunks
+    assert all(info.extra["checksum"] == checksum_file(out / "data" / info.filename) for info in chunks)
     names = {p.name for p in (out / "data").iterdir()}
     assert "index.json" in names and not any(n.endswith("-index.json") for n in names)
     ranks = {n.split("-")[1] for n in names if n.startswith("chunk-")}

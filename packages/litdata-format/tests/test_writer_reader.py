@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import xxhash
 
 from litdata_format import (
     BinaryWriter,
@@ -94,7 +95,10 @@ def test_layout_bytes(tmp_path: Path) -> None:
     assert data[first + 8 : first + 16] == struct.pack("<q", 7)
     assert data[first + 16 : end] == b"ab"
     index = json.loads((tmp_path / "index.json").read_text())
-    assert index["chunks"] == [{"chunk_bytes": len(data), "chunk_size": 1, "dim": None, "filename": "chunk-0-0.bin"}]
+    checksum = f"xxh3_64:{xxhash.xxh3_64_intdigest(data):016x}"
+    assert index["chunks"] == [
+        {"checksum": checksum, "chunk_bytes": len(data), "chunk_size": 1, "dim": None, "filename": "chunk-0-0.bin"}
+    ]
     assert index["config"]["data_format"] == ["int", "str"]
     assert index["config"]["item_loader"] == "PyTreeLoader"
     assert not (tmp_path / "0.index.json").exists()

@@ -54,10 +54,11 @@ TRACER_API = {
     "traced",
     "tracer_config",
 }
+ACTIVITY_API = {"ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"}
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(litdata_io.__all__) == sorted(STORAGE_API | CACHE_API | TRACER_API | {"__version__"})
+    assert sorted(litdata_io.__all__) == sorted(STORAGE_API | CACHE_API | TRACER_API | ACTIVITY_API | {"__version__"})
 
 
 def test_all_is_accurate() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, load_index
+from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, checksum_file, load_index
 from litdata_io import Dir
 from litdata_prep import ALL_DONE, WorkerError, optimize
 from litdata_prep._job import make_staging
@@ -127,6 +127,8 @@ def test_append_then_overwrite(tmp_path: Path) -> None:
     assert read(out) == [(i, i**2) for i in range(20)]
     names = [c.filename for c in load_index(out).chunks]
     assert len(names) == len(set(names)) and all((out / n).is_file() for n in names)
+    # Both runs' workers' checksums survive the merges, and match the files.
+    assert all(c.extra["checksum"] == checksum_file(out / c.filename) for c in load_index(out).chunks)
     optimize(fns.pair, list(range(5)), out, chunk_size=3, num_workers=2, mode="overwrite", **ordered)
     assert read(out) == [(i, i**2) for i in range(5)]
     assert sorted(p.name for p in out.glob("chunk-*")) == sorted(c.filename for c in load_index(out).chunks)

@@ -21,7 +21,11 @@ PATHS = {
     "litdata.utilities.hf_dataset": {"index_hf_dataset": "litdata_stream"},
     "litdata.streaming.resolver": {"Dir": "litdata_io"},
     "litdata.streaming.dataset": {"StreamingDataset": "litdata_stream"},
-    "litdata.streaming.dataloader": {"StreamingDataLoader": "litdata_stream"},
+    "litdata.streaming.dataloader": {
+        "StreamingDataLoader": "litdata_stream",
+        "LoaderStallWarning": "litdata_stream",
+        "LoaderStats": "litdata_stream",
+    },
     "litdata.streaming.collate": {"litdata_collate": "litdata_stream"},
     "litdata.utilities.encryption": {"FernetEncryption": "litdata_format", "RSAEncryption": "litdata_format"},
     "litdata.utilities.train_test_split": {"train_test_split": "litdata_stream"},

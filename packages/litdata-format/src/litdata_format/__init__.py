@@ -5,6 +5,7 @@ serializers, item loaders, compression, encryption and MosaicML MDS reading. See
 """
 
 from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
+from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
 from litdata_format._chunk import Chunk, ChunkView, encode_chunk
 from litdata_format._compression import compress, decompress
 from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
@@ -71,6 +72,7 @@ __all__ = [
     "Video",
     "BaseItemLoader",
     "BinaryWriter",
+    "ChecksumError",
     "Chunk",
     "ChunkInfo",
     "ChunkView",
@@ -86,11 +88,13 @@ __all__ = [
     "__version__",
     "atomic_file",
     "cached_chunk_sizes",
+    "checksum_file",
     "complete_dataset",
     "compress",
     "decompress",
     "default_serializers",
     "encode_chunk",
+    "expected_checksum",
     "is_complete_dataset",
     "is_pyg_data",
     "load_index",
@@ -103,6 +107,7 @@ __all__ = [
     "temp_target",
     "tree_flatten",
     "tree_unflatten",
+    "verify_file",
     "write_file_atomic",
     "write_json_atomic",
 ]

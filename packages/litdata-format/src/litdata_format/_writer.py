@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
+from litdata_format._checksum import checksum_bytes
 from litdata_format._chunk import chunk_parts, header_size
 from litdata_format._compression import check_compression, compress
 from litdata_format._index import (
@@ -141,15 +142,21 @@ class BinaryWriter:
         name = f"chunk-{self.rank}-{self._chunk_index}{suffix}"
         path = self.output_dir / name
         encryption = self.encryption if self.encryption is not None and self.encryption.level == "chunk" else None
+        sums: dict[str, str] = {}
         if encryption is None and self.compression is None and len(items) * _GATHER_ITEM_BYTES <= size:
             write_file_atomic(path, parts)  # one gathered write: no copy of the chunk joined in memory
+            sums["checksum"] = checksum_bytes(parts)
         else:
             data = b"".join(parts)
             if encryption is not None:
                 data = encryption.encrypt(data)
                 size = len(data)
-            write_file_atomic(path, compress(data, self.compression) if self.compression is not None else data)
-        self.chunks.append(ChunkInfo(name, size, len(items), self.item_loader.chunk_dim(weights)))
+            if self.compression is not None:
+                sums["plain_checksum"] = checksum_bytes([data])  # what a cache keeps, decompressed
+                data = compress(data, self.compression)
+            write_file_atomic(path, data)
+            sums["checksum"] = checksum_bytes([data])
+        self.chunks.append(ChunkInfo(name, size, len(items), self.item_loader.chunk_dim(weights), sums))
         self._chunk_index += 1
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return str(path)

@@ -43,6 +43,11 @@ _EXPORTS: dict[str, str] = {
     "IOSettings": "litdata_io._settings",
     "ObjectInfo": "litdata_io._storage",
     "Storage": "litdata_io._storage",
+    "ActivityBoard": "litdata_io._activity",
+    "activity": "litdata_io._activity",
+    "activity_begin": "litdata_io._activity",
+    "activity_end": "litdata_io._activity",
+    "attach_activity": "litdata_io._activity",
     "TRACE_CATEGORIES": "litdata_io._tracer",
     "TRACE_LEVELS": "litdata_io._tracer",
     "TraceSpan": "litdata_io._tracer",
@@ -60,6 +65,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from litdata_io._activity import ActivityBoard, activity, activity_begin, activity_end, attach_activity
     from litdata_io._cache import (
         CacheClearResult,
         ChunkCache,
@@ -98,6 +104,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActivityBoard",
     "CacheClearResult",
     "ChunkCache",
     "ChunkDownloadError",
@@ -114,7 +121,11 @@ __all__ = [
     "TraceSpan",
     "TracerConfig",
     "__version__",
+    "activity",
+    "activity_begin",
+    "activity_end",
     "async_prefetch_enabled",
+    "attach_activity",
     "cache_dir_for",
     "cache_path",
     "cache_root",

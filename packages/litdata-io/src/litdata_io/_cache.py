@@ -49,9 +49,15 @@ index's bytes), chunks live in ``cache_dir/<version>/``, and the cap, the ledger
 cover the whole ``cache_dir``. Opening a version clears the other versions of the same URL there
 (chunks in use stay until they are evicted like any other); see ``_cache_versions``.
 
-Sizes. A cached chunk whose size is not the one the index gives (``cached_chunk_sizes``: a file
-truncated by a crash without fsync, or by hand) is never used: it is deleted and fetched again,
-and a download of the wrong size is never published.
+Sizes and checksums. A cached chunk whose size is not the one the index gives
+(``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
+is deleted and fetched again, and a download of the wrong size is never published. When the index
+records checksums (``litdata_format._checksum``), a download is hashed as fetched, before it is
+decompressed or published; a mismatch is fetched once more, then fails naming the chunk, the URL
+and both hashes. A chunk already in the cache is hashed the first time each process pins it
+(``ChunkCache._whole``; the files this process downloaded itself count as checked), so a byte
+altered on disk after download is caught before its samples are read, and the file is fetched
+again. A file altered while a process already holds it checked is not seen by that process.
 
 Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
@@ -74,7 +80,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import ChunkInfo, cached_chunk_sizes, decompress, parse_size, plain_chunk_name
+from litdata_format import (
+    ChecksumError,
+    ChunkInfo,
+    cached_chunk_sizes,
+    decompress,
+    expected_checksum,
+    parse_size,
+    plain_chunk_name,
+    verify_file,
+)
+from litdata_io._activity import activity
 from litdata_io._cache_locks import (
     EX,
     SH,
@@ -183,6 +199,7 @@ class _ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pins: dict[str, _Pin] = field(default_factory=dict)
     inflight: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)
+    verified: set[tuple[int, int]] = field(default_factory=set)  # (st_dev, st_ino) of files checked here
 
 
 _LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
@@ -341,10 +358,27 @@ class ChunkCache:
         fd = open_pinned(self.cache_dir / name)
         if fd is None:
             return False
-        if not _intact(info, os.fstat(fd).st_size):
-            os.close(fd)  # truncated: the download replaces it
+        if not self._whole(info, fd):
+            os.close(fd)  # truncated or damaged: the download replaces it
             return False
         self._add_pin(name, fd)
+        return True
+
+    def _whole(self, info: ChunkInfo, fd: int) -> bool:
+        """Whether the cached file open as ``fd`` is whole: the index's size and, the first time
+        this process sees the file, the index's checksum."""
+        stat = os.fstat(fd)
+        if not _intact(info, stat.st_size):
+            return False
+        key = (stat.st_dev, stat.st_ino)
+        if key in self._state.verified or expected_checksum(info, plain=True) is None:
+            return True
+        try:
+            verify_file(fd, info, str(self.cache_dir / self.name_for(info)), plain=True)
+        except ChecksumError as err:
+            trace_instant("damaged", "delete", chunk=info.filename, found=err.found, expected=err.expected)
+            return False
+        self._state.verified.add(key)
         return True
 
     def _add_pin(self, name: str, fd: int) -> None:
@@ -374,7 +408,8 @@ class ChunkCache:
             if not leading:
                 # Another task or thread of this process is downloading it: wait for its signal,
                 # then look again (it may have failed, been cancelled, or the chunk been evicted).
-                await asyncio.wrap_future(mine)
+                with activity(f"waiting for another thread's download of {self.storage.url_for(info.filename)}"):
+                    await asyncio.wrap_future(mine)
                 continue
             try:
                 fd = await self._download(info, name)
@@ -396,16 +431,17 @@ class ChunkCache:
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         lock_path = final.parent / f".{final.name}{_LOCK_SUFFIX}"
-        lock_fd = await lock_exclusive_async(lock_path)
+        with activity(f"waiting on the download lock {lock_path}"):
+            lock_fd = await lock_exclusive_async(lock_path)
         staging = final.parent / f".{final.name}{_STAGING_SUFFIX}"
         try:
             fd = open_pinned(final)
             if fd is not None:
-                size = os.fstat(fd).st_size
-                if _intact(info, size):  # another process published it while we waited
+                if self._whole(info, fd):  # another process published it while we waited
                     return fd
+                size = os.fstat(fd).st_size
                 os.close(fd)
-                # Not the size the index says: fetch it again (a reader elsewhere keeps its copy).
+                # Not the size or bytes the index says: fetch it again (a reader elsewhere keeps its copy).
                 trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
                 with contextlib.suppress(FileNotFoundError):
                     final.unlink()
@@ -427,15 +463,18 @@ class ChunkCache:
 
     async def _fetch_and_publish(self, info: ChunkInfo, staging: Path, final: Path) -> int:
         """Download ``info`` into ``staging``, publish it as ``final``; return a descriptor pinning it."""
-        self.evict()  # counts this download's reservation and every other one in flight
         url = self.storage.url_for(info.filename)
+        with activity(f"waiting on the cache cap ({self.cache_dir}) to fetch {url}"):
+            self.evict()  # counts this download's reservation and every other one in flight
         try:
             fetched = staging / Path(info.filename).name
-            with trace_span("download", chunk=info.filename) as span:
-                span.set(bytes=await self.storage.adownload(info.filename, fetched))
             ready = staging / final.name
+            await self._fetch_verified(info, fetched, url, plain=fetched == ready)
             if fetched != ready:
-                with trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes):
+                with (
+                    trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes),
+                    activity(f"decompress {url}"),
+                ):
                     await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
         except (asyncio.CancelledError, ChunkDownloadError):
             raise
@@ -463,7 +502,35 @@ class ChunkCache:
             fd = open_pinned(final)
             if fd is None:
                 raise ChunkDownloadError(f"chunk {url}: {final} vanished right after it was published")
+            return fd
+        stat = os.fstat(fd)
+        self._state.verified.add((stat.st_dev, stat.st_ino))  # checked as downloaded (before decompressing)
         return fd
+
+    async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
+        """Download ``info`` to ``fetched`` and check it against the index's checksum; a mismatch
+        is fetched once more (a fault in transit), a second one is an error naming both hashes.
+
+        A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
+        error says more than two hashes.
+        """
+        for attempt in (1, 2):
+            with trace_span("download", chunk=info.filename) as span, activity(f"download {url}"):
+                span.set(bytes=await self.storage.adownload(info.filename, fetched))
+            if plain and not _intact(info, fetched.stat().st_size):
+                return
+            try:
+                await asyncio.to_thread(verify_file, fetched, info, url)
+                return
+            except ChecksumError as err:
+                if attempt == 2:
+                    raise ChunkDownloadError(
+                        f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {err.found} but "
+                        f"index.json records {err.expected}; the stored object is damaged or belongs to another "
+                        "version of the dataset: rewrite the chunk (or the dataset) at the source"
+                    ) from None
+                trace_instant("refetch", "delete", chunk=info.filename, found=err.found, expected=err.expected)
+                fetched.unlink()
 
     # -- the cap --------------------------------------------------------------------------------
     def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:

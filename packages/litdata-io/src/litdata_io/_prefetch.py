@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
+from litdata_io._activity import activity
 from litdata_io._cache import ChunkCache
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
@@ -235,7 +236,8 @@ class Prefetcher:
         if not self.asynchronous:
             return self.cache.acquire(info)
         self._kick()
-        return slot.future.result(timeout)
+        with activity(f"waiting on the prefetcher for {self.cache.storage.url_for(name)}"):
+            return slot.future.result(timeout)
 
     def pending(self) -> int:
         """How many scheduled chunks the reader has not taken yet."""

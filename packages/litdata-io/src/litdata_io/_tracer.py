@@ -76,6 +76,7 @@ TRACE_CATEGORIES: Final[Mapping[str, str]] = {
     "epoch": "batch",
     "batch": "batch",
     "crash": "batch",
+    "stall": "batch",
     "download": "chunk",
     "read": "chunk",
     "delete": "chunk",

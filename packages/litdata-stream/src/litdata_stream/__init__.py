@@ -13,12 +13,15 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._parallel import ParallelStreamingDataset
 from litdata_stream._parquet_index import index_hf_dataset, index_parquet_dataset
 from litdata_stream._split import train_test_split
+from litdata_stream._watchdog import LoaderStallWarning, LoaderStats
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Cache",
     "CombinedStreamingDataset",
+    "LoaderStallWarning",
+    "LoaderStats",
     "ParallelStreamingDataset",
     "StreamingDataLoader",
     "StreamingDataset",

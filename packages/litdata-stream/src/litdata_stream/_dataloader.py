@@ -11,13 +11,15 @@ continues from there.
 from __future__ import annotations
 
 import contextlib
+import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.utils.data import DataLoader
 
-from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
+from litdata_io import ActivityBoard, attach_activity, start_forkserver, trace_begin, trace_end, trace_instant
 from litdata_stream._collate import (
     ArrayBatch,
     BatchBundle,
@@ -40,6 +42,15 @@ from litdata_stream._profiling import (
     profile_settings,
     worker_batch_done,
 )
+from litdata_stream._watchdog import (
+    LoaderStats,
+    PassTimes,
+    Watchdog,
+    WatchedWorkerInit,
+    batch_samples,
+    watchdog_seconds,
+    worker_order,
+)
 
 __all__ = ["StreamingDataLoader"]
 
@@ -61,6 +72,10 @@ class StreamingDataLoader(DataLoader):
         profile_dir: where profiles are written (default: the current directory).
         profile_cprofile: write cProfile stats of the main process and worker 0
             (``cprofile_main.prof`` / ``cprofile_worker0.prof`` and ``.txt`` summaries).
+        watchdog_s: when the loop has waited this many seconds for a batch, warn
+            (:class:`LoaderStallWarning`) and trace where every worker is, again every
+            ``watchdog_s`` while it lasts (time between batches is not counted). Default:
+            ``LITDATA_WATCHDOG_S``, else 300; 0 turns the watchdog off.
         **kwargs: anything else a torch ``DataLoader`` takes (``persistent_workers``,
             ``prefetch_factor``, ``multiprocessing_context``, ``pin_memory``, ...).
     """
@@ -78,6 +93,7 @@ class StreamingDataLoader(DataLoader):
         profile_skip_batches: int = 0,
         profile_dir: str | None = None,
         profile_cprofile: bool = False,
+        watchdog_s: float | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, (StreamingDataset, MixedDataset)):
@@ -106,6 +122,16 @@ class StreamingDataLoader(DataLoader):
         if self._profile is not None and num_workers > 0:
             self._profiled = True
             kwargs["worker_init_fn"] = ProfiledWorkerInit(self._profile, kwargs.get("worker_init_fn"))
+        self._watchdog: Watchdog | None = None
+        seconds = watchdog_seconds(watchdog_s)
+        if seconds:
+            board = ActivityBoard(max(num_workers, 1))
+            weakref.finalize(self, board.close)
+            rank = DistributedEnv.detect().global_rank
+            self._watchdog = Watchdog(seconds, board, rank, num_workers)
+            if num_workers > 0:
+                kwargs["worker_init_fn"] = WatchedWorkerInit(board.path, kwargs.get("worker_init_fn"))
+        self._times: PassTimes | None = None
         self.current_epoch = 0  # the epoch of this loader's latest pass (the dataset says which)
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
@@ -174,6 +200,10 @@ class StreamingDataLoader(DataLoader):
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
+        times = self._times = PassTimes(self.current_epoch, self.num_workers)
+        watchdog = self._watchdog
+        if watchdog is not None and not self.num_workers:
+            attach_activity(watchdog.board.path, 0)  # this process reads: it publishes what it waits on
         batching, counts = None, None
         if self._batches_in_dataset:
             assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
@@ -201,19 +231,43 @@ class StreamingDataLoader(DataLoader):
                     _widen_result_pipe(batches)
                 if counts is not None:
                     batches = _unbundled(batches, counts)
+            if counts is None and self.num_workers and isinstance(dataset, _PLANNED):
+                counts = _worker_batches(dataset)  # which worker each batch comes from, for stats()
+            workers = worker_order(counts, self.num_workers)
+            if watchdog is not None:
+                watchdog.start(self.current_epoch)
             with main_profiler(self._profile):
+                waited = time.perf_counter()  # the training loop waits inside next() from here
                 for received in batches:
                     batch = as_tensors(received.data) if type(received) is ArrayBatch else received
                     self._delivered += 1
+                    times.add(time.perf_counter() - waited, next(workers), batch_samples(batch))
+                    if watchdog is not None:
+                        watchdog.served()
                     trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
                     yield batch
+                    waited = time.perf_counter()
+                    if watchdog is not None:
+                        watchdog.waiting()
                     if limit is not None and self._delivered >= limit:
                         break
             self._epoch_complete = True
             dataset._epochs.finish(run)  # (also when it stopped at the limit)
         finally:
+            if watchdog is not None:
+                watchdog.stop()
+                if not self.num_workers:
+                    attach_activity(None)
+            times.ended = time.monotonic()
+            times.trace()
             dataset.__dict__.pop("_loader_pass", None)
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
+
+    def stats(self) -> LoaderStats:
+        """How long the training loop waited for batches in the latest pass (so far, mid-pass):
+        total, p50 and p99 wait per batch, and each worker's batches, samples and samples/s."""
+        times = self._times if self._times is not None else PassTimes(self.current_epoch, self.num_workers)
+        return times.stats()
 
     def _pass_tokens(self) -> tuple[int, int]:
         """(what the workers derive their token from, the token of this pass).
@@ -258,6 +312,9 @@ class StreamingDataLoader(DataLoader):
         dataset.load_state_dict(state["dataset"])
         if self._epoch_complete or self.current_epoch == 0:
             dataset._start_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
+
+
+_PLANNED = (StreamingDataset, CombinedStreamingDataset)
 
 
 def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> list[int]:

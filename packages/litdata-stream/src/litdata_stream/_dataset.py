@@ -15,7 +15,7 @@ import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
-from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
+from litdata_io import activity_begin, activity_end, trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._collate import (
     BatchBundle,
     Batching,
@@ -109,6 +109,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         allow_pickle: whether values stored with pickle (``pickle`` and ``graph`` leaves, MDS
             ``pkl`` columns) may be read; unpickling runs code from the data. None follows
             ``LITDATA_ALLOW_PICKLE``, which allows it when unset (as upstream). See docs/streaming.md.
+        verify_chunks: check each chunk of a local dataset against the checksum its index records
+            the first time this process opens it (costs a read of the file). Remote chunks are
+            always checked, as downloaded; see docs/cache.md.
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
         num_canonical_nodes: int | None = None,
         allow_pickle: bool | None = None,
+        verify_chunks: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
@@ -150,6 +154,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.force_override_state_dict = force_override_state_dict
         self.num_canonical_nodes = num_canonical_nodes
         self.serializers = serializers
+        self.verify_chunks = bool(verify_chunks)
         if transform is None:
             self._transforms: list[Callable[[Any], Any]] = []
         elif callable(transform):
@@ -362,6 +367,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             within = order.within(piece.chunk)[piece.lo : piece.hi]
             start = self._starts[piece.chunk]
             trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
+            reading = activity_begin(_reading(source, piece.chunk))
             if direct:
                 kept = self._items[piece.chunk]
                 items = within.tolist() if kept is None else kept[within].tolist()
@@ -377,6 +383,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 for position in within.tolist():
                     yield self[start + position]
             trace_end("read", "read", chunk=piece.chunk)
+            activity_end(reading)
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
@@ -579,6 +586,7 @@ class _GatheringTaker:
         self._opened: Any = None
         self._items: np.ndarray = np.empty(0, dtype=np.int64)
         self._taken = 0
+        self._reading = 0  # the activity token of the chunk being read (see litdata_io.activity)
 
     def take(self, count: int) -> tuple[list[Any], int]:
         parts: list[Any] = []
@@ -593,6 +601,7 @@ class _GatheringTaker:
                 got += step
             if self._taken == len(self._items):  # this chunk is done (an empty piece at once)
                 trace_end("read", "read", chunk=self._chunk)
+                activity_end(self._reading)
                 self._source.release(self._chunk)
         return parts, got
 
@@ -606,7 +615,13 @@ class _GatheringTaker:
         self._items = within if kept is None else kept[within]
         self._opened = self._source.chunk(piece.chunk)
         trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
+        self._reading = activity_begin(_reading(self._source, piece.chunk))
         return True
+
+
+def _reading(source: ChunkSource, chunk: int) -> str:
+    """What a worker reading ``chunk`` publishes for the hang watchdog (opening it waits for it)."""
+    return f"read chunk {chunk} ({source.index.chunks[chunk].filename}: wait, open, decode, transform)"
 
 
 def sent(batches: Iterator[Any], batching: Batching, worker: int) -> Iterator[Any]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk
+from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
 from litdata_stream._parquet_index import local_dataset_index, select_files
 
 __all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener", "fork_generation", "open_source"]
@@ -86,16 +86,19 @@ class LocalSource:
         encryption: the key for encrypted datasets.
         keep_open: how many chunks stay mapped at once (a mapping costs address space, not
             memory, so random access over a few dozen chunks does not reopen them).
+        opener: how chunks are opened.
+        verify: check each chunk against its recorded checksum when this process first opens it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
-                 keep_open: int = 16, opener: ChunkOpener = open_chunk) -> None:  # fmt: skip
+                 keep_open: int = 16, opener: ChunkOpener = open_chunk, verify: bool = False) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
         self.opener = opener
         self._keep_open = keep_open
         self._open: dict[int, Chunk] = {}
+        self._unverified = set(range(len(self.index.chunks))) if verify else set()
 
     def schedule(self, chunks: list[int]) -> None:
         return None
@@ -105,6 +108,9 @@ class LocalSource:
         if found is None:
             info = self.index.chunks[number]
             found = self.opener(self.directory / info.filename, info, self.index, self.encryption)
+            if number in self._unverified:  # after opening, which refuses links out of the folder and FIFOs
+                verify_file(self.directory / info.filename, info, str(self.directory))
+                self._unverified.discard(number)
             if len(found) != info.chunk_size:
                 raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
         self._open[number] = found  # most recently used last
@@ -140,7 +146,8 @@ def open_source(dataset: Any) -> ChunkSource:
         if profile is None or profile.in_place:
             index = local_dataset_index(directory, getattr(dataset, "index_path", None), _cache_root(dataset))
             index = select_files(index, getattr(dataset, "file_pattern", None))
-            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset))
+            verify = getattr(dataset, "verify_chunks", False)
+            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset), verify=verify)
         url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
     from litdata_stream._remote import RemoteSource
 

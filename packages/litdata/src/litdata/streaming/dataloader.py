@@ -1,5 +1,5 @@
-"""Upstream's ``litdata.streaming.dataloader`` import path."""
+"""Upstream's ``litdata.streaming.dataloader`` import path (and the loader's watchdog warning and stats)."""
 
-from litdata_stream import StreamingDataLoader
+from litdata_stream import LoaderStallWarning, LoaderStats, StreamingDataLoader
 
-__all__ = ["StreamingDataLoader"]
+__all__ = ["LoaderStallWarning", "LoaderStats", "StreamingDataLoader"]

@@ -1,0 +1,112 @@
+"""Per-chunk checksums: what the writer records in ``index.json`` and readers verify.
+
+Each chunk entry the writer makes carries ``"checksum": "xxh3_64:<16 hex digits>"``, the XXH3
+64-bit hash of the file's bytes as stored (after compression and chunk encryption), so a
+download can be checked before anything decodes it. A whole-file compressed chunk also carries
+``"plain_checksum"``, the hash of the decompressed bytes, which is what a cache keeps on disk.
+Upstream LitData ignores both keys. Entries without them (upstream's datasets, older ones) are
+not checked.
+
+XXH3 because checking must cost next to nothing next to a download: 8.3 GB/s on one core of
+the development machine, against 2.2-3 GB/s for ``zlib.crc32``, 1.3 GB/s for SHA-256 and
+0.56 GB/s for BLAKE2b (64 MiB of random bytes, best of 5). It detects damage, not tampering:
+whoever can rewrite a chunk can rewrite ``index.json`` too.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import xxhash
+
+from litdata_format._index import ChunkInfo
+
+__all__ = ["ChecksumError", "checksum_bytes", "checksum_file", "expected_checksum", "verify_file"]
+
+_ALGORITHM = "xxh3_64"
+_BLOCK = 1 << 22
+
+
+class ChecksumError(ValueError):
+    """A chunk file's bytes do not hash to what ``index.json`` records for it.
+
+    Attributes:
+        found: what the bytes hash to.
+        expected: what the index records.
+    """
+
+    # Defaults, so the error rebuilds from its message alone (unpickled, re-raised from a DataLoader worker).
+    def __init__(self, message: str, found: str = "", expected: str = "") -> None:
+        super().__init__(message)
+        self.found, self.expected = found, expected
+
+
+def _text(digest: int) -> str:
+    return f"{_ALGORITHM}:{digest:016x}"
+
+
+def checksum_bytes(parts: Iterable[Any]) -> str:
+    """The checksum string of the concatenation of ``parts`` (bytes-like objects)."""
+    hasher = xxhash.xxh3_64()
+    for part in parts:
+        hasher.update(part)
+    return _text(hasher.intdigest())
+
+
+def checksum_file(file: str | os.PathLike[str] | int) -> str:
+    """The checksum string of the file at a path, or open as descriptor ``file``.
+
+    The file is mapped, not read, so its bytes are hashed where they lie in the page cache (a
+    download just written is there) without a copy; in 4 MiB steps, so another thread waiting
+    for the GIL gets it between them.
+    """
+    if not isinstance(file, int):
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return checksum_file(fd)
+        finally:
+            os.close(fd)
+    hasher = xxhash.xxh3_64()
+    size = os.fstat(file).st_size
+    if size:
+        with mmap.mmap(file, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            for start in range(0, size, _BLOCK):
+                hasher.update(view[start : start + _BLOCK])
+    return _text(hasher.intdigest())
+
+
+def expected_checksum(info: ChunkInfo, plain: bool = False) -> str | None:
+    """What ``info``'s file should hash to: as stored, or decompressed (``plain``), if recorded.
+
+    For a chunk that is not whole-file compressed the two are the same file, so ``plain`` falls
+    back to ``checksum``. Values of an algorithm this version does not know are not checked.
+    """
+    value = info.extra.get("plain_checksum") if plain else None
+    if value is None:
+        value = info.extra.get("checksum")
+    if isinstance(value, str) and value.startswith(_ALGORITHM + ":"):
+        return value
+    return None
+
+
+def verify_file(file: str | os.PathLike[str] | int, info: ChunkInfo, where: str, plain: bool = False) -> bool:
+    """Raise :class:`ChecksumError` if ``file`` (a path or a descriptor) does not match ``info``'s checksum.
+
+    Returns whether there was a checksum to check. ``where`` names the chunk in the error (a URL
+    or the dataset folder).
+    """
+    expected = expected_checksum(info, plain)
+    if expected is None:
+        return False
+    found = checksum_file(file)
+    if found != expected:
+        raise ChecksumError(
+            f"chunk {info.filename} ({where}): its bytes hash to {found} but index.json records {expected}; "
+            "the file is damaged (on disk or in transit)",
+            found,
+            expected,
+        )
+    return True
