@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -213,11 +212,10 @@ def test_queue_ended_by_one_all_done(tmp_path: Path) -> None:
     assert sorted(read(tmp_path / "out")) == [(i, i**2) for i in range(50)]
 
 
+@pytest.mark.timeout(60)  # a hang fails here; no timed assertion
 def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> None:
-    start = time.monotonic()
     with pytest.raises(WorkerError, match=r"input 7 \(position 7") as info:
         optimize(fns.fail_on_seven, list(range(30)), tmp_path / "out", chunk_size=4, num_workers=2, verbose=False)
-    assert time.monotonic() - start < 30
     assert info.value.position == 7 and info.value.input == "7"
     assert "ValueError: bad input 7" in (info.value.remote_traceback or "")
     assert "prep_fns.py" in str(info.value.__cause__)
@@ -237,12 +235,11 @@ def test_a_sample_the_writer_refuses_is_not_blamed_on_fn(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.timeout(60)  # a hang fails here; no timed assertion
 def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> None:
-    start = time.monotonic()
     with pytest.raises(WorkerError, match="killed by SIGKILL"):
         optimize(fns.die_on_five, list(range(30)), tmp_path / "out", chunk_size=4, num_workers=2,
                  keep_data_ordered=ordered, **FORK)  # fmt: skip
-    assert time.monotonic() - start < 30
     assert not (tmp_path / "out" / "index.json").exists()
     assert not list((tmp_path / "out").rglob("*.bin"))
     assert mp.active_children() == []

