@@ -23,7 +23,8 @@ import pytest
 
 from litdata_format import ChunkInfo, compress
 from litdata_io import dataset_version, get_storage
-from litdata_io._cache import ChunkCache, ChunkDownloadError, cache_path, clear_cache, resolve_max_cache_size
+from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
+from litdata_io._cache_clear import cache_path, clear_cache
 
 
 def _load_folder_storage() -> Any:

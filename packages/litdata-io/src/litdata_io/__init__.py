@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the submodule that defines it
 _EXPORTS: dict[str, str] = {
-    "CacheClearResult": "litdata_io._cache",
+    "CacheClearResult": "litdata_io._cache_clear",
     "ChunkCache": "litdata_io._cache",
     "ChunkDownloadError": "litdata_io._cache",
-    "cache_path": "litdata_io._cache",
-    "clear_cache": "litdata_io._cache",
+    "cache_path": "litdata_io._cache_clear",
+    "clear_cache": "litdata_io._cache_clear",
     "resolve_max_cache_size": "litdata_io._cache",
     "claim_version": "litdata_io._cache_versions",
     "dataset_version": "litdata_io._cache_versions",
@@ -66,14 +66,8 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from litdata_io._activity import ActivityBoard, activity, activity_begin, activity_end, attach_activity
-    from litdata_io._cache import (
-        CacheClearResult,
-        ChunkCache,
-        ChunkDownloadError,
-        cache_path,
-        clear_cache,
-        resolve_max_cache_size,
-    )
+    from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
+    from litdata_io._cache_clear import CacheClearResult, cache_path, clear_cache
     from litdata_io._cache_versions import claim_version, dataset_version
     from litdata_io._errors import ReadOnlyStorageError, StorageError
     from litdata_io._forkserver import start_forkserver

@@ -91,9 +91,13 @@ from litdata_format import (
     verify_file,
 )
 from litdata_io._activity import activity
+from litdata_io._cache_clear import CacheClearResult, clear_cache
 from litdata_io._cache_locks import (
     EX,
+    LEDGER,
+    LOCK_SUFFIX,
     SH,
+    STAGING_SUFFIX,
     delete_if_unused,
     flock,
     lock_exclusive,
@@ -106,28 +110,17 @@ from litdata_io._cache_locks import (
 )
 from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
-from litdata_io._resolver import cache_root
 from litdata_io._tracer import trace_instant, trace_span
 
 if TYPE_CHECKING:
     from litdata_io._storage import Storage
 
-__all__ = [
-    "CacheClearResult",
-    "ChunkCache",
-    "ChunkDownloadError",
-    "cache_path",
-    "clear_cache",
-    "resolve_max_cache_size",
-]
+__all__ = ["ChunkCache", "ChunkDownloadError", "resolve_max_cache_size"]
 
 _GB = 1000**3
 _RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large enough
 _DEFAULT_FRACTION = 0.75
 _FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
-_LOCK_SUFFIX = ".lock"
-_STAGING_SUFFIX = ".partial"
-_LEDGER = ".cache-bytes"
 _LEDGER_WIDTH = 48
 _RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
 _MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
@@ -248,7 +241,7 @@ class ChunkCache:
         self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
         _refuse_source_folder(storage, self.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self._ledger = _Ledger(self.cache_dir / _LEDGER)
+        self._ledger = _Ledger(self.cache_dir / LEDGER)
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)
         if self.version is not None:
@@ -430,10 +423,10 @@ class ChunkCache:
         """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result."""
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = final.parent / f".{final.name}{_LOCK_SUFFIX}"
+        lock_path = final.parent / f".{final.name}{LOCK_SUFFIX}"
         with activity(f"waiting on the download lock {lock_path}"):
             lock_fd = await lock_exclusive_async(lock_path)
-        staging = final.parent / f".{final.name}{_STAGING_SUFFIX}"
+        staging = final.parent / f".{final.name}{STAGING_SUFFIX}"
         try:
             fd = open_pinned(final)
             if fd is not None:
@@ -546,7 +539,7 @@ class ChunkCache:
                 continue
             for entry in entries:
                 if entry.name.startswith("."):
-                    if locks is not None and entry.name.endswith(_LOCK_SUFFIX):
+                    if locks is not None and entry.name.endswith(LOCK_SUFFIX):
                         locks.append(Path(entry.path))
                     continue
                 try:
@@ -742,102 +735,3 @@ def _refuse_source_folder(storage: Storage, cache_dir: Path) -> None:
             f"cache_dir {cache_dir} holds the dataset's own files ({url}); the cache evicts files, so give "
             "it a folder of its own (or read a local dataset without a cache)"
         )
-
-
-# -- the whole cache: `litdata cache path|clear` --------------------------------------------------
-def cache_path() -> Path:
-    """The active cache root: ``LITDATA_CACHE_DIR`` if set, else ``~/.lightning/chunks``."""
-    return cache_root()
-
-
-@dataclass
-class CacheClearResult:
-    """What :func:`clear_cache` did.
-
-    Attributes:
-        path: the folder cleared.
-        files: how many files were deleted.
-        bytes: how many bytes they held.
-        in_use: files kept because a process is reading or downloading them.
-    """
-
-    path: Path
-    files: int = 0
-    bytes: int = 0
-    in_use: list[Path] = field(default_factory=list)
-
-
-def clear_cache(path: str | os.PathLike[str] | None = None) -> CacheClearResult:
-    """Delete cached chunks (and index files, and leftovers of crashed downloads) under ``path``.
-
-    Chunks that a process is reading and downloads in progress are kept (and listed in the
-    result); no lock file is left behind. Folders left empty are removed, ``path`` included.
-
-    Args:
-        path: the folder to clear; default :func:`cache_path`.
-    """
-    root = Path(path).expanduser() if path is not None else cache_path()
-    resolved = root.resolve()
-    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
-        raise ValueError(f"refusing to clear {root}: it is not a cache folder (set LITDATA_CACHE_DIR or pass a path)")
-    result = CacheClearResult(root)
-    if not root.is_dir():
-        return result
-    folders = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder)
-        folders.append(here)
-        # A staging folder belongs to a download: clear it under that chunk's lock, never file by file.
-        for name in [d for d in dirs if d.startswith(".") and d.endswith(_STAGING_SUFFIX)]:
-            dirs.remove(name)
-            _clear_staging(here / name, result)
-        for name in files:
-            _clear_file(here / name, result)
-    for folder in reversed(folders):
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only if empty
-    return result
-
-
-def _clear_file(path: Path, result: CacheClearResult) -> None:
-    name = path.name
-    if name == _LEDGER:  # bookkeeping, not cached data: the next eviction counts the folder again
-        delete_if_unused(path)
-        return
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return
-    if name.startswith(".") and name.endswith(_LOCK_SUFFIX):
-        fd = lock_exclusive(path, blocking=False)
-        if fd is None:
-            result.in_use.append(path)  # a download in progress
-            return
-        release_lock_file(fd, path)
-    elif delete_if_unused(path):
-        pass
-    elif path.exists():
-        result.in_use.append(path)
-        return
-    else:
-        return
-    result.files += 1
-    result.bytes += size
-
-
-def _clear_staging(staging: Path, result: CacheClearResult) -> None:
-    # Only a download holding the chunk's lock writes here: take the lock to remove it safely.
-    chunk_name = staging.name[1 : -len(_STAGING_SUFFIX)]
-    lock_path = staging.parent / f".{chunk_name}{_LOCK_SUFFIX}"
-    fd = lock_exclusive(lock_path, blocking=False)
-    if fd is None:
-        result.in_use.append(staging)
-        return
-    try:
-        for file in staging.rglob("*"):
-            if file.is_file():
-                result.files += 1
-                result.bytes += file.stat().st_size
-        shutil.rmtree(staging, ignore_errors=True)
-    finally:
-        release_lock_file(fd, lock_path)

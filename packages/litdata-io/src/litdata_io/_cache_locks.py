@@ -19,6 +19,10 @@ from pathlib import Path
 
 from litdata_io._tracer import trace_span
 
+LOCK_SUFFIX = ".lock"  # a download's lock: ``.{chunk}.lock``
+STAGING_SUFFIX = ".partial"  # a download's staging folder: ``.{chunk}.partial``
+LEDGER = ".cache-bytes"  # the folder's byte count (see ``_cache``)
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -26,8 +30,11 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "EX",
+    "LEDGER",
+    "LOCK_SUFFIX",
     "NB",
     "SH",
+    "STAGING_SUFFIX",
     "delete_if_unused",
     "flock",
     "lock_exclusive",

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from litdata_format import write_file_atomic
+from litdata_io._cache_clear import clear_cache
 
 __all__ = ["check_version", "claim_version", "dataset_version", "mark_version"]
 
@@ -76,8 +77,6 @@ def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> 
         version: the subfolder, as :func:`dataset_version` makes it.
         url: the dataset's URL.
     """
-    from litdata_io._cache import clear_cache  # the cache module builds on this one
-
     root = Path(cache_dir)
     folder = root / check_version(version)
     mark_version(folder, url)
