@@ -23,13 +23,17 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import cast
 from urllib.parse import urlsplit
 
-__all__ = ["Fault", "FaultProxy"]
+__all__ = ["Fault", "FaultProxy", "Gate"]
+
+Gate = Callable[[str, str, Mapping[str, str]], "int | None"]
+"""Decides each request before it is forwarded: a status to answer instead, or None to let it pass."""
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 _PACE_BYTES = 64 << 10  # a paced body goes out in pieces this big
@@ -112,6 +116,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self._body()
+        gate = self.proxy.gate
+        if gate is not None and (status := gate(self.command, self.path, dict(self.headers.items()))):
+            self.proxy.record(self.command, self.path, str(status))
+            self._error(status)
+            return
         fault = self.proxy.take(self.command, self.path)
         action = fault.action if fault else "pass"
         self.proxy.record(self.command, self.path, action)
@@ -180,6 +189,7 @@ class _Server(ThreadingHTTPServer):
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
         self.faults: list[Fault] = []
+        self.gate: Gate | None = None
         self.log: list[tuple[str, str, str]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -233,6 +243,11 @@ class FaultProxy:
         """Script ``action`` for ``times`` matching requests after ``skip`` (see the module docstring)."""
         with self._server.lock:
             self._server.faults.append(Fault(action, method, path_contains, times, stall, skip))
+
+    def set_gate(self, gate: Gate | None) -> None:
+        """Refuse requests ``gate(method, path, headers)`` answers a status for (logged as that status)."""
+        with self._server.lock:
+            self._server.gate = gate
 
     def requests(self, method: str | None = None, path_contains: str | None = None) -> list[tuple[str, str, str]]:
         """The logged ``(method, path, action)`` of the requests seen so far, optionally filtered."""

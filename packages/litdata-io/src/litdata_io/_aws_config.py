@@ -1,14 +1,25 @@
-"""S3 credentials for this process: explicit options, then the environment, then a profile file.
+"""S3 credentials for this process: the whole AWS chain, in boto3's order, handed to obstore.
 
-obstore reads ``AWS_*`` environment variables (keys, region, endpoint, web identity, container
-and instance credentials) by itself, but not the shared ``~/.aws/credentials`` / ``~/.aws/config``
-files. boto3 users expect a profile to work, so the profile is read here, with no boto3: the files
-are INI files. This runs in each process when its client is built; the keys read from a file are
-never stored in the storage object, so they never travel in a pickle (the worker reads the file).
+obstore reads most ``AWS_*`` variables itself (keys, region, endpoints, ``AWS_ENDPOINT_URL_STS``,
+web identity, container credentials with a token file, ``AWS_METADATA_ENDPOINT``) and fetches and
+refreshes temporary credentials in Rust. What it does not read is completed here, once per client,
+in the process that builds it (a worker or the obstore helper reads its own environment and files;
+keys read from a file never travel in a pickle):
 
-Order, as boto3's chain: keys in ``storage_options``/``session_options`` > ``AWS_ACCESS_KEY_ID``
-and friends (and web-identity/container credentials) in the environment > the named profile
-(``profile_name``, else ``AWS_PROFILE``, else ``default``) > instance metadata (obstore).
+1. keys in ``storage_options`` / ``session_options`` (or ``skip_signature``: unsigned, on request only);
+2. ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``);
+3. a profile (``profile_name``, else ``AWS_PROFILE``, else ``default``) that assumes a role, runs a
+   ``credential_process``, uses SSO or a web-identity token: through boto3
+   (:mod:`litdata_io._aws_boto3`), or a clear error when boto3 is missing;
+4. web identity: ``AWS_WEB_IDENTITY_TOKEN_FILE`` + ``AWS_ROLE_ARN`` (obstore; STS at
+   ``AWS_ENDPOINT_URL_STS``);
+5. the profile's static keys (read from the INI files here, no boto3 needed);
+6. container credentials: ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI``, or ``..._FULL_URI`` with
+   ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`` (obstore); a full URI with an inline token or none
+   goes through boto3, which obstore cannot do;
+7. EC2 instance metadata, IMDSv2 (obstore), at ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (mapped to
+   obstore's ``metadata_endpoint``) unless ``AWS_EC2_METADATA_DISABLED=true``, in which case finding
+   nothing is an error rather than an unsigned request.
 """
 
 from __future__ import annotations
@@ -23,21 +34,16 @@ from litdata_io._options import BackendOptions
 
 __all__ = ["endpoint_of", "read_profile", "s3_client_config"]
 
-_ENV_CREDENTIALS = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
 _ENV_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+# profile settings that get credentials from somewhere else (boto3 resolves them)
 _INDIRECT = (
     "role_arn",
-    "source_profile",
     "credential_process",
     "sso_session",
     "sso_start_url",
     "web_identity_token_file",
 )
+_IMDS_IPV6 = "http://[fd00:ec2::254]"
 
 
 def _read_ini(path: Path) -> configparser.ConfigParser:
@@ -80,54 +86,103 @@ def read_profile(name: str, environ: Mapping[str, str] | None = None) -> dict[st
     return found
 
 
-def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The S3Store config for this process: explicit options completed from a profile file.
+def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
+    """The S3Store config and credential provider (or None: obstore's own chain) for this process.
 
     Args:
         options: the normalized ``storage_options``.
         environ: the environment (``os.environ`` by default).
 
     Raises:
-        ValueError: a profile named explicitly does not exist, or needs boto3 (SSO, assume-role,
-            credential_process).
+        ValueError: a profile named explicitly does not exist; a profile (or container setting)
+            needs boto3 and it is not installed, or names a profile that does not exist; no
+            credential source is configured and instance metadata is disabled.
     """
     environ = os.environ if environ is None else environ
     config = options.merged()
+    if "sts_endpoint" in config:  # the name obstore documents; the one it accepts is the SDK's
+        config["aws_endpoint_url_sts"] = config.pop("sts_endpoint")
     explicit = options.profile
     name = explicit or environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
-    wants_keys = "access_key_id" not in config and not config.get("skip_signature")
-    env_has_keys = any(environ.get(var) for var in _ENV_CREDENTIALS)
-    needs_profile = explicit is not None or (not env_has_keys and wants_keys) or not _has_region(config, environ)
-    profile = read_profile(name, environ) if needs_profile else None
+    profile = read_profile(name, environ)
     if explicit is not None and profile is None:
         raise ValueError(
             f"AWS profile {explicit!r} (session_options['profile_name']) is not in {_files(environ)}; "
             "create it with `aws configure --profile NAME` or pass the keys in storage_options"
         )
-    if profile:
-        has_keys = "aws_access_key_id" in profile and "aws_secret_access_key" in profile
-        if wants_keys and (explicit is not None or not env_has_keys):
-            if has_keys:
-                config["access_key_id"] = profile["aws_access_key_id"]
-                config["secret_access_key"] = profile["aws_secret_access_key"]
-                if profile.get("aws_session_token") or profile.get("aws_security_token"):
-                    config["session_token"] = profile.get("aws_session_token") or profile["aws_security_token"]
-            elif explicit is not None and any(key in profile for key in _INDIRECT):
-                raise ValueError(
-                    f"AWS profile {explicit!r} gets its credentials through SSO, assume-role or credential_process, "
-                    "which litdata-io resolves without boto3 only for static keys. Export temporary keys first "
-                    f"(`aws configure export-credentials --profile {explicit} --format env`) or pass them in "
-                    "storage_options"
-                )
-        if not _has_region(config, environ) and profile.get("region"):
-            config["region"] = profile["region"]
-        if (
-            "endpoint" not in config
-            and not any(environ.get(var) for var in _ENV_ENDPOINTS)
-            and profile.get("endpoint_url")
-        ):
-            config["endpoint"] = profile["endpoint_url"]
-    return config
+    _settings_from_profile(config, profile or {}, environ)
+    if "access_key_id" in config or config.get("skip_signature") or environ.get("AWS_ACCESS_KEY_ID"):
+        return config, None  # 1-2: given keys, unsigned on request, or keys in the environment
+    if profile and any(key in profile for key in _INDIRECT) and not _is_static(profile):
+        indirect = next(key for key in _INDIRECT if key in profile)
+        return config, _boto3_provider(name, f"profile {name!r} sets {indirect}", profile, config, environ)
+    if environ.get("AWS_WEB_IDENTITY_TOKEN_FILE") and environ.get("AWS_ROLE_ARN"):
+        return config, None  # 4: obstore's web identity
+    if profile and _is_static(profile):
+        config["access_key_id"] = profile["aws_access_key_id"]
+        config["secret_access_key"] = profile["aws_secret_access_key"]
+        token = profile.get("aws_session_token") or profile.get("aws_security_token")
+        if token:
+            config["session_token"] = token
+        return config, None
+    if environ.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or config.get("container_credentials_relative_uri"):
+        return config, None
+    if environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or config.get("container_credentials_full_uri"):
+        if environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") or config.get("container_authorization_token_file"):
+            return config, None
+        why = "AWS_CONTAINER_CREDENTIALS_FULL_URI is set without AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+        return config, _boto3_provider(None, why, None, config, environ)
+    if _true(environ.get("AWS_EC2_METADATA_DISABLED")):
+        raise ValueError(
+            "no AWS credentials found (storage_options, AWS_ACCESS_KEY_ID, a profile in "
+            f"{_files(environ)}, web identity, container credentials) and AWS_EC2_METADATA_DISABLED=true "
+            "turns off instance metadata; configure one of them, or pass storage_options={'anon': True} "
+            "to send unsigned requests to a public bucket"
+        )
+    if "metadata_endpoint" not in config and not environ.get("AWS_METADATA_ENDPOINT"):
+        if environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT"):
+            config["metadata_endpoint"] = environ["AWS_EC2_METADATA_SERVICE_ENDPOINT"].rstrip("/")
+        elif environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "").lower() == "ipv6":
+            config["metadata_endpoint"] = _IMDS_IPV6
+    return config, None
+
+
+def _settings_from_profile(config: dict[str, Any], profile: Mapping[str, str], environ: Mapping[str, str]) -> None:
+    """Region and endpoint from the profile, where neither the options nor the environment set them."""
+    if not _has_region(config, environ) and profile.get("region"):
+        config["region"] = profile["region"]
+    if "endpoint" not in config and not any(environ.get(var) for var in _ENV_ENDPOINTS) and profile.get("endpoint_url"):
+        config["endpoint"] = profile["endpoint_url"]
+
+
+def _is_static(profile: Mapping[str, str]) -> bool:
+    return "aws_access_key_id" in profile and "aws_secret_access_key" in profile
+
+
+def _boto3_provider(
+    name: str | None, why: str, profile: Mapping[str, str] | None, config: Mapping[str, Any], environ: Mapping[str, str]
+) -> Any:
+    """obstore's boto3 credential provider for profile ``name`` (None: boto3's default chain)."""
+    source = profile.get("source_profile") if profile else None
+    if source and read_profile(source, environ) is None:
+        raise ValueError(
+            f"AWS profile {name!r} sets source_profile = {source}, which is not in {_files(environ)}; "
+            f"add a [{'default' if source == 'default' else 'profile ' + source}] section with its keys, "
+            "or point source_profile at a profile that exists"
+        )
+    try:
+        from litdata_io._aws_boto3 import boto3_provider
+    except ImportError:
+        raise ValueError(
+            f"AWS credentials: {why}, which litdata-io resolves through boto3, and boto3 is not installed: "
+            "pip install boto3 (or export temporary keys first: "
+            f"`aws configure export-credentials{f' --profile {name}' if name else ''} --format env`)"
+        ) from None
+    return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"))
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _has_region(config: Mapping[str, Any], environ: Mapping[str, str]) -> bool:

@@ -123,10 +123,17 @@ class ObstoreStorage(Storage):
         provider = self.options.provider
         prefix = self._prefix or None
         if provider == "s3":
-            config = s3_client_config(self.options)
+            config, provider = s3_client_config(self.options)
             endpoint = endpoint_of(config) or ""
             client = self._client_options(endpoint.startswith("http://"))
-            return stores.S3Store(self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry)
+            return stores.S3Store(
+                self._bucket,
+                prefix=prefix,
+                config=config,
+                client_options=client,
+                retry_config=retry,
+                credential_provider=provider,
+            )
         if provider == "gcs":
             config = {k: v for k, v in self.options.merged().items() if k != "project"}
             client = self._client_options(str(config.get("base_url", "")).startswith("http://"))

@@ -71,6 +71,7 @@ _S3_PASSTHROUGH = {
     "web_identity_token_file",
     "container_credentials_relative_uri",
     "container_credentials_full_uri",
+    "container_authorization_token_file",
 }
 _GCS = {
     **dict.fromkeys(("anon", "unsigned", "skip_signature", "google_skip_signature"), "skip_signature"),

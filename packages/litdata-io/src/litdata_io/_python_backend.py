@@ -120,7 +120,7 @@ class PythonStorage(Storage):
     # -- plumbing ---------------------------------------------------------------------------------
     def _s3_config(self) -> dict[str, Any]:
         if self._config is None:
-            config = s3_client_config(self.options)
+            config, _ = s3_client_config(self.options)
             env = os.environ
             for name, var in (("access_key_id", "AWS_ACCESS_KEY_ID"), ("secret_access_key", "AWS_SECRET_ACCESS_KEY")):
                 if not config.get(name) and env.get(var):

@@ -1,0 +1,434 @@
+"""Credential stand-ins on 127.0.0.1, and a signing checker in front of the S3 server.
+
+:class:`CredentialServer` answers as the places AWS hands credentials out from:
+
+- the EC2 instance-metadata service, IMDSv2 only (``PUT /latest/api/token``, then
+  ``GET /latest/meta-data/iam/security-credentials/`` and ``.../<role>`` with the session token);
+- the ECS/EKS container-credentials endpoint (``GET /container/...``; under ``/container/full/``
+  the ``Authorization`` header must carry the token file's text, as EKS Pod Identity checks);
+- STS (``POST /sts/``): ``AssumeRoleWithWebIdentity`` with the token file's text, and
+  ``AssumeRole`` signed (SigV4) with keys of a registered source profile.
+
+Each answer is a fresh key pair from the shared :class:`Authority`, which remembers every key it
+handed out and how long it stays valid. :class:`SigningChecker` sits in front of moto's S3 (moto
+checks no signatures) and forwards only requests signed, per SigV4 as botocore's signer computes
+it, by a key the authority handed out and still valid; it answers the others 403 and counts them.
+
+Expiry. A credential advertises ``Expiration = now + lifetime``. Clients refresh a credential when
+less than a minimum lifetime is left (obstore: 300 s, its ``TokenCache`` min TTL; botocore: 10-15
+minutes), so to test a refresh within seconds the authority can be set to stop accepting a key
+``accept_for`` seconds after issuing it, a while after the client should have replaced it:
+``lifetime = 300 + 1`` with ``accept_for = 4`` means "refresh after a second, or fail after four".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import itertools
+import json
+import secrets
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from tests.fault_proxy import FaultProxy
+
+__all__ = ["Authority", "CredentialServer", "Issued", "SigningChecker", "start_credential_stack"]
+
+ROLE = "litdata-node-role"
+ROLE_ARN = "arn:aws:iam::123456789012:role/litdata-node-role"
+MIN_TTL = 300.0  # obstore (object_store's TokenCache) refreshes a credential with less left than this
+
+
+@dataclass
+class Issued:
+    """A key pair the authority handed out (or registered)."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+    source: str
+    lifetime: float  # advertised, seconds from issue
+    accepted_until: float  # time.monotonic() after which the checker refuses it
+    services: tuple[str, ...] = ("s3", "sts")  # what the key may sign for
+
+    def document(self) -> dict[str, str]:
+        """The JSON the metadata and container endpoints answer."""
+        now = dt.datetime.now(dt.timezone.utc)
+        return {
+            "Code": "Success",
+            "Type": "AWS-HMAC",
+            "AccessKeyId": self.access_key,
+            "SecretAccessKey": self.secret_key,
+            "Token": self.token or "",
+            "Expiration": (now + dt.timedelta(seconds=self.lifetime)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "LastUpdated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "RoleArn": ROLE_ARN,
+        }
+
+
+@dataclass
+class Authority:
+    """Every key handed out, how long each is accepted, and what the checker saw.
+
+    Counts are kept per *mark*: the name of the phase a test driver announced last
+    (``GET /mark/<name>`` on the credential server), so one long-running driver process can run
+    several phases and each is judged on its own requests.
+    """
+
+    lifetime: float = 3600.0
+    accept_for: float | None = None  # None: as long as advertised
+    mark: str = ""
+    issued: dict[str, Issued] = field(default_factory=dict)
+    issuances: Counter[tuple[str, str]] = field(default_factory=Counter)  # (mark, source)
+    verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (mark, verdict)
+    refusals: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # (mark, verdict, method, url, agent)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _serial: Iterator[int] = field(default_factory=itertools.count)
+
+    def issue(self, source: str) -> Issued:
+        with self.lock:
+            serial = next(self._serial)
+            accept = self.lifetime if self.accept_for is None else self.accept_for
+            issued = Issued(
+                access_key=f"ASIA{serial:016d}",
+                secret_key=secrets.token_hex(20),
+                token=secrets.token_urlsafe(24),
+                source=source,
+                lifetime=self.lifetime,
+                accepted_until=time.monotonic() + accept,
+            )
+            self.issued[issued.access_key] = issued
+            self.issuances[self.mark, source] += 1
+            return issued
+
+    def register_static(self, access_key: str, secret_key: str, services: tuple[str, ...] = ("s3", "sts")) -> None:
+        """Accept a never-expiring key pair (a profile's static keys) for ``services``."""
+        with self.lock:
+            self.issued[access_key] = Issued(
+                access_key, secret_key, None, "static", float("inf"), float("inf"), services
+            )
+
+    def verify(self, method: str, url: str, headers: Mapping[str, str], service: str) -> str:
+        """``"ok"`` or why the request is refused (``"unsigned"``, ``"unknown key"``, ...)."""
+        verdict, source = _verify(self, method, url, headers, service)
+        with self.lock:
+            self.verdicts[self.mark, verdict if verdict != "ok" else f"ok:{service}:{source}"] += 1
+            if verdict != "ok":
+                agent = headers.get("user-agent", headers.get("User-Agent", ""))
+                self.refusals.append((self.mark, verdict, method, url, agent))
+        return verdict
+
+    def counts(self, prefix: str) -> tuple[dict[str, int], dict[str, int]]:
+        """Issuances by source and checker verdicts, over the marks starting with ``prefix``.
+
+        An accepted request's verdict is ``ok:<service>:<source of its key>``.
+        """
+        with self.lock:
+            issued: Counter[str] = Counter()
+            verdicts: Counter[str] = Counter()
+            for (mark, source), n in self.issuances.items():
+                if mark.startswith(prefix) and n:
+                    issued[source] += n
+            for (mark, verdict), n in self.verdicts.items():
+                if mark.startswith(prefix):
+                    verdicts[verdict] += n
+            return dict(issued), dict(verdicts)
+
+    def reset(self, lifetime: float = 3600.0, accept_for: float | None = None) -> None:
+        """Set how long the credentials issued from now on live, and are accepted."""
+        with self.lock:
+            self.lifetime, self.accept_for = lifetime, accept_for
+
+
+def _verify(
+    authority: Authority, method: str, url: str, headers: Mapping[str, str], service: str
+) -> tuple[str, str | None]:
+    from botocore.auth import S3SigV4Auth, SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    lower = {k.lower(): v for k, v in headers.items()}
+    auth = lower.get("authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "unsigned", None
+    fields = dict(part.strip().split("=", 1) for part in auth[len("AWS4-HMAC-SHA256 ") :].split(","))
+    access_key, date, region, scope_service, _ = fields["Credential"].split("/")
+    with authority.lock:
+        issued = authority.issued.get(access_key)
+    if issued is None:
+        return "unknown key", None
+    if time.monotonic() > issued.accepted_until:
+        return "expired key", None
+    if scope_service != service or service not in issued.services:
+        return "wrong service", None
+    if (issued.token or "") != lower.get("x-amz-security-token", ""):
+        return "wrong session token", None
+    signed = fields["SignedHeaders"].split(";")
+    request = AWSRequest(method=method, url=url, headers={name: lower.get(name, "") for name in signed})
+    request.context["timestamp"] = lower.get("x-amz-date", "")
+    if not request.context["timestamp"].startswith(date):
+        return "wrong date", None
+    signer_class = S3SigV4Auth if service == "s3" else SigV4Auth
+    signer = signer_class(Credentials(issued.access_key, issued.secret_key, issued.token), service, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    if not secrets.compare_digest(expected, fields["Signature"]):
+        return "bad signature", None
+    return "ok", issued.source
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def stand_in(self) -> _Server:
+        return cast(_Server, self.server)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def _answer(self, status: int, body: str | bytes, kind: str = "text/plain") -> None:
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_PUT(self) -> None:
+        self._read_body()
+        if self.path == "/latest/api/token" and self.headers.get("x-aws-ec2-metadata-token-ttl-seconds"):
+            token = secrets.token_urlsafe(16)
+            with self.stand_in.authority.lock:
+                self.stand_in.imds_tokens.add(token)
+            self._answer(200, token)
+        else:
+            self._answer(400, "bad token request")
+
+    def do_GET(self) -> None:
+        server = self.stand_in
+        path = urlsplit(self.path).path
+        if path.startswith("/mark/"):
+            with server.authority.lock:
+                server.authority.mark = path[len("/mark/") :]
+            self._answer(200, "ok")
+        elif path.startswith("/latest/meta-data/iam/security-credentials/"):
+            if self.headers.get("x-aws-ec2-metadata-token") not in server.imds_tokens:
+                self._answer(401, "IMDSv2 session token missing or unknown")  # no IMDSv1 here
+            elif path.endswith("/security-credentials/"):
+                self._answer(200, ROLE)
+            elif path.endswith("/" + ROLE):
+                self._answer(200, json.dumps(server.authority.issue("imds").document()), "application/json")
+            else:
+                self._answer(404, "no such role")
+        elif path.startswith("/container/"):
+            if path.startswith("/container/full/") and self.headers.get("authorization") != server.container_token:
+                self._answer(403, "the Authorization header is not the container token")
+                return
+            source = "container-full" if path.startswith("/container/full/") else "container-open"
+            self._answer(200, json.dumps(server.authority.issue(source).document()), "application/json")
+        else:
+            self._answer(404, "not here")
+
+    def do_POST(self) -> None:
+        server = self.stand_in
+        body = self._read_body()
+        params = dict(parse_qsl(urlsplit(self.path).query))
+        params.update(parse_qsl(body.decode()))
+        action = params.get("Action")
+        if action == "AssumeRoleWithWebIdentity":
+            if params.get("WebIdentityToken") != server.web_identity_token:
+                self._answer(400, _sts_error("InvalidIdentityToken", "the web identity token is not the one issued"))
+                return
+            issued = server.authority.issue("web-identity")
+        elif action == "AssumeRole":
+            url = f"http://{self.headers.get('host')}{self.path}"
+            headers = {**dict(self.headers.items()), "x-amz-content-sha256": hashlib.sha256(body).hexdigest()}
+            verdict = server.authority.verify("POST", url, headers, "sts")
+            if verdict != "ok":
+                self._answer(403, _sts_error("AccessDenied", verdict))
+                return
+            issued = server.authority.issue("assume-role")
+        else:
+            self._answer(400, _sts_error("InvalidAction", f"not served here: {action}"))
+            return
+        self._answer(200, _sts_answer(action, issued), "text/xml")
+
+
+def _sts_error(code: str, message: str) -> str:
+    error = f"<Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+    return f"<ErrorResponse>{error}</ErrorResponse>"
+
+
+def _sts_answer(action: str, issued: Issued) -> str:
+    document = issued.document()
+    return (
+        f'<{action}Response xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><{action}Result><Credentials>'
+        f"<AccessKeyId>{issued.access_key}</AccessKeyId><SecretAccessKey>{issued.secret_key}</SecretAccessKey>"
+        f"<SessionToken>{issued.token}</SessionToken><Expiration>{document['Expiration']}</Expiration>"
+        f"</Credentials><AssumedRoleUser><Arn>{ROLE_ARN}/litdata</Arn><AssumedRoleId>AROA:litdata</AssumedRoleId>"
+        f"</AssumedRoleUser></{action}Result><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
+        f"</{action}Response>"
+    )
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, authority: Authority, tls: ssl.SSLContext | None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+        self.authority = authority
+        self.imds_tokens: set[str] = set()
+        self.container_token = "container-" + secrets.token_hex(8)
+        self.web_identity_token = "jwt-" + secrets.token_hex(16)
+
+
+class CredentialServer:
+    """IMDSv2, container credentials and STS on one loopback port (a context manager).
+
+    Args:
+        authority: issues the keys.
+        tls: serve HTTPS with this context (obstore talks to STS over HTTPS only).
+    """
+
+    def __init__(self, authority: Authority, tls: ssl.SSLContext | None = None) -> None:
+        self._server = _Server(authority, tls)
+        self._scheme = "https" if tls else "http"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        """``http(s)://127.0.0.1:<port>``: the metadata endpoint; STS is at ``/sts/``."""
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def container_token(self) -> str:
+        """What the full-URI container endpoint wants in ``Authorization``."""
+        return self._server.container_token
+
+    @property
+    def web_identity_token(self) -> str:
+        """What the web-identity token file must hold."""
+        return self._server.web_identity_token
+
+    def __enter__(self) -> CredentialServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
+
+
+class SigningChecker(FaultProxy):
+    """A proxy in front of the S3 server that forwards only requests signed by a valid issued key."""
+
+    def __init__(self, upstream: str, authority: Authority) -> None:
+        super().__init__(upstream)
+
+        def gate(method: str, path: str, headers: Mapping[str, str]) -> int | None:
+            url = f"http://{headers.get('host') or headers.get('Host')}{path}"
+            return None if authority.verify(method, url, headers, "s3") == "ok" else 403
+
+        self.set_gate(gate)
+
+
+def _certificate(subject: str, key: Any, issuer: tuple[str, Any] | None) -> Any:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    issuer_name, issuer_key = issuer or (subject, key)
+    now = dt.datetime.now(dt.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name(subject))
+        .issuer_name(name(issuer_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if issuer is not None:
+        san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        builder = builder.add_extension(san, critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A TLS context for 127.0.0.1 (a certificate from a fresh test CA), and the CA's PEM file to trust."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate("litdata test CA", ca_key, None)
+    leaf = _certificate("127.0.0.1", key, ("litdata test CA", ca_key))
+    ca_file, cert_file, key_file = folder / "test-ca.pem", folder / "sts-cert.pem", folder / "sts-key.pem"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context, ca_file
+
+
+@dataclass(frozen=True)
+class CredentialStack:
+    """The stand-ins and the checker of one test session.
+
+    Attributes:
+        authority: the keys handed out, and the checker's verdicts.
+        credentials: IMDS, container credentials and STS over HTTP.
+        tls_credentials: the same over HTTPS (for obstore's web identity, which insists on HTTPS).
+        ca_file: the PEM certificate ``tls_credentials`` presents, to trust (``SSL_CERT_FILE``).
+        checker: the signing checker in front of the S3 server; its ``endpoint`` is the S3 endpoint.
+    """
+
+    authority: Authority
+    credentials: CredentialServer
+    tls_credentials: CredentialServer
+    ca_file: Path
+    checker: SigningChecker
+
+
+@contextmanager
+def start_credential_stack(s3_endpoint: str, folder: Path) -> Iterator[CredentialStack]:
+    """Run the credential stand-ins and a signing checker in front of ``s3_endpoint``.
+
+    Args:
+        s3_endpoint: the S3 server (moto).
+        folder: where the TLS certificate is written.
+    """
+    authority = Authority()
+    tls, ca_file = _tls_context(folder)
+    with (
+        CredentialServer(authority) as credentials,
+        CredentialServer(authority, tls) as tls_credentials,
+        SigningChecker(s3_endpoint, authority) as checker,
+    ):
+        tls_credentials._server.web_identity_token = credentials.web_identity_token
+        yield CredentialStack(authority, credentials, tls_credentials, ca_file, checker)

@@ -1,0 +1,202 @@
+"""Every AWS credential source, in every kind of process litdata runs, against a bucket that checks signatures.
+
+Each source gets one fresh driver process (``tests/cred_driver.py``) whose environment holds that
+source and no keys; the driver streams with ``num_workers=0``, with 2 workers under fork (the
+default), spawn and forkserver, optimizes into the bucket with 2 workers and reads
+``StreamingRawDataset`` with 2 workers. The S3 endpoint it is given is the signing checker
+(``tests/cred_servers.py``), which forwards to moto only what a key from the expected source
+signed, and counts everything else. The relative container URI is not tested: its host is fixed at
+169.254.170.2 by the AWS spec (and by obstore and botocore), which is not loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cred_driver import N
+from tests.cred_servers import MIN_TTL, ROLE_ARN, CredentialStack, start_credential_stack
+from tests.servers import S3Server
+
+pytestmark = pytest.mark.cloud
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
+# Spawn and forkserver workers differ from fork only in how they start: two sources cover them
+# (obstore's own refreshing chain, and boto3's), the others run the cheap phases.
+SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # source: (who issues the keys S3 requests must be signed with, phases)
+    "imds": ("imds", ALL),
+    "assume-role-profile": ("assume-role", ALL),
+    "web-identity": ("web-identity", ("w0", "fork", "optimize", "raw")),
+    "container-full-uri": ("container-full", ("w0", "fork", "optimize", "raw")),
+    "container-full-uri-no-token": ("container-open", ("w0", "fork", "raw")),
+    "static-profile": ("static", ("w0", "fork", "optimize", "raw")),
+}
+STATIC = ("AKIASTATICPROFILE001", "static-profile-secret")
+BASE = ("AKIAROLESOURCE000001", "role-source-secret")
+
+
+@pytest.fixture(scope="module")
+def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("creds")
+    with start_credential_stack(s3_server.endpoint, folder) as credentials:
+        bucket = s3_server.create_bucket()
+        _seed(s3_server, bucket, folder / "seed")
+        credentials.authority.register_static(*STATIC, services=("s3",))
+        credentials.authority.register_static(*BASE, services=("sts",))  # may only assume the role
+        yield {"stack": credentials, "bucket": bucket, "folder": folder}
+
+
+def _seed(server: S3Server, bucket: str, local: Path) -> None:
+    """The dataset and the raw files, written straight to moto with the test keys."""
+    from litdata_format import BinaryWriter
+
+    writer = BinaryWriter(local, chunk_size=4)
+    for i in range(N):
+        writer.add_item(i, {"index": i})
+    writer.done()
+    writer.merge()
+    client = server.client()
+    for path in sorted(local.iterdir()):
+        client.put_object(Bucket=bucket, Key=f"data/{path.name}", Body=path.read_bytes())
+    for i in range(N):
+        client.put_object(Bucket=bucket, Key=f"raw/{i:03d}.json", Body=json.dumps({"i": i}).encode())
+
+
+def _environment(source: str, credentials: CredentialStack, folder: Path) -> dict[str, str]:
+    """A clean environment (no AWS_* from outside, no proxies, an empty HOME) with one credential source."""
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "UV_CACHE_DIR", "VIRTUAL_ENV")
+    home = folder / f"home-{source}"
+    home.mkdir(exist_ok=True)
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    server = credentials.credentials.endpoint
+    env.update(
+        HOME=str(home),
+        PYTHONPATH=str(ROOT),
+        AWS_REGION="us-east-1",
+        AWS_ENDPOINT_URL=credentials.checker.endpoint,
+        AWS_CONFIG_FILE=str(home / "config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "credentials"),
+        AWS_EC2_METADATA_DISABLED="true",  # a source that fails must not reach for a real 169.254.169.254
+    )
+    token_file = home / "token"
+    if source == "imds":
+        del env["AWS_EC2_METADATA_DISABLED"]
+        env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server
+    elif source == "web-identity":
+        token_file.write_text(credentials.credentials.web_identity_token)
+        env.update(
+            AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file),
+            AWS_ROLE_ARN=ROLE_ARN,
+            AWS_ENDPOINT_URL_STS=credentials.tls_credentials.endpoint + "/sts/",
+            SSL_CERT_FILE=str(credentials.ca_file),  # obstore calls STS over HTTPS only
+        )
+    elif source == "container-full-uri":
+        token_file.write_text(credentials.credentials.container_token)
+        env.update(
+            AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{server}/container/full/v2/credentials",
+            AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
+        )
+    elif source == "container-full-uri-no-token":
+        env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = f"{server}/container/open/v2/credentials"
+    elif source == "static-profile":
+        (home / "credentials").write_text(
+            f"[default]\naws_access_key_id = {STATIC[0]}\naws_secret_access_key = {STATIC[1]}\n"
+        )
+    elif source == "assume-role-profile":
+        (home / "config").write_text(
+            f"[profile train]\nrole_arn = {ROLE_ARN}\nsource_profile = base\n\n"
+            f"[profile base]\naws_access_key_id = {BASE[0]}\naws_secret_access_key = {BASE[1]}\n"
+        )
+        env.update(AWS_PROFILE="train", AWS_ENDPOINT_URL_STS=f"{server}/sts/")
+    return env
+
+
+def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[str, Any]:
+    credentials: CredentialStack = stack["stack"]
+    folder: Path = stack["folder"]
+    bucket = stack["bucket"]
+    spec = {
+        "source": source,
+        "phases": list(phases),
+        "data": f"s3://{bucket}/data",
+        "raw": f"s3://{bucket}/raw",
+        "output": f"s3://{bucket}/out-{source}",
+        "cache": str(folder / f"cache-{source}"),
+        "marks": credentials.credentials.endpoint,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)],
+        cwd=ROOT,
+        env=_environment(source, credentials, folder),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print(source, {phase: result["seconds"] for phase, result in results.items()})
+    return results
+
+
+@pytest.fixture(scope="module")
+def drive(stack: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
+    """Runs each source's driver once, on first use, and remembers its results."""
+    results: dict[str, dict[str, Any]] = {}
+
+    def run(source: str) -> dict[str, Any]:
+        if source not in results:
+            results[source] = _drive(stack, source, SOURCES[source][1])
+        return results[source]
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("source", "phase"), [(source, phase) for source, (_, phases) in SOURCES.items() for phase in phases]
+)
+def test_source_in_every_process(
+    stack: dict[str, Any], drive: Callable[[str], dict[str, Any]], source: str, phase: str
+) -> None:
+    result = drive(source)[phase]
+    assert result["error"] is None, result["error"]
+    assert sorted(result["samples"]) == list(range(N))  # every sample, once
+    issuer = SOURCES[source][0]
+    issued, verdicts = stack["stack"].authority.counts(f"{source}/{phase}")
+    refused = {verdict: n for verdict, n in verdicts.items() if not verdict.startswith("ok")}
+    assert refused == {}, [entry for entry in stack["stack"].authority.refusals if entry[0] == f"{source}/{phase}"]
+    assert set(verdicts) == {f"ok:s3:{issuer}"} | ({"ok:sts:static"} if issuer == "assume-role" else set())
+    assert set(issued) <= {issuer}  # nothing else handed out keys (static keys are never "issued")
+
+
+def test_source_hands_out_keys(stack: dict[str, Any], drive: Callable[[str], dict[str, Any]]) -> None:
+    for source, (issuer, _) in SOURCES.items():
+        drive(source)
+        issued, _ = stack["stack"].authority.counts(f"{source}/")
+        assert issued == ({} if issuer == "static" else {issuer: issued.get(issuer, 0)})
+        assert issuer == "static" or issued[issuer] >= 1
+
+
+def test_credentials_expiring_mid_epoch_are_refreshed(stack: dict[str, Any]) -> None:
+    """IMDS hands out keys that obstore should replace after a second (5 minutes + 1 s left) and the
+    checker refuses three seconds after issue; an epoch of several seconds over 2 workers still
+    sees every sample, and more than one key was issued."""
+    authority = stack["stack"].authority
+    authority.reset(lifetime=MIN_TTL + 1, accept_for=3)
+    try:
+        result = _drive(stack, "imds", ("raw-slow",))["raw-slow"]
+    finally:
+        authority.reset()
+    assert result["error"] is None, result["error"]
+    assert sorted(result["samples"]) == list(range(N))
+    issued, verdicts = authority.counts("imds/raw-slow")
+    assert {verdict for verdict in verdicts} == {"ok:s3:imds"}, verdicts
+    assert issued["imds"] > 3  # each process refreshed, more than once
