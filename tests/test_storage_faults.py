@@ -29,14 +29,12 @@ def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
         yield running
 
 
-@pytest.fixture(params=["obstore", "python"])
-def make(
-    request: pytest.FixtureRequest, s3_server: S3Server, s3_bucket: str, proxy: FaultProxy
-) -> Callable[..., Storage]:
+@pytest.fixture
+def make(s3_server: S3Server, s3_bucket: str, proxy: FaultProxy) -> Callable[..., Storage]:
     s3_server.client().put_object(Bucket=s3_bucket, Key="ds/chunk-0.bin", Body=DATA)
 
     def open_storage(**options: object) -> Storage:
-        merged = {**s3_server.storage_options(proxy.endpoint), "backend": request.param, **FAST, **options}
+        merged = {**s3_server.storage_options(proxy.endpoint), **FAST, **options}
         return get_storage(f"s3://{s3_bucket}/ds", storage_options=merged)
 
     return open_storage

@@ -90,12 +90,11 @@ def http_root(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 class TestHTTPStorage(StorageConformance):
     writable = False
-    backend = "obstore"
 
     @pytest.fixture
     def storage_factory(self, http_root: tuple[str, Path]) -> StorageFactory:
         def make(**options: object) -> Storage:
-            return get_storage(http_root[0], storage_options={"backend": self.backend, **options})
+            return get_storage(http_root[0], storage_options=options)
 
         return make
 
@@ -111,7 +110,3 @@ class TestHTTPStorage(StorageConformance):
     def test_list_prefix_and_recursion(self, storage: Storage, seed: Callable[[str, bytes], None]) -> None:
         with pytest.raises(StorageError):  # a plain web server has no listing API
             storage.list()
-
-
-class TestHTTPPythonStorage(TestHTTPStorage):
-    backend = "python"

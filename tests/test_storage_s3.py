@@ -1,4 +1,4 @@
-"""The conformance suite on S3 (moto_server on 127.0.0.1) through obstore and the pure-Python client."""
+"""The conformance suite on S3 (moto_server on 127.0.0.1) through obstore."""
 
 from __future__ import annotations
 
@@ -15,14 +15,12 @@ pytestmark = pytest.mark.cloud
 
 
 class TestS3Storage(StorageConformance):
-    backend = "obstore"
-
     @pytest.fixture
     def storage_factory(self, s3_server: S3Server, s3_bucket: str) -> StorageFactory:
         def make(**options: object) -> Storage:
             return get_storage(
                 f"s3://{s3_bucket}/some/prefix",
-                storage_options={**s3_server.storage_options(), "backend": self.backend, **options},
+                storage_options={**s3_server.storage_options(), **options},
             )
 
         return make
@@ -35,12 +33,6 @@ class TestS3Storage(StorageConformance):
         storage.put("k.bin", b"v")
         keys = [item["Key"] for item in s3_server.client().list_objects_v2(Bucket=s3_bucket)["Contents"]]
         assert keys == ["some/prefix/k.bin"]
-
-
-class TestS3PythonStorage(TestS3Storage):
-    """The fork-safe pure-Python client (what a forked child uses when obstore cannot run)."""
-
-    backend = "python"
 
 
 _AWS_ENV = (
@@ -66,24 +58,21 @@ def clean_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Mon
     return monkeypatch
 
 
-@pytest.mark.parametrize("backend", ["obstore", "python"])
 def test_environment_credentials_need_no_options(
-    clean_aws_env: pytest.MonkeyPatch, s3_server: S3Server, s3_bucket: str, backend: str
+    clean_aws_env: pytest.MonkeyPatch, s3_server: S3Server, s3_bucket: str
 ) -> None:
     clean_aws_env.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
     clean_aws_env.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
     clean_aws_env.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)  # http://: allow_http follows from it
     clean_aws_env.setenv("AWS_REGION", s3_server.region)
     s3_server.client().put_object(Bucket=s3_bucket, Key="env/a.bin", Body=b"from env")
-    options = {} if backend == "obstore" else {"backend": backend}
-    storage = get_storage(f"s3://{s3_bucket}/env", storage_options=options)
+    storage = get_storage(f"s3://{s3_bucket}/env")
     assert storage.get("a.bin") == b"from env"
     assert s3_server.secret_key.encode() not in pickle.dumps(storage)  # the worker reads the env itself
 
 
-@pytest.mark.parametrize("backend", ["obstore", "python"])
 def test_session_options_profile(
-    clean_aws_env: pytest.MonkeyPatch, s3_server: S3Server, s3_bucket: str, backend: str, tmp_path: Path
+    clean_aws_env: pytest.MonkeyPatch, s3_server: S3Server, s3_bucket: str, tmp_path: Path
 ) -> None:
     (tmp_path / "credentials").write_text(
         f"[moto]\naws_access_key_id = {s3_server.access_key}\naws_secret_access_key = {s3_server.secret_key}\n"
@@ -93,9 +82,7 @@ def test_session_options_profile(
     )
     clean_aws_env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     clean_aws_env.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    storage = get_storage(
-        f"s3://{s3_bucket}/profiled", storage_options={"backend": backend}, session_options={"profile_name": "moto"}
-    )
+    storage = get_storage(f"s3://{s3_bucket}/profiled", session_options={"profile_name": "moto"})
     storage.put("a.bin", b"via profile")
     assert storage.get("a.bin") == b"via profile"
     assert s3_server.secret_key.encode() not in pickle.dumps(storage)

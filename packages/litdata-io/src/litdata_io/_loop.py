@@ -1,56 +1,104 @@
-"""One background event loop per process, for the sync twins of the async storage methods.
+"""Event loops in background threads: the one class for them, and this process's shared loop.
 
-A sync call (``storage.get(key)``) submits the coroutine to a loop running in a daemon thread and
-waits for it, so it works the same whether or not the caller is itself inside a running event
-loop (a Jupyter cell, an async framework). Nothing is created at import: the loop and its thread
-start on the first sync call of each process. A forked child never reuses its parent's loop (its
-thread did not survive the fork): the loop is keyed by ``os.getpid()`` and an ``at_fork`` hook
-resets the lock that guards it.
+A sync call (``storage.get(key)``) submits the coroutine to the process's loop, running in a
+daemon thread, and waits for it, so it works the same whether or not the caller is itself inside
+a running event loop (a Jupyter cell, an async framework). The prefetcher runs its own
+:class:`LoopThread`. Nothing is created at import: a loop and its thread start on first use, in
+the process that uses them; a forked child drops its parent's (their threads did not survive the
+fork) through :func:`litdata_io._process.on_fork_in_child`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import os
+import concurrent.futures
+import contextlib
 import sys
 import threading
 import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+from litdata_io import _process
+
+__all__ = ["LoopThread", "io_loop", "run_sync"]
 
 T = TypeVar("T")
 
 
-class _LoopThread:
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="litdata-io-loop", daemon=True)
-        self.thread.start()
+class LoopThread:
+    """An event loop running forever in a daemon thread of the process that made it.
 
-    def _run(self) -> None:
+    Args:
+        name: the thread's name.
+        fast: use uvloop when it is installed.
+    """
+
+    def __init__(self, name: str, fast: bool = False) -> None:
+        self.generation = _process.generation()
+        self.loop = _new_event_loop() if fast else asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), name=name, daemon=True)
+        self.thread.start()
+        started.wait()
+
+    def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        self.loop.call_soon(started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            self.loop.close()
+
+    def alive(self) -> bool:
+        """Whether the loop runs, in this process."""
+        return self.generation == _process.generation() and self.thread.is_alive()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the loop; its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, timeout: float) -> None:
+        """Cancel the loop's tasks, stop it and wait up to ``timeout`` seconds for the thread."""
+
+        async def cancel_all() -> None:
+            current = asyncio.current_task()
+            tasks = [task for task in asyncio.all_tasks() if task is not current]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if not self.alive():
+            return
+        with contextlib.suppress(Exception):
+            self.submit(cancel_all()).result(timeout)
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 _lock = threading.Lock()
-_runner: _LoopThread | None = None
+_runner: LoopThread | None = None
 
 
-def _after_fork_in_child() -> None:
-    # The parent's loop thread does not exist here, and the lock may have been held by a thread
-    # that did not survive the fork: start from scratch (the old loop is dropped, not closed,
-    # since closing it would touch file descriptors shared with the parent's loop).
+@_process.on_fork_in_child
+def _forget_parent_loop() -> None:
+    # The lock may have been held by a thread that did not survive the fork; the old loop is
+    # dropped, not closed, since closing it would touch descriptors shared with the parent's.
     global _lock, _runner
     _lock = threading.Lock()
     _runner = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # How long an exiting process that used obstore waits for obstore's own threads to go idle.
@@ -61,9 +109,8 @@ def _stop_at_exit() -> None:
     # Stop the loop before the interpreter finalizes: a daemon thread still inside an obstore
     # (Rust) call while Python tears down made the process abort (exit -6) after its work was done.
     runner = _runner
-    if runner is not None and runner.pid == os.getpid() and runner.thread.is_alive():
-        runner.loop.call_soon_threadsafe(runner.loop.stop)
-        runner.thread.join(timeout=5)
+    if runner is not None:
+        runner.stop(timeout=5)
     if "obstore" in sys.modules:
         # An async obstore call finishes on obstore's (tokio) threads a moment after its result
         # reached Python; one still finishing when the interpreter finalizes takes the GIL from a
@@ -76,15 +123,20 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
-def _get_runner() -> _LoopThread:
+def _get_runner() -> LoopThread:
     global _runner
     runner = _runner
-    if runner is not None and runner.pid == os.getpid() and runner.thread.is_alive():
+    if runner is not None and runner.alive():
         return runner
     with _lock:
-        if _runner is None or _runner.pid != os.getpid() or not _runner.thread.is_alive():
-            _runner = _LoopThread()
+        if _runner is None or not _runner.alive():
+            _runner = LoopThread("litdata-io-loop")
         return _runner
+
+
+def io_loop() -> asyncio.AbstractEventLoop:
+    """This process's shared loop (started on first use), where the obstore helper's connection lives."""
+    return _get_runner().loop
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -103,7 +155,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         raise RuntimeError(
             "a sync storage method was called from inside litdata-io's own event loop; await its async twin instead"
         )
-    future = asyncio.run_coroutine_threadsafe(coro, runner.loop)
+    future = runner.submit(coro)
     try:
         return future.result()
     except BaseException:

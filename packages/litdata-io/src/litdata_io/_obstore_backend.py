@@ -6,21 +6,24 @@ from :class:`~litdata_io._settings.IOSettings` (``connect_timeout`` and ``read_t
 ``timeout``, catching a stalled connection; ``timeout`` = ``request_timeout``).
 
 Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked
-child that touches it hangs. :func:`obstore_usable` remembers the first process that used obstore
-through litdata-io; in a process forked from it, this backend hands every call to a fork-safe
-fallback (:func:`litdata_io._fallback.fallback_storage`) instead of hanging.
+child that touches it hangs. Each primitive therefore runs where :func:`litdata_io._process.obstore_placement`
+says: in this process, or in the obstore helper process (:mod:`litdata_io._helper`), which runs the
+same method of the same storage there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import pickle
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from litdata_format import atomic_file
+from litdata_io import _process
 from litdata_io._aws_config import endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
 from litdata_io._retry import retry_call
@@ -29,27 +32,14 @@ from litdata_io._storage import ObjectInfo, Storage, check_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
+    from types import CoroutineType
 
-__all__ = ["ObstoreStorage", "obstore_usable"]
+__all__ = ["ObstoreStorage"]
 
 _MiB = 1024 * 1024
-_runtime_pid: int | None = None
 _AZURE_CREDENTIALS = ("account_key", "sas_key", "token", "client_secret", "skip_signature", "use_emulator")
-
-
-def obstore_usable(claim: bool = True) -> bool:
-    """Whether obstore can run in this process (it has not been started in a parent before a fork).
-
-    Args:
-        claim: record this process as the one using obstore if none is recorded yet.
-    """
-    global _runtime_pid
-    pid = os.getpid()
-    if _runtime_pid is None:
-        if claim:
-            _runtime_pid = pid
-        return True
-    return _runtime_pid == pid
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _import_obstore() -> Any:
@@ -71,6 +61,40 @@ def _meta_info(meta: Any) -> ObjectInfo:
     )
 
 
+def _served(
+    local_path: int | None = None,
+) -> Callable[
+    [Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]]],
+    Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]],
+]:
+    """Run the decorated primitive in this process or in the obstore helper, as this process's placement says.
+
+    Args:
+        local_path: the position of an argument that is a local file path (made absolute for the helper).
+    """
+
+    def decorate(
+        method: Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]],
+    ) -> Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]]:
+        name = method.__name__
+
+        @functools.wraps(method)
+        async def dispatch(self: ObstoreStorage, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if _process.obstore_placement() == "here":
+                return await method(self, *args, **kwargs)
+            from litdata_io._helper import call_in_helper
+
+            values = list(args)
+            if local_path is not None:
+                values[local_path] = os.path.abspath(values[local_path])  # type: ignore[arg-type]
+            key = values[1 if name == "aupload" else 0] if values else ""
+            return await call_in_helper(self._pickled(), name, tuple(values), self.url_for(str(key)))
+
+        return dispatch
+
+    return decorate
+
+
 class ObstoreStorage(Storage):
     """An object store reached through obstore.
 
@@ -88,13 +112,19 @@ class ObstoreStorage(Storage):
         self._bucket = parts.netloc
         self._prefix = parts.path.strip("/")
         self._store: Any = None
-        self._pid: int | None = None
-        self._fallback: Storage | None = None
+        self._generation = -1
+        self._blob: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_store=None, _pid=None, _fallback=None)  # live clients stay in their process
+        state.update(_store=None, _generation=-1, _blob=None)  # live clients stay in their process
         return state
+
+    def _pickled(self) -> bytes:
+        """This storage as the helper receives it (pickled once: the helper keeps a client per blob)."""
+        if self._blob is None:
+            self._blob = pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+        return self._blob
 
     def _secrets(self) -> Sequence[Secret]:
         return self.options.secret_values()
@@ -157,21 +187,10 @@ class ObstoreStorage(Storage):
         raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")  # pragma: no cover
 
     def _client(self) -> Any:
-        if self._store is None or self._pid != os.getpid():
+        if self._store is None or self._generation != _process.generation():
             self._store = self._build()
-            self._pid = os.getpid()
+            self._generation = _process.generation()
         return self._store
-
-    def _fallback_storage(self) -> Storage | None:
-        """The fork-safe stand-in when obstore's runtime was started in a parent before a fork."""
-        if obstore_usable():
-            return None
-        if self._fallback is None or getattr(self._fallback, "_owner_pid", None) != os.getpid():
-            from litdata_io._fallback import fallback_storage
-
-            self._fallback = fallback_storage(self.url, self.options)
-            self._fallback._owner_pid = os.getpid()  # type: ignore[attr-defined]
-        return self._fallback
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
         return await retry_call(
@@ -179,17 +198,15 @@ class ObstoreStorage(Storage):
         )
 
     # -- primitives -------------------------------------------------------------------------------
+    @_served()
     async def ahead(self, key: str) -> ObjectInfo:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.ahead(key)
         key = check_key(self.url, key)
         obstore = _import_obstore()
         meta = await self._call("HEAD", key, lambda: obstore.head_async(self._client(), key))
         return _meta_info(meta)
 
+    @_served()
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.alist(prefix, recursive)
         prefix = check_key(self.url, prefix)
         folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
         obstore = _import_obstore()
@@ -204,9 +221,8 @@ class ObstoreStorage(Storage):
 
         return await self._call("LIST", prefix, attempt)
 
+    @_served()
     async def aget(self, key: str) -> bytes:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.aget(key)
         key = check_key(self.url, key)
         obstore = _import_obstore()
 
@@ -218,9 +234,8 @@ class ObstoreStorage(Storage):
 
         return await self._call("GET", key, attempt)
 
+    @_served()
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.aget_range(key, start, end)
         key = check_key(self.url, key)
         if end <= start:
             return b""
@@ -231,9 +246,8 @@ class ObstoreStorage(Storage):
 
         return await self._call("GET", key, attempt)
 
+    @_served()
     async def aput(self, key: str, data: bytes) -> None:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.aput(key, data)
         self._refuse_write("PUT", key)
         key = check_key(self.url, key)
         await self._put(key, data)
@@ -249,9 +263,8 @@ class ObstoreStorage(Storage):
 
         await self._call("PUT", key, attempt)
 
+    @_served()
     async def adelete(self, key: str) -> None:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.adelete(key)
         self._refuse_write("DELETE", key)
         key = check_key(self.url, key)
         obstore = _import_obstore()
@@ -263,9 +276,8 @@ class ObstoreStorage(Storage):
         await self._call("DELETE", key, attempt)
 
     # -- conveniences -----------------------------------------------------------------------------
+    @_served(local_path=0)
     async def aupload(self, source: str | Path, key: str) -> None:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.aupload(source, key)
         self._refuse_write("PUT", key)
         key = check_key(self.url, key)
         path = Path(source)
@@ -273,17 +285,15 @@ class ObstoreStorage(Storage):
             raise FileNotFoundError(2, f"upload to {self.url_for(key)}: no such local file {str(path)!r}")
         await self._put(key, path)
 
+    @_served()
     async def acopy(self, src_key: str, dst_key: str) -> None:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.acopy(src_key, dst_key)
         self._refuse_write("COPY", dst_key)
         src_key, dst_key = check_key(self.url, src_key), check_key(self.url, dst_key)
         obstore = _import_obstore()
         await self._call("COPY", src_key, lambda: obstore.copy_async(self._client(), src_key, dst_key))
 
+    @_served(local_path=1)
     async def adownload(self, key: str, destination: str | Path) -> int:
-        if (fallback := self._fallback_storage()) is not None:
-            return await fallback.adownload(key, destination)
         key = check_key(self.url, key)
         destination = Path(destination)
         # One GET both learns the size and, for a small object, streams it to disk: no HEAD first.

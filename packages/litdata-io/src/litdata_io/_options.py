@@ -10,8 +10,7 @@ wrapping every credential in a :class:`~litdata_io._secret.Secret`.
 
 Keys named after :class:`~litdata_io._settings.IOSettings` fields (``max_retries``, ``timeout``,
 ...) configure retries and parallelism for any backend; ``backend`` picks ``"obstore"`` (default
-for s3/r2/gs/azure/http), ``"fsspec"`` (any fsspec filesystem, options passed through) or
-``"python"`` (the fork-safe pure-Python S3/HTTP client).
+for s3/r2/gs/azure/http) or ``"fsspec"`` (any fsspec filesystem, options passed through).
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ class BackendOptions:
 
     Attributes:
         provider: ``"s3"`` (also r2), ``"gcs"``, ``"azure"``, ``"http"``, ``"hf"``, ``"fsspec"`` or ``"local"``.
-        backend: ``"obstore"``, ``"fsspec"``, ``"python"`` or ``"local"``.
+        backend: ``"obstore"``, ``"fsspec"`` or ``"local"``.
         config: non-secret settings in obstore's vocabulary (fsspec kwargs for the fsspec backend).
         secrets: credentials, by the same vocabulary.
         client: obstore ``client_options`` to add (``allow_http``, ``default_headers``, ...).
@@ -433,10 +432,13 @@ def normalize_options(
     provider = "local" if scheme in ("", "file", "local") else provider_of(scheme)
     default = {"local": "local", "hf": "fsspec", "fsspec": "fsspec"}.get(provider, "obstore")
     backend = str(options.pop("backend", default) or default).lower()
-    if backend not in ("obstore", "fsspec", "python", "local"):
-        raise ValueError(f"storage_options['backend']={backend!r}: use 'obstore', 'fsspec' or 'python'")
-    if backend == "python" and provider not in ("s3", "http"):
-        raise ValueError(f"backend='python' serves s3://, r2:// and http(s):// only, not {scheme}://")
+    if backend == "python":
+        raise ValueError(
+            "storage_options['backend']='python': the pure-Python S3/HTTP client is gone; obstore now serves "
+            "every process (forked DataLoader workers included), so drop the option (or use 'fsspec')"
+        )
+    if backend not in ("obstore", "fsspec", "local"):
+        raise ValueError(f"storage_options['backend']={backend!r}: use 'obstore' or 'fsspec'")
     builder = _Builder(scheme, provider, backend)
     if provider == "local":
         pass  # a local folder takes no credentials; other keys are ignored, as upstream does

@@ -26,14 +26,16 @@ import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
+from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache import ChunkCache
+from litdata_io._loop import LoopThread
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
 
@@ -85,52 +87,6 @@ class _Slot:
     future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future)
 
 
-class _LoopThread:
-    """An event loop running forever in a daemon thread of the process that made it."""
-
-    def __init__(self) -> None:
-        self.loop = _new_event_loop()
-        started = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(started,), name="litdata-prefetch", daemon=True)
-        self.thread.start()
-        started.wait()
-
-    def _run(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(started.set)
-        try:
-            self.loop.run_forever()
-        finally:
-            with contextlib.suppress(Exception):
-                self.loop.run_until_complete(self.loop.shutdown_default_executor())
-            self.loop.close()
-
-    def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self, timeout: float) -> None:
-        async def cancel_all() -> None:
-            current = asyncio.current_task()
-            tasks = [task for task in asyncio.all_tasks() if task is not current]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        with contextlib.suppress(Exception):
-            self.submit(cancel_all()).result(timeout)
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout)
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 class Prefetcher:
     """Fetch chunks into ``cache`` ahead of one reader, in the order it will read them.
 
@@ -170,11 +126,11 @@ class Prefetcher:
         self.concurrency = download_concurrency() if concurrency is None else concurrency
         self._lock = threading.Lock()
         self._slots: deque[_Slot] = deque()
-        self._runner: _LoopThread | None = None
+        self._runner: LoopThread | None = None
         self._urgent: list[_Slot] = []
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pid = os.getpid()
+        self._generation = _process.generation()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -193,7 +149,7 @@ class Prefetcher:
         self._urgent = []
         self._active = 0
         self._tasks = set()
-        self._pid = os.getpid()
+        self._generation = _process.generation()
         self._closed = False
 
     # -- the reader's side ----------------------------------------------------------------------
@@ -266,7 +222,7 @@ class Prefetcher:
 
     # -- machinery ------------------------------------------------------------------------------
     def _check_process(self) -> None:
-        if self._pid != os.getpid():
+        if self._generation != _process.generation():
             # A forked child: the parent's thread does not exist here and its lock may be held.
             self._lock = threading.Lock()
             self._slots = deque()
@@ -274,12 +230,12 @@ class Prefetcher:
             self._urgent = []
             self._active = 0
             self._tasks = set()
-            self._pid = os.getpid()
+            self._generation = _process.generation()
 
-    def _loop(self) -> _LoopThread:
+    def _loop(self) -> LoopThread:
         with self._lock:
             if self._runner is None:
-                self._runner = _LoopThread()
+                self._runner = LoopThread("litdata-prefetch", fast=True)
             return self._runner
 
     def _kick(self) -> None:

@@ -1,8 +1,8 @@
 """Which backend serves which URL scheme, loaded only when a URL of that scheme is opened.
 
 Built-in schemes map to ``"module:attribute"`` strings so that ``import litdata_io`` imports no
-backend: ``s3``/``r2``/``gs``/``azure``/``az``/``http``/``https`` -> obstore (or fsspec / the
-pure-Python client with ``storage_options["backend"]``), ``hf`` -> ``huggingface_hub``'s
+backend: ``s3``/``r2``/``gs``/``azure``/``az``/``http``/``https`` -> obstore (or fsspec with
+``storage_options["backend"]``), ``hf`` -> ``huggingface_hub``'s
 filesystem, local paths -> :class:`~litdata_io._local.LocalStorage`, anything else -> fsspec.
 Third parties add schemes with :func:`register_storage` or an entry point in the
 ``litdata.storage`` group (``name = "module:factory"``).
@@ -159,10 +159,6 @@ def open_builtin(
         _check_fsspec_protocol(fs_scheme)
         fs_url = fs_scheme + url[len(scheme) :]
         return FsspecStorage(url, options, extra=_EXTRAS.get(scheme, "fsspec"), fs_url=fs_url)
-    if options.backend == "python":
-        from litdata_io._python_backend import PythonStorage
-
-        return PythonStorage(url, options)
     from litdata_io._obstore_backend import ObstoreStorage
 
     _need("obstore", scheme)

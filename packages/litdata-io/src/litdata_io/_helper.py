@@ -1,0 +1,326 @@
+"""The obstore helper: a child process that runs obstore for a process that must not run it itself.
+
+A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._process`) sends each
+obstore storage call here instead of running it. The helper is started lazily, on the first such
+call, as ``python -m litdata_io._helper FD`` with one end of a socket pair: a fresh interpreter
+(not multiprocessing's spawn or forkserver, which would import the user's ``__main__``) that
+inherits the environment, so it finds every credential the parent would. It runs obstore itself.
+
+Protocol: frames of an 8-byte length and a pickle. A request is ``(call id, storage, method,
+args)`` (the storage pickled once per storage object, so the helper keeps one client per storage);
+``(call id, None, "cancel", ())`` cancels one. A reply is ``(call id, ok, result or
+exception)``. Each request runs as an asyncio task calling the same :class:`ObstoreStorage` async
+method, retries included; downloads and uploads pass file paths, so the helper reads and writes
+the local file itself and no file's bytes cross the socket.
+
+Client side. The connection lives on the process's shared loop (:func:`litdata_io._loop.io_loop`):
+one helper per process, a reader task resolving the calls' futures. If the helper dies, the calls
+in flight fail with a :class:`StorageError` naming its exit code and the URL, and the next call
+starts a new helper. A forked child closes its copy of the socket at once, so the helper sees
+end-of-file only when its own parent exits or dies, and then exits. When the environment changes
+(a notebook sets ``AWS_PROFILE``), the next call starts a helper that sees it; the old one finishes
+its calls and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import itertools
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from litdata_io import _process
+from litdata_io._errors import StorageError
+from litdata_io._loop import io_loop
+
+__all__ = ["call_in_helper"]
+
+_HEADER = struct.Struct("!Q")
+_METHODS = frozenset({"ahead", "alist", "aget", "aget_range", "aput", "adelete", "aupload", "acopy", "adownload"})
+_MAX_STORES = 64  # clients the helper keeps; a long test session opens many storages, a job a few
+_SIGKILL = 9
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> Any:
+    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    return pickle.loads(await reader.readexactly(size))
+
+
+def _frame(payload: bytes) -> list[bytes]:
+    return [_HEADER.pack(len(payload)), payload]
+
+
+# -- the helper's side ----------------------------------------------------------------------------
+def _reply(call_id: int, ok: bool, value: Any) -> bytes:
+    """The pickled reply; an exception that does not survive pickling becomes its text."""
+    if ok:
+        return pickle.dumps((call_id, True, value), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        data = pickle.dumps((call_id, False, value), protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(data)  # an exception with a custom __init__ may pickle but not unpickle
+        return data
+    except Exception:
+        error = StorageError(f"{type(value).__name__}: {value}", url=str(getattr(value, "url", "")))
+        return pickle.dumps((call_id, False, error))
+
+
+async def _serve(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    stores: dict[bytes, Any] = {}
+    tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def run(call_id: int, blob: bytes, method: str, args: tuple[Any, ...]) -> None:
+        try:
+            storage = stores.get(blob)
+            if storage is None:
+                if len(stores) >= _MAX_STORES:
+                    del stores[next(iter(stores))]
+                storage = stores[blob] = pickle.loads(blob)
+            if method not in _METHODS:
+                raise ValueError(f"the obstore helper runs storage methods only, not {method!r}")
+            result, ok = await getattr(storage, method)(*args), True
+        except asyncio.CancelledError:
+            return  # the caller gave up on it: no reply
+        except BaseException as exc:
+            result, ok = exc, False
+        finally:
+            tasks.pop(call_id, None)
+        writer.writelines(_frame(_reply(call_id, ok, result)))
+        await writer.drain()
+
+    try:
+        while True:
+            call_id, blob, method, args = await _read_frame(reader)
+            if blob is None:  # a cancel
+                task = tasks.get(call_id)
+                if task is not None:
+                    task.cancel()
+                continue
+            tasks[call_id] = asyncio.create_task(run(call_id, blob, method, args))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the parent closed its end or died: nobody is waiting for the rest
+    for task in list(tasks.values()):
+        task.cancel()
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+def main(argv: list[str]) -> None:
+    """The helper process: serve the socket ``argv[1]`` until its other end closes."""
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides what it means,
+    # and the helper ends when the parent does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _process.serve_obstore_here()
+    asyncio.run(_serve(int(argv[1])))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter finalization: obstore's runtime threads may still be winding down, and a
+    # thread taking the GIL from a finalizing interpreter aborts the process.
+    os._exit(0)
+
+
+# -- the client's side ----------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Connection:
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    writer: asyncio.StreamWriter
+    environ: tuple[tuple[str, str], ...]
+    pending: dict[int, tuple[asyncio.Future[tuple[bool, Any]], str]] = field(default_factory=dict)
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reader_task: asyncio.Task[None] | None = None
+    retired: bool = False
+    closed: bool = False
+
+    async def send(self, message: tuple[Any, ...]) -> None:
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        async with self.send_lock:
+            self.writer.writelines(_frame(payload))
+            await self.writer.drain()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.writer.close()
+
+    def release(self) -> None:
+        """Close a retired connection once its last call is answered (the helper then exits)."""
+        if self.retired and not self.pending:
+            self.close()
+
+
+_ids = itertools.count(1)
+_current: _Connection | None = None
+_closing: set[_Connection] = set()  # retired or broken connections whose helper is not reaped yet
+_starting: asyncio.Lock | None = None
+_inherited: list[_Connection] = []  # a forked child's copies, kept so their finalizers never run here
+
+
+@_process.on_fork_in_child
+def _drop_parent_connection() -> None:
+    global _current, _starting
+    if _current is not None:
+        # Close the child's copy of the socket now: the helper must see end-of-file when its
+        # parent goes, not when the last forked worker does. The objects are kept, not collected:
+        # their finalizers would touch the parent's (dead) loop.
+        with contextlib.suppress(OSError):
+            os.close(_current.sock.detach())
+        _inherited.append(_current)
+    _current, _starting = None, None
+
+
+async def _read_replies(conn: _Connection, reader: asyncio.StreamReader) -> None:
+    try:
+        while True:
+            call_id, ok, value = await _read_frame(reader)
+            entry = conn.pending.pop(call_id, None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_result((ok, value))
+            conn.release()
+    except (asyncio.IncompleteReadError, ConnectionError, OSError, pickle.UnpicklingError):
+        pass
+    conn.close()
+    _closing.add(conn)
+    try:
+        code = await asyncio.wait_for(asyncio.to_thread(conn.proc.wait), timeout=10)
+    except asyncio.TimeoutError:
+        code = None
+    else:
+        _closing.discard(conn)
+    died = "did not exit" if code is None else f"exited with code {code}"
+    for future, url in conn.pending.values():
+        if not future.done():
+            future.set_exception(
+                StorageError(
+                    f"{url}: litdata-io's obstore helper process (pid {conn.proc.pid}) {died} during the call; "
+                    "the next call starts a new helper (see 'Which process talks to the bucket' in docs/storage.md)",
+                    url=url,
+                )
+            )
+    conn.pending.clear()
+
+
+async def _start() -> _Connection:
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "litdata_io._helper", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    reader, writer = await asyncio.open_unix_connection(sock=ours)
+    conn = _Connection(proc, ours, writer, _environment())
+    conn.reader_task = asyncio.create_task(_read_replies(conn, reader))
+    return conn
+
+
+# Variables a store client reads (credentials, endpoints, regions, certificates, proxies, the home
+# folder holding ~/.aws): a helper started before one of them changed would not see the change.
+_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCE_", "GCS_", "R2_", "S3_", "OBJECT_STORE", "SSL_", "HOME")
+_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "requests_ca_bundle", "curl_ca_bundle"})
+
+
+def _environment() -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, value)
+        for name, value in os.environ.items()
+        if name.startswith(_ENV_PREFIXES) or name.lower() in _ENV_NAMES
+    )
+
+
+async def _connection() -> _Connection:
+    global _current, _starting
+    conn = _current
+    if conn is not None and not conn.closed and conn.environ == _environment():
+        return conn
+    if _starting is None:
+        _starting = asyncio.Lock()
+    async with _starting:
+        conn = _current
+        if conn is not None and not conn.closed and conn.environ == _environment():
+            return conn
+        if conn is not None:
+            conn.retired = True  # the environment changed: a new helper sees it; this one finishes first
+            conn.release()
+        _current = conn = await _start()
+        return conn
+
+
+async def _call(blob: bytes, method: str, args: tuple[Any, ...], url: str) -> Any:
+    conn = await _connection()
+    call_id = next(_ids)
+    future: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+    conn.pending[call_id] = (future, url)
+    try:
+        await conn.send((call_id, blob, method, args))
+        ok, value = await future
+    except asyncio.CancelledError:
+        conn.pending.pop(call_id, None)
+        if not conn.closed:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(conn.send((call_id, None, "cancel", ())))
+        conn.release()
+        raise
+    except (ConnectionError, OSError) as exc:
+        conn.pending.pop(call_id, None)
+        raise StorageError(f"{url}: could not reach litdata-io's obstore helper process: {exc}", url=url) from None
+    if not ok:
+        raise value
+    return value
+
+
+async def call_in_helper(blob: bytes, method: str, args: tuple[Any, ...], url: str) -> Any:
+    """Run ``method(*args)`` of the storage pickled as ``blob`` in this process's helper; its result.
+
+    Args:
+        blob: the pickled storage (the helper keeps one client per distinct blob).
+        method: an async storage method (``"aget"``, ``"adownload"``, ...).
+        args: its arguments; local paths must be absolute (the helper's working folder is its own).
+        url: the URL the call is about, for errors.
+
+    Raises:
+        Whatever the method raised in the helper, or StorageError if the helper died during the call.
+    """
+    loop = io_loop()
+    coro = _call(blob, method, args, url)
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+def _stop_at_exit() -> None:
+    conn = _current
+    if conn is None or conn.proc.pid == 0:
+        return
+    with contextlib.suppress(OSError):
+        conn.sock.shutdown(socket.SHUT_RDWR)  # end-of-file for the helper, which then exits
+    try:
+        conn.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.kill(conn.proc.pid, _SIGKILL)
+        conn.proc.wait()
+
+
+atexit.register(_stop_at_exit)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
