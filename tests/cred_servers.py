@@ -24,7 +24,6 @@ minutes), so to test a refresh within seconds the authority can be set to stop a
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import ipaddress
 import itertools
 import json
@@ -119,9 +118,12 @@ class Authority:
                 access_key, secret_key, None, "static", float("inf"), float("inf"), services
             )
 
-    def verify(self, method: str, url: str, headers: Mapping[str, str], service: str) -> str:
-        """``"ok"`` or why the request is refused (``"unsigned"``, ``"unknown key"``, ...)."""
-        verdict, source = _verify(self, method, url, headers, service)
+    def verify(self, method: str, url: str, headers: Mapping[str, str], service: str, body: bytes = b"") -> str:
+        """``"ok"`` or why the request is refused (``"unsigned"``, ``"unknown key"``, ...).
+
+        S3 requests carry their payload's hash in ``x-amz-content-sha256``; for STS, ``body`` is hashed.
+        """
+        verdict, source = _verify(self, method, url, headers, service, body)
         with self.lock:
             self.verdicts[self.mark, verdict if verdict != "ok" else f"ok:{service}:{source}"] += 1
             if verdict != "ok":
@@ -152,7 +154,7 @@ class Authority:
 
 
 def _verify(
-    authority: Authority, method: str, url: str, headers: Mapping[str, str], service: str
+    authority: Authority, method: str, url: str, headers: Mapping[str, str], service: str, body: bytes
 ) -> tuple[str, str | None]:
     from botocore.auth import S3SigV4Auth, SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -175,7 +177,7 @@ def _verify(
     if (issued.token or "") != lower.get("x-amz-security-token", ""):
         return "wrong session token", None
     signed = fields["SignedHeaders"].split(";")
-    request = AWSRequest(method=method, url=url, headers={name: lower.get(name, "") for name in signed})
+    request = AWSRequest(method=method, url=url, headers={name: lower.get(name, "") for name in signed}, data=body)
     request.context["timestamp"] = lower.get("x-amz-date", "")
     if not request.context["timestamp"].startswith(date):
         return "wrong date", None
@@ -257,8 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             issued = server.authority.issue("web-identity")
         elif action == "AssumeRole":
             url = f"http://{self.headers.get('host')}{self.path}"
-            headers = {**dict(self.headers.items()), "x-amz-content-sha256": hashlib.sha256(body).hexdigest()}
-            verdict = server.authority.verify("POST", url, headers, "sts")
+            verdict = server.authority.verify("POST", url, dict(self.headers.items()), "sts", body)
             if verdict != "ok":
                 self._answer(403, _sts_error("AccessDenied", verdict))
                 return

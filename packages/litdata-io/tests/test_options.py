@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import botocore
@@ -204,7 +206,9 @@ def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
                 "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT",
                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_DEFAULT_PROFILE"):  # fmt: skip
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN",
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+                "AWS_EC2_METADATA_DISABLED", "AWS_METADATA_ENDPOINT"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "credentials").write_text(
         "[default]\naws_access_key_id = DEFAULTKEY\naws_secret_access_key = default-secret\n\n"
@@ -227,7 +231,8 @@ def test_read_profile(aws_files: Path) -> None:
 
 
 def test_named_profile_supplies_keys_region_and_endpoint(aws_files: Path) -> None:
-    config = s3_client_config(normalize_options("s3", None, {"profile_name": "dev"}))
+    config, provider = s3_client_config(normalize_options("s3", None, {"profile_name": "dev"}))
+    assert provider is None
     assert config == {
         "access_key_id": "DEVKEY",
         "secret_access_key": "dev-secret-value",
@@ -238,20 +243,82 @@ def test_named_profile_supplies_keys_region_and_endpoint(aws_files: Path) -> Non
 
 
 def test_default_profile_is_read_when_nothing_else_is_set(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = s3_client_config(normalize_options("s3", {}))
+    config, _ = s3_client_config(normalize_options("s3", {}))
     assert (config["access_key_id"], config["region"]) == ("DEFAULTKEY", "us-west-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENVKEY")
     monkeypatch.setenv("AWS_REGION", "ap-south-1")
-    assert s3_client_config(normalize_options("s3", {})) == {}  # obstore reads the environment itself
-    explicit = s3_client_config(normalize_options("s3", {"aws_access_key_id": "K", "aws_secret_access_key": "S"}))
+    assert s3_client_config(normalize_options("s3", {})) == ({}, None)  # obstore reads the environment itself
+    explicit, _ = s3_client_config(normalize_options("s3", {"aws_access_key_id": "K", "aws_secret_access_key": "S"}))
     assert explicit == {"access_key_id": "K", "secret_access_key": "S"}
+
+
+def test_chain_order_web_identity_beats_profile_keys_container_and_instance(
+    aws_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/x")
+    assert s3_client_config(normalize_options("s3", {}))[0]["access_key_id"] == "DEFAULTKEY"  # profile first
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(aws_files / "token"))
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r")
+    config, provider = s3_client_config(normalize_options("s3", {}))
+    assert "access_key_id" not in config and provider is None  # obstore's web identity, as boto3 orders it
+
+
+def test_instance_metadata_settings(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(aws_files / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(aws_files / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9/")
+    assert s3_client_config(normalize_options("s3", {})) == ({"metadata_endpoint": "http://127.0.0.1:9"}, None)
+    monkeypatch.delenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")
+    assert s3_client_config(normalize_options("s3", {}))[0] == {"metadata_endpoint": "http://[fd00:ec2::254]"}
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(ValueError, match="no AWS credentials found.*AWS_EC2_METADATA_DISABLED.*anon"):
+        s3_client_config(normalize_options("s3", {}))
+    assert s3_client_config(normalize_options("s3", {"anon": True}))[0] == {"skip_signature": True}
+
+
+def test_sts_endpoint_option_reaches_obstore_under_its_accepted_name(aws_files: Path) -> None:
+    config, _ = s3_client_config(normalize_options("s3", {"sts_endpoint": "https://sts.example"}))
+    assert config["aws_endpoint_url_sts"] == "https://sts.example" and "sts_endpoint" not in config
 
 
 def test_profile_errors(aws_files: Path) -> None:
     with pytest.raises(ValueError, match="'nope'.*aws configure"):
         s3_client_config(normalize_options("s3", None, {"profile_name": "nope"}))
-    with pytest.raises(ValueError, match="SSO"):
-        s3_client_config(normalize_options("s3", None, {"profile_name": "sso"}))
+    with pytest.raises(ValueError, match="'sso' sets sso_session"):
+        s3_client_config(normalize_options("s3", None, {"profile_name": "sso"}))  # boto3 finds no [sso-session corp]
+    with (aws_files / "config").open("a") as config:
+        config.write("\n[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = gone\n")
+    with pytest.raises(ValueError, match="'role' sets source_profile = gone, which is not in"):
+        s3_client_config(normalize_options("s3", None, {"profile_name": "role"}))
+
+
+def test_profiles_needing_boto3_say_so_without_it(aws_files: Path) -> None:
+    """In a process where boto3 cannot be imported, an SSO or assume-role profile names the fix."""
+    script = (
+        "import sys; sys.modules['boto3'] = None\n"
+        "from litdata_io._aws_config import s3_client_config\n"
+        "from litdata_io._options import normalize_options\n"
+        "for name in ('sso', 'role'):\n"
+        "    try:\n"
+        "        s3_client_config(normalize_options('s3', None, {'profile_name': name}))\n"
+        "    except ValueError as exc:\n"
+        "        print(exc)\n"
+    )
+    with (aws_files / "config").open("a") as config:
+        config.write("\n[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = dev\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    sso, role = done.stdout.strip().splitlines()
+    assert "profile 'sso' sets sso_session" in sso and "pip install boto3" in sso
+    assert "profile 'role' sets role_arn" in role and "pip install boto3" in role
+    assert "--profile role" in role  # the export-credentials alternative names the profile
+
+
+def test_boto3_resolves_an_assume_role_profile_lazily(aws_files: Path) -> None:
+    with (aws_files / "config").open("a") as config:
+        config.write("\n[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = dev\n")
+    config, provider = s3_client_config(normalize_options("s3", None, {"profile_name": "role"}))
+    assert provider is not None and "access_key_id" not in config  # STS is asked only when obstore needs keys
 
 
 def test_profile_keys_never_travel_in_a_pickle(aws_files: Path) -> None:
