@@ -1,9 +1,10 @@
 """Every way litdata reads and writes a bucket, run in a fresh process whose environment holds one
 credential source and no keys (``python -m tests.cred_driver SPEC_JSON``).
 
-The spec names the dataset URLs, a cache folder, the credential server (to announce each phase,
-``GET /mark/<source>/<phase>``) and the phases to run. Each phase runs on its own; the last line of
-stdout is a JSON object ``{phase: {"samples": [...], "error": str | None}}``.
+The spec names the dataset URLs (and ``options``: storage options without credentials), a cache
+folder, the credential server (to announce each phase, ``GET /mark/<source>/<phase>``) and the
+phases to run. Each phase runs on its own; the last line of stdout is a JSON object
+``{phase: {"samples": [...], "error": str | None, "seconds": float}}``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def numbers(batch: list[int]) -> list[int]:
 def _stream(spec: dict[str, Any], phase: str, workers: int, context: str | None) -> list[int]:
     from litdata_stream import StreamingDataLoader, StreamingDataset
 
-    dataset = StreamingDataset(spec["data"], cache_dir=f"{spec['cache']}/{phase}")
+    dataset = StreamingDataset(spec["data"], cache_dir=f"{spec['cache']}/{phase}", storage_options=spec.get("options"))
     loader = StreamingDataLoader(dataset, batch_size=4, num_workers=workers, multiprocessing_context=context)
     return [int(i) for batch in loader for i in batch["index"]]
 
@@ -63,7 +64,11 @@ def _raw(spec: dict[str, Any], phase: str, transform: Any, prefetch: int = 16) -
     from litdata_raw import StreamingRawDataset
 
     dataset = StreamingRawDataset(
-        spec["raw"], cache_dir=f"{spec['cache']}/{phase}", transform=transform, max_prefetch=prefetch
+        spec["raw"],
+        cache_dir=f"{spec['cache']}/{phase}",
+        storage_options=spec.get("options"),
+        transform=transform,
+        max_prefetch=prefetch,
     )
     loader = DataLoader(dataset, batch_size=3, num_workers=2, collate_fn=numbers)
     return [i for batch in loader for i in batch]

@@ -6,6 +6,8 @@
   ``GET /latest/meta-data/iam/security-credentials/`` and ``.../<role>`` with the session token);
 - the ECS/EKS container-credentials endpoint (``GET /container/...``; under ``/container/full/``
   the ``Authorization`` header must carry the token file's text, as EKS Pod Identity checks);
+- the GCE metadata server's token endpoint (``GET /computeMetadata/v1/instance/service-accounts/
+  default/token`` with ``Metadata-Flavor: Google``), for GCS;
 - STS (``POST /sts/``): ``AssumeRoleWithWebIdentity`` with the token file's text, and
   ``AssumeRole`` signed (SigV4) with keys of a registered source profile.
 
@@ -13,6 +15,7 @@ Each answer is a fresh key pair from the shared :class:`Authority`, which rememb
 handed out and how long it stays valid. :class:`SigningChecker` sits in front of moto's S3 (moto
 checks no signatures) and forwards only requests signed, per SigV4 as botocore's signer computes
 it, by a key the authority handed out and still valid; it answers the others 403 and counts them.
+:class:`BearerChecker` does the same for GCS bearer tokens in front of fake-gcs-server.
 
 Expiry. A credential advertises ``Expiration = now + lifetime``. Clients refresh a credential when
 less than a minimum lifetime is left (obstore: 300 s, its ``TokenCache`` min TTL; botocore: 10-15
@@ -42,7 +45,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tests.fault_proxy import FaultProxy
 
-__all__ = ["Authority", "CredentialServer", "Issued", "SigningChecker", "start_credential_stack"]
+__all__ = ["Authority", "BearerChecker", "CredentialServer", "Issued", "SigningChecker", "start_credential_stack"]
 
 ROLE = "litdata-node-role"
 ROLE_ARN = "arn:aws:iam::123456789012:role/litdata-node-role"
@@ -131,6 +134,24 @@ class Authority:
                 self.refusals.append((self.mark, verdict, method, url, agent))
         return verdict
 
+    def verify_bearer(self, headers: Mapping[str, str]) -> str:
+        """``"ok"`` if the request carries ``Authorization: Bearer <a token issued and still valid>``."""
+        auth = headers.get("authorization", headers.get("Authorization", ""))
+        with self.lock:
+            found = next((i for i in self.issued.values() if auth == f"Bearer {i.token}"), None) if auth else None
+            if not auth.startswith("Bearer "):
+                verdict = "unsigned"
+            elif found is None:
+                verdict = "unknown token"
+            elif time.monotonic() > found.accepted_until:
+                verdict = "expired token"
+            else:
+                verdict = "ok"
+            self.verdicts[self.mark, verdict if verdict != "ok" else f"ok:gcs:{found.source if found else ''}"] += 1
+            if verdict != "ok":
+                self.refusals.append((self.mark, verdict, "", "", ""))
+        return verdict
+
     def counts(self, prefix: str) -> tuple[dict[str, int], dict[str, int]]:
         """Issuances by source and checker verdicts, over the marks starting with ``prefix``.
 
@@ -184,7 +205,7 @@ def _verify(
     signer_class = S3SigV4Auth if service == "s3" else SigV4Auth
     signer = signer_class(Credentials(issued.access_key, issued.secret_key, issued.token), service, region)
     expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
-    if not secrets.compare_digest(expected, fields["Signature"]):
+    if not secrets.compare_digest(str(expected), fields["Signature"]):
         return "bad signature", None
     return "ok", issued.source
 
@@ -237,6 +258,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(200, json.dumps(server.authority.issue("imds").document()), "application/json")
             else:
                 self._answer(404, "no such role")
+        elif path == "/computeMetadata/v1/instance/service-accounts/default/token":
+            if self.headers.get("metadata-flavor") != "Google":
+                self._answer(403, "Metadata-Flavor: Google missing")
+                return
+            issued = server.authority.issue("gce")
+            answer = {"access_token": issued.token, "expires_in": int(issued.lifetime), "token_type": "Bearer"}
+            self._answer(200, json.dumps(answer), "application/json")
         elif path.startswith("/container/"):
             if path.startswith("/container/full/") and self.headers.get("authorization") != server.container_token:
                 self._answer(403, "the Authorization header is not the container token")
@@ -397,6 +425,16 @@ def _tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
     return context, ca_file
 
 
+class BearerChecker(FaultProxy):
+    """A proxy in front of the GCS emulator that forwards only requests with a valid issued bearer token."""
+
+    def __init__(self, upstream: str, authority: Authority) -> None:
+        super().__init__(upstream)
+        self.set_gate(
+            lambda method, path, headers: None if authority.verify_bearer(headers) == "ok" else 401, rewrite_host=True
+        )
+
+
 @dataclass(frozen=True)
 class CredentialStack:
     """The stand-ins and the checker of one test session.
@@ -426,10 +464,7 @@ def start_credential_stack(s3_endpoint: str, folder: Path) -> Iterator[Credentia
     """
     authority = Authority()
     tls, ca_file = _tls_context(folder)
-    with (
-        CredentialServer(authority) as credentials,
-        CredentialServer(authority, tls) as tls_credentials,
-        SigningChecker(s3_endpoint, authority) as checker,
-    ):
+    checker = SigningChecker(s3_endpoint, authority)
+    with CredentialServer(authority) as credentials, CredentialServer(authority, tls) as tls_credentials, checker:
         tls_credentials._server.web_identity_token = credentials.web_identity_token
         yield CredentialStack(authority, credentials, tls_credentials, ca_file, checker)

@@ -21,11 +21,14 @@ from typing import Any
 
 import pytest
 
+from tests import servers_extra
 from tests.cred_driver import N
-from tests.cred_servers import MIN_TTL, ROLE_ARN, CredentialStack, start_credential_stack
+from tests.cred_servers import MIN_TTL, ROLE_ARN, BearerChecker, CredentialStack, start_credential_stack
 from tests.servers import S3Server
+from tests.servers_extra import FakeGcsServer
 
 pytestmark = pytest.mark.cloud
+fake_gcs = servers_extra.fake_gcs  # the session fixture, bound here so pytest finds it
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
@@ -55,8 +58,8 @@ def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield {"stack": credentials, "bucket": bucket, "folder": folder}
 
 
-def _seed(server: S3Server, bucket: str, local: Path) -> None:
-    """The dataset and the raw files, written straight to moto with the test keys."""
+def _objects(local: Path) -> dict[str, bytes]:
+    """The dataset (``data/``) and the raw files (``raw/``), by key."""
     from litdata_format import BinaryWriter
 
     writer = BinaryWriter(local, chunk_size=4)
@@ -64,23 +67,35 @@ def _seed(server: S3Server, bucket: str, local: Path) -> None:
         writer.add_item(i, {"index": i})
     writer.done()
     writer.merge()
+    objects = {f"data/{path.name}": path.read_bytes() for path in sorted(local.iterdir())}
+    objects.update({f"raw/{i:03d}.json": json.dumps({"i": i}).encode() for i in range(N)})
+    return objects
+
+
+def _seed(server: S3Server, bucket: str, local: Path) -> None:
+    """Written straight to moto with the test keys."""
     client = server.client()
-    for path in sorted(local.iterdir()):
-        client.put_object(Bucket=bucket, Key=f"data/{path.name}", Body=path.read_bytes())
-    for i in range(N):
-        client.put_object(Bucket=bucket, Key=f"raw/{i:03d}.json", Body=json.dumps({"i": i}).encode())
+    for key, data in _objects(local).items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def _clean_environment(home: Path) -> dict[str, str]:
+    """No cloud settings from outside, no proxies, an empty HOME."""
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "UV_CACHE_DIR", "VIRTUAL_ENV")
+    home.mkdir(exist_ok=True)
+    return {
+        **{name: os.environ[name] for name in keep if name in os.environ},
+        "HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def _environment(source: str, credentials: CredentialStack, folder: Path) -> dict[str, str]:
-    """A clean environment (no AWS_* from outside, no proxies, an empty HOME) with one credential source."""
-    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "UV_CACHE_DIR", "VIRTUAL_ENV")
+    """A clean environment with one AWS credential source."""
     home = folder / f"home-{source}"
-    home.mkdir(exist_ok=True)
-    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env = _clean_environment(home)
     server = credentials.credentials.endpoint
     env.update(
-        HOME=str(home),
-        PYTHONPATH=str(ROOT),
         AWS_REGION="us-east-1",
         AWS_ENDPOINT_URL=credentials.checker.endpoint,
         AWS_CONFIG_FILE=str(home / "config"),
@@ -120,6 +135,22 @@ def _environment(source: str, credentials: CredentialStack, folder: Path) -> dic
     return env
 
 
+def _run_driver(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)],
+        check=False,  # the assertion below shows the driver's stderr
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print(spec["source"], {phase: result["seconds"] for phase, result in results.items()})
+    return results
+
+
 def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[str, Any]:
     credentials: CredentialStack = stack["stack"]
     folder: Path = stack["folder"]
@@ -133,19 +164,7 @@ def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[
         "cache": str(folder / f"cache-{source}"),
         "marks": credentials.credentials.endpoint,
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)],
-        check=False,  # the assertion below shows the driver's stderr
-        cwd=ROOT,
-        env=_environment(source, credentials, folder),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    print(source, {phase: result["seconds"] for phase, result in results.items()})
-    return results
+    return _run_driver(spec, _environment(source, credentials, folder))
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +220,37 @@ def test_credentials_expiring_mid_epoch_are_refreshed(stack: dict[str, Any]) -> 
     issued, verdicts = authority.counts("imds/raw-slow")
     assert {verdict for verdict in verdicts} == {"ok:s3:imds"}, verdicts
     assert issued["imds"] > 3  # each process refreshed, more than once
+
+
+def test_gcs_metadata_server_in_every_process(stack: dict[str, Any], fake_gcs: FakeGcsServer, tmp_path: Path) -> None:
+    """GCS with no key file: obstore takes tokens from the metadata server (``GCE_METADATA_HOST``),
+    in the main process and in forked and spawned workers; fake-gcs-server sits behind a proxy that
+    accepts only tokens the stand-in issued. (optimize is not run: fake-gcs-server refuses
+    obstore's uploads.)"""
+    import gcsfs
+
+    credentials: CredentialStack = stack["stack"]
+    bucket = fake_gcs.create_bucket()
+    fs = gcsfs.GCSFileSystem(**fake_gcs.gcsfs_options(), skip_instance_cache=True)
+    for key, data in _objects(tmp_path / "seed").items():
+        fs.pipe_file(f"{bucket}/{key}", data)
+    env = _clean_environment(tmp_path / "home")
+    env["GCE_METADATA_HOST"] = credentials.credentials.endpoint.split("://", 1)[1]
+    with BearerChecker(fake_gcs.endpoint, credentials.authority) as checker:
+        spec = {
+            "source": "gce",
+            "phases": ["w0", "fork", "spawn", "raw"],
+            "data": f"gs://{bucket}/data",
+            "raw": f"gs://{bucket}/raw",
+            "options": {"endpoint_url": checker.endpoint},  # the emulator's address; no credentials
+            "cache": str(tmp_path / "cache"),
+            "marks": credentials.credentials.endpoint,
+        }
+        results = _run_driver(spec, env)
+    for phase, result in results.items():
+        assert result["error"] is None, result["error"]
+        assert sorted(result["samples"]) == list(range(N)), phase
+        issued, verdicts = credentials.authority.counts(f"gce/{phase}")
+        assert set(verdicts) == {"ok:gcs:gce"}, (phase, verdicts)
+        assert set(issued) <= {"gce"}
+    assert credentials.authority.counts("gce/")[0]["gce"] >= 1

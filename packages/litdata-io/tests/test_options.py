@@ -309,8 +309,8 @@ def test_profiles_needing_boto3_say_so_without_it(aws_files: Path) -> None:
         config.write("\n[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = dev\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     sso, role = done.stdout.strip().splitlines()
-    assert "profile 'sso' sets sso_session" in sso and "pip install boto3" in sso
-    assert "profile 'role' sets role_arn" in role and "pip install boto3" in role
+    assert "profile 'sso' sets sso_session" in sso and 'pip install "litdata-io[aws-profiles]"' in sso
+    assert "profile 'role' sets role_arn" in role and "aws-profiles" in role
     assert "--profile role" in role  # the export-credentials alternative names the profile
 
 

@@ -28,7 +28,8 @@ class _Provider(Boto3CredentialProvider):
         # botocore keeps a refreshable credential's expiry only in this attribute; refreshed just now
         expiry = getattr(self.credentials, "_expiry_time", None)
         if isinstance(expiry, dt.datetime) and expiry.tzinfo is not None:
-            credential["expires_at"] = min(credential["expires_at"], expiry)
+            told = credential["expires_at"]
+            credential["expires_at"] = expiry if told is None else min(told, expiry)
         return credential
 
 

@@ -175,7 +175,7 @@ def _boto3_provider(
     except ImportError:
         raise ValueError(
             f"AWS credentials: {why}, which litdata-io resolves through boto3, and boto3 is not installed: "
-            "pip install boto3 (or export temporary keys first: "
+            'pip install "litdata-io[aws-profiles]" (or boto3; or export temporary keys first: '
             f"`aws configure export-credentials{f' --profile {name}' if name else ''} --format env`)"
         ) from None
     return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"))
