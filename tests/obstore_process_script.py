@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,70 @@ def forced_fork(args: dict[str, Any]) -> None:
     child.join()
 
 
+def _child_after_everything(helper_fd: int, helper_inode: int, queue: Any) -> None:
+    from litdata_io import activity_begin, trace_instant
+
+    try:  # the descriptor's number may be reused already (multiprocessing opens /dev/null as stdin)
+        helper_fd_closed = os.fstat(helper_fd).st_ino != helper_inode
+    except OSError:
+        helper_fd_closed = True
+    threads_at_start = sorted(t.name for t in threading.enumerate())
+    dataset = _DATASET[0]
+    indexes = sorted(int(s["index"]) for s in dataset)  # the parent is in the middle of its own pass
+    memory = get_storage("memory://fork-state")
+    memory_data = memory.get("k.bin").decode()
+    trace_instant("child-mark", "epoch")
+    queue.put(
+        {
+            "helper_fd_closed": helper_fd_closed,
+            "threads_at_start": threads_at_start,
+            "threads_after": sorted(t.name for t in threading.enumerate()),
+            "indexes": indexes,
+            "memory": memory_data,
+            "activity_token": activity_begin("child work"),
+            **whoami(),
+        }
+    )
+
+
+_DATASET: list[StreamingDataset] = []
+
+
+def fork_after_everything(args: dict[str, Any]) -> None:
+    """Use every per-process thing in this root process, fork, and let the child use them again."""
+    from litdata_io import ActivityBoard, _helper, activity, attach_activity, enable_tracer, trace_instant
+
+    scratch = Path(args["scratch"])
+    scratch.mkdir(parents=True, exist_ok=True)
+    enable_tracer("chunk", log_file=scratch / "trace.log")
+    trace_instant("parent-mark", "epoch")
+    board = ActivityBoard(1)
+    attach_activity(board.path, 0)
+    dataset = StreamingDataset(args["url"], cache_dir=str(scratch / "cache"), storage_options=args["options"])
+    _DATASET.append(dataset)
+    items = iter(dataset)
+    first = [int(next(items)["index"]) for _ in range(5)]  # a source, a prefetcher, pinned chunks, loop threads
+    memory = get_storage("memory://fork-state")
+    memory.put("k.bin", b"memory")
+    connection = _helper._current  # pyright: ignore[reportPrivateUsage]
+    assert connection is not None
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with activity("parent work"):
+        fd = connection.sock.fileno()
+        child = context.Process(target=_child_after_everything, args=(fd, os.fstat(fd).st_ino, queue))
+        child.start()
+        report(where="child", **queue.get())
+        child.join()
+        report(where="board", activities=[[a.text for a in slot] for slot in board.read()])
+    rest = [int(s["index"]) for s in items]
+    again = get_storage(args["url"], args["options"]).get("index.json")
+    report(where="root", indexes=sorted(first + rest), index_ok='"chunks"' in again.decode(), **whoami())
+    trace = (scratch / "trace.log").read_text()
+    report(where="trace", lines=[line for line in trace.splitlines() if "-mark" in line])
+    board.close()
+
+
 def hold_helper(args: dict[str, Any]) -> None:
     """Start the helper, say its pid, and wait to be killed."""
     from litdata_io import _helper
@@ -90,4 +155,6 @@ def hold_helper(args: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    {"stream": stream, "forced_fork": forced_fork, "hold_helper": hold_helper}[sys.argv[1]](json.loads(sys.argv[2]))
+    scenarios = {"stream": stream, "forced_fork": forced_fork, "hold_helper": hold_helper}
+    scenarios["fork_after_everything"] = fork_after_everything
+    scenarios[sys.argv[1]](json.loads(sys.argv[2]))

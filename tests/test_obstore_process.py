@@ -119,6 +119,24 @@ def test_a_fork_after_obstore_ran_here_goes_through_the_helper(s3_dataset: dict[
     assert child["data"] == root["data"] and '"chunks"' in child["data"]
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
+def test_nothing_per_process_crosses_a_fork(s3_dataset: dict[str, Any]) -> None:
+    lines = {line["where"]: line for line in _run("fork_after_everything", s3_dataset)}
+    child, root = lines["child"], lines["root"]
+    assert child["helper_fd_closed"]  # the parent's helper sees end-of-file only from the parent
+    assert not [name for name in child["threads_at_start"] if name.startswith("litdata")]
+    assert {"litdata-io-loop", "litdata-prefetch"} <= set(child["threads_after"])  # its own loops
+    assert child["placement"] == "here" and child["obstore_loaded"]  # its own obstore client
+    assert child["indexes"] == list(range(N))  # its own source, cache state and prefetcher
+    assert child["memory"] == "memory" and child["activity_token"] == 0  # not attached to the board
+    [parent_slot] = lines["board"]["activities"]
+    assert "parent work" in parent_slot and "child work" not in parent_slot
+    assert root["indexes"] == list(range(N)) and root["index_ok"] and root["placement"] == "helper"
+    marks = {line.split("name: ", 1)[1].split(";")[0]: line for line in lines["trace"]["lines"]}
+    assert f"pid: {child['pid']};" in marks["child-mark"] and f"pid: {root['pid']};" in marks["parent-mark"]
+
+
 def _gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -33,6 +33,7 @@ CACHE_API = {
     "clear_cache",
     "dataset_version",
     "download_concurrency",
+    "fork_generation",
     "min_pre_download",
     "resolve_max_cache_size",
     "run_sync",

@@ -2,50 +2,121 @@
 
 Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pytree spec,
 serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
+Names load their module on first use, so a process that needs only the file helpers (the obstore
+helper process, an optimize worker writing locally) does not import numpy.
 """
 
-from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
-from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
-from litdata_format._chunk import Chunk, ChunkView, encode_chunk
-from litdata_format._compression import compress, decompress
-from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
-from litdata_format._index import (
-    ChunkInfo,
-    DatasetIndex,
-    IndexNotFoundError,
-    complete_dataset,
-    is_complete_dataset,
-    load_index,
-    parse_index,
-    write_json_atomic,
-)
-from litdata_format._json_leaf import JsonLeaf
-from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
-from litdata_format._media import (
-    Audio,
-    File,
-    Graph,
-    Image,
-    Jpeg,
-    JpegArray,
-    Mesh,
-    Nifti,
-    Pdf,
-    Pil,
-    Tensor,
-    Text,
-    Tiff,
-    Video,
-    is_pyg_data,
-)
-from litdata_format._parquet import ParquetLoader
-from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
-from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
-from litdata_format._registry import default_serializers, resolve_serializers
-from litdata_format._serializers import Serializer
-from litdata_format._sizes import parse_size
-from litdata_format._trust import PickleRefusedError, PickleWriteWarning
-from litdata_format._writer import DEFAULT_CHUNK_BYTES, BinaryWriter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# submodule -> the public names it defines (loaded on first use: PEP 562)
+_EXPORTS: dict[str, str] = {
+    "atomic_file": "litdata_format._atomic",
+    "temp_target": "litdata_format._atomic",
+    "write_file_atomic": "litdata_format._atomic",
+    "ChecksumError": "litdata_format._checksum",
+    "checksum_file": "litdata_format._checksum",
+    "expected_checksum": "litdata_format._checksum",
+    "verify_file": "litdata_format._checksum",
+    "Chunk": "litdata_format._chunk",
+    "ChunkView": "litdata_format._chunk",
+    "encode_chunk": "litdata_format._chunk",
+    "compress": "litdata_format._compression",
+    "decompress": "litdata_format._compression",
+    "Encryption": "litdata_format._encryption",
+    "FernetEncryption": "litdata_format._encryption",
+    "RSAEncryption": "litdata_format._encryption",
+    "ChunkInfo": "litdata_format._index",
+    "DatasetIndex": "litdata_format._index",
+    "IndexNotFoundError": "litdata_format._index",
+    "complete_dataset": "litdata_format._index",
+    "is_complete_dataset": "litdata_format._index",
+    "load_index": "litdata_format._index",
+    "parse_index": "litdata_format._index",
+    "write_json_atomic": "litdata_format._index",
+    "JsonLeaf": "litdata_format._json_leaf",
+    "BaseItemLoader": "litdata_format._loaders",
+    "PyTreeLoader": "litdata_format._loaders",
+    "TokensLoader": "litdata_format._loaders",
+    "Audio": "litdata_format._media",
+    "File": "litdata_format._media",
+    "Graph": "litdata_format._media",
+    "Image": "litdata_format._media",
+    "Jpeg": "litdata_format._media",
+    "JpegArray": "litdata_format._media",
+    "Mesh": "litdata_format._media",
+    "Nifti": "litdata_format._media",
+    "Pdf": "litdata_format._media",
+    "Pil": "litdata_format._media",
+    "Tensor": "litdata_format._media",
+    "Text": "litdata_format._media",
+    "Tiff": "litdata_format._media",
+    "Video": "litdata_format._media",
+    "is_pyg_data": "litdata_format._media",
+    "ParquetLoader": "litdata_format._parquet",
+    "TreeSpec": "litdata_format._pytree",
+    "register_namedtuple": "litdata_format._pytree",
+    "tree_flatten": "litdata_format._pytree",
+    "tree_unflatten": "litdata_format._pytree",
+    "DatasetReader": "litdata_format._reader",
+    "cached_chunk_sizes": "litdata_format._reader",
+    "open_chunk": "litdata_format._reader",
+    "plain_chunk_name": "litdata_format._reader",
+    "default_serializers": "litdata_format._registry",
+    "resolve_serializers": "litdata_format._registry",
+    "Serializer": "litdata_format._serializers",
+    "parse_size": "litdata_format._sizes",
+    "PickleRefusedError": "litdata_format._trust",
+    "PickleWriteWarning": "litdata_format._trust",
+    "DEFAULT_CHUNK_BYTES": "litdata_format._writer",
+    "BinaryWriter": "litdata_format._writer",
+}
+
+if TYPE_CHECKING:
+    from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
+    from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
+    from litdata_format._chunk import Chunk, ChunkView, encode_chunk
+    from litdata_format._compression import compress, decompress
+    from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
+    from litdata_format._index import (
+        ChunkInfo,
+        DatasetIndex,
+        IndexNotFoundError,
+        complete_dataset,
+        is_complete_dataset,
+        load_index,
+        parse_index,
+        write_json_atomic,
+    )
+    from litdata_format._json_leaf import JsonLeaf
+    from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
+    from litdata_format._media import (
+        Audio,
+        File,
+        Graph,
+        Image,
+        Jpeg,
+        JpegArray,
+        Mesh,
+        Nifti,
+        Pdf,
+        Pil,
+        Tensor,
+        Text,
+        Tiff,
+        Video,
+        is_pyg_data,
+    )
+    from litdata_format._parquet import ParquetLoader
+    from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
+    from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
+    from litdata_format._registry import default_serializers, resolve_serializers
+    from litdata_format._serializers import Serializer
+    from litdata_format._sizes import parse_size
+    from litdata_format._trust import PickleRefusedError, PickleWriteWarning
+    from litdata_format._writer import DEFAULT_CHUNK_BYTES, BinaryWriter
 
 __version__ = "0.1.0"
 
@@ -111,3 +182,16 @@ __all__ = [
     "write_file_atomic",
     "write_json_atomic",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litdata_format' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

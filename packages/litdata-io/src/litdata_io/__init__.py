@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "ReadOnlyStorageError": "litdata_io._errors",
     "StorageError": "litdata_io._errors",
     "start_forkserver": "litdata_io._forkserver",
+    "fork_generation": "litdata_io._process",
     "run_sync": "litdata_io._loop",
     "Prefetcher": "litdata_io._prefetch",
     "async_prefetch_enabled": "litdata_io._prefetch",
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from litdata_io._forkserver import start_forkserver
     from litdata_io._loop import run_sync
     from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
+    from litdata_io._process import fork_generation
     from litdata_io._registry import get_storage, register_storage, registered_schemes
     from litdata_io._resolver import Dir, cache_dir_for, cache_root, expand_time_template, resolve_dir
     from litdata_io._secret import Secret
@@ -135,6 +137,7 @@ __all__ = [
     "registered_schemes",
     "resolve_dir",
     "resolve_max_cache_size",
+    "fork_generation",
     "run_sync",
     "start_forkserver",
     "trace_begin",

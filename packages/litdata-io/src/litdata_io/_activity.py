@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from litdata_io import _process
+
 __all__ = ["Activity", "ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"]
 
 _SLOT = 2048  # bytes per worker: a length, then "since\ttext" lines
@@ -72,20 +74,20 @@ class _Slot:
 
 
 _slot: _Slot | None = None
-_slot_pid = 0
+_slot_generation = -1
 
 
 def attach_activity(path: str | None, index: int = 0) -> None:
     """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop)."""
-    global _slot, _slot_pid
+    global _slot, _slot_generation
     _slot = None if path is None else _Slot(path, index)
-    _slot_pid = os.getpid()
+    _slot_generation = _process.fork_generation()
 
 
 def activity_begin(text: str) -> int:
     """Mark the start of ``text``; returns the token :func:`activity_end` takes (0 when off)."""
     slot = _slot
-    if slot is None or _slot_pid != os.getpid():  # a forked child publishes only once it attaches
+    if slot is None or _slot_generation != _process.fork_generation():  # a forked child publishes only once it attaches
         return 0
     return slot.begin(text)
 
@@ -93,7 +95,7 @@ def activity_begin(text: str) -> int:
 def activity_end(token: int) -> None:
     """Mark the end of what :func:`activity_begin` returned ``token`` for."""
     slot = _slot
-    if token and slot is not None and _slot_pid == os.getpid():
+    if token and slot is not None and _slot_generation == _process.fork_generation():
         slot.end(token)
 
 

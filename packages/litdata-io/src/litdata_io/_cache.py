@@ -59,7 +59,7 @@ and both hashes. A chunk already in the cache is hashed the first time each proc
 altered on disk after download is caught before its samples are read, and the file is fetched
 again. A file altered while a process already holds it checked is not seen by that process.
 
-Fork. Descriptors and in-process state are reset in a forked child (``os.register_at_fork``),
+Fork. Descriptors and in-process state are reset in a forked child (:func:`litdata_io._process.on_fork_in_child`),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
 Locking needs ``fcntl`` (POSIX); without it, only in-process pins protect chunks.
 """
@@ -90,6 +90,7 @@ from litdata_format import (
     plain_chunk_name,
     verify_file,
 )
+from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache_clear import CacheClearResult, clear_cache
 from litdata_io._cache_locks import (
@@ -203,8 +204,7 @@ def _reset_after_fork() -> None:
         cache._forget_parent_state()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
+_process.on_fork_in_child(_reset_after_fork)
 
 
 # -- the cache ------------------------------------------------------------------------------------

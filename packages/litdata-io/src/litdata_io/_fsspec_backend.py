@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from litdata_format import atomic_file
+from litdata_io import _process
 from litdata_io._options import BackendOptions
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
@@ -85,11 +86,11 @@ class FsspecStorage(Storage):
         self._extra = extra
         self._fs: Any = None
         self._root = ""
-        self._pid: int | None = None
+        self._generation = -1
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_fs=None, _pid=None)
+        state.update(_fs=None, _generation=-1)
         return state
 
     def _secrets(self) -> Sequence[Secret]:
@@ -108,10 +109,10 @@ class FsspecStorage(Storage):
             ) from None
 
     def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None or self._pid != os.getpid():
+        if self._fs is None or self._generation != _process.fork_generation():
             self._fs, root = self._open_fs()
             self._root = root.rstrip("/")
-            self._pid = os.getpid()
+            self._generation = _process.fork_generation()
         return self._fs, self._root
 
     def _path(self, key: str) -> str:

@@ -228,18 +228,15 @@ async def _start() -> _Connection:
     return conn
 
 
-# Variables a store client reads (credentials, endpoints, regions, certificates, proxies, the home
-# folder holding ~/.aws): a helper started before one of them changed would not see the change.
-_ENV_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCE_", "GCS_", "R2_", "S3_", "OBJECT_STORE", "SSL_", "HOME")
-_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "requests_ca_bundle", "curl_ca_bundle"})
+# The helper sees the environment of its start. Any later change (a notebook sets AWS_PROFILE, a
+# test sets AZURITE_BLOB_STORAGE_URL) starts a new helper: the variables a store client reads are
+# too many to list (credentials, endpoints, certificates, proxies, HOME for ~/.aws). Variables known
+# to change on their own, and that no client reads, do not count.
+_VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def _environment() -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (name, value)
-        for name, value in os.environ.items()
-        if name.startswith(_ENV_PREFIXES) or name.lower() in _ENV_NAMES
-    )
+    return tuple(sorted((name, value) for name, value in os.environ.items() if name not in _VOLATILE))
 
 
 async def _connection() -> _Connection:

@@ -36,7 +36,7 @@ class LoopThread:
     """
 
     def __init__(self, name: str, fast: bool = False) -> None:
-        self.generation = _process.generation()
+        self.generation = _process.fork_generation()
         self.loop = _new_event_loop() if fast else asyncio.new_event_loop()
         started = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(started,), name=name, daemon=True)
@@ -55,7 +55,7 @@ class LoopThread:
 
     def alive(self) -> bool:
         """Whether the loop runs, in this process."""
-        return self.generation == _process.generation() and self.thread.is_alive()
+        return self.generation == _process.fork_generation() and self.thread.is_alive()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run ``coro`` on the loop; its future."""

@@ -187,9 +187,9 @@ class ObstoreStorage(Storage):
         raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")  # pragma: no cover
 
     def _client(self) -> Any:
-        if self._store is None or self._generation != _process.generation():
+        if self._store is None or self._generation != _process.fork_generation():
             self._store = self._build()
-            self._generation = _process.generation()
+            self._generation = _process.fork_generation()
         return self._store
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:

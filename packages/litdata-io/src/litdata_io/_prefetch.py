@@ -130,7 +130,7 @@ class Prefetcher:
         self._urgent: list[_Slot] = []
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._generation = _process.generation()
+        self._generation = _process.fork_generation()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -149,7 +149,7 @@ class Prefetcher:
         self._urgent = []
         self._active = 0
         self._tasks = set()
-        self._generation = _process.generation()
+        self._generation = _process.fork_generation()
         self._closed = False
 
     # -- the reader's side ----------------------------------------------------------------------
@@ -222,7 +222,7 @@ class Prefetcher:
 
     # -- machinery ------------------------------------------------------------------------------
     def _check_process(self) -> None:
-        if self._generation != _process.generation():
+        if self._generation != _process.fork_generation():
             # A forked child: the parent's thread does not exist here and its lock may be held.
             self._lock = threading.Lock()
             self._slots = deque()
@@ -230,7 +230,7 @@ class Prefetcher:
             self._urgent = []
             self._active = 0
             self._tasks = set()
-            self._generation = _process.generation()
+            self._generation = _process.fork_generation()
 
     def _loop(self) -> LoopThread:
         with self._lock:

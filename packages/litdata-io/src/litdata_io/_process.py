@@ -4,7 +4,7 @@ Everything litdata-io (and the packages above it) keeps per process (clients, lo
 cache's pins and descriptors, the tracer's file, the activity slot, stream sources) starts afresh
 in a forked child. Rather than each keeping its own ``os.register_at_fork`` hook or comparing
 ``os.getpid()`` on every call, they use this module: :func:`on_fork_in_child` registers a reset,
-:func:`pid` is the current process id without a system call, and :func:`generation` is a number
+:func:`pid` is the current process id without a system call, and :func:`fork_generation` is a number
 that changes in every forked child (compare it to a remembered one to learn "am I still the
 process that built this?").
 
@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 from typing import Literal
 
-__all__ = ["generation", "obstore_placement", "on_fork_in_child", "pid", "serve_obstore_here"]
+__all__ = ["fork_generation", "obstore_placement", "on_fork_in_child", "pid", "serve_obstore_here"]
 
 Placement = Literal["here", "helper"]
 _ENV = "LITDATA_OBSTORE_PROCESS"
@@ -67,7 +67,7 @@ def pid() -> int:
     return _pid
 
 
-def generation() -> int:
+def fork_generation() -> int:
     """A number that changes in every forked child: state built under another number is the parent's."""
     return _generation
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, ParamSpec, TypeVar
 
+from litdata_io import _process
+
 __all__ = [
     "TRACE_CATEGORIES",
     "TRACE_LEVELS",
@@ -116,22 +118,17 @@ _CONFIG = TracerConfig("off", frozenset(), os.path.abspath(DEFAULT_LOG_FILE))
 _lock = threading.Lock()
 _fd: int | None = None  # the descriptor of _CONFIG.log_file once the first event opened it
 _fds: dict[str, int] = {}  # never closed: another thread may be writing to a retired one right now
-_pid = os.getpid()
 _named_threads: set[int] = set()
 _worker_context: str | None = None  # cached once known: a DataLoader worker's identity never changes
 _written_env: dict[str, str] = {}  # what this module last wrote, to tell it apart from user overrides
 _external_env: dict[str, str] = {}
 
 
+@_process.on_fork_in_child
 def _after_fork_in_child() -> None:
-    global _pid, _worker_context
-    _pid = os.getpid()
+    global _worker_context
     _named_threads.clear()
     _worker_context = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -321,7 +318,7 @@ def _open(path: str) -> int:
 
 def _emit(name: str, ph: str, cat: str, ts_ns: int, dur_ns: int | None, args: Mapping[str, object]) -> None:
     tid = threading.get_native_id()
-    head = f"ts: {_us(ts_ns)}; pid: {_pid}; tid: {tid};"
+    head = f"ts: {_us(ts_ns)}; pid: {_process.pid()}; tid: {tid};"
     parts = [head, f" name: {_clean(name)}; ph: {ph}; cat: {cat};"]
     if dur_ns is not None:
         parts.append(f" dur: {_us(dur_ns)};")

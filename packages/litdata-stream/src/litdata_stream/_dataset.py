@@ -15,7 +15,7 @@ import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
-from litdata_io import activity_begin, activity_end, trace_begin, trace_enabled, trace_end, trace_span
+from litdata_io import activity_begin, activity_end, fork_generation, trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._collate import (
     BatchBundle,
     Batching,
@@ -40,7 +40,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._posix import PosixProfile, detect_posix
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkSource, fork_generation, open_source
+from litdata_stream._source import ChunkSource, open_source
 
 __all__ = ["StreamingDataset"]
 

@@ -15,25 +15,7 @@ from typing import Any, Protocol
 from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
 from litdata_stream._parquet_index import local_dataset_index, select_files
 
-__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener", "fork_generation", "open_source"]
-
-_generation = 0
-
-
-def _forked() -> None:
-    global _generation
-    _generation += 1
-
-
-# A forked child must open its own sources (no threads or handles shared with the parent).
-# Counting forks lets a dataset check that per sample without a getpid() syscall.
-os.register_at_fork(after_in_child=_forked)
-
-
-def fork_generation() -> int:
-    """A number that changes in every forked child process."""
-    return _generation
-
+__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener", "open_source"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
