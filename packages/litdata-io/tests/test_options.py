@@ -293,6 +293,14 @@ def test_profile_errors(aws_files: Path) -> None:
         s3_client_config(normalize_options("s3", None, {"profile_name": "role"}))
 
 
+def test_a_missing_profile_named_by_aws_profile_is_an_error(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "typo")
+    with pytest.raises(ValueError, match="'typo' \\(AWS_PROFILE\\) is not in .*unset AWS_PROFILE"):
+        s3_client_config(normalize_options("s3", {}))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENVKEY")  # keys in the environment come first
+    assert s3_client_config(normalize_options("s3", {}))[1] is None
+
+
 def test_profiles_needing_boto3_say_so_without_it(aws_files: Path) -> None:
     """In a process where boto3 cannot be imported, an SSO or assume-role profile names the fix."""
     script = (

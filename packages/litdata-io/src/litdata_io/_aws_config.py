@@ -113,6 +113,12 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
     _settings_from_profile(config, profile or {}, environ)
     if "access_key_id" in config or config.get("skip_signature") or environ.get("AWS_ACCESS_KEY_ID"):
         return config, None  # 1-2: given keys, unsigned on request, or keys in the environment
+    if profile is None and name != "default":  # AWS_PROFILE names a profile no file has: as boto3, say so
+        variable = "AWS_PROFILE" if environ.get("AWS_PROFILE") else "AWS_DEFAULT_PROFILE"
+        raise ValueError(
+            f"AWS profile {name!r} ({variable}) is not in {_files(environ)}; create it with "
+            f"`aws configure --profile {name}`, or unset {variable}"
+        )
     if profile and any(key in profile for key in _INDIRECT) and not _is_static(profile):
         indirect = next(key for key in _INDIRECT if key in profile)
         return config, _boto3_provider(name, f"profile {name!r} sets {indirect}", profile, config, environ)
