@@ -8,18 +8,25 @@ from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
 from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
 from litdata_format._chunk import Chunk, ChunkView, encode_chunk
 from litdata_format._compression import compress, decompress
+from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
 from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
 from litdata_format._index import (
-    ChunkInfo,
-    DatasetIndex,
     IndexNotFoundError,
+    cached_chunk_sizes,
+    chunk_name,
     complete_dataset,
     is_complete_dataset,
+    layout_differences,
     load_index,
+    merge_indexes,
+    parse_chunk_name,
     parse_index,
+    plain_chunk_name,
+    rank_index_name,
     write_json_atomic,
 )
 from litdata_format._json_leaf import JsonLeaf
+from litdata_format._layouts import open_chunk
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
 from litdata_format._media import (
     Audio,
@@ -40,7 +47,7 @@ from litdata_format._media import (
 )
 from litdata_format._parquet import ParquetLoader
 from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
-from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
+from litdata_format._reader import DatasetReader
 from litdata_format._registry import default_serializers, resolve_serializers
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
@@ -51,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
+    "INDEX_FILENAME",
     "Audio",
     "Encryption",
     "FernetEncryption",
@@ -89,6 +97,7 @@ __all__ = [
     "atomic_file",
     "cached_chunk_sizes",
     "checksum_file",
+    "chunk_name",
     "complete_dataset",
     "compress",
     "decompress",
@@ -97,11 +106,15 @@ __all__ = [
     "expected_checksum",
     "is_complete_dataset",
     "is_pyg_data",
+    "layout_differences",
     "load_index",
+    "merge_indexes",
     "open_chunk",
+    "parse_chunk_name",
     "parse_index",
     "parse_size",
     "plain_chunk_name",
+    "rank_index_name",
     "register_namedtuple",
     "resolve_serializers",
     "temp_target",

@@ -10,7 +10,15 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from litdata_format import BaseItemLoader, BinaryWriter, temp_target
+from litdata_format import (
+    INDEX_FILENAME,
+    BaseItemLoader,
+    BinaryWriter,
+    DatasetIndex,
+    merge_indexes,
+    parse_chunk_name,
+    temp_target,
+)
 from litdata_io import Dir, resolve_dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
@@ -22,9 +30,7 @@ from litdata_prep._checkpoint import (
 )
 from litdata_prep._engine import run_workers
 from litdata_prep._indexes import (
-    CHUNK_NAME,
-    INDEX,
-    merge_parts,
+    LAYOUT_HINT,
     next_chunk_indexes,
     node_index_key,
     read_rank_indexes,
@@ -54,8 +60,8 @@ def is_dataset_file(key: str) -> bool:
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
     return (
-        bool(CHUNK_NAME.match(key))
-        or name.endswith("index.json")
+        parse_chunk_name(key) is not None
+        or name.endswith(INDEX_FILENAME)
         or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
     )
 
@@ -111,10 +117,10 @@ def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunkin
     return bool(keep_data_ordered)
 
 
-def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> dict[str, Any] | None:
+def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> DatasetIndex | None:
     """Apply ``mode`` to what the output holds; return the existing index when appending."""
     keys = output.list()
-    existing = output.read_json(INDEX) if INDEX in keys else None
+    existing = output.read_index() if INDEX_FILENAME in keys else None
     if mode is None and existing is not None:
         # Files optimize does not write are left alone (as upstream does): only a dataset is refused.
         raise DatasetExistsError(
@@ -127,12 +133,12 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
         return existing if mode == "append" else None
     stale = [k for k in keys if is_dataset_file(k)]
     if mode == "append":
-        stale = [k for k in stale if k != INDEX and not CHUNK_NAME.match(k)]
+        stale = [k for k in stale if k != INDEX_FILENAME and parse_chunk_name(k) is None]
         if not use_checkpoint:
-            referenced = {c.get("filename") for c in (existing or {}).get("chunks", [])}
-            stale += [k for k in keys if CHUNK_NAME.match(k) and k not in referenced]
+            referenced = {c.filename for c in existing.chunks} if existing is not None else set()
+            stale += [k for k in keys if parse_chunk_name(k) is not None and k not in referenced]
     if use_checkpoint and mode != "overwrite":
-        stale = [k for k in stale if not (CHUNK_NAME.match(k) or k.startswith(CHECKPOINT_DIR + "/"))]
+        stale = [k for k in stale if not (parse_chunk_name(k) is not None or k.startswith(CHECKPOINT_DIR + "/"))]
     output.delete_many(stale + [k for k in keys if _leftover_temp(k)])
     return existing if mode == "append" else None
 
@@ -144,10 +150,12 @@ def _leftover_temp(key: str) -> bool:
     return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
 
 
-def _collect_unreferenced(output: Output, index: dict[str, Any]) -> None:
+def _collect_unreferenced(output: Output, index: DatasetIndex | None) -> None:
     """Remove chunks ``index`` does not reference and the temporary files of interrupted writes."""
-    referenced = {c["filename"] for c in index["chunks"]}
-    output.delete_many([k for k in output.list() if (CHUNK_NAME.match(k) and k not in referenced) or _leftover_temp(k)])
+    referenced = {c.filename for c in index.chunks} if index is not None else set()
+    output.delete_many(
+        [k for k in output.list() if (parse_chunk_name(k) is not None and k not in referenced) or _leftover_temp(k)]
+    )
 
 
 def optimize(
@@ -288,7 +296,7 @@ def optimize(
         # The run that wrote this dataset was stopped after publishing it: only clean up.
         clear_checkpoints(output, nodes.node_rank, ranks)
         remove_staging(output, nodes.node_rank)
-        _collect_unreferenced(output, output.read_json(INDEX))
+        _collect_unreferenced(output, output.read_index())
         if verbose:
             print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
         return
@@ -303,7 +311,7 @@ def optimize(
         total = sum(len(s) for s in slices)
 
     staging = make_staging(output, nodes.node_rank, "optimize")
-    index: dict[str, Any] | None = None
+    index: DatasetIndex | None = None
     try:
         specs = []
         for w, rank in enumerate(ranks):
@@ -346,8 +354,8 @@ def optimize(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if verbose and index is not None:
-        samples = sum(c.get("dim") or c["chunk_size"] for c in index["chunks"])
-        print(f"optimize: {output.display} holds {samples} samples in {len(index['chunks'])} chunks", flush=True)
+        samples = sum(c.dim or c.chunk_size for c in index.chunks)
+        print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
 def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
@@ -357,15 +365,17 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
     was written before the failure) stay.
     """
     try:
-        keep: set[Any] = set()
-        for key in (INDEX, node_index_key(node_rank)):
-            keep.update(c.get("filename") for c in (output.read_json(key) or {}).get("chunks", []))
+        keep: set[str] = set()
+        for key in (INDEX_FILENAME, node_index_key(node_rank)):
+            index = output.read_index(key)
+            if index is not None:
+                keep.update(c.filename for c in index.chunks)
         mine = set(ranks)
         output.delete_many(
             [
                 key
                 for key in output.list()
-                if (match := CHUNK_NAME.match(key)) and int(match.group(1)) in mine and key not in keep
+                if (parsed := parse_chunk_name(key)) is not None and parsed[0] in mine and key not in keep
             ]
         )
     except Exception as err:  # the job's own error is the one to raise; mention this one with it
@@ -375,26 +385,28 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
 def _finish(
     output: Output,
     nodes: NodeInfo,
-    existing: dict[str, Any] | None,
-    parts: list[dict[str, Any]],
+    existing: DatasetIndex | None,
+    parts: list[DatasetIndex],
     items: list[Any],
     gc: bool,
-) -> dict[str, Any] | None:
+) -> DatasetIndex | None:
     """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
+    before = [existing] if existing is not None else []
     if nodes.num_nodes == 1:
-        index = merge_parts(existing, parts, f"{output.display}/{INDEX}")
-        output.write_json(INDEX, index)
+        index = merge_indexes(before + parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+        output.write_json(INDEX_FILENAME, index.to_json())
         if gc:
             _collect_unreferenced(output, index)
         return index
     job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
-    node_index = merge_parts(None, parts, f"{output.display}/{node_index_key(nodes.node_rank)}")
-    output.write_json(node_index_key(nodes.node_rank), {**node_index, "job": job})
+    node_key = node_index_key(nodes.node_rank)
+    node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
+    output.write_json(node_key, {**node_index.to_json(), "job": job})
     if not nodes.is_last:
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
-    index = merge_parts(existing, node_parts, f"{output.display}/{INDEX}")
-    output.write_json(INDEX, index)
+    index = merge_indexes(before + node_parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+    output.write_json(INDEX_FILENAME, index.to_json())
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)
     return index

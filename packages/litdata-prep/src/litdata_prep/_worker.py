@@ -22,7 +22,15 @@ from pathlib import Path
 from types import GeneratorType
 from typing import Any
 
-from litdata_format import BinaryWriter, ChunkInfo, tree_flatten, tree_unflatten
+from litdata_format import (
+    BinaryWriter,
+    ChunkInfo,
+    DatasetIndex,
+    rank_index_name,
+    tree_flatten,
+    tree_unflatten,
+    write_json_atomic,
+)
 from litdata_io import Dir
 from litdata_prep._checkpoint import WorkerCheckpoint
 from litdata_prep._output import Output
@@ -220,9 +228,7 @@ class _Worker:
         if spec.checkpoint is None:
             state.next_chunk_index = spec.chunk_index
         writer = BinaryWriter(spec.staging, rank=spec.rank, chunk_index=state.next_chunk_index, **spec.writer_options)
-        writer.chunks = [
-            ChunkInfo(c["filename"], c["chunk_bytes"], c["chunk_size"], c.get("dim")) for c in state.chunks
-        ]
+        writer.chunks = [ChunkInfo.from_json(c, f"{state.key}: chunks[{n}]") for n, c in enumerate(state.chunks)]
         published = len(writer.chunks)
         first_chunk = state.next_chunk_index - published
         sample_no = state.next_sample
@@ -264,13 +270,10 @@ class _Worker:
         if spec.items is not None:
             checkpoint(len(spec.items), 0)
         self.publisher.close()
-        config = writer.config() if wrote_any else state.config
-        chunks = [c.to_json() for c in writer.chunks]
-        rank_index = {"chunks": chunks, "config": config if chunks else None, "updated_at": str(time.time())}
-        from litdata_format import write_json_atomic
-
-        write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.index.json", rank_index)
-        return {"samples": sample_no, "chunks": len(chunks)}
+        config = (writer.config() if wrote_any else state.config) or {"data_format": [], "data_spec": None}
+        rank_index = DatasetIndex(writer.chunks, config, str(time.time()))
+        write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
+        return {"samples": sample_no, "chunks": len(writer.chunks)}
 
     # -- map ------------------------------------------------------------------------------------
     def map(self, work: Any) -> dict[str, Any]:
