@@ -40,7 +40,8 @@ from litdata_stream._plan import (
 )
 from litdata_stream._posix import PosixProfile, detect_posix
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkSource, fork_generation, open_source
+from litdata_stream._remote import open_source
+from litdata_stream._source import ChunkSource, fork_generation
 
 __all__ = ["StreamingDataset"]
 
