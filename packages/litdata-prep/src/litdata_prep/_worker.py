@@ -37,7 +37,7 @@ from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 from litdata_prep._publish import Publisher
 
-__all__ = ["FnFailed", "WorkerSpec", "describe_input", "worker_main"]
+__all__ = ["Done", "Failed", "FnFailed", "Progress", "WorkerEvent", "WorkerSpec", "describe_input", "worker_main"]
 
 _PROGRESS_EVERY_S = 0.2
 
@@ -88,6 +88,45 @@ class WorkerSpec:
     storage_options: dict[str, Any] = field(default_factory=dict)
     upload_threads: int = 2
     env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A worker finished ``inputs`` more inputs since its last report."""
+
+    rank: int
+    inputs: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """A worker finished all its inputs; ``summary`` counts what it wrote."""
+
+    rank: int
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A worker failed: on input ``input`` at ``position`` when ``fn`` raised, else on no input in particular.
+
+    Attributes:
+        rank: the worker's global rank.
+        headline: the one-line error for the user.
+        position: the input's position, if an input is to blame.
+        input: a short ``repr`` of that input.
+        traceback: the worker's formatted traceback.
+    """
+
+    rank: int
+    headline: str
+    position: int | None
+    input: str | None
+    traceback: str
+
+
+#: What a worker tells the parent on the ``events`` queue.
+WorkerEvent = Progress | Done | Failed
 
 
 def _last_line(text: str) -> str:
@@ -175,7 +214,7 @@ class _Worker:
     def report(self, force: bool = False) -> None:
         now = time.monotonic()
         if self.done_inputs > self._reported and (force or now - self._last_report >= _PROGRESS_EVERY_S):
-            self.events.put(("progress", self.spec.rank, self.done_inputs - self._reported))
+            self.events.put(Progress(self.spec.rank, self.done_inputs - self._reported))
             self._reported, self._last_report = self.done_inputs, now
 
     def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
@@ -340,19 +379,19 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
         worker = _Worker(spec, events)
         summary = worker.optimize(work) if spec.kind == "optimize" else worker.map(work)
         worker.report(force=True)
-        events.put(("done", spec.rank, summary))
+        events.put(Done(spec.rank, summary))
         # Nothing this process made is garbage the OS would not reclaim anyway: keep the interpreter's
         # exit from walking every object (20-40 ms the parent spends joining us, measured).
         gc.freeze()
     except FnFailed as failure:
         if worker is not None:
             worker.publisher.abort()
-        events.put(("error", spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text))
+        events.put(Failed(spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text))
         sys.exit(1)
     except BaseException as err:
         if worker is not None:
             worker.publisher.abort()
         text = traceback.format_exc()
         headline = _write_failure(err, spec) or f"worker {spec.rank} failed: {_last_line(text)}"
-        events.put(("error", spec.rank, headline, None, None, text))
+        events.put(Failed(spec.rank, headline, None, None, text))
         sys.exit(1)
