@@ -19,7 +19,7 @@ from litdata_format import (
     parse_chunk_name,
     temp_target,
 )
-from litdata_io import Dir, resolve_dir
+from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
     clear_checkpoints,
@@ -28,7 +28,6 @@ from litdata_prep._checkpoint import (
     published_before_cleanup,
     save_node_config,
 )
-from litdata_prep._engine import run_workers
 from litdata_prep._indexes import (
     LAYOUT_HINT,
     next_chunk_indexes,
@@ -36,19 +35,10 @@ from litdata_prep._indexes import (
     read_rank_indexes,
     wait_for_node_indexes,
 )
-from litdata_prep._job import (
-    check_spawnable,
-    default_num_workers,
-    make_staging,
-    open_output,
-    prepare_items,
-    remove_staging,
-    resolve_start_method,
-)
-from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
+from litdata_prep._job import Job, make_staging, remove_staging
+from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
-from litdata_prep._worker import WorkerSpec
+from litdata_prep._plan import Numbered
 
 __all__ = ["is_dataset_file", "optimize"]
 
@@ -238,8 +228,6 @@ def optimize(
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
-    if not callable(fn):
-        raise TypeError(f"optimize: fn must be callable, got {fn!r}")
     if key_fn is not None:
         raise NotImplementedError("optimize: key_fn (the key sidecar index) is not supported by litdata")
     if (queue is None) == (inputs is None):
@@ -248,44 +236,18 @@ def optimize(
         raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
     if mode not in (None, "append", "overwrite"):
         raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"optimize: batch_size must be a positive int, got {batch_size!r}")
-    if reader is not None and weights is not None:
-        raise ValueError("optimize: give reader or weights, not both")
-    nodes = detect_nodes()
-    check_node_request(num_nodes, machine, nodes)
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
-    workers = default_num_workers(num_workers)
-    method = resolve_start_method(start_method)
     options = _check_options(
         chunk_size, chunk_bytes, align_chunking, compression, compression_level, encryption, item_loader
     )
-    for name, obj in (("fn", fn), ("reader", reader), ("item_loader", item_loader), ("encryption", encryption)):
-        check_spawnable(name, obj, method)
-
-    resolved_input = resolve_dir(input_dir) if input_dir is not None else None
-    items: list[Any] = []
-    if inputs is not None:
-        items, weights = prepare_items(
-            "optimize", inputs, batch_size, reader, weights, workers, resolved_input, reorder_files
-        )
-
-    output = open_output(output_dir, storage_options, "optimize")
-    ranks = [nodes.node_rank * workers + w for w in range(workers)]
-    limit = limit_for_dev_run(fast_dev_run)
-
+    job = Job.prepare("optimize", locals(), spawnable=("item_loader", "encryption"), queue=queue is not None)
+    output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | None = None
-    total: int | None = None
-    if inputs is not None and ordered:
-        slices = worker_slices(
-            items, workers, nodes.num_nodes, nodes.node_rank, weights, chunk_size if align_chunking else None
-        )
-        slices = [s[:limit] for s in slices] if limit else slices
-    elif inputs is not None:
-        shared = node_share(items, nodes.num_nodes, nodes.node_rank, weights)
-        shared = shared[:limit] if limit else shared
-        total = len(shared)
+    if queue is None and ordered:
+        slices = job.ordered_slices(chunk_size if align_chunking else None)
+    elif queue is None:
+        shared = job.shared_inputs()
     if (
         use_checkpoint
         and mode is None
@@ -303,6 +265,7 @@ def optimize(
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
     checkpoints = None
+    total = len(shared) if shared is not None else None
     if use_checkpoint and slices is not None:
         checkpoints = load_checkpoints(output, nodes.node_rank, slices, ranks)
         save_node_config(output, nodes.node_rank, slices, ranks)
@@ -313,38 +276,16 @@ def optimize(
     staging = make_staging(output, nodes.node_rank, "optimize")
     index: DatasetIndex | None = None
     try:
-        specs = []
-        for w, rank in enumerate(ranks):
-            worker_staging = staging / f"rank-{rank}"
-            worker_staging.mkdir()
-            checkpoint = checkpoints[w] if checkpoints is not None else None
-            if checkpoint is not None and not checkpoint.chunks and checkpoint.next_input == 0:
-                checkpoint.next_chunk_index = chunk_starts[rank]
-            specs.append(
-                WorkerSpec(
-                    kind="optimize",
-                    fn=fn,
-                    rank=rank,
-                    staging=str(worker_staging),
-                    node_staging=str(staging),
-                    output=output,
-                    items=slices[w] if slices is not None else None,
-                    writer_options=options,
-                    chunk_index=chunk_starts[rank],
-                    checkpoint=checkpoint,
-                    reader=reader,
-                    input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
-                    storage_options=dict(storage_options or {}),
-                    upload_threads=num_uploaders or 2,
-                    env=nodes.worker_env(rank, workers),
-                )
-            )
-        if verbose:
-            what = f"{total} inputs" if total is not None else "inputs from a queue"
-            print(f"optimize: {what} on {workers} {method} workers -> {output.display}", flush=True)
-        run_workers(specs, method, shared=shared, source=queue, total=total, verbose=verbose, desc="optimize")
+        specs = job.worker_specs(staging, slices)
+        for w, spec in enumerate(specs):
+            spec.writer_options = options
+            spec.chunk_index = chunk_starts[spec.rank]
+            spec.checkpoint = checkpoints[w] if checkpoints is not None else None
+            if spec.checkpoint is not None and not spec.checkpoint.chunks and spec.checkpoint.next_input == 0:
+                spec.checkpoint.next_chunk_index = chunk_starts[spec.rank]
+        job.run(specs, shared, total, verbose, source=queue)
         parts = read_rank_indexes(staging, ranks)
-        index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
+        index = _finish(output, nodes, existing, parts, job.items, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
