@@ -39,7 +39,7 @@ __all__ = [
     "write_json_atomic",
 ]
 
-_RANK_INDEX = re.compile(r"^(\d+)\.index\.json$")
+_RANK_INDEX = re.compile(rf"^(\d+)\.{re.escape(INDEX_FILENAME)}$")
 _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
