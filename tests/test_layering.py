@@ -117,3 +117,94 @@ def test_declared_dependencies_match_the_imports(folder: Path) -> None:
         for module, extra in _optional_imports(path):
             dists = distributions[module.split(".")[0]]
             assert dists & extras.get(extra, set()), f'{path.relative_to(ROOT)} names extra "{extra}" for {module}'
+
+
+def _module_imports(package_dir: Path) -> dict[str, set[str]]:
+    """For each module of the package in ``package_dir``, the package's modules it imports (at the top or
+    inside a function; not under ``if TYPE_CHECKING:``, which never runs). ``from pkg import _sub`` counts
+    as importing ``pkg._sub``; any other name imported from ``pkg`` as importing ``pkg/__init__``."""
+
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(path): path for path in package_dir.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        type_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for statement in node.body
+            for inner in ast.walk(statement)
+        }
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                module = target
+                while module and module not in modules:  # import a.b.c -> the longest module of the package
+                    module = module.rpartition(".")[0]
+                if module and module != name:
+                    found.add(module)
+        graph[name] = found
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (its modules in import order, the first repeated last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for other in sorted(graph[module]):
+            if state.get(other) == 1:
+                return [*path[path.index(other) :], other]
+            if other not in state and (found := visit(other)) is not None:
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)) is not None:
+            return found
+    return None
+
+
+PACKAGE_DIRS = sorted(ROOT.glob("packages/*/src/*/__init__.py")) + sorted(ROOT.glob("tools/*/src/*/__init__.py"))
+
+
+@pytest.mark.parametrize("init", PACKAGE_DIRS, ids=lambda p: p.parent.name)
+def test_no_import_cycles_inside_a_package(init: Path) -> None:
+    """Modules of one package import each other one way, so each can be read (and imported) after the
+    ones it uses; a function-level import that only hides a cycle counts as one."""
+    cycle = _cycle(_module_imports(init.parent))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from pkg import _b as b\n")
+    (package / "_a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg._b import B\n")
+    (package / "_b.py").write_text("from pkg import _a\n")
+    assert _cycle(_module_imports(package)) is None
+    (package / "_a.py").write_text("def f():\n    from pkg._b import B\n")
+    assert _cycle(_module_imports(package)) == ["pkg._b", "pkg._a", "pkg._b"]

@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from litdata_format import TokensLoader
-from litdata_prep import optimize
+from litdata_format import (
+    BinaryWriter,
+    DatasetIndex,
+    TokensLoader,
+    load_index,
+    merge_indexes,
+    rank_index_name,
+    write_json_atomic,
+)
+from litdata_prep import merge_datasets, optimize
 from litdata_stream import StreamingDataset
 from tests import prep_e2e_fns as fns
 from tests.upstream_venv import run_upstream
@@ -62,3 +70,52 @@ def test_upstream_reads_what_optimize_writes(tmp_path: Path) -> None:
     got = run_upstream(IMAGES, str(images))
     assert sorted(i for i, _ in got) == list(range(10))
     assert all(shape in ((3, 32, 32), (32, 32)) for _, shape in got)
+
+
+def test_upstream_reads_datasets_merged_across_chunk_sizes(tmp_path: Path) -> None:
+    # Chunking is not part of a dataset's layout: upstream's reader ignores config.chunk_size/chunk_bytes.
+    fork = {"start_method": "fork", "verbose": False}
+    optimize(fns.compress, list(range(10)), tmp_path / "a", chunk_size=3, num_workers=1, **fork)
+    optimize(fns.compress, list(range(10, 25)), tmp_path / "b", chunk_bytes="100B", num_workers=2, **fork)
+    merge_datasets([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "merged"))
+    assert sorted(run_upstream(READ, str(tmp_path / "merged"))) == [(i, i**2) for i in range(25)]
+
+
+FIRST_AND_LAST = """
+import pickle, sys
+from litdata import StreamingDataset
+ds = StreamingDataset(sys.argv[2])
+out = [tuple(ds[0]["image"].shape)]
+try:
+    out.append(tuple(ds[len(ds) - 1]["image"].shape))
+except Exception as err:
+    out.append(type(err).__name__)
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(out, f)
+"""
+
+
+def test_upstream_cannot_read_pil_items_under_a_jpeg_config(tmp_path: Path) -> None:
+    # Why pil and jpeg leaves are different layouts: an index that lists chunks of both under the first
+    # one's config (what litdata's optimize merge once allowed) has items no reader decodes.
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    picture = Image.fromarray(np.full((8, 8, 3), 100, dtype=np.uint8), mode="RGB")
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG")
+    parts = []
+    for rank, image in enumerate([Image.open(buffer), picture]):
+        writer = BinaryWriter(tmp_path, chunk_size=1, rank=rank)
+        writer.write({"image": image})
+        writer.done()
+        parts.append(load_index(tmp_path / rank_index_name(rank)))
+    assert [part.data_format for part in parts] == [["jpeg"], ["pil"]]
+    with pytest.raises(ValueError, match="different sample layout"):
+        merge_indexes(parts, "index.json")
+    mixed = DatasetIndex(parts[0].chunks + parts[1].chunks, parts[0].config)
+    write_json_atomic(tmp_path / "index.json", mixed.to_json())
+    first, last = run_upstream(FIRST_AND_LAST, str(tmp_path))
+    assert first == (3, 8, 8) and isinstance(last, str)  # the pil item fails to decode as a JPEG

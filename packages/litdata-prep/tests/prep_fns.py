@@ -104,3 +104,17 @@ def vector_then_matrix(i: int) -> dict[str, Any]:
     """A 1-D leaf that turns 2-D at input 5 (the writer must refuse it)."""
     vector = np.arange(4)
     return {"i": i, "v": vector.reshape(2, 2) if i == 5 else vector}
+
+
+def jpeg_then_pil(i: int) -> dict[str, Any]:
+    """A JPEG file for inputs 0 and 1 (stored as "jpeg"), a plain PIL image after (stored as "pil")."""
+    import io
+
+    from PIL import Image
+
+    picture = Image.fromarray(np.full((8, 8, 3), i, dtype=np.uint8), mode="RGB")
+    if i >= 2:
+        return {"i": i, "image": picture}
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG")
+    return {"i": i, "image": Image.open(buffer)}

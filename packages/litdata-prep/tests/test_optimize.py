@@ -140,6 +140,16 @@ def test_append_with_a_different_layout_is_refused(tmp_path: Path) -> None:
     assert read(tmp_path / "out") == [(i, i**2) for i in range(4)]
 
 
+def test_workers_storing_images_differently_are_refused(tmp_path: Path) -> None:
+    # Worker 0 stores JPEG files ("jpeg"), worker 1 raw pixels ("pil"): one index cannot describe both
+    # (a reader decodes every item with the one serializer its config names), so nothing is published.
+    with pytest.raises(ValueError, match=r"different sample layout .*data_format.*'jpeg'.*'pil'.*Jpeg\(\.\.\.\)"):
+        optimize(fns.jpeg_then_pil, list(range(4)), tmp_path / "out", chunk_size=2, num_workers=2,
+                 keep_data_ordered=True, **FORK)  # fmt: skip
+    assert not (tmp_path / "out" / "index.json").exists()
+    assert not list((tmp_path / "out").glob("chunk-*"))
+
+
 def test_tokens(tmp_path: Path) -> None:
     optimize(fns.tokens, list(range(12)), tmp_path / "out", chunk_size=40, item_loader=TokensLoader(), **FORK)
     index = load_index(tmp_path / "out")

@@ -10,7 +10,7 @@ from litdata_stream._plan import (
     EpochOrder,
     Topology,
     WorkerPlan,
-    batches_of,
+    batch_count,
     consumed_per_worker,
     remaining_base,
     split_base,
@@ -68,7 +68,7 @@ def test_split_covers_without_overlap_and_balances_ranks(
     plans = split_base([(0, total)], topo)
     positions = [p for rank in plans for plan in rank for s, e in plan.intervals for p in range(s, e)]
     assert len(positions) == len(set(positions))
-    batches_per_rank = [sum(batches_of(p, batch, drop_last) for p in rank) for rank in plans]
+    batches_per_rank = [sum(batch_count(p.num_samples, batch, drop_last) for p in rank) for rank in plans]
     if drop_last:
         assert len(set(batches_per_rank)) == 1
         assert len(positions) == (total // (batch * world)) * batch * world

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# submodule -> the public names it defines (loaded on first use: PEP 562)
+# public name -> the submodule defining it (loaded on first use: PEP 562)
 _EXPORTS: dict[str, str] = {
     "atomic_file": "litdata_format._atomic",
     "temp_target": "litdata_format._atomic",
@@ -25,18 +25,27 @@ _EXPORTS: dict[str, str] = {
     "encode_chunk": "litdata_format._chunk",
     "compress": "litdata_format._compression",
     "decompress": "litdata_format._compression",
+    "INDEX_FILENAME": "litdata_format._dataset_index",
+    "ChunkInfo": "litdata_format._dataset_index",
+    "DatasetIndex": "litdata_format._dataset_index",
     "Encryption": "litdata_format._encryption",
     "FernetEncryption": "litdata_format._encryption",
     "RSAEncryption": "litdata_format._encryption",
-    "ChunkInfo": "litdata_format._index",
-    "DatasetIndex": "litdata_format._index",
     "IndexNotFoundError": "litdata_format._index",
+    "cached_chunk_sizes": "litdata_format._index",
+    "chunk_name": "litdata_format._index",
     "complete_dataset": "litdata_format._index",
     "is_complete_dataset": "litdata_format._index",
+    "layout_differences": "litdata_format._index",
     "load_index": "litdata_format._index",
+    "merge_indexes": "litdata_format._index",
+    "parse_chunk_name": "litdata_format._index",
     "parse_index": "litdata_format._index",
+    "plain_chunk_name": "litdata_format._index",
+    "rank_index_name": "litdata_format._index",
     "write_json_atomic": "litdata_format._index",
     "JsonLeaf": "litdata_format._json_leaf",
+    "open_chunk": "litdata_format._layouts",
     "BaseItemLoader": "litdata_format._loaders",
     "PyTreeLoader": "litdata_format._loaders",
     "TokensLoader": "litdata_format._loaders",
@@ -61,9 +70,6 @@ _EXPORTS: dict[str, str] = {
     "tree_flatten": "litdata_format._pytree",
     "tree_unflatten": "litdata_format._pytree",
     "DatasetReader": "litdata_format._reader",
-    "cached_chunk_sizes": "litdata_format._reader",
-    "open_chunk": "litdata_format._reader",
-    "plain_chunk_name": "litdata_format._reader",
     "default_serializers": "litdata_format._registry",
     "resolve_serializers": "litdata_format._registry",
     "Serializer": "litdata_format._serializers",
@@ -79,18 +85,25 @@ if TYPE_CHECKING:
     from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
     from litdata_format._chunk import Chunk, ChunkView, encode_chunk
     from litdata_format._compression import compress, decompress
+    from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
     from litdata_format._encryption import Encryption, FernetEncryption, RSAEncryption
     from litdata_format._index import (
-        ChunkInfo,
-        DatasetIndex,
         IndexNotFoundError,
+        cached_chunk_sizes,
+        chunk_name,
         complete_dataset,
         is_complete_dataset,
+        layout_differences,
         load_index,
+        merge_indexes,
+        parse_chunk_name,
         parse_index,
+        plain_chunk_name,
+        rank_index_name,
         write_json_atomic,
     )
     from litdata_format._json_leaf import JsonLeaf
+    from litdata_format._layouts import open_chunk
     from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
     from litdata_format._media import (
         Audio,
@@ -111,7 +124,7 @@ if TYPE_CHECKING:
     )
     from litdata_format._parquet import ParquetLoader
     from litdata_format._pytree import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
-    from litdata_format._reader import DatasetReader, cached_chunk_sizes, open_chunk, plain_chunk_name
+    from litdata_format._reader import DatasetReader
     from litdata_format._registry import default_serializers, resolve_serializers
     from litdata_format._serializers import Serializer
     from litdata_format._sizes import parse_size
@@ -122,6 +135,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
+    "INDEX_FILENAME",
     "Audio",
     "Encryption",
     "FernetEncryption",
@@ -160,6 +174,7 @@ __all__ = [
     "atomic_file",
     "cached_chunk_sizes",
     "checksum_file",
+    "chunk_name",
     "complete_dataset",
     "compress",
     "decompress",
@@ -168,11 +183,15 @@ __all__ = [
     "expected_checksum",
     "is_complete_dataset",
     "is_pyg_data",
+    "layout_differences",
     "load_index",
+    "merge_indexes",
     "open_chunk",
+    "parse_chunk_name",
     "parse_index",
     "parse_size",
     "plain_chunk_name",
+    "rank_index_name",
     "register_namedtuple",
     "resolve_serializers",
     "temp_target",

@@ -22,9 +22,7 @@ import bisect
 import struct
 from typing import Any
 
-import numpy as np
-
-from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
+from litdata_format._chunk import ARROW_ROWS_MAGIC, StoredChunk, header_size
 from litdata_format._serializers import Buffer
 
 __all__ = ["ArrowRowsChunk", "is_arrow_rows_chunk"]
@@ -64,7 +62,7 @@ def is_arrow_rows_chunk(data: Buffer) -> bool:
     return last <= ipc_start
 
 
-class ArrowRowsChunk:
+class ArrowRowsChunk(StoredChunk):
     """A chunk whose samples are rows of an Arrow IPC table stored after its items.
 
     Args:
@@ -74,9 +72,7 @@ class ArrowRowsChunk:
     """
 
     def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
-        self.name = name
-        self._owner = data
-        self._view = memoryview(data).cast("B")
+        super().__init__(data, name)
         size = len(self._view)
         if size < _TRAILER + 4 or bytes(self._view[-len(ARROW_ROWS_MAGIC) :]) != ARROW_ROWS_MAGIC:
             raise ValueError(f"chunk {name}: not an Arrow rows chunk (no LDARW01 trailer)")
@@ -87,23 +83,11 @@ class ArrowRowsChunk:
                 f"chunk {name}: the Arrow trailer says the table has {ipc_len} bytes, which does not fit the "
                 f"{size}-byte file; it is truncated or corrupt"
             )
-        (count,) = struct.unpack_from("<I", self._view, 0)
-        if header_size(count) > ipc_start:
-            raise ValueError(
-                f"chunk {name}: says it holds {count} items but the offsets table would overlap the Arrow table"
-            )
-        offsets = np.frombuffer(self._view[4 : header_size(count)], dtype="<u4").astype(np.int64)
-        if offsets[0] != header_size(count) or np.any(np.diff(offsets) < 0) or offsets[-1] > ipc_start:
-            raise ValueError(f"chunk {name}: the offsets table is corrupt (items overlap the Arrow table)")
-        self._count = count
-        self._offsets = offsets.tolist()
+        self._read_offsets(ipc_start, where=" before its Arrow table")
         self._ipc = self._view[ipc_start : ipc_start + ipc_len]
         self._batches: list[Any] | None = None
         self._starts: list[int] = []
         self._rows: tuple[int, list[Any]] | None = None
-
-    def __len__(self) -> int:
-        return self._count
 
     @property
     def has_items(self) -> bool:
@@ -138,7 +122,7 @@ class ArrowRowsChunk:
     def sample(self, index: int) -> Any:
         """Sample ``index`` as upstream returns it: a dict of Python values (one Arrow row)."""
         if not 0 <= index < self._count:
-            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
+            raise self._out_of_range(index)
         batches = self._load()
         k = bisect.bisect_right(self._starts, index) - 1
         position = index - self._starts[k]
@@ -155,30 +139,14 @@ class ArrowRowsChunk:
 
     def item(self, index: int) -> memoryview:
         """The pytree bytes of item ``index``, for chunks that still hold them."""
-        if not 0 <= index < self._count:
-            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
         if not self.has_items:
             raise ValueError(
                 f"chunk {self.name}: stores its samples only as Arrow rows (no item bytes); read them with sample()"
             )
-        return self._view[self._offsets[index] : self._offsets[index + 1]]
+        return super().item(index)
 
-    def raw(self) -> memoryview:
-        """The whole chunk as stored (after decryption)."""
-        return self._view
-
-    def payload(self) -> memoryview:
-        """The item bytes after the offsets table (empty when the rows live only in the table)."""
-        return self._view[self._offsets[0] : self._offsets[-1]]
-
-    def close(self) -> None:
+    def _forget(self) -> None:
         self._batches = None
         self._rows = None
-        try:
-            self._ipc.release()
-            self._view.release()
-            close = getattr(self._owner, "close", None)
-            if close is not None:
-                close()
-        except BufferError:
-            pass
+        self._ipc.release()
+        super()._forget()

@@ -22,7 +22,7 @@ from typing import Any
 
 import xxhash
 
-from litdata_format._index import ChunkInfo
+from litdata_format._dataset_index import ChunkInfo
 
 __all__ = ["ChecksumError", "checksum_bytes", "checksum_file", "expected_checksum", "verify_file"]
 

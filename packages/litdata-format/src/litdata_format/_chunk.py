@@ -17,7 +17,16 @@ import numpy as np
 
 from litdata_format._serializers import Buffer
 
-__all__ = ["ARROW_ROWS_MAGIC", "FRAMED_MAGIC", "Chunk", "ChunkView", "chunk_parts", "encode_chunk", "header_size"]
+__all__ = [
+    "ARROW_ROWS_MAGIC",
+    "FRAMED_MAGIC",
+    "Chunk",
+    "ChunkView",
+    "StoredChunk",
+    "chunk_parts",
+    "encode_chunk",
+    "header_size",
+]
 
 # Layouts that upstream 0.2.76 writes inside a plain ``.bin``, told apart by these magics.
 FRAMED_MAGIC = b"LDFZ01\x00\x00"  # at the start: zstd frames of items plus a frame table
@@ -90,7 +99,97 @@ class Chunk(Protocol):
         ...
 
 
-class ChunkView:
+class StoredChunk:
+    """What every chunk layout shares: its buffer and name, the item count and range check, items
+    sliced by an offsets table, and releasing the buffer.
+
+    A layout checks its own header in ``__init__`` (after this one) and sets ``_count`` and
+    ``_offsets``: item i is ``raw()[offsets[i]:offsets[i + 1]]``; layouts whose items are stored
+    otherwise override :meth:`item` and :meth:`payload`.
+
+    Args:
+        data: the chunk's bytes (an mmap of the file, or bytes already in memory).
+        name: the file name, used in error messages.
+    """
+
+    #: How error messages call the chunk and its items (an MDS shard holds samples).
+    noun, item_noun = "chunk", "item"
+
+    def __init__(self, data: Buffer, name: str) -> None:
+        self.name = name
+        self._owner = data
+        view = memoryview(data)
+        self._view = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        self._count = 0
+        self._offsets: list[int] = [0]
+        # Arrays that item loaders derive from this chunk once (rows, token blocks), by name.
+        self.views: dict[str, Any] = {}
+
+    def _read_offsets(self, limit: int, exact_start: bool = True, where: str = "") -> None:
+        """Read the classic header from the start of the buffer: ``u32 N | u32 offsets[N+1]``.
+
+        The offsets must start where the table ends (or after it, unless ``exact_start``), never
+        decrease, and end within the first ``limit`` bytes (``where`` says what lies after).
+        """
+        noun, name = self.noun, self.name
+        if limit < 4:
+            raise ValueError(f"{noun} {name}: {limit} bytes is too short to hold the {self.item_noun} count")
+        count = int.from_bytes(self._view[:4], "little")
+        table_end = header_size(count)
+        if table_end > limit:
+            raise ValueError(
+                f"{noun} {name}: says it holds {count} {self.item_noun}s but its {limit} bytes{where} cannot hold "
+                f"the offsets table; the file is truncated or not a {noun}"
+            )
+        offsets = np.frombuffer(self._view[4:table_end], dtype="<u4").astype(np.int64)
+        start_ok = offsets[0] == table_end if exact_start else offsets[0] >= table_end
+        if not start_ok or np.any(np.diff(offsets) < 0):
+            raise ValueError(f"{noun} {name}: the offsets table is corrupt (not increasing from the header end)")
+        if offsets[-1] > limit:
+            raise ValueError(
+                f"{noun} {name}: offsets end at {int(offsets[-1])} but the file has {limit} bytes{where}; "
+                "it is truncated (re-download or re-create it)"
+            )
+        self._count = count
+        self._offsets = offsets.tolist()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _out_of_range(self, index: int) -> IndexError:
+        return IndexError(f"{self.noun} {self.name}: {self.item_noun} {index} is out of range (it holds {self._count})")
+
+    def item(self, index: int) -> memoryview:
+        """The bytes of item ``index`` as stored."""
+        if not 0 <= index < self._count:
+            raise self._out_of_range(index)
+        return self._view[self._offsets[index] : self._offsets[index + 1]]
+
+    def raw(self) -> memoryview:
+        """The whole chunk as stored (after whole-file decompression and decryption)."""
+        return self._view
+
+    def payload(self) -> memoryview:
+        """The items' bytes back to back (TokensLoader reads this as one token stream)."""
+        return self._view[self._offsets[0] : self._offsets[-1]]
+
+    def _forget(self) -> None:
+        """Drop what was derived from the buffer, before :meth:`close` releases it."""
+        self.views.clear()
+
+    def close(self) -> None:
+        """Release the buffer (an mmap is unmapped) once no item view is alive; otherwise the GC does it later."""
+        self._forget()
+        try:
+            self._view.release()
+            close = getattr(self._owner, "close", None)
+            if close is not None:
+                close()
+        except BufferError:
+            pass
+
+
+class ChunkView(StoredChunk):
     """A classic chunk over a buffer (an mmap of the file, or bytes already in memory).
 
     Args:
@@ -100,39 +199,14 @@ class ChunkView:
     """
 
     def __init__(self, data: Buffer, name: str, decrypt: Any = None) -> None:
-        self.name = name
-        self._owner = data
-        self._view = memoryview(data)
+        super().__init__(data, name)
         self._decrypt = decrypt
-        size = len(self._view)
-        if size < 4:
-            raise ValueError(f"chunk {name}: {size} bytes is too short to hold an item count")
-        count = int(np.frombuffer(self._view[:4], dtype="<u4")[0])
-        if header_size(count) > size:
-            raise ValueError(
-                f"chunk {name}: says it holds {count} items but its {size} bytes cannot hold the offsets "
-                "table; the file is truncated or not a chunk"
-            )
-        offsets = np.frombuffer(self._view[4 : header_size(count)], dtype="<u4").astype(np.int64)
-        if offsets[0] != header_size(count) or np.any(np.diff(offsets) < 0):
-            raise ValueError(f"chunk {name}: the offsets table is corrupt (not increasing from the header end)")
-        if offsets[-1] > size:
-            raise ValueError(
-                f"chunk {name}: offsets end at {int(offsets[-1])} but the file has {size} bytes; "
-                "it is truncated (re-download or re-create it)"
-            )
-        self._count = count
-        self._offsets = offsets.tolist()
-        # Arrays that item loaders derive from this chunk once (rows, token blocks), by name.
-        self.views: dict[str, Any] = {}
+        self._read_offsets(len(self._view))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], decrypt: Any = None) -> ChunkView:
         """Map ``path`` (no copy) and validate it."""
         return cls(map_file(path), str(path), decrypt)
-
-    def __len__(self) -> int:
-        return self._count
 
     @property
     def offsets(self) -> list[int]:
@@ -145,26 +219,8 @@ class ChunkView:
         return self._decrypt is not None
 
     def item(self, index: int) -> memoryview:
+        # The base's body again rather than a call to it: this is the read of every sample.
         if not 0 <= index < self._count:
-            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
+            raise self._out_of_range(index)
         view = self._view[self._offsets[index] : self._offsets[index + 1]]
-        if self._decrypt is not None:
-            return memoryview(self._decrypt(view))
-        return view
-
-    def raw(self) -> memoryview:
-        """The whole chunk as stored (after whole-file decompression and decryption)."""
-        return self._view
-
-    def payload(self) -> memoryview:
-        return self._view[header_size(self._count) : self._offsets[-1]]
-
-    def close(self) -> None:
-        """Release the mapping once no item view is alive (otherwise the GC does it later)."""
-        self.views.clear()
-        try:
-            self._view.release()
-            if isinstance(self._owner, mmap.mmap):
-                self._owner.close()
-        except BufferError:
-            pass
+        return view if self._decrypt is None else memoryview(self._decrypt(view))

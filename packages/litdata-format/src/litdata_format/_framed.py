@@ -24,7 +24,7 @@ import itertools
 import struct
 from typing import Any
 
-from litdata_format._chunk import FRAMED_MAGIC, ChunkView
+from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk
 from litdata_format._serializers import Buffer
 
 __all__ = ["FramedChunk", "SampleZstdChunk", "inflate_zstd"]
@@ -60,7 +60,7 @@ def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> 
     return out
 
 
-class FramedChunk:
+class FramedChunk(StoredChunk):
     """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table.
 
     Args:
@@ -70,9 +70,7 @@ class FramedChunk:
     """
 
     def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
-        self.name = name
-        self._owner = data
-        self._view = memoryview(data).cast("B")
+        super().__init__(data, name)
         size = len(self._view)
         if size < _PREFIX.size or bytes(self._view[: len(FRAMED_MAGIC)]) != FRAMED_MAGIC:
             raise ValueError(f"chunk {name}: not a framed zstd chunk (no LDFZ01 header)")
@@ -120,9 +118,6 @@ class FramedChunk:
         if expected_first != count:
             raise ValueError(f"chunk {self.name}: the frames hold {expected_first} items but the header says {count}")
 
-    def __len__(self) -> int:
-        return self._count
-
     def _inflate(self, k: int) -> bytes:
         cached = self._cached
         if cached is not None and cached[0] == k:
@@ -138,29 +133,19 @@ class FramedChunk:
 
     def item(self, index: int) -> memoryview:
         if not 0 <= index < self._count:
-            raise IndexError(f"chunk {self.name}: item {index} is out of range (it holds {self._count})")
+            raise self._out_of_range(index)
         k = bisect.bisect_right(self._firsts, index) - 1
         base = self._offsets[self._frames[k][0]]
         data = self._inflate(k)
         return memoryview(data)[self._offsets[index] - base : self._offsets[index + 1] - base]
 
-    def raw(self) -> memoryview:
-        """The chunk as stored (compressed frames and all)."""
-        return self._view
-
     def payload(self) -> memoryview:
         """All items' bytes, back to back, uncompressed."""
         return memoryview(b"".join(self._inflate(k) for k in range(len(self._frames))))
 
-    def close(self) -> None:
+    def _forget(self) -> None:
         self._cached = None
-        try:
-            self._view.release()
-            close = getattr(self._owner, "close", None)
-            if close is not None:
-                close()
-        except BufferError:
-            pass
+        super()._forget()
 
 
 class SampleZstdChunk(ChunkView):

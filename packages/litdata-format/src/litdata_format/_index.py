@@ -1,9 +1,10 @@
-"""``index.json``: reading, validating, writing atomically, and merging per-rank index files.
+"""``index.json``: its file names, reading, validating, writing atomically, and merging indexes.
 
-A dataset directory holds chunk files and one ``index.json`` (``{"chunks", "config",
-"updated_at"}``). Each writer first writes ``{rank}.index.json``; the merge concatenates their
-chunks in natural file-name order, checks their configs agree and publishes ``index.json`` by
-writing a temporary file and renaming it, so a reader never sees half an index.
+A dataset directory holds chunk files (``chunk-{rank}-{n}.bin``) and one ``index.json``
+(``{"chunks", "config", "updated_at"}``). Each writer first writes ``{rank}.index.json``; the
+merge concatenates their chunks in rank order, checks they share one layout and publishes
+``index.json`` by writing a temporary file and renaming it, so a reader never sees half an
+index. Every package names these files and merges indexes through this module.
 """
 
 from __future__ import annotations
@@ -13,47 +14,70 @@ import os
 import re
 import stat
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
+from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex, int_field
+from litdata_format._mds import parse_mds_index
 
 __all__ = [
-    "INDEX_FILENAME",
     "IndexNotFoundError",
-    "ChunkInfo",
+    "cached_chunk_sizes",
     "check_chunk_file",
-    "DatasetIndex",
+    "chunk_name",
     "complete_dataset",
     "is_complete_dataset",
+    "layout_differences",
     "load_index",
+    "merge_indexes",
+    "parse_chunk_name",
     "parse_index",
+    "plain_chunk_name",
+    "rank_index_name",
     "write_json_atomic",
 ]
 
-INDEX_FILENAME = "index.json"
-_RANK_INDEX = re.compile(r"^(\d+)\.index\.json$")
+_RANK_INDEX = re.compile(rf"^(\d+)\.{re.escape(INDEX_FILENAME)}$")
+_CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
-def _natural_key(name: str) -> list[Any]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+def chunk_name(rank: int, number: int, compression: str | None = None) -> str:
+    """The file name of chunk ``number`` of writer ``rank``: ``chunk-{rank}-{number}.bin``, or
+    ``chunk-{rank}-{number}.{compression}.bin`` when the whole file is compressed (as upstream names them)."""
+    return f"chunk-{rank}-{number}.{compression}.bin" if compression else f"chunk-{rank}-{number}.bin"
 
 
-def check_chunk_filename(name: Any, source: str) -> str:
-    """``name`` if it is a path inside the dataset folder: a file name, or ``/``-separated
-    folders and a file name (upstream's Hugging Face Parquet indexes list ``train/0000.parquet``).
-    Chunk names must never point outside the dataset, nor at hidden files (the cache's own)."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
-    parts = name.split("/")
-    if "\\" in name or "\x00" in name or any(not part or part.startswith(".") for part in parts):
-        raise ValueError(
-            f"{source}: chunk filename {name!r} is not a relative path inside the dataset (no '..', no leading "
-            "'/', no hidden or empty parts, no '\\'); refusing to use it"
-        )
-    return name
+def parse_chunk_name(name: str) -> tuple[int, int] | None:
+    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name."""
+    match = _CHUNK_NAME.match(name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def rank_index_name(rank: int) -> str:
+    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done."""
+    return f"{rank}.{INDEX_FILENAME}"
+
+
+def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
+    """The file name a whole-file compressed chunk has once decompressed."""
+    if compression and info.filename.endswith(f".{compression}.bin"):
+        return info.filename[: -len(f".{compression}.bin")] + ".bin"
+    return info.filename
+
+
+def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
+    """The sizes the file of ``info`` may have once stored plain (under :func:`plain_chunk_name`).
+
+    Empty when the index does not tell. ``chunk_bytes`` is the file's size (decompressed, for a
+    whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
+    the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
+    compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
+    """
+    if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
+        return ()
+    return (info.chunk_bytes, info.chunk_bytes + 4 * (info.chunk_size + 2))
 
 
 def check_chunk_file(path: str | os.PathLike[str], filename: str, source: str) -> None:
@@ -99,50 +123,6 @@ class IndexNotFoundError(FileNotFoundError, ValueError):
     """
 
 
-@dataclass(frozen=True)
-class ChunkInfo:
-    """One entry of ``chunks`` in ``index.json``.
-
-    Attributes:
-        filename: the chunk's file name inside the dataset directory.
-        chunk_bytes: its size in bytes before any whole-file compression.
-        chunk_size: how many items it holds.
-        dim: the token count (TokensLoader datasets), else None.
-        extra: any other keys of the entry (e.g. MDS ``column_sizes``), kept as they are.
-    """
-
-    filename: str
-    chunk_bytes: int
-    chunk_size: int
-    dim: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "chunk_bytes": self.chunk_bytes,
-            "chunk_size": self.chunk_size,
-            "dim": self.dim,
-            "filename": self.filename,
-            **self.extra,
-        }
-
-
-# Far above any real chunk (256 TiB, 2**48 items or tokens), far below what overflows an int64
-# when the reader sums them over chunks.
-_MAX_COUNT = 1 << 48
-
-
-def _int_field(entry: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
-    value = entry.get(key)
-    if value is None and optional:
-        return None
-    if key not in entry:
-        raise ValueError(f"{where}: {key!r} is missing")
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MAX_COUNT:
-        raise ValueError(f"{where}: {key!r} must be an integer from 0 to 2**48, got {value!r:.100}")
-    return value
-
-
 def _check_data_format(formats: Any, source: str) -> None:
     from litdata_format._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
 
@@ -178,7 +158,7 @@ def _check_config(config: dict[str, Any], source: str) -> None:
             names = " or ".join(t.__name__ for t in types)
             raise ValueError(f"{source}: config.{key} must be null or a {names}, got {value!r:.100}")
     for key in ("chunk_size", "chunk_bytes"):
-        _int_field(config, key, f"{source}: config", optional=True)
+        int_field(config, key, f"{source}: config", optional=True)
     compression = config.get("compression")
     if compression is not None and config.get("item_loader") != "ParquetLoader":
         from litdata_format._compression import zstd_level
@@ -189,57 +169,11 @@ def _check_config(config: dict[str, Any], source: str) -> None:
             raise ValueError(f"{source}: config.compression: {err}") from None
 
 
-@dataclass
-class DatasetIndex:
-    """A parsed ``index.json``: its chunks and its config (kept as the raw dict).
-
-    Attributes:
-        chunks: the chunk entries, in order; item numbering runs through them in this order.
-        config: the ``config`` object as written (``data_format``, ``data_spec``, ...).
-        updated_at: the writer's timestamp string, if any.
-        source: where it was read from, for error messages.
-    """
-
-    chunks: list[ChunkInfo]
-    config: dict[str, Any]
-    updated_at: str | None = None
-    source: str = INDEX_FILENAME
-
-    @property
-    def compression(self) -> str | None:
-        return self.config.get("compression")
-
-    @property
-    def encryption(self) -> dict[str, Any] | None:
-        return self.config.get("encryption")
-
-    @property
-    def item_loader(self) -> str:
-        return self.config.get("item_loader") or "PyTreeLoader"
-
-    @property
-    def data_format(self) -> list[str]:
-        return list(self.config.get("data_format") or [])
-
-    @property
-    def num_items(self) -> int:
-        return sum(chunk.chunk_size for chunk in self.chunks)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "chunks": [chunk.to_json() for chunk in self.chunks],
-            "config": self.config,
-            "updated_at": self.updated_at if self.updated_at is not None else str(time.time()),
-        }
-
-
 def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """Validate a decoded ``index.json`` (LitData or MosaicML MDS) and return its contents."""
     if not isinstance(obj, dict):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
     if "shards" in obj and "chunks" not in obj:
-        from litdata_format._mds import parse_mds_index
-
         return parse_mds_index(obj, source)
     chunks, config = obj.get("chunks"), obj.get("config")
     if chunks == [] and "config" in obj and config is None:
@@ -247,21 +181,7 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     if not isinstance(chunks, list) or not isinstance(config, dict):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
     _check_config(config, source)
-    infos = []
-    for number, entry in enumerate(chunks):
-        where = f"{source}: chunks[{number}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be an object, got {entry!r:.100}")
-        known = {"filename", "chunk_bytes", "chunk_size", "dim"}
-        infos.append(
-            ChunkInfo(
-                filename=check_chunk_filename(entry.get("filename"), where),
-                chunk_bytes=_int_field(entry, "chunk_bytes", where),
-                chunk_size=_int_field(entry, "chunk_size", where),
-                dim=_int_field(entry, "dim", where, optional=True),
-                extra={k: v for k, v in entry.items() if k not in known},
-            )
-        )
+    infos = [ChunkInfo.from_json(entry, f"{source}: chunks[{number}]") for number, entry in enumerate(chunks)]
     updated = obj.get("updated_at")
     return DatasetIndex(infos, config, None if updated is None else str(updated), source)
 
@@ -300,17 +220,47 @@ def rank_index_files(directory: str | os.PathLike[str]) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split(".", 1)[0]))
 
 
-def merge_indexes(parts: list[DatasetIndex], source: str) -> DatasetIndex:
-    """One index holding the chunks of ``parts`` in natural file-name order; configs must agree."""
-    if not parts:
-        raise ValueError(f"{source}: nothing to merge")
-    config = parts[0].config
-    for part in parts[1:]:
-        if part.config != config:
-            diff = sorted(k for k in set(config) | set(part.config) if config.get(k) != part.config.get(k))
-            raise ValueError(f"{source}: {part.source} was written with a different config (fields: {diff})")
-    chunks = sorted((c for p in parts for c in p.chunks), key=lambda c: _natural_key(c.filename))
-    return DatasetIndex(chunks, config, str(time.time()), source)
+# Config fields that say how a dataset was cut into chunks or summarise its rows, not how an item
+# is read: upstream's reader ignores them, so indexes that differ only there hold the same layout.
+_NOT_LAYOUT = frozenset({"chunk_size", "chunk_bytes", "types"})
+
+
+def layout_differences(config: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The config fields in which two indexes store their items differently; empty when one reader reads both.
+
+    Every field but the chunking ones counts, a missing one being null. ``pil`` and ``jpeg`` leaves
+    differ (raw pixels vs a JPEG file): a reader, upstream's too, decodes every item of a dataset
+    with the one serializer per leaf its config names.
+    """
+    keys = (set(config) | set(other)) - _NOT_LAYOUT
+    return sorted(key for key in keys if config.get(key) != other.get(key))
+
+
+def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") -> DatasetIndex:
+    """One index holding the chunks of ``parts``, part after part in the given order.
+
+    Item numbers follow that order (each part's chunks in its own order), so callers list an
+    existing dataset first and writers by rank. Parts without chunks (a writer that got no
+    sample) add nothing; the others must share one layout (:func:`layout_differences`), and the
+    merged config is the first one's.
+
+    Raises:
+        ValueError: a part stores its samples differently from the first; the message names both,
+            the fields that differ and ends with ``hint``.
+    """
+    filled = [part for part in parts if part.chunks]
+    if not filled:
+        config = parts[0].config if parts else {"data_format": [], "data_spec": None}
+        return DatasetIndex([], config, str(time.time()), source)
+    first = filled[0]
+    for part in filled[1:]:
+        diff = layout_differences(first.config, part.config)
+        if diff:
+            fields = "; ".join(f"{key}: {first.config.get(key)!r} vs {part.config.get(key)!r}" for key in diff)
+            raise ValueError(
+                f"{source}: {part.source} has a different sample layout than {first.source} ({fields}). {hint}".strip()
+            )
+    return DatasetIndex([c for part in filled for c in part.chunks], first.config, str(time.time()), source)
 
 
 def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
@@ -325,7 +275,7 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
     parts = [load_index(p) for p in files]
     if (directory / INDEX_FILENAME).exists():
         parts.insert(0, load_index(directory))
-    merged = merge_indexes(parts, str(directory / INDEX_FILENAME))
+    merged = merge_indexes(parts, str(directory / INDEX_FILENAME), "Write every rank's samples alike.")
     write_json_atomic(directory / INDEX_FILENAME, merged.to_json())
     for p in files:
         p.unlink(missing_ok=True)

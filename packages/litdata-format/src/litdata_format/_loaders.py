@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from litdata_format._chunk import Chunk
+from litdata_format._dataset_index import ChunkInfo, DatasetIndex
 from litdata_format._gather import gather_rows
-from litdata_format._index import ChunkInfo, DatasetIndex
+from litdata_format._layouts import open_chunk
 from litdata_format._mds import MdsSampleDecoder, is_mds_index
 from litdata_format._pytree import LEAF
 from litdata_format._sample import SampleDecoder, SampleEncoder
@@ -84,8 +85,6 @@ class BaseItemLoader:
                    encryption: Any = None) -> Chunk:  # fmt: skip
         """Open the chunk file at ``path`` for :meth:`load` (readers call this, never ``open_chunk``
         directly, so a loader whose chunks are not LitData chunk files decides how to open them)."""
-        from litdata_format._reader import open_chunk  # _reader imports this module
-
         return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:

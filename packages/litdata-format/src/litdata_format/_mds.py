@@ -2,7 +2,7 @@
 
 An MDS dataset is a directory with an ``index.json`` that lists ``shards`` (not ``chunks``).
 :func:`parse_mds_index` maps each shard to a chunk so the rest of the package (readers, caches,
-shuffles) sees an ordinary :class:`~litdata_format._index.DatasetIndex`; the config is marked
+shuffles) sees an ordinary :class:`~litdata_format._dataset_index.DatasetIndex`; the config is marked
 ``"format": "mds"``. A shard starts with ``u32 N`` and ``u32 offsets[N+1]`` like a chunk, but a
 JSON copy of the shard's settings sits between that table and the samples, so shards are opened
 by :func:`open_mds_shard` (which also undoes MDS's whole-shard compression) rather than by
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._chunk import map_file
-from litdata_format._index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._chunk import StoredChunk, map_file
+from litdata_format._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
 from litdata_format._pytree import LEAF, TreeSpec
 from litdata_format._serializers import Buffer
 
@@ -213,7 +213,7 @@ def mds_decompress(data: bytes | memoryview, compression: str, name: str, expect
     return out
 
 
-class MdsShard:
+class MdsShard(StoredChunk):
     """An MDS shard in memory: ``u32 N | u32 offsets[N+1] | shard settings JSON | samples``.
 
     The offsets are absolute, so the settings JSON is simply skipped. It implements the
@@ -224,53 +224,11 @@ class MdsShard:
         name: the file name, used in error messages.
     """
 
+    noun, item_noun = "shard", "sample"
+
     def __init__(self, data: Buffer, name: str) -> None:
-        self.name = name
-        self._owner = data
-        self._view = memoryview(data)
-        size = len(self._view)
-        if size < 4:
-            raise ValueError(f"shard {name}: {size} bytes is too short to hold a sample count")
-        count = int(np.frombuffer(self._view[:4], dtype="<u4")[0])
-        table_end = 4 * (count + 2)
-        if table_end > size:
-            raise ValueError(
-                f"shard {name}: says it holds {count} samples but its {size} bytes cannot hold the offsets "
-                "table; the file is truncated or not an MDS shard"
-            )
-        offsets = np.frombuffer(self._view[4:table_end], dtype="<u4").astype(np.int64)
-        if offsets[0] < table_end or np.any(np.diff(offsets) < 0):
-            raise ValueError(f"shard {name}: the offsets table is corrupt (not increasing from the header end)")
-        if offsets[-1] > size:
-            raise ValueError(
-                f"shard {name}: offsets end at {int(offsets[-1])} but the file has {size} bytes; it is truncated"
-            )
-        self._count = count
-        self._offsets = offsets.tolist()
-
-    def __len__(self) -> int:
-        return self._count
-
-    def item(self, index: int) -> memoryview:
-        if not 0 <= index < self._count:
-            raise IndexError(f"shard {self.name}: sample {index} is out of range (it holds {self._count})")
-        return self._view[self._offsets[index] : self._offsets[index + 1]]
-
-    def raw(self) -> memoryview:
-        return self._view
-
-    def payload(self) -> memoryview:
-        return self._view[self._offsets[0] : self._offsets[-1]]
-
-    def close(self) -> None:
-        """Release the mapping once no sample view is alive (otherwise the GC does it later)."""
-        try:
-            self._view.release()
-            close = getattr(self._owner, "close", None)
-            if close is not None:
-                close()
-        except BufferError:
-            pass
+        super().__init__(data, name)
+        self._read_offsets(len(self._view), exact_start=False)  # the shard's settings JSON follows the table
 
 
 def open_mds_shard(path: str | Path, info: ChunkInfo, index: DatasetIndex) -> MdsShard:

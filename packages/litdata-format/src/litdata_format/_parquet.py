@@ -19,7 +19,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from litdata_format._index import ChunkInfo, DatasetIndex, check_chunk_file
+from litdata_format._dataset_index import ChunkInfo, DatasetIndex
+from litdata_format._index import check_chunk_file
 from litdata_format._loaders import BaseItemLoader
 
 __all__ = ["ParquetChunk", "ParquetLoader", "require_pyarrow"]

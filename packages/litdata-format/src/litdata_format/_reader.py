@@ -1,104 +1,21 @@
-"""Opening chunks in any of the layouts, and random access to a dataset on local disk.
-
-:func:`open_chunk` takes a chunk file as stored (maybe whole-file compressed, maybe encrypted)
-and returns a :class:`~litdata_format._chunk.Chunk` that the item loaders read. The layouts
-are told apart by their bytes: the framed zstd layout starts with its magic, the Arrow rows
-layout ends with its magic, anything else is the classic layout.
-"""
+"""Random access to an optimized dataset on local disk."""
 
 from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
-from litdata_format._compression import decompress
-from litdata_format._index import ChunkInfo, DatasetIndex, check_chunk_file, load_index
+from litdata_format._chunk import Chunk
+from litdata_format._dataset_index import ChunkInfo
+from litdata_format._index import load_index
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
-from litdata_format._mds import is_mds_index, open_mds_shard
 from litdata_format._registry import resolve_serializers
 from litdata_format._serializers import Serializer
 
-__all__ = ["DatasetReader", "cached_chunk_sizes", "open_chunk", "plain_chunk_name"]
-
-
-def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
-    """The file name a whole-file compressed chunk has once decompressed."""
-    if compression and info.filename.endswith(f".{compression}.bin"):
-        return info.filename[: -len(f".{compression}.bin")] + ".bin"
-    return info.filename
-
-
-def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
-    """The sizes the file of ``info`` may have once stored plain (under :func:`plain_chunk_name`).
-
-    Empty when the index does not tell. ``chunk_bytes`` is the file's size (decompressed, for a
-    whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
-    the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
-    compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
-    """
-    if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
-        return ()
-    return (info.chunk_bytes, info.chunk_bytes + 4 * (info.chunk_size + 2))
-
-
-def open_chunk(
-    path: str | os.PathLike[str],
-    info: ChunkInfo,
-    index: DatasetIndex,
-    encryption: Any = None,
-) -> Chunk:
-    """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
-
-    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
-    cache should decompress to a plain file once (:func:`decompress`) and open that instead.
-    """
-    path = Path(path)
-    check_chunk_file(path, info.filename, index.source)
-    if is_mds_index(index):
-        return open_mds_shard(path, info, index)
-    name = str(path)
-    compression = index.compression
-    data: Any
-    if compression and path.name.endswith(f".{compression}.bin"):
-        data = bytearray(decompress(path.read_bytes(), name, info.chunk_bytes))
-    else:
-        data = map_file(path)
-    decrypt: Callable[[Any], bytes] | None = None
-    if index.encryption:
-        if encryption is None:
-            raise ValueError(
-                f"{index.source}: the dataset is encrypted ({index.encryption.get('algorithm')}, level "
-                f"{index.encryption.get('level')}); pass encryption=... with the key it was written with"
-            )
-        encryption.check_matches(index.encryption, index.source)
-        if index.encryption.get("level") == "chunk":
-            data = bytearray(encryption.decrypt(data, where=name))
-        else:
-
-            def decrypt_item(item: Any) -> bytes:
-                return encryption.decrypt(item, where=name)
-
-            decrypt = decrypt_item
-
-    view = memoryview(data)
-    if bytes(view[: len(FRAMED_MAGIC)]) == FRAMED_MAGIC:
-        from litdata_format._framed import FramedChunk
-
-        return FramedChunk(data, name, index)
-    if bytes(view[-len(ARROW_ROWS_MAGIC) :]) == ARROW_ROWS_MAGIC:
-        from litdata_format._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
-
-        if is_arrow_rows_chunk(view):
-            return ArrowRowsChunk(data, name, index)
-    if index.config.get("compression_level") == "sample":
-        from litdata_format._framed import SampleZstdChunk
-
-        return SampleZstdChunk(data, name, decrypt)
-    return ChunkView(data, name, decrypt)
+__all__ = ["DatasetReader"]
 
 
 class DatasetReader:

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from litdata_format._dataset_index import INDEX_FILENAME
 from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
 from litdata_format._registry import serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
@@ -167,7 +168,7 @@ class SampleDecoder:
         data_format: Sequence[str],
         data_spec: str | TreeSpec,
         serializers: Mapping[str, Serializer],
-        source: str = "index.json",
+        source: str = INDEX_FILENAME,
     ):
         try:
             self.spec = data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from litdata_format._index import DatasetIndex
+from litdata_format._dataset_index import DatasetIndex
 from litdata_format._serializers import Serializer
 
 __all__ = [

@@ -19,12 +19,12 @@ from litdata_format._atomic import write_file_atomic
 from litdata_format._checksum import checksum_bytes
 from litdata_format._chunk import chunk_parts, header_size
 from litdata_format._compression import check_compression, compress
+from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
 from litdata_format._index import (
-    INDEX_FILENAME,
-    ChunkInfo,
-    DatasetIndex,
+    chunk_name,
     complete_dataset,
     rank_index_files,
+    rank_index_name,
     write_json_atomic,
 )
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader
@@ -138,8 +138,7 @@ class BinaryWriter:
         weights = [weight for _, _, weight in self._pending]
         parts = chunk_parts(items)
         size = len(parts[0]) + self._pending_bytes
-        suffix = f".{self.compression}.bin" if self.compression is not None else ".bin"
-        name = f"chunk-{self.rank}-{self._chunk_index}{suffix}"
+        name = chunk_name(self.rank, self._chunk_index, self.compression)
         path = self.output_dir / name
         encryption = self.encryption if self.encryption is not None and self.encryption.level == "chunk" else None
         sums: dict[str, str] = {}
@@ -181,7 +180,7 @@ class BinaryWriter:
         """Write the last chunk and ``{rank}.index.json``; return the chunk paths written."""
         self._flush()
         index = DatasetIndex(self.chunks, self.config(), str(time.time()))
-        write_json_atomic(self.output_dir / f"{self.rank}.index.json", index.to_json())
+        write_json_atomic(self.output_dir / rank_index_name(self.rank), index.to_json())
         return [str(self.output_dir / c.filename) for c in self.chunks]
 
     def merge(self, num_workers: int = 1, timeout: float = 600.0) -> DatasetIndex:

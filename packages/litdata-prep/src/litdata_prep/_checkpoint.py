@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from litdata_prep._indexes import INDEX
+from litdata_format import INDEX_FILENAME
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 
@@ -123,7 +123,7 @@ def load_checkpoints(
 def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
     """Whether this job (the same workers and inputs) already published ``index.json`` and was
     stopped before it removed its checkpoints: its dataset is complete."""
-    if not output.exists(INDEX) or output.read_json(_node_key(node_rank)) is None:
+    if not output.exists(INDEX_FILENAME) or output.read_json(_node_key(node_rank)) is None:
         return False
     try:
         load_checkpoints(output, node_rank, slices, ranks)

@@ -22,7 +22,7 @@ from typing import Any
 
 from litdata_io import start_forkserver
 from litdata_prep._plan import Numbered
-from litdata_prep._worker import WorkerSpec, describe_input, worker_main
+from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
 __all__ = ["ALL_DONE", "WorkerError", "run_workers"]
 
@@ -223,18 +223,16 @@ def run_workers(
             feeder.start()
         progress.show()
 
-        def handle(msg: tuple[Any, ...]) -> None:
+        def handle(event: WorkerEvent) -> None:
             nonlocal processed
-            kind, rank = msg[0], msg[1]
-            heard.add(rank)
-            if kind == "progress":
-                processed += msg[2]
-                progress.update(msg[2])
-            elif kind == "done":
-                summaries[rank] = msg[2]
-            elif kind == "error":
-                _, _, headline, pos, item, text = msg
-                raise WorkerError(f"{desc}: {headline}", rank, item, pos, text)
+            heard.add(event.rank)
+            if isinstance(event, Progress):
+                processed += event.inputs
+                progress.update(event.inputs)
+            elif isinstance(event, Done):
+                summaries[event.rank] = event.summary
+            elif isinstance(event, Failed):
+                raise WorkerError(f"{desc}: {event.headline}", event.rank, event.input, event.position, event.traceback)
 
         while len(summaries) < len(procs):
             if feeder is not None and feeder.error is not None:

@@ -1,4 +1,5 @@
-"""Checks and set-up shared by ``optimize`` and ``map``, all done before any worker starts."""
+"""What ``optimize`` and ``map`` share: the checks before any worker starts, and the :class:`Job` that
+splits this node's inputs between its workers, describes the workers and runs them."""
 
 from __future__ import annotations
 
@@ -10,15 +11,20 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from litdata_io import Dir, resolve_dir
+from litdata_prep._engine import run_workers
+from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
-from litdata_prep._plan import batched, file_sizes
+from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._worker import WorkerSpec
 
 __all__ = [
+    "Job",
     "call_name",
     "prepare_items",
     "check_inputs",
@@ -242,3 +248,151 @@ def prepare_items(
     if weights is None and reorder_files and input_dir is not None and input_dir.path and items:
         weights = file_sizes(items, input_dir.path)
     return items, weights
+
+
+@dataclass
+class Job:
+    """One run of ``optimize`` or ``map`` on this node, its arguments checked (:meth:`prepare`).
+
+    Attributes:
+        kind: ``"optimize"`` or ``"map"``; it names the job in messages.
+        fn: the user's function.
+        nodes: this machine's place among the job's machines.
+        num_workers: worker processes on this machine.
+        start_method: how they are started.
+        items: every node's work items (batched and remapped), in order; empty when fed by a queue.
+        weights: one weight per item to balance the workers, or None.
+        limit: ``fast_dev_run``'s inputs per worker, or None for all.
+        reader: applied by the workers to each input.
+        input_dir: a remote input folder whose files the workers download, else None.
+        storage_options: credentials for the output and ``input_dir``.
+        upload_threads: concurrent uploads per worker.
+        output: where the results go.
+    """
+
+    kind: str
+    fn: Callable[..., Any]
+    nodes: NodeInfo
+    num_workers: int
+    start_method: str
+    items: list[Any]
+    weights: list[int] | None
+    limit: int | None
+    reader: Any
+    input_dir: Dir | None
+    storage_options: dict[str, Any]
+    upload_threads: int
+    output: Output
+
+    @classmethod
+    def prepare(
+        cls, kind: str, arguments: Mapping[str, Any], spawnable: Sequence[str] = (), queue: bool = False
+    ) -> Job:
+        """Check the arguments both jobs take, in the order a user fixes them, and open the output.
+
+        Args:
+            kind: ``"optimize"`` or ``"map"``.
+            arguments: the job function's arguments by name (its ``locals()``): both take ``fn``,
+                ``inputs``, ``output_dir``, ``input_dir``, ``weights``, ``num_workers``,
+                ``fast_dev_run``, ``num_nodes``, ``machine``, ``num_uploaders``, ``reorder_files``,
+                ``reader``, ``batch_size``, ``start_method`` and ``storage_options``, named as upstream's.
+            spawnable: the names of other arguments the workers must be able to load.
+            queue: the inputs come from the user's queue (``inputs`` is not used).
+        """
+        fn, reader, weights = arguments["fn"], arguments["reader"], arguments["weights"]
+        batch_size = arguments["batch_size"]
+        if not callable(fn):
+            raise TypeError(f"{kind}: fn must be callable, got {fn!r}")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"{kind}: batch_size must be a positive int, got {batch_size!r}")
+        if reader is not None and weights is not None:
+            raise ValueError(f"{kind}: give reader or weights, not both")
+        nodes = detect_nodes()
+        check_node_request(arguments["num_nodes"], arguments["machine"], nodes)
+        workers = default_num_workers(arguments["num_workers"])
+        method = resolve_start_method(arguments["start_method"])
+        for name in ("fn", "reader", *spawnable):
+            check_spawnable(name, arguments[name], method)
+        input_dir = arguments["input_dir"]
+        resolved = resolve_dir(input_dir) if input_dir is not None else None
+        items: list[Any] = []
+        if not queue:
+            items, weights = prepare_items(
+                kind, arguments["inputs"], batch_size, reader, weights, workers, resolved, arguments["reorder_files"]
+            )
+        storage_options = arguments["storage_options"]
+        output = open_output(arguments["output_dir"], storage_options, kind)
+        return cls(
+            kind=kind,
+            fn=fn,
+            nodes=nodes,
+            num_workers=workers,
+            start_method=method,
+            items=items,
+            weights=weights,
+            limit=limit_for_dev_run(arguments["fast_dev_run"]),
+            reader=reader,
+            input_dir=resolved if resolved is not None and resolved.url else None,
+            storage_options=dict(storage_options or {}),
+            upload_threads=arguments["num_uploaders"] or 2,
+            output=output,
+        )
+
+    @property
+    def ranks(self) -> list[int]:
+        """The global ranks of this node's workers (they name chunk files)."""
+        return [self.nodes.node_rank * self.num_workers + w for w in range(self.num_workers)]
+
+    def ordered_slices(self, align: int | None = None) -> list[Numbered]:
+        """One static, ordered slice of inputs per worker of this node (``fast_dev_run`` applied)."""
+        nodes = self.nodes
+        slices = worker_slices(self.items, self.num_workers, nodes.num_nodes, nodes.node_rank, self.weights, align)
+        return [s[: self.limit] for s in slices] if self.limit else slices
+
+    def shared_inputs(self) -> Numbered:
+        """This node's inputs for its workers' shared queue (``fast_dev_run`` applied)."""
+        shared = node_share(self.items, self.nodes.num_nodes, self.nodes.node_rank, self.weights)
+        return shared[: self.limit] if self.limit else shared
+
+    def worker_specs(self, staging: Path, slices: list[Numbered] | None) -> list[WorkerSpec]:
+        """Each worker's spec, and its own staging folder inside ``staging``."""
+        specs = []
+        for w, rank in enumerate(self.ranks):
+            folder = staging / f"rank-{rank}"
+            folder.mkdir()
+            specs.append(
+                WorkerSpec(
+                    kind=self.kind,
+                    fn=self.fn,
+                    rank=rank,
+                    staging=str(folder),
+                    node_staging=str(staging),
+                    output=self.output,
+                    items=slices[w] if slices is not None else None,
+                    reader=self.reader,
+                    input_dir=self.input_dir,
+                    storage_options=self.storage_options,
+                    upload_threads=self.upload_threads,
+                    env=self.nodes.worker_env(rank, self.num_workers),
+                )
+            )
+        return specs
+
+    def run(
+        self,
+        specs: list[WorkerSpec],
+        shared: Numbered | None,
+        total: int | None,
+        verbose: bool,
+        source: Any = None,
+    ) -> dict[int, dict[str, Any]]:
+        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; each rank's summary."""
+        if verbose:
+            what = f"{total} inputs" if total is not None else "inputs from a queue"
+            print(
+                f"{self.kind}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
+                flush=True,
+            )
+        return run_workers(
+            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.kind
+        )

@@ -7,19 +7,8 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from litdata_io import Dir, resolve_dir
-from litdata_prep._engine import run_workers
-from litdata_prep._job import (
-    check_spawnable,
-    default_num_workers,
-    make_staging,
-    open_output,
-    prepare_items,
-    resolve_start_method,
-)
-from litdata_prep._nodes import check_node_request, detect_nodes
-from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
-from litdata_prep._worker import WorkerSpec
+from litdata_io import Dir
+from litdata_prep._job import Job, make_staging
 
 __all__ = ["map"]
 
@@ -81,22 +70,8 @@ def map(
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
         WorkerError: ``fn`` raised on an input (the message names it) or a worker process died.
     """
-    if not callable(fn):
-        raise TypeError(f"map: fn must be callable, got {fn!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
-    if reader is not None and weights is not None:
-        raise ValueError("map: give reader or weights, not both")
-    nodes = detect_nodes()
-    check_node_request(num_nodes, machine, nodes)
-    workers = default_num_workers(num_workers)
-    method = resolve_start_method(start_method)
-    for name, obj in (("fn", fn), ("reader", reader)):
-        check_spawnable(name, obj, method)
-    resolved_input = resolve_dir(input_dir) if input_dir is not None else None
-    items, weights = prepare_items("map", inputs, batch_size, reader, weights, workers, resolved_input, reorder_files)
-
-    output = open_output(output_dir, storage_options, "map")
+    job = Job.prepare("map", locals())
+    output = job.output
     if error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]
         if found:
@@ -104,43 +79,11 @@ def map(
                 f"map: output_dir {output.display} is not empty ({len(found)} files, e.g. {found[:3]}) and "
                 "error_when_not_empty=True; choose an empty output_dir"
             )
-    limit = limit_for_dev_run(fast_dev_run)
-    ranks = [nodes.node_rank * workers + w for w in range(workers)]
-    slices: list[Numbered] | None = None
-    shared: Numbered | None = None
-    if keep_data_ordered:
-        slices = worker_slices(items, workers, nodes.num_nodes, nodes.node_rank, weights)
-        slices = [s[:limit] for s in slices] if limit else slices
-        total = sum(len(s) for s in slices)
-    else:
-        shared = node_share(items, nodes.num_nodes, nodes.node_rank, weights)
-        shared = shared[:limit] if limit else shared
-        total = len(shared)
-
-    staging = make_staging(output, nodes.node_rank, "map")
+    slices = job.ordered_slices() if keep_data_ordered else None
+    shared = None if slices is not None else job.shared_inputs()
+    total = sum(len(s) for s in slices) if slices is not None else len(shared or ())
+    staging = make_staging(output, job.nodes.node_rank, "map")
     try:
-        specs = []
-        for w, rank in enumerate(ranks):
-            worker_staging = staging / f"rank-{rank}"
-            worker_staging.mkdir()
-            specs.append(
-                WorkerSpec(
-                    kind="map",
-                    fn=fn,
-                    rank=rank,
-                    staging=str(worker_staging),
-                    node_staging=str(staging),
-                    output=output,
-                    items=slices[w] if slices is not None else None,
-                    reader=reader,
-                    input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
-                    storage_options=dict(storage_options or {}),
-                    upload_threads=num_uploaders or 2,
-                    env=nodes.worker_env(rank, workers),
-                )
-            )
-        if verbose:
-            print(f"map: {total} inputs on {workers} {method} workers -> {output.display}", flush=True)
-        run_workers(specs, method, shared=shared, total=total, verbose=verbose, desc="map")
+        job.run(job.worker_specs(staging, slices), shared, total, verbose)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

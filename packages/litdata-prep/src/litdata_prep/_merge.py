@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from litdata_format import INDEX_FILENAME, DatasetIndex, chunk_name, merge_indexes, plain_chunk_name
 from litdata_io import Dir, resolve_dir
-from litdata_prep._indexes import INDEX
 from litdata_prep._job import open_output
 from litdata_prep._output import DatasetExistsError, Output
 
 __all__ = ["merge_datasets"]
 
 
-def _read_index(source: Output, what: str) -> dict[str, Any]:
-    index = source.read_json(INDEX)
+def _read_index(source: Output, what: str) -> DatasetIndex:
+    index = source.read_index()
     if index is None:
         raise ValueError(f"merge_datasets: {what} {source.display} has no index.json; is it an optimized dataset?")
     return index
@@ -65,31 +66,29 @@ def merge_datasets(
         if source.display == target.display:
             raise ValueError(f"merge_datasets: output_dir {target.display} is also one of the input_dirs")
     indexes = [_read_index(s, "input_dir") for s in sources]
-    if target.read_json(INDEX) is not None:
+    if target.exists(INDEX_FILENAME):
         raise DatasetExistsError(
             f"merge_datasets: output_dir {target.display} already holds an optimized dataset; choose a new output_dir"
         )
-    first = indexes[0]["config"]
-    for source, index in zip(sources[1:], indexes[1:]):
-        config = index["config"]
-        for key in ("data_format", "data_spec", "compression", "item_loader", "encryption"):
-            if config.get(key) != first.get(key):
-                raise ValueError(
-                    f"merge_datasets: {source.display} differs from {sources[0].display} in {key} "
-                    f"({config.get(key)!r} vs {first.get(key)!r}); only datasets of the same layout can be merged"
-                )
-    chunks: list[dict[str, Any]] = []
     copies: list[tuple[Output, str, str]] = []
+    renamed = []
     for source, index in zip(sources, indexes):
-        compression = index["config"].get("compression")
-        for chunk in index["chunks"]:
-            new = f"chunk-0-{len(chunks)}.{compression}.bin" if compression else f"chunk-0-{len(chunks)}.bin"
-            copies.append((source, chunk["filename"], new))
-            chunks.append({**chunk, "filename": new})
+        chunks = []
+        for chunk in index.chunks:
+            # A whole-file compressed chunk keeps its suffix; an uncompressed one or one with
+            # compressed frames inside (upstream's compression_level="sample") gets none.
+            whole_file = plain_chunk_name(chunk, index.compression) != chunk.filename
+            new = chunk_name(0, len(copies), index.compression if whole_file else None)
+            copies.append((source, chunk.filename, new))
+            chunks.append(dataclasses.replace(chunk, filename=new))
+        renamed.append(DatasetIndex(chunks, index.config, index.updated_at, source.display))
+    merged = merge_indexes(
+        renamed, f"merge_datasets: {target.display}", "Only datasets of the same layout can be merged."
+    )
     with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
         for future in [pool.submit(_copy, s, old, target, new) for s, old, new in copies]:
             future.result()
-    target.write_json(INDEX, {"chunks": chunks, "config": first, "updated_at": indexes[-1].get("updated_at")})
+    target.write_json(INDEX_FILENAME, merged.to_json())
 
 
 def _source(location: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None) -> Output:

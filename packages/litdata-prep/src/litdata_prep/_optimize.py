@@ -10,8 +10,16 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from litdata_format import BaseItemLoader, BinaryWriter, temp_target
-from litdata_io import Dir, resolve_dir
+from litdata_format import (
+    INDEX_FILENAME,
+    BaseItemLoader,
+    BinaryWriter,
+    DatasetIndex,
+    merge_indexes,
+    parse_chunk_name,
+    temp_target,
+)
+from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
     clear_checkpoints,
@@ -20,29 +28,17 @@ from litdata_prep._checkpoint import (
     published_before_cleanup,
     save_node_config,
 )
-from litdata_prep._engine import run_workers
 from litdata_prep._indexes import (
-    CHUNK_NAME,
-    INDEX,
-    merge_parts,
+    LAYOUT_HINT,
     next_chunk_indexes,
     node_index_key,
     read_rank_indexes,
     wait_for_node_indexes,
 )
-from litdata_prep._job import (
-    check_spawnable,
-    default_num_workers,
-    make_staging,
-    open_output,
-    prepare_items,
-    remove_staging,
-    resolve_start_method,
-)
-from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
+from litdata_prep._job import Job, make_staging, remove_staging
+from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
-from litdata_prep._worker import WorkerSpec
+from litdata_prep._plan import Numbered
 
 __all__ = ["is_dataset_file", "optimize"]
 
@@ -54,8 +50,8 @@ def is_dataset_file(key: str) -> bool:
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
     return (
-        bool(CHUNK_NAME.match(key))
-        or name.endswith("index.json")
+        parse_chunk_name(key) is not None
+        or name.endswith(INDEX_FILENAME)
         or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
     )
 
@@ -111,10 +107,10 @@ def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunkin
     return bool(keep_data_ordered)
 
 
-def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> dict[str, Any] | None:
+def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> DatasetIndex | None:
     """Apply ``mode`` to what the output holds; return the existing index when appending."""
     keys = output.list()
-    existing = output.read_json(INDEX) if INDEX in keys else None
+    existing = output.read_index() if INDEX_FILENAME in keys else None
     if mode is None and existing is not None:
         # Files optimize does not write are left alone (as upstream does): only a dataset is refused.
         raise DatasetExistsError(
@@ -127,12 +123,12 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
         return existing if mode == "append" else None
     stale = [k for k in keys if is_dataset_file(k)]
     if mode == "append":
-        stale = [k for k in stale if k != INDEX and not CHUNK_NAME.match(k)]
+        stale = [k for k in stale if k != INDEX_FILENAME and parse_chunk_name(k) is None]
         if not use_checkpoint:
-            referenced = {c.get("filename") for c in (existing or {}).get("chunks", [])}
-            stale += [k for k in keys if CHUNK_NAME.match(k) and k not in referenced]
+            referenced = {c.filename for c in existing.chunks} if existing is not None else set()
+            stale += [k for k in keys if parse_chunk_name(k) is not None and k not in referenced]
     if use_checkpoint and mode != "overwrite":
-        stale = [k for k in stale if not (CHUNK_NAME.match(k) or k.startswith(CHECKPOINT_DIR + "/"))]
+        stale = [k for k in stale if not (parse_chunk_name(k) is not None or k.startswith(CHECKPOINT_DIR + "/"))]
     output.delete_many(stale + [k for k in keys if _leftover_temp(k)])
     return existing if mode == "append" else None
 
@@ -144,10 +140,12 @@ def _leftover_temp(key: str) -> bool:
     return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
 
 
-def _collect_unreferenced(output: Output, index: dict[str, Any]) -> None:
+def _collect_unreferenced(output: Output, index: DatasetIndex | None) -> None:
     """Remove chunks ``index`` does not reference and the temporary files of interrupted writes."""
-    referenced = {c["filename"] for c in index["chunks"]}
-    output.delete_many([k for k in output.list() if (CHUNK_NAME.match(k) and k not in referenced) or _leftover_temp(k)])
+    referenced = {c.filename for c in index.chunks} if index is not None else set()
+    output.delete_many(
+        [k for k in output.list() if (parse_chunk_name(k) is not None and k not in referenced) or _leftover_temp(k)]
+    )
 
 
 def optimize(
@@ -230,8 +228,6 @@ def optimize(
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
-    if not callable(fn):
-        raise TypeError(f"optimize: fn must be callable, got {fn!r}")
     if key_fn is not None:
         raise NotImplementedError("optimize: key_fn (the key sidecar index) is not supported by litdata")
     if (queue is None) == (inputs is None):
@@ -240,44 +236,18 @@ def optimize(
         raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
     if mode not in (None, "append", "overwrite"):
         raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"optimize: batch_size must be a positive int, got {batch_size!r}")
-    if reader is not None and weights is not None:
-        raise ValueError("optimize: give reader or weights, not both")
-    nodes = detect_nodes()
-    check_node_request(num_nodes, machine, nodes)
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
-    workers = default_num_workers(num_workers)
-    method = resolve_start_method(start_method)
     options = _check_options(
         chunk_size, chunk_bytes, align_chunking, compression, compression_level, encryption, item_loader
     )
-    for name, obj in (("fn", fn), ("reader", reader), ("item_loader", item_loader), ("encryption", encryption)):
-        check_spawnable(name, obj, method)
-
-    resolved_input = resolve_dir(input_dir) if input_dir is not None else None
-    items: list[Any] = []
-    if inputs is not None:
-        items, weights = prepare_items(
-            "optimize", inputs, batch_size, reader, weights, workers, resolved_input, reorder_files
-        )
-
-    output = open_output(output_dir, storage_options, "optimize")
-    ranks = [nodes.node_rank * workers + w for w in range(workers)]
-    limit = limit_for_dev_run(fast_dev_run)
-
+    job = Job.prepare("optimize", locals(), spawnable=("item_loader", "encryption"), queue=queue is not None)
+    output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | None = None
-    total: int | None = None
-    if inputs is not None and ordered:
-        slices = worker_slices(
-            items, workers, nodes.num_nodes, nodes.node_rank, weights, chunk_size if align_chunking else None
-        )
-        slices = [s[:limit] for s in slices] if limit else slices
-    elif inputs is not None:
-        shared = node_share(items, nodes.num_nodes, nodes.node_rank, weights)
-        shared = shared[:limit] if limit else shared
-        total = len(shared)
+    if queue is None and ordered:
+        slices = job.ordered_slices(chunk_size if align_chunking else None)
+    elif queue is None:
+        shared = job.shared_inputs()
     if (
         use_checkpoint
         and mode is None
@@ -288,13 +258,14 @@ def optimize(
         # The run that wrote this dataset was stopped after publishing it: only clean up.
         clear_checkpoints(output, nodes.node_rank, ranks)
         remove_staging(output, nodes.node_rank)
-        _collect_unreferenced(output, output.read_json(INDEX))
+        _collect_unreferenced(output, output.read_index())
         if verbose:
             print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
         return
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
     checkpoints = None
+    total = len(shared) if shared is not None else None
     if use_checkpoint and slices is not None:
         checkpoints = load_checkpoints(output, nodes.node_rank, slices, ranks)
         save_node_config(output, nodes.node_rank, slices, ranks)
@@ -303,40 +274,18 @@ def optimize(
         total = sum(len(s) for s in slices)
 
     staging = make_staging(output, nodes.node_rank, "optimize")
-    index: dict[str, Any] | None = None
+    index: DatasetIndex | None = None
     try:
-        specs = []
-        for w, rank in enumerate(ranks):
-            worker_staging = staging / f"rank-{rank}"
-            worker_staging.mkdir()
-            checkpoint = checkpoints[w] if checkpoints is not None else None
-            if checkpoint is not None and not checkpoint.chunks and checkpoint.next_input == 0:
-                checkpoint.next_chunk_index = chunk_starts[rank]
-            specs.append(
-                WorkerSpec(
-                    kind="optimize",
-                    fn=fn,
-                    rank=rank,
-                    staging=str(worker_staging),
-                    node_staging=str(staging),
-                    output=output,
-                    items=slices[w] if slices is not None else None,
-                    writer_options=options,
-                    chunk_index=chunk_starts[rank],
-                    checkpoint=checkpoint,
-                    reader=reader,
-                    input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
-                    storage_options=dict(storage_options or {}),
-                    upload_threads=num_uploaders or 2,
-                    env=nodes.worker_env(rank, workers),
-                )
-            )
-        if verbose:
-            what = f"{total} inputs" if total is not None else "inputs from a queue"
-            print(f"optimize: {what} on {workers} {method} workers -> {output.display}", flush=True)
-        run_workers(specs, method, shared=shared, source=queue, total=total, verbose=verbose, desc="optimize")
+        specs = job.worker_specs(staging, slices)
+        for w, spec in enumerate(specs):
+            spec.writer_options = options
+            spec.chunk_index = chunk_starts[spec.rank]
+            spec.checkpoint = checkpoints[w] if checkpoints is not None else None
+            if spec.checkpoint is not None and not spec.checkpoint.chunks and spec.checkpoint.next_input == 0:
+                spec.checkpoint.next_chunk_index = chunk_starts[spec.rank]
+        job.run(specs, shared, total, verbose, source=queue)
         parts = read_rank_indexes(staging, ranks)
-        index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
+        index = _finish(output, nodes, existing, parts, job.items, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
@@ -346,8 +295,8 @@ def optimize(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if verbose and index is not None:
-        samples = sum(c.get("dim") or c["chunk_size"] for c in index["chunks"])
-        print(f"optimize: {output.display} holds {samples} samples in {len(index['chunks'])} chunks", flush=True)
+        samples = sum(c.dim or c.chunk_size for c in index.chunks)
+        print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
 def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
@@ -357,15 +306,17 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
     was written before the failure) stay.
     """
     try:
-        keep: set[Any] = set()
-        for key in (INDEX, node_index_key(node_rank)):
-            keep.update(c.get("filename") for c in (output.read_json(key) or {}).get("chunks", []))
+        keep: set[str] = set()
+        for key in (INDEX_FILENAME, node_index_key(node_rank)):
+            index = output.read_index(key)
+            if index is not None:
+                keep.update(c.filename for c in index.chunks)
         mine = set(ranks)
         output.delete_many(
             [
                 key
                 for key in output.list()
-                if (match := CHUNK_NAME.match(key)) and int(match.group(1)) in mine and key not in keep
+                if (parsed := parse_chunk_name(key)) is not None and parsed[0] in mine and key not in keep
             ]
         )
     except Exception as err:  # the job's own error is the one to raise; mention this one with it
@@ -375,26 +326,28 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
 def _finish(
     output: Output,
     nodes: NodeInfo,
-    existing: dict[str, Any] | None,
-    parts: list[dict[str, Any]],
+    existing: DatasetIndex | None,
+    parts: list[DatasetIndex],
     items: list[Any],
     gc: bool,
-) -> dict[str, Any] | None:
+) -> DatasetIndex | None:
     """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
+    before = [existing] if existing is not None else []
     if nodes.num_nodes == 1:
-        index = merge_parts(existing, parts, f"{output.display}/{INDEX}")
-        output.write_json(INDEX, index)
+        index = merge_indexes(before + parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+        output.write_json(INDEX_FILENAME, index.to_json())
         if gc:
             _collect_unreferenced(output, index)
         return index
     job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
-    node_index = merge_parts(None, parts, f"{output.display}/{node_index_key(nodes.node_rank)}")
-    output.write_json(node_index_key(nodes.node_rank), {**node_index, "job": job})
+    node_key = node_index_key(nodes.node_rank)
+    node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
+    output.write_json(node_key, {**node_index.to_json(), "job": job})
     if not nodes.is_last:
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
-    index = merge_parts(existing, node_parts, f"{output.display}/{INDEX}")
-    output.write_json(INDEX, index)
+    index = merge_indexes(before + node_parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+    output.write_json(INDEX_FILENAME, index.to_json())
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)
     return index

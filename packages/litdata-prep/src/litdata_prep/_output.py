@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import atomic_file, write_json_atomic
+from litdata_format import INDEX_FILENAME, DatasetIndex, atomic_file, parse_index, write_json_atomic
 from litdata_io import Dir
 
 if TYPE_CHECKING:
@@ -108,6 +108,11 @@ class Output:
         return json.loads(path.read_text())
 
     # -- writing --------------------------------------------------------------------------------
+    def read_index(self, key: str = INDEX_FILENAME) -> DatasetIndex | None:
+        """The index at ``key``, checked as readers check it, or None if there is none."""
+        obj = self.read_json(key)
+        return None if obj is None else parse_index(obj, f"{self.display}/{key}")
+
     def write_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` whole (a temporary name and a rename locally)."""
         if self.is_remote:

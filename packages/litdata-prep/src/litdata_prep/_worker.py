@@ -22,14 +22,22 @@ from pathlib import Path
 from types import GeneratorType
 from typing import Any
 
-from litdata_format import BinaryWriter, ChunkInfo, tree_flatten, tree_unflatten
+from litdata_format import (
+    BinaryWriter,
+    ChunkInfo,
+    DatasetIndex,
+    rank_index_name,
+    tree_flatten,
+    tree_unflatten,
+    write_json_atomic,
+)
 from litdata_io import Dir
 from litdata_prep._checkpoint import WorkerCheckpoint
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 from litdata_prep._publish import Publisher
 
-__all__ = ["FnFailed", "WorkerSpec", "describe_input", "worker_main"]
+__all__ = ["Done", "Failed", "FnFailed", "Progress", "WorkerEvent", "WorkerSpec", "describe_input", "worker_main"]
 
 _PROGRESS_EVERY_S = 0.2
 
@@ -80,6 +88,45 @@ class WorkerSpec:
     storage_options: dict[str, Any] = field(default_factory=dict)
     upload_threads: int = 2
     env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A worker finished ``inputs`` more inputs since its last report."""
+
+    rank: int
+    inputs: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """A worker finished all its inputs; ``summary`` counts what it wrote."""
+
+    rank: int
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A worker failed: on input ``input`` at ``position`` when ``fn`` raised, else on no input in particular.
+
+    Attributes:
+        rank: the worker's global rank.
+        headline: the one-line error for the user.
+        position: the input's position, if an input is to blame.
+        input: a short ``repr`` of that input.
+        traceback: the worker's formatted traceback.
+    """
+
+    rank: int
+    headline: str
+    position: int | None
+    input: str | None
+    traceback: str
+
+
+#: What a worker tells the parent on the ``events`` queue.
+WorkerEvent = Progress | Done | Failed
 
 
 def _last_line(text: str) -> str:
@@ -167,7 +214,7 @@ class _Worker:
     def report(self, force: bool = False) -> None:
         now = time.monotonic()
         if self.done_inputs > self._reported and (force or now - self._last_report >= _PROGRESS_EVERY_S):
-            self.events.put(("progress", self.spec.rank, self.done_inputs - self._reported))
+            self.events.put(Progress(self.spec.rank, self.done_inputs - self._reported))
             self._reported, self._last_report = self.done_inputs, now
 
     def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
@@ -220,9 +267,7 @@ class _Worker:
         if spec.checkpoint is None:
             state.next_chunk_index = spec.chunk_index
         writer = BinaryWriter(spec.staging, rank=spec.rank, chunk_index=state.next_chunk_index, **spec.writer_options)
-        writer.chunks = [
-            ChunkInfo(c["filename"], c["chunk_bytes"], c["chunk_size"], c.get("dim")) for c in state.chunks
-        ]
+        writer.chunks = [ChunkInfo.from_json(c, f"{state.key}: chunks[{n}]") for n, c in enumerate(state.chunks)]
         published = len(writer.chunks)
         first_chunk = state.next_chunk_index - published
         sample_no = state.next_sample
@@ -264,13 +309,10 @@ class _Worker:
         if spec.items is not None:
             checkpoint(len(spec.items), 0)
         self.publisher.close()
-        config = writer.config() if wrote_any else state.config
-        chunks = [c.to_json() for c in writer.chunks]
-        rank_index = {"chunks": chunks, "config": config if chunks else None, "updated_at": str(time.time())}
-        from litdata_format import write_json_atomic
-
-        write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.index.json", rank_index)
-        return {"samples": sample_no, "chunks": len(chunks)}
+        config = (writer.config() if wrote_any else state.config) or {"data_format": [], "data_spec": None}
+        rank_index = DatasetIndex(writer.chunks, config, str(time.time()))
+        write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
+        return {"samples": sample_no, "chunks": len(writer.chunks)}
 
     # -- map ------------------------------------------------------------------------------------
     def map(self, work: Any) -> dict[str, Any]:
@@ -337,19 +379,19 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
         worker = _Worker(spec, events)
         summary = worker.optimize(work) if spec.kind == "optimize" else worker.map(work)
         worker.report(force=True)
-        events.put(("done", spec.rank, summary))
+        events.put(Done(spec.rank, summary))
         # Nothing this process made is garbage the OS would not reclaim anyway: keep the interpreter's
         # exit from walking every object (20-40 ms the parent spends joining us, measured).
         gc.freeze()
     except FnFailed as failure:
         if worker is not None:
             worker.publisher.abort()
-        events.put(("error", spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text))
+        events.put(Failed(spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text))
         sys.exit(1)
     except BaseException as err:
         if worker is not None:
             worker.publisher.abort()
         text = traceback.format_exc()
         headline = _write_failure(err, spec) or f"worker {spec.rank} failed: {_last_line(text)}"
-        events.put(("error", spec.rank, headline, None, None, text))
+        events.put(Failed(spec.rank, headline, None, None, text))
         sys.exit(1)

@@ -19,13 +19,11 @@ from multiprocessing import util
 from pathlib import Path
 from typing import Any
 
-from litdata_format import BaseItemLoader, BinaryWriter, DatasetReader, Serializer, TokensLoader
+from litdata_format import INDEX_FILENAME, BaseItemLoader, BinaryWriter, DatasetReader, Serializer, TokensLoader
 from litdata_io import Dir, resolve_dir
 from litdata_stream._env import DistributedEnv, WorkerEnv
 
 __all__ = ["Cache"]
-
-_INDEX = "index.json"
 
 
 class Cache:
@@ -108,7 +106,7 @@ class Cache:
     @property
     def filled(self) -> bool:
         """Whether the dataset is complete (``index.json`` exists)."""
-        return (Path(self._cache_dir) / _INDEX).is_file()
+        return (Path(self._cache_dir) / INDEX_FILENAME).is_file()
 
     # -- writing --------------------------------------------------------------------------------
     def _get_writer(self) -> BinaryWriter:
@@ -157,8 +155,8 @@ class Cache:
         if reader is None:
             if not self.filled:
                 raise ValueError(
-                    f"the cache at {self._cache_dir} is not complete (no {_INDEX}): write the samples, then call "
-                    "done() and merge()"
+                    f"the cache at {self._cache_dir} is not complete (no {INDEX_FILENAME}): write the samples, "
+                    "then call done() and merge()"
                 )
             loader = copy.deepcopy(self._item_loader) if self._item_loader is not None else None
             reader = DatasetReader(self._cache_dir, loader, self._serializers, self._encryption)

@@ -23,8 +23,16 @@ from litdata_stream._collate import Batching, concat_batches, finish_batch, inte
 from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset, batch_count, round_robin
-from litdata_stream._plan import EpochOrder, Interval, Topology, WorkerPlan, remaining_base, split_base
+from litdata_stream._mixing import MixedDataset, round_robin
+from litdata_stream._plan import (
+    EpochOrder,
+    Interval,
+    Topology,
+    WorkerPlan,
+    batch_count,
+    remaining_base,
+    split_base,
+)
 
 __all__ = ["CombinedStreamingDataset"]
 
@@ -269,7 +277,7 @@ class CombinedStreamingDataset(MixedDataset):
         """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
-            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
         segment, bases, delivered = self._segment(topology)
         total = delivered + batches_delivered
         unit = self._unit(topology)

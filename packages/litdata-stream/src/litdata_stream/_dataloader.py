@@ -34,7 +34,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import LoaderPass, new_token, worker_token
 from litdata_stream._mixing import MixedDataset
-from litdata_stream._plan import batches_of
+from litdata_stream._plan import batches_left
 from litdata_stream._profiling import (
     ProfiledCollate,
     ProfiledWorkerInit,
@@ -322,10 +322,7 @@ def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> lis
     if isinstance(dataset, CombinedStreamingDataset):
         return dataset._worker_batches()
     topology = dataset._topology()
-    return [
-        batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)
-        for plan, done in dataset.rank_plans(topology)
-    ]
+    return [batches_left(plan, done, topology) for plan, done in dataset.rank_plans(topology)]
 
 
 def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
@@ -356,11 +353,6 @@ def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
             f"the DataLoader workers sent {extra} batches more than their share of the epoch; please report this "
             "with the dataset's index.json and the loader's options"
         )
-
-
-def batches_of_done(done: int, batch_size: int) -> int:
-    # ``done`` is a multiple of the batch size, or the whole stretch once its partial batch went out.
-    return -(-done // batch_size)
 
 
 def _widen_result_pipe(iterator: Any) -> None:

@@ -34,13 +34,15 @@ from litdata_stream._plan import (
     Interval,
     Topology,
     WorkerPlan,
+    batch_count,
     consumed_per_worker,
     remaining_base,
     split_base,
 )
 from litdata_stream._posix import PosixProfile, detect_posix
+from litdata_stream._remote import open_source
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkSource, open_source
+from litdata_stream._source import ChunkSource
 
 __all__ = ["StreamingDataset"]
 
@@ -442,7 +444,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
-            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
         epoch = self.current_epoch
         base, first, delivered = self._run_start(topology, epoch)
         return {

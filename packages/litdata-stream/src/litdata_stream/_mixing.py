@@ -29,11 +29,6 @@ def round_robin(batches: Sequence[int], delivered: int, first: int = 0) -> tuple
     return consumed_per_worker(plans, 1, False, delivered, first)
 
 
-def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
-    full, rest = divmod(samples, batch_size)
-    return full + (1 if rest and not drop_last else 0)
-
-
 class NotAStreamingDatasetError(TypeError, RuntimeError):
     """Something that is not a StreamingDataset was given to mix (a ``RuntimeError`` as upstream raises)."""
 

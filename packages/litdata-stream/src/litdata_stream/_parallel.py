@@ -29,12 +29,14 @@ import torch
 
 from litdata_stream._dataset import StreamingDataset, _skip, _topology_key
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset, batch_count
+from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import (
     EpochOrder,
     Interval,
     Topology,
     WorkerPlan,
+    batch_count,
+    batches_left,
     consumed_per_worker,
     remaining_base,
     split_base,
@@ -214,10 +216,7 @@ class ParallelStreamingDataset(MixedDataset):
         topology = self._topology()
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
-        return sum(
-            batch_count(plan.num_samples, topology.batch_size, topology.drop_last) - -(-done // topology.batch_size)
-            for plan, done in self.rank_plans(topology)
-        )
+        return sum(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology))
 
     # -- iteration ------------------------------------------------------------------------------
     def _iterate(self, token: int | None, batching: Any) -> Iterator[Any]:
@@ -287,7 +286,7 @@ class ParallelStreamingDataset(MixedDataset):
         """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
-            batches_delivered = -(-num_samples_yielded // topology.batch_size)
+            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
         if self._infinite:
             resume = self._resume
             base: list[Interval] = []

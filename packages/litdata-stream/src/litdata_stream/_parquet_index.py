@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litdata_format import DatasetIndex, IndexNotFoundError, load_index, parse_index, write_file_atomic
+from litdata_format import INDEX_FILENAME, DatasetIndex, IndexNotFoundError, load_index, parse_index, write_file_atomic
 from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir, run_sync
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "split_file_pattern",
 ]
 
-_INDEX = "index.json"
 _SUFFIX = ".parquet"
 _NONE_FOUND = "no .parquet file directly in the folder (nor, for hf://, in its subfolders)"
 _MAGIC = b"PAR1"
@@ -189,19 +188,19 @@ def index_parquet_dataset(
     if location.url is not None and storage.read_only and cache_dir is None:
         folder = cache_dir_for(location.url)
         _, version = remote_parquet_index(storage, folder)  # where StreamingDataset looks for it
-        return str(folder / version / _INDEX)
+        return str(folder / version / INDEX_FILENAME)
     obj = build_parquet_index(storage, parquet_files(storage), num_workers)
-    parse_index(obj, storage.url_for(_INDEX))  # what readers will check
+    parse_index(obj, storage.url_for(INDEX_FILENAME))  # what readers will check
     if location.url is None:
         assert location.path is not None
         target = Path(cache_dir) if cache_dir is not None else Path(location.path)
-        return str(_publish(target / _INDEX, obj))
+        return str(_publish(target / INDEX_FILENAME, obj))
     if storage.read_only and cache_dir is not None:
-        return str(_publish(Path(cache_dir) / _INDEX, obj))
-    storage.put(_INDEX, json.dumps(obj, sort_keys=True).encode())  # an object store's PUT is atomic
+        return str(_publish(Path(cache_dir) / INDEX_FILENAME, obj))
+    storage.put(INDEX_FILENAME, json.dumps(obj, sort_keys=True).encode())  # an object store's PUT is atomic
     if cache_dir is not None:
-        _publish(Path(cache_dir) / _INDEX, obj)
-    return storage.url_for(_INDEX)
+        _publish(Path(cache_dir) / INDEX_FILENAME, obj)
+    return storage.url_for(INDEX_FILENAME)
 
 
 def index_hf_dataset(
@@ -261,19 +260,19 @@ def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | No
     The index is written into the folder (where upstream puts it); a read-only folder's index
     goes to its cache folder instead.
     """
-    if index_path is not None or (directory / _INDEX).is_file():
+    if index_path is not None or (directory / INDEX_FILENAME).is_file():
         return load_index(index_path if index_path is not None else directory)
     storage = get_storage(str(directory))
     files = parquet_files(storage)
     if not files:
         return load_index(directory)  # the usual "no index.json here" error
-    fallback = cache_dir_for(str(directory), cache_dir) / _INDEX
+    fallback = cache_dir_for(str(directory), cache_dir) / INDEX_FILENAME
     found = _matching(fallback, files)
     if found is not None:
         return found
     obj = build_parquet_index(storage, files)
     try:
-        path = _publish(directory / _INDEX, obj)
+        path = _publish(directory / INDEX_FILENAME, obj)
     except PermissionError:
         path = _publish(fallback, obj)
     except OSError as error:
@@ -293,13 +292,13 @@ def remote_parquet_index(storage: Storage, cache_dir: Path) -> tuple[DatasetInde
     files = parquet_files(storage)
     if not files:
         raise IndexNotFoundError(
-            f"{storage.url_for(_INDEX)}: no such object, and {_NONE_FOUND}; "
+            f"{storage.url_for(INDEX_FILENAME)}: no such object, and {_NONE_FOUND}; "
             "is this an optimized dataset (or a folder of Parquet files)?"
         )
     # Quotes differ between backends (a forked worker may use another client): not part of the identity.
     listing = json.dumps([[f.key, f.size, (f.etag or "").strip('"')] for f in files]).encode()
     version = dataset_version(storage.url, listing)
-    target = cache_dir / version / _INDEX
+    target = cache_dir / version / INDEX_FILENAME
     found = _matching(target, files)
     if found is not None:
         return found, version

@@ -30,7 +30,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EpochOrder", "Piece", "Topology", "WorkerPlan", "consumed_per_worker", "remaining_base", "split_base"]
+__all__ = [
+    "EpochOrder",
+    "Piece",
+    "Topology",
+    "WorkerPlan",
+    "batch_count",
+    "batches_left",
+    "consumed_per_worker",
+    "remaining_base",
+    "split_base",
+]
 
 Interval = tuple[int, int]
 
@@ -179,9 +189,22 @@ def split_base(base: Sequence[Interval], topology: Topology) -> list[list[Worker
     return plans
 
 
-def batches_of(plan: WorkerPlan, batch_size: int, drop_last: bool) -> int:
-    full, rest = divmod(plan.num_samples, batch_size)
+def batch_count(samples: int, batch_size: int, drop_last: bool = False) -> int:
+    """The batches ``samples`` samples make: the full ones, and the partial one unless ``drop_last``.
+
+    Every resume count goes through here: a worker's batches in an epoch, and (``drop_last``
+    False) how many batches carried the samples it already delivered, which are whole batches
+    but for the stretch's partial last one.
+    """
+    full, rest = divmod(samples, batch_size)
     return full + (1 if rest and not drop_last else 0)
+
+
+def batches_left(plan: WorkerPlan, done: int, topology: Topology) -> int:
+    """The batches a worker still delivers from ``plan`` after it delivered ``done`` of its samples."""
+    return batch_count(plan.num_samples, topology.batch_size, topology.drop_last) - batch_count(
+        done, topology.batch_size
+    )
 
 
 def consumed_per_worker(
@@ -193,7 +216,7 @@ def consumed_per_worker(
     batch left drops out of the rotation.
     """
     workers = len(plans)
-    left = [batches_of(p, batch_size, drop_last) for p in plans]
+    left = [batch_count(p.num_samples, batch_size, drop_last) for p in plans]
     done_batches = [0] * workers
     remaining = batches_delivered
     turn = first_worker

@@ -5,6 +5,8 @@ of the URL and the index's bytes, so a dataset rewritten at the same URL, or ano
 sharing the folder, never reads these chunks). Every process of one dataset object reads the
 version the first one found. Chunks are fetched ahead of the reader by the io prefetcher, pinned
 while read, and marked consumed afterwards so the byte-capped cache can evict them.
+:func:`open_source` picks a dataset's source: a local folder is read in place
+(:class:`~litdata_stream._source.LocalSource`), anything else goes through the cache.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, write_file_atomic
+from litdata_format import INDEX_FILENAME, Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, write_file_atomic
 from litdata_io import ChunkCache, Dir, Prefetcher, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
-from litdata_stream._parquet_index import remote_parquet_index, select_files
-from litdata_stream._source import ChunkOpener, chunk_opener
+from litdata_stream._parquet_index import local_dataset_index, remote_parquet_index, select_files
+from litdata_stream._source import ChunkOpener, ChunkSource, LocalSource, chunk_opener
 
-__all__ = ["RemoteSource"]
-
-_INDEX = "index.json"
+__all__ = ["RemoteSource", "open_source"]
 
 
 class RemoteSource:
@@ -103,21 +103,23 @@ def _versioned_index(dataset: Any, storage: Storage, cache_dir: Path) -> tuple[D
     read that index from the cache folder, so they see what the main process saw.
     """
     known = vars(dataset).get("_cache_version")
-    if known is not None and (cache_dir / known / _INDEX).is_file():
-        return load_index(cache_dir / known / _INDEX), known
+    if known is not None and (cache_dir / known / INDEX_FILENAME).is_file():
+        return load_index(cache_dir / known / INDEX_FILENAME), known
     data: bytes | None = None
     try:
-        data = _index_bytes(dataset.index_path) if dataset.index_path else storage.get(_INDEX)
+        data = _index_bytes(dataset.index_path) if dataset.index_path else storage.get(INDEX_FILENAME)
     except FileNotFoundError:
         if dataset.index_path:
             raise
         index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
     else:
         version = dataset_version(storage.url, data)
-        write_file_atomic(cache_dir / version / _INDEX, data)
-        index = load_index(cache_dir / version / _INDEX)
+        write_file_atomic(cache_dir / version / INDEX_FILENAME, data)
+        index = load_index(cache_dir / version / INDEX_FILENAME)
     if known is not None and version != known:
-        where = dataset.index_path or (storage.url_for(_INDEX) if data is not None else f"the files of {storage.url}")
+        where = dataset.index_path or (
+            storage.url_for(INDEX_FILENAME) if data is not None else f"the files of {storage.url}"
+        )
         raise RuntimeError(
             f"{where} changed since this dataset was opened (its copy in {cache_dir / known} is gone): the "
             "dataset was rewritten. Create a new StreamingDataset to read the new data"
@@ -130,9 +132,35 @@ def _index_bytes(index_path: str) -> bytes:
     """The bytes of the index file ``index_path`` (a file, a folder holding index.json, or a URL)."""
     if "://" not in index_path:
         path = Path(os.path.expanduser(index_path))
-        path = path / _INDEX if path.is_dir() else path
+        path = path / INDEX_FILENAME if path.is_dir() else path
         if not path.is_file():
             load_index(path)  # raises its error naming the path
         return path.read_bytes()
     head, _, name = index_path.rstrip("/").rpartition("/")
     return get_storage(head).get(name)
+
+
+def _cache_root(dataset: Any) -> Any:
+    setting = getattr(dataset, "cache_dir", None)
+    return getattr(setting, "path", setting)
+
+
+def open_source(dataset: Any) -> ChunkSource:
+    """The chunk source for a StreamingDataset's ``input_dir``: local folders are read in place,
+    URLs and ``local:`` network drives go through the io cache."""
+    resolved = resolve_dir(dataset.input_dir)
+    url = None
+    if resolved.url is None and resolved.path is not None:
+        directory = Path(resolved.path)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"input_dir {str(dataset.input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
+            )
+        profile = getattr(dataset, "posix", None)
+        if profile is None or profile.in_place:
+            index = local_dataset_index(directory, getattr(dataset, "index_path", None), _cache_root(dataset))
+            index = select_files(index, getattr(dataset, "file_pattern", None))
+            verify = getattr(dataset, "verify_chunks", False)
+            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset), verify=verify)
+        url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
+    return RemoteSource.open(dataset, url)

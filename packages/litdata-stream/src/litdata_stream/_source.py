@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
-from litdata_stream._parquet_index import local_dataset_index, select_files
 
-__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener", "open_source"]
+__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
@@ -34,11 +33,6 @@ def chunk_opener(dataset: Any) -> ChunkOpener:
         return loader.open_chunk(path, info, index, encryption)
 
     return open_with_loader
-
-
-def _cache_root(dataset: Any) -> Any:
-    setting = getattr(dataset, "cache_dir", None)
-    return getattr(setting, "path", setting)
 
 
 class ChunkSource(Protocol):
@@ -109,28 +103,3 @@ class LocalSource:
 
     def close(self) -> None:
         self._open.clear()
-
-
-def open_source(dataset: Any) -> ChunkSource:
-    """The chunk source for a StreamingDataset's ``input_dir``: local folders are read in place,
-    URLs and ``local:`` network drives go through the io cache."""
-    from litdata_io import resolve_dir
-
-    resolved = resolve_dir(dataset.input_dir)
-    url = None
-    if resolved.url is None and resolved.path is not None:
-        directory = Path(resolved.path)
-        if not directory.is_dir():
-            raise FileNotFoundError(
-                f"input_dir {str(dataset.input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
-            )
-        profile = getattr(dataset, "posix", None)
-        if profile is None or profile.in_place:
-            index = local_dataset_index(directory, getattr(dataset, "index_path", None), _cache_root(dataset))
-            index = select_files(index, getattr(dataset, "file_pattern", None))
-            verify = getattr(dataset, "verify_chunks", False)
-            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset), verify=verify)
-        url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
-    from litdata_stream._remote import RemoteSource
-
-    return RemoteSource.open(dataset, url)

@@ -1,0 +1,135 @@
+"""The parsed ``index.json``: its chunk entries and config, and the checks of single fields.
+
+The bottom of the index: :mod:`litdata_format._index` (LitData) and :mod:`litdata_format._mds`
+(MosaicML) both parse into these types.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["INDEX_FILENAME", "ChunkInfo", "DatasetIndex", "check_chunk_filename", "int_field"]
+
+INDEX_FILENAME = "index.json"
+
+
+def check_chunk_filename(name: Any, source: str) -> str:
+    """``name`` if it is a path inside the dataset folder: a file name, or ``/``-separated
+    folders and a file name (upstream's Hugging Face Parquet indexes list ``train/0000.parquet``).
+    Chunk names must never point outside the dataset, nor at hidden files (the cache's own)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
+    parts = name.split("/")
+    if "\\" in name or "\x00" in name or any(not part or part.startswith(".") for part in parts):
+        raise ValueError(
+            f"{source}: chunk filename {name!r} is not a relative path inside the dataset (no '..', no leading "
+            "'/', no hidden or empty parts, no '\\'); refusing to use it"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """One entry of ``chunks`` in ``index.json``.
+
+    Attributes:
+        filename: the chunk's file name inside the dataset directory.
+        chunk_bytes: its size in bytes before any whole-file compression.
+        chunk_size: how many items it holds.
+        dim: the token count (TokensLoader datasets), else None.
+        extra: any other keys of the entry (e.g. MDS ``column_sizes``), kept as they are.
+    """
+
+    filename: str
+    chunk_bytes: int
+    chunk_size: int
+    dim: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, entry: Any, where: str) -> ChunkInfo:
+        """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors."""
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object, got {entry!r:.100}")
+        known = {"filename", "chunk_bytes", "chunk_size", "dim"}
+        return cls(
+            filename=check_chunk_filename(entry.get("filename"), where),
+            chunk_bytes=int_field(entry, "chunk_bytes", where),
+            chunk_size=int_field(entry, "chunk_size", where),
+            dim=int_field(entry, "dim", where, optional=True),
+            extra={k: v for k, v in entry.items() if k not in known},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chunk_bytes": self.chunk_bytes,
+            "chunk_size": self.chunk_size,
+            "dim": self.dim,
+            "filename": self.filename,
+            **self.extra,
+        }
+
+
+# Far above any real chunk (256 TiB, 2**48 items or tokens), far below what overflows an int64
+# when the reader sums them over chunks.
+_MAX_COUNT = 1 << 48
+
+
+def int_field(entry: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
+    """``entry[key]``, checked to be a count (an int from 0 to 2**48); None when ``optional`` and null."""
+    value = entry.get(key)
+    if value is None and optional:
+        return None
+    if key not in entry:
+        raise ValueError(f"{where}: {key!r} is missing")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MAX_COUNT:
+        raise ValueError(f"{where}: {key!r} must be an integer from 0 to 2**48, got {value!r:.100}")
+    return value
+
+
+@dataclass
+class DatasetIndex:
+    """A parsed ``index.json``: its chunks and its config (kept as the raw dict).
+
+    Attributes:
+        chunks: the chunk entries, in order; item numbering runs through them in this order.
+        config: the ``config`` object as written (``data_format``, ``data_spec``, ...).
+        updated_at: the writer's timestamp string, if any.
+        source: where it was read from, for error messages.
+    """
+
+    chunks: list[ChunkInfo]
+    config: dict[str, Any]
+    updated_at: str | None = None
+    source: str = INDEX_FILENAME
+
+    @property
+    def compression(self) -> str | None:
+        return self.config.get("compression")
+
+    @property
+    def encryption(self) -> dict[str, Any] | None:
+        return self.config.get("encryption")
+
+    @property
+    def item_loader(self) -> str:
+        return self.config.get("item_loader") or "PyTreeLoader"
+
+    @property
+    def data_format(self) -> list[str]:
+        return list(self.config.get("data_format") or [])
+
+    @property
+    def num_items(self) -> int:
+        return sum(chunk.chunk_size for chunk in self.chunks)
+
+    def to_json(self) -> dict[str, Any]:
+        empty = not self.chunks and self.config.get("data_spec") is None
+        return {
+            "chunks": [chunk.to_json() for chunk in self.chunks],
+            "config": None if empty else self.config,  # a dataset without a sample, as upstream writes it
+            "updated_at": self.updated_at if self.updated_at is not None else str(time.time()),
+        }

@@ -1,0 +1,74 @@
+"""Opening a chunk file in whichever layout it has.
+
+:func:`open_chunk` takes a chunk file as stored (maybe whole-file compressed, maybe encrypted)
+and returns a :class:`~litdata_format._chunk.Chunk` that the item loaders read. The layouts
+are told apart by their bytes: the framed zstd layout starts with its magic, the Arrow rows
+layout ends with its magic, anything else is the classic layout. It sits below the item
+loaders, which open chunks through it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from litdata_format._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
+from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
+from litdata_format._compression import decompress
+from litdata_format._dataset_index import ChunkInfo, DatasetIndex
+from litdata_format._framed import FramedChunk, SampleZstdChunk
+from litdata_format._index import check_chunk_file
+from litdata_format._mds import is_mds_index, open_mds_shard
+
+__all__ = ["open_chunk"]
+
+
+def open_chunk(
+    path: str | os.PathLike[str],
+    info: ChunkInfo,
+    index: DatasetIndex,
+    encryption: Any = None,
+) -> Chunk:
+    """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
+
+    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
+    cache should decompress to a plain file once (:func:`decompress`) and open that instead.
+    """
+    path = Path(path)
+    check_chunk_file(path, info.filename, index.source)
+    if is_mds_index(index):
+        return open_mds_shard(path, info, index)
+    name = str(path)
+    compression = index.compression
+    data: Any
+    if compression and path.name.endswith(f".{compression}.bin"):
+        data = bytearray(decompress(path.read_bytes(), name, info.chunk_bytes))
+    else:
+        data = map_file(path)
+    decrypt: Callable[[Any], bytes] | None = None
+    if index.encryption:
+        if encryption is None:
+            raise ValueError(
+                f"{index.source}: the dataset is encrypted ({index.encryption.get('algorithm')}, level "
+                f"{index.encryption.get('level')}); pass encryption=... with the key it was written with"
+            )
+        encryption.check_matches(index.encryption, index.source)
+        if index.encryption.get("level") == "chunk":
+            data = bytearray(encryption.decrypt(data, where=name))
+        else:
+
+            def decrypt_item(item: Any) -> bytes:
+                return encryption.decrypt(item, where=name)
+
+            decrypt = decrypt_item
+
+    view = memoryview(data)
+    if bytes(view[: len(FRAMED_MAGIC)]) == FRAMED_MAGIC:
+        return FramedChunk(data, name, index)
+    if bytes(view[-len(ARROW_ROWS_MAGIC) :]) == ARROW_ROWS_MAGIC and is_arrow_rows_chunk(view):
+        return ArrowRowsChunk(data, name, index)
+    if index.config.get("compression_level") == "sample":
+        return SampleZstdChunk(data, name, decrypt)
+    return ChunkView(data, name, decrypt)
