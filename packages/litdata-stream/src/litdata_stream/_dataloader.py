@@ -309,7 +309,10 @@ class StreamingDataLoader(DataLoader):
         self._epoch_complete = bool(state.get("epoch_complete"))
         self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
         self._pool = None
-        dataset.load_state_dict(state["dataset"])
+        if isinstance(dataset, CombinedStreamingDataset) and isinstance(state.get("num_samples_yielded"), dict):
+            dataset.load_upstream_state(state)  # upstream LitData's: what each worker took of each dataset
+        else:
+            dataset.load_state_dict(state["dataset"])
         if self._epoch_complete or self.current_epoch == 0:
             dataset._start_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
 
