@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from litdata_io import Dir, resolve_dir
@@ -19,6 +19,7 @@ from litdata_prep._job import (
 )
 from litdata_prep._nodes import check_node_request, detect_nodes
 from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._streaming_inputs import streaming_inputs
 from litdata_prep._worker import WorkerSpec
 
 __all__ = ["map"]
@@ -26,7 +27,7 @@ __all__ = ["map"]
 
 def map(
     fn: Callable[..., Any],
-    inputs: Sequence[Any],
+    inputs: Iterable[Any],
     output_dir: str | os.PathLike[str] | Dir,
     input_dir: str | os.PathLike[str] | None = None,
     weights: list[int] | None = None,
@@ -55,7 +56,8 @@ def map(
 
     Args:
         fn: called as ``fn(input, output_dir)``.
-        inputs: a non-empty sequence of inputs.
+        inputs: a non-empty sequence of inputs, a ``StreamingDataset`` (``fn`` gets each sample) or a
+            ``StreamingDataLoader`` (``fn`` gets each batch).
         output_dir: a local folder or a URL, ``{%Y-%m-%d}``-style templates expanded.
         input_dir: where the input files live; with a URL, files it names are downloaded first.
         weights: a positive weight per input, to balance the work between workers.
@@ -85,6 +87,7 @@ def map(
         raise TypeError(f"map: fn must be callable, got {fn!r}")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
+    inputs, reader = streaming_inputs("map", inputs, batch_size, reader, weights)
     if reader is not None and weights is not None:
         raise ValueError("map: give reader or weights, not both")
     nodes = detect_nodes()

@@ -7,7 +7,7 @@ import multiprocessing.queues
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from litdata_format import BaseItemLoader, BinaryWriter, temp_target
@@ -42,6 +42,7 @@ from litdata_prep._job import (
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._streaming_inputs import streaming_inputs
 from litdata_prep._worker import WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
@@ -152,7 +153,7 @@ def _collect_unreferenced(output: Output, index: dict[str, Any]) -> None:
 
 def optimize(
     fn: Callable[[Any], Any],
-    inputs: Sequence[Any] | None = None,
+    inputs: Iterable[Any] | None = None,
     output_dir: str | os.PathLike[str] | Dir = "optimized_data",
     queue: Any = None,
     input_dir: str | os.PathLike[str] | None = None,
@@ -189,7 +190,8 @@ def optimize(
     Args:
         fn: called on each input; returns one sample, yields any number (none filters the input out;
             if no input gives a sample, the dataset is empty: an index with no chunks).
-        inputs: a sequence of inputs. Give ``inputs`` or ``queue``.
+        inputs: a sequence of inputs, a ``StreamingDataset`` (``fn`` gets each sample) or a
+            ``StreamingDataLoader`` (``fn`` gets each batch). Give ``inputs`` or ``queue``.
         output_dir: a local folder or a URL (``s3://...``), ``{%Y-%m-%d}``-style templates expanded.
         queue: a ``multiprocessing.Queue`` of inputs ended by one :data:`ALL_DONE`.
         input_dir: where the input files live; with a URL, files it names are downloaded before ``fn`` runs.
@@ -244,6 +246,8 @@ def optimize(
         raise ValueError(f"optimize: batch_size must be a positive int, got {batch_size!r}")
     if reader is not None and weights is not None:
         raise ValueError("optimize: give reader or weights, not both")
+    if inputs is not None:
+        inputs, reader = streaming_inputs("optimize", inputs, batch_size, reader, weights)
     nodes = detect_nodes()
     check_node_request(num_nodes, machine, nodes)
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
