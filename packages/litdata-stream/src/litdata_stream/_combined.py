@@ -190,14 +190,6 @@ class CombinedStreamingDataset(MixedDataset):
             yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
         self._epochs.finish(this_pass)
 
-    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether every sub-dataset's share of a batch is gathered as arrays."""
-        return all(d._gathers(collate) for d in self._datasets)
-
-    @property
-    def _sample_bytes(self) -> float:
-        return max(d._sample_bytes for d in self._datasets)
-
     def _worker_batches(self) -> list[int]:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()

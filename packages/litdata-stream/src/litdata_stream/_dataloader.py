@@ -34,6 +34,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import LoaderPass, new_token, worker_token
 from litdata_stream._mixing import MixedDataset
+from litdata_stream._parallel import ParallelStreamingDataset
 from litdata_stream._plan import batches_of
 from litdata_stream._profiling import (
     ProfiledCollate,
@@ -136,13 +137,12 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
         self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
-        # A StreamingDataset (or a Combined one) makes the batches itself (in the worker), so torch
-        # moves whole batches: fixed-size samples are then read with one gather per leaf instead of
-        # a decode per sample.
+        # The datasets make the batches themselves (in the worker), so torch moves whole batches:
+        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
         self._batches_in_dataset = any(
             isinstance(dataset, kind) and type(dataset).__iter__ is kind.__iter__
-            for kind in (StreamingDataset, CombinedStreamingDataset)
+            for kind in (StreamingDataset, CombinedStreamingDataset, ParallelStreamingDataset)
         )
         in_dataset = self._batches_in_dataset
         if in_dataset:
@@ -206,9 +206,9 @@ class StreamingDataLoader(DataLoader):
             attach_activity(watchdog.board.path, 0)  # this process reads: it publishes what it waits on
         batching, counts = None, None
         if self._batches_in_dataset:
-            assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
             arrays, bundle = not self.pin_memory, 1
-            if self.num_workers and arrays and dataset._gathers(self._collate):
+            endless = isinstance(dataset, ParallelStreamingDataset) and dataset.is_infinite()
+            if self.num_workers and arrays and not endless and dataset._gathers(self._collate):
                 bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
                 counts = _worker_batches(dataset) if bundle > 1 else None
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
@@ -320,10 +320,11 @@ class StreamingDataLoader(DataLoader):
 _PLANNED = (StreamingDataset, CombinedStreamingDataset)
 
 
-def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> list[int]:
+def _worker_batches(dataset: StreamingDataset | MixedDataset) -> list[int]:
     """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
     if isinstance(dataset, CombinedStreamingDataset):
         return dataset._worker_batches()
+    assert isinstance(dataset, (StreamingDataset, ParallelStreamingDataset))  # (a finite one)
     topology = dataset._topology()
     return [
         batches_of(plan, topology.batch_size, topology.drop_last) - batches_of_done(done, topology.batch_size)

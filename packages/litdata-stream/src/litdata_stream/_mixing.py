@@ -4,7 +4,7 @@ checking that a state dict belongs to the same sub-datasets."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torch.utils.data import IterableDataset
@@ -124,6 +124,15 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def _batch_limit(self) -> int | None:
         """Stop this rank's loader after that many batches (so every rank delivers as many)."""
         return None
+
+    @property
+    def _sample_bytes(self) -> float:
+        """Uncompressed bytes of one item, about (the loader sizes its messages by it)."""
+        return max(d._sample_bytes for d in self._datasets)
+
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+        """Whether every sub-dataset's share of a batch is gathered as arrays."""
+        return all(d._gathers(collate) for d in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
