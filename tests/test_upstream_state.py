@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from litdata_format import BinaryWriter
-from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
 from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -22,12 +22,12 @@ pytestmark = [pytest.mark.compat, pytest.mark.slow]
 # fresh upstream loader; and run the epoch uninterrupted. One upstream process runs every job.
 UPSTREAM = """
 import copy, json, pickle, sys
-from litdata import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
 
 def batches(loader, stop=None):
     out = []
     for batch in loader:
-        out.append([int(i) for i in batch["id"]])
+        out.append([int(i) for i in ids(batch)])
         if stop is not None and len(out) == stop:
             break
     return out
@@ -36,7 +36,12 @@ def make(job):
     datasets = [StreamingDataset(d, shuffle=job["shuffle"], seed=3, subsample=job.get("subsample", 1.0))
                 for d in job["dirs"]]
     dataset = CombinedStreamingDataset(datasets, seed=5) if job["combined"] else datasets[0]
+    if job.get("parallel"):
+        dataset = ParallelStreamingDataset(datasets)
     return StreamingDataLoader(dataset, batch_size=4, num_workers=job["workers"])
+
+def ids(batch):
+    return batch["id"] if isinstance(batch, dict) else batch[0]["id"]
 
 out = []
 for job in json.loads(sys.argv[2]):
@@ -80,6 +85,7 @@ def upstream_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[s
     jobs += [{"dirs": [a, b], "combined": True, "workers": w, "shuffle": True, "stop": 6} for w in (0, 2)]
     jobs.append({"dirs": [a], "combined": False, "workers": 2, "shuffle": True, "stop": 4, "elastic": True})
     jobs.append({"dirs": [a], "combined": False, "workers": 0, "shuffle": False, "stop": 2, "subsample": 0.5})
+    jobs.append({"dirs": [a, b], "combined": False, "parallel": True, "workers": 0, "shuffle": False, "stop": 2})
     return jobs, run_upstream(UPSTREAM, json.dumps(jobs))
 
 
@@ -104,7 +110,7 @@ def _flat(batches: list[list[int]]) -> list[int]:
 
 def test_a_single_dataset_continues_as_upstream_would(upstream_runs: Any) -> None:
     for job, run in zip(*upstream_runs):
-        if job["combined"] or job.get("elastic") or job.get("subsample"):
+        if job["combined"] or job.get("elastic") or job.get("subsample") or job.get("parallel"):
             continue
         assert run["first"] + run["rest"] == run["full"], job  # upstream's own resume is exact here
         loader = _loader(job)
@@ -157,3 +163,11 @@ def test_what_cannot_be_resumed_is_refused_with_the_reason(upstream_runs: Any) -
             loader = StreamingDataLoader(StreamingDataset(job["dirs"][0], subsample=0.5, seed=3), batch_size=4)
             with pytest.raises(ValueError, match="subsampled dataset"):
                 loader.load_state_dict(run["state"])
+        if job.get("parallel"):
+            parallel = ParallelStreamingDataset([StreamingDataset(d) for d in job["dirs"]])
+            with pytest.raises(ValueError, match="ParallelStreamingDataset cannot be resumed here"):
+                StreamingDataLoader(parallel, batch_size=4).load_state_dict(run["state"])
+        if job["combined"]:  # the dataset part alone lacks the workers' counts: the error says where they are
+            combined = CombinedStreamingDataset([StreamingDataset(d, shuffle=True, seed=3) for d in job["dirs"]])
+            with pytest.raises(ValueError, match="give the loader's whole state dict"):
+                combined.load_state_dict(run["state"]["dataset"])

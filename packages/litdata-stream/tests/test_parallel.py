@@ -58,7 +58,7 @@ def _rows(batches: list[Any]) -> list[tuple[float, ...]]:
     return out
 
 
-def _take(loader: StreamingDataLoader, count: int) -> list[Any]:
+def _take(loader: Any, count: int) -> list[Any]:
     out = []
     for batch in loader:
         out.append(batch)

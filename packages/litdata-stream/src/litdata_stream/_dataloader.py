@@ -309,8 +309,15 @@ class StreamingDataLoader(DataLoader):
         self._epoch_complete = bool(state.get("epoch_complete"))
         self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
         self._pool = None
-        if isinstance(dataset, CombinedStreamingDataset) and isinstance(state.get("num_samples_yielded"), dict):
-            dataset.load_upstream_state(state)  # upstream LitData's: what each worker took of each dataset
+        upstream = isinstance(state.get("num_samples_yielded"), dict)  # upstream LitData's, of a mixed dataset
+        if upstream and isinstance(dataset, CombinedStreamingDataset):
+            dataset.load_upstream_state(state)  # what each worker took of each dataset
+        elif upstream and isinstance(dataset, ParallelStreamingDataset):
+            raise ValueError(
+                "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
+                "each worker's samples and cycles in its own order of the datasets, which this library does not "
+                "rebuild; finish the epoch with upstream LitData, then switch (see docs/streaming.md)"
+            )
         else:
             dataset.load_state_dict(state["dataset"])
         if self._epoch_complete or self.current_epoch == 0:

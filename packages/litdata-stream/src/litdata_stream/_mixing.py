@@ -13,6 +13,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
+from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
 
@@ -161,6 +162,12 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def _check_state(self, state: dict[str, Any], fields: Sequence[str]) -> None:
         """Refuse a state recorded on another kind of dataset, other sub-datasets, or other settings."""
         kind = state.get("kind")
+        if kind is None and state and all(isinstance(v, dict) and is_upstream_state(v) for v in state.values()):
+            raise ValueError(
+                f"this is the dataset part of an upstream LitData {self.kind} state dict: give the loader's whole "
+                "state dict to StreamingDataLoader.load_state_dict (upstream keeps what each worker took there)"
+                + ("" if self.kind == "CombinedStreamingDataset" else "; see docs/streaming.md for what resumes")
+            )
         if kind != self.kind:
             found = kind or ("StreamingDataset" if "num_samples" in state else "another dataset")
             raise ValueError(f"this state dict was recorded on a {found}, not on a {self.kind}")
