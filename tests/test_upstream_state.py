@@ -7,13 +7,12 @@ resumed at all is refused with the reason."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.test_upstream_parity import _make  # the same small datasets of ids
 from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -63,15 +62,6 @@ for job in json.loads(sys.argv[2]):
 with open(sys.argv[1], "wb") as f:
     pickle.dump(out, f)
 """
-
-
-def _make(path: Path, n: int, offset: int, chunk_size: int) -> str:
-    writer = BinaryWriter(path, chunk_size=chunk_size)
-    for i in range(n):
-        writer.add_item(i, {"id": offset + i})
-    writer.done()
-    writer.merge()
-    return str(path)
 
 
 @pytest.fixture(scope="module")
