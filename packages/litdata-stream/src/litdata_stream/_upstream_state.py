@@ -138,30 +138,30 @@ class UpstreamOrder(EpochOrder):
             visit = np.random.RandomState([seed, epoch]).permutation(count).tolist()
         else:
             visit = list(range(count))
-        parts = _assign(lengths, visit, Topology(world, workers, batch, drop_last))
         # S is every worker's parts in turn; a chunk split over workers has its parts side by side.
-        order: list[int] = []
-        items: dict[int, list[np.ndarray]] = {}
-        for chunk, lo, hi in parts:
-            if chunk not in items:
-                order.append(chunk)
-                items[chunk] = []
-            span = np.arange(lo, hi)
-            if shuffle:
-                rng = np.random.RandomState([seed, count, epoch, chunk])
-                span = np.asarray(_block_shuffle(span.tolist(), int(window), rng), dtype=np.int64)
-            items[chunk].append(span)
-        self._within = {c: np.concatenate(p) for c, p in items.items()}
+        self._parts: dict[int, list[tuple[int, int]]] = {}
         taken = np.zeros(count, dtype=np.int64)
-        for chunk, found in self._within.items():
-            taken[chunk] = len(found)
+        for chunk, lo, hi in _assign(lengths, visit, Topology(world, workers, batch, drop_last)):
+            self._parts.setdefault(chunk, []).append((lo, hi))
+            taken[chunk] += hi - lo
+        self._window, self._count = int(window), count
         self.chunk_lengths = taken
         self.seed, self.epoch, self.shuffle = seed, epoch, shuffle
-        self.chunk_order = np.asarray(order + [c for c in range(count) if c not in items], dtype=np.int64)
+        order = list(self._parts)  # (dicts keep the order chunks were first dealt in)
+        self.chunk_order = np.asarray(order + [c for c in range(count) if c not in self._parts], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(taken[self.chunk_order])])
 
     def within(self, chunk: int) -> np.ndarray:
-        return self._within.get(chunk, np.empty(0, dtype=np.int64))
+        """The chunk's items upstream deals, in its order: each worker's part shuffled on its own
+        (computed when asked, as the base order's are, so a big dataset keeps no list of them)."""
+        spans = []
+        for lo, hi in self._parts.get(chunk, []):
+            span = list(range(lo, hi))
+            if self.shuffle:
+                rng = np.random.RandomState([self.seed, self._count, self.epoch, chunk])
+                span = _block_shuffle(span, self._window, rng)
+            spans.append(np.asarray(span, dtype=np.int64))
+        return np.concatenate(spans) if spans else np.empty(0, dtype=np.int64)
 
 
 def upstream_shares(total: int, topology: Topology) -> list[int]:
