@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
-from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream import (
+    CombinedStreamingDataset,
+    ParallelStreamingDataset,
+    StreamingDataLoader,
+    StreamingDataset,
+    litdata_collate,
+)
 
 
 def _make(path: Path, n: int, offset: int, chunk_size: int = 6) -> Path:
@@ -52,7 +58,7 @@ def _rows(batches: list[Any]) -> list[tuple[float, ...]]:
     return out
 
 
-def _take(loader: StreamingDataLoader, count: int) -> list[Any]:
+def _take(loader: Any, count: int) -> list[Any]:
     out = []
     for batch in loader:
         out.append(batch)
@@ -219,3 +225,63 @@ def test_persistent_workers_continue_the_cycle(dirs: tuple[Path, Path]) -> None:
     plain = make()
     persistent = make(persistent_workers=True)
     assert [_rows(list(persistent)) for _ in range(3)] == [_rows(list(plain)) for _ in range(3)]
+
+
+def _add(samples: tuple[Any, ...]) -> Any:
+    return samples[0] + samples[1]
+
+
+def _pairs(path: Path, n: int, offset: int, names: bool) -> Path:
+    writer = BinaryWriter(path, chunk_size=7)
+    for i in range(n):
+        sample: dict[str, Any] = {"x": np.full(3, offset + i, dtype=np.float32), "id": offset + i}
+        writer.add_item(i, {**sample, "name": f"s{offset + i}"} if names else sample)
+    writer.done()
+    writer.merge()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("workers", "length", "drop_last", "transform"),
+    [(0, None, False, None), (2, None, False, None), (2, None, True, None), (2, 50, False, None),
+     (2, 50, False, _add), (0, 37, True, _add), (2, float("inf"), False, None)],
+)  # fmt: skip
+def test_batches_made_in_the_workers_are_torchs(
+    tmp_path: Path, workers: int, length: Any, drop_last: bool, transform: Any
+) -> None:
+    """The loader batches the tuples in its workers (gathered as arrays without a transform, read
+    one by one where a string leaf is not gathered); the batches are exactly those torch makes
+    from the same tuples sample by sample."""
+    names = drop_last  # some cases with a string leaf
+    a, b = _pairs(tmp_path / "a", 40, 0, names), _pairs(tmp_path / "b", 29, 1000, names)
+
+    def dataset() -> ParallelStreamingDataset:
+        subs = [StreamingDataset(str(a), shuffle=True, seed=1), StreamingDataset(str(b), shuffle=True, seed=2)]
+        if transform is not None:
+            return ParallelStreamingDataset(subs, length=length, transform=lambda s: {"x": s[0]["x"] + s[1]["x"]})
+        return ParallelStreamingDataset(subs, length=length)
+
+    batches = 12 if length == float("inf") else None
+    ours = StreamingDataLoader(dataset(), batch_size=4, num_workers=workers, drop_last=drop_last)
+    assert ours._batches_in_dataset
+    plain = dataset()
+    plain.set_batch_size(4)
+    plain.set_num_workers(workers)
+    plain.set_drop_last(drop_last)
+    torchs = torch.utils.data.DataLoader(plain, batch_size=4, num_workers=workers, drop_last=drop_last,
+                                         collate_fn=litdata_collate)  # fmt: skip
+    for _ in range(2):  # two epochs (cycling continues in the second)
+        got, expected = _take(ours, batches or 10**9), _take(torchs, batches or 10**9)
+        assert len(got) == len(expected) > 0
+        for mine, theirs in zip(got, expected):
+            assert _same(mine, theirs)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    return a == b

@@ -22,6 +22,7 @@ from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._worker import WorkerSpec
+from litdata_prep._streaming_inputs import streaming_inputs
 
 __all__ = [
     "Job",
@@ -305,6 +306,9 @@ class Job:
             raise TypeError(f"{kind}: fn must be callable, got {fn!r}")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"{kind}: batch_size must be a positive int, got {batch_size!r}")
+        inputs = arguments["inputs"]
+        if not queue and inputs is not None:
+            inputs, reader = streaming_inputs(kind, inputs, batch_size, reader, weights)
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
@@ -318,7 +322,7 @@ class Job:
         items: list[Any] = []
         if not queue:
             items, weights = prepare_items(
-                kind, arguments["inputs"], batch_size, reader, weights, workers, resolved, arguments["reorder_files"]
+                kind, inputs, batch_size, reader, weights, workers, resolved, arguments["reorder_files"]
             )
         storage_options = arguments["storage_options"]
         output = open_output(arguments["output_dir"], storage_options, kind)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from litdata_io import Dir
@@ -15,7 +15,7 @@ __all__ = ["map"]
 
 def map(
     fn: Callable[..., Any],
-    inputs: Sequence[Any],
+    inputs: Iterable[Any],
     output_dir: str | os.PathLike[str] | Dir,
     input_dir: str | os.PathLike[str] | None = None,
     weights: list[int] | None = None,
@@ -44,7 +44,8 @@ def map(
 
     Args:
         fn: called as ``fn(input, output_dir)``.
-        inputs: a non-empty sequence of inputs.
+        inputs: a non-empty sequence of inputs, a ``StreamingDataset`` (``fn`` gets each sample) or a
+            ``StreamingDataLoader`` (``fn`` gets each batch).
         output_dir: a local folder or a URL, ``{%Y-%m-%d}``-style templates expanded.
         input_dir: where the input files live; with a URL, files it names are downloaded first.
         weights: a positive weight per input, to balance the work between workers.

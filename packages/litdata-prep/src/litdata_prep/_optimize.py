@@ -7,7 +7,7 @@ import multiprocessing.queues
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from litdata_format import (
@@ -150,7 +150,7 @@ def _collect_unreferenced(output: Output, index: DatasetIndex | None) -> None:
 
 def optimize(
     fn: Callable[[Any], Any],
-    inputs: Sequence[Any] | None = None,
+    inputs: Iterable[Any] | None = None,
     output_dir: str | os.PathLike[str] | Dir = "optimized_data",
     queue: Any = None,
     input_dir: str | os.PathLike[str] | None = None,
@@ -187,7 +187,8 @@ def optimize(
     Args:
         fn: called on each input; returns one sample, yields any number (none filters the input out;
             if no input gives a sample, the dataset is empty: an index with no chunks).
-        inputs: a sequence of inputs. Give ``inputs`` or ``queue``.
+        inputs: a sequence of inputs, a ``StreamingDataset`` (``fn`` gets each sample) or a
+            ``StreamingDataLoader`` (``fn`` gets each batch). Give ``inputs`` or ``queue``.
         output_dir: a local folder or a URL (``s3://...``), ``{%Y-%m-%d}``-style templates expanded.
         queue: a ``multiprocessing.Queue`` of inputs ended by one :data:`ALL_DONE`.
         input_dir: where the input files live; with a URL, files it names are downloaded before ``fn`` runs.

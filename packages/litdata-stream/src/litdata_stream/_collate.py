@@ -111,8 +111,7 @@ class ArrayBatch:
     @classmethod
     def of(cls, batch: Any) -> Any:
         """``batch`` wrapped if it is small enough to travel as arrays, else as tensors."""
-        leaves = batch.values() if isinstance(batch, Mapping) else [batch]
-        if sum(leaf.nbytes for leaf in leaves if isinstance(leaf, np.ndarray)) <= cls.LIMIT:
+        if _array_bytes(batch) <= cls.LIMIT:
             return cls(batch)
         return as_tensors(batch)
 
@@ -136,12 +135,25 @@ def finish_batch(batch: Any, batching: Batching | None) -> Any:
 
 
 def as_tensors(batch: Any) -> Any:
-    """A batch of numpy arrays (one leaf, or a dict of leaves) as tensors sharing their memory."""
+    """A batch of numpy arrays (one leaf, a dict of leaves, or a ParallelStreamingDataset's list
+    of such batches) as tensors sharing their memory."""
     if isinstance(batch, np.ndarray):
         return torch.from_numpy(batch)
     if isinstance(batch, Mapping):
         return {key: as_tensors(value) for key, value in batch.items()}
+    if type(batch) is list:
+        return [as_tensors(part) for part in batch]
     return batch
+
+
+def _array_bytes(batch: Any) -> int:
+    if isinstance(batch, np.ndarray):
+        return batch.nbytes
+    if isinstance(batch, Mapping):
+        return sum(_array_bytes(value) for value in batch.values())
+    if type(batch) is list:
+        return sum(_array_bytes(part) for part in batch)
+    return 0
 
 
 def concat_batches(parts: Sequence[Any]) -> Any:

@@ -14,6 +14,7 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -33,6 +34,7 @@ from litdata_stream._plan import (
     remaining_base,
     split_base,
 )
+from litdata_stream._upstream_state import upstream_plans
 
 __all__ = ["CombinedStreamingDataset"]
 
@@ -196,14 +198,6 @@ class CombinedStreamingDataset(MixedDataset):
             yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
         self._epochs.finish(this_pass)
 
-    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether every sub-dataset's share of a batch is gathered as arrays."""
-        return all(d._gathers(collate) for d in self._datasets)
-
-    @property
-    def _sample_bytes(self) -> float:
-        return max(d._sample_bytes for d in self._datasets)
-
     def _worker_batches(self) -> list[int]:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
@@ -339,6 +333,67 @@ class CombinedStreamingDataset(MixedDataset):
             "bases": bases,
             "remaining": remaining,
         }
+
+    def load_upstream_state(self, state: dict[str, Any]) -> None:
+        """Resume from the whole state dict of an upstream LitData ``StreamingDataLoader`` over a
+        ``CombinedStreamingDataset`` (it records what each worker took of each dataset).
+
+        Each sub-dataset continues with exactly what upstream had not delivered of that epoch, in
+        upstream's order of it. Where this library's draws are upstream's (one rank, one worker,
+        the first epoch, the same topology) the mix continues as upstream would; elsewhere the rest
+        is mixed by new draws, and a warning says so.
+        """
+        subs, yielded = state["dataset"], state["num_samples_yielded"]
+        if len(subs) != len(self._datasets):
+            raise ValueError(
+                f"the upstream state dict was recorded on a CombinedStreamingDataset of {len(subs)} datasets but "
+                f"this one has {len(self._datasets)}"
+            )
+        found = [d._adopt_upstream(subs[str(i)]) for i, d in enumerate(self._datasets)]
+        topology, epoch = found[0].topology, found[0].epoch
+        if topology.world_size > 1:
+            raise ValueError(
+                "this upstream LitData state dict of a CombinedStreamingDataset cannot be resumed: it was recorded "
+                f"on {topology.world_size} ranks, and each rank's state holds only what its own workers took, so "
+                "what the other ranks took is unknown here"
+            )
+        taken = {int(w): [int(n) for n in counts] for w, counts in yielded.items()}
+        none = [0] * len(self._datasets)
+        bases, remaining = [], []
+        for d, dataset in enumerate(self._datasets):
+            length = len(dataset._order(epoch))
+            consumed = [[taken.get(w, none)[d] for w in range(topology.num_workers)]]
+            remaining.append(remaining_base(upstream_plans(length, topology), consumed))
+            bases.append([(0, length)])
+        self._start_epoch(epoch)
+        delivered = sum(sum(counts) for counts in taken.values())
+        key = _topology_key(topology)
+        replays = (
+            key == _topology_key(self._topology())
+            and topology.num_workers == 1
+            and epoch == 1
+            and count_draws(
+                [b[0][1] for b in bases], self.weights, self._unit(topology), self.iterate_over_all,
+                self._rng(0, 0, 0), delivered,
+            ) == taken.get(0, none)
+        )  # fmt: skip
+        self._resume = {
+            "epoch": epoch,
+            "segment": 0,
+            "topology": key if replays else None,  # None: a new segment of draws on what is left
+            "batches": -(-delivered // topology.batch_size),
+            "bases": bases,
+            "remaining": remaining,
+        }
+        if not replays:
+            warnings.warn(
+                f"resuming an upstream LitData state dict of a CombinedStreamingDataset (num_workers="
+                f"{topology.num_workers}, epoch {epoch}): the rest of the epoch holds exactly the samples of each "
+                "dataset upstream had not delivered, but they are mixed by new draws, not the ones upstream would "
+                "have made",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 class _RankRun(NamedTuple):

@@ -34,6 +34,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import LoaderPass, new_token, worker_token
 from litdata_stream._mixing import MixedDataset
+from litdata_stream._parallel import ParallelStreamingDataset
 from litdata_stream._plan import batches_left
 from litdata_stream._profiling import (
     ProfiledCollate,
@@ -136,13 +137,12 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
         self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
-        # A StreamingDataset (or a Combined one) makes the batches itself (in the worker), so torch
-        # moves whole batches: fixed-size samples are then read with one gather per leaf instead of
-        # a decode per sample.
+        # The datasets make the batches themselves (in the worker), so torch moves whole batches:
+        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
         self._batches_in_dataset = any(
             isinstance(dataset, kind) and type(dataset).__iter__ is kind.__iter__
-            for kind in (StreamingDataset, CombinedStreamingDataset)
+            for kind in (StreamingDataset, CombinedStreamingDataset, ParallelStreamingDataset)
         )
         in_dataset = self._batches_in_dataset
         if in_dataset:
@@ -206,9 +206,9 @@ class StreamingDataLoader(DataLoader):
             attach_activity(watchdog.board.path, 0)  # this process reads: it publishes what it waits on
         batching, counts = None, None
         if self._batches_in_dataset:
-            assert isinstance(dataset, (StreamingDataset, CombinedStreamingDataset))
             arrays, bundle = not self.pin_memory, 1
-            if self.num_workers and arrays and dataset._gathers(self._collate):
+            endless = isinstance(dataset, ParallelStreamingDataset) and dataset.is_infinite()
+            if self.num_workers and arrays and not endless and dataset._gathers(self._collate):
                 bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
                 counts = _worker_batches(dataset) if bundle > 1 else None
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
@@ -309,7 +309,17 @@ class StreamingDataLoader(DataLoader):
         self._epoch_complete = bool(state.get("epoch_complete"))
         self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
         self._pool = None
-        dataset.load_state_dict(state["dataset"])
+        upstream = isinstance(state.get("num_samples_yielded"), dict)  # upstream LitData's, of a mixed dataset
+        if upstream and isinstance(dataset, CombinedStreamingDataset):
+            dataset.load_upstream_state(state)  # what each worker took of each dataset
+        elif upstream and isinstance(dataset, ParallelStreamingDataset):
+            raise ValueError(
+                "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
+                "each worker's samples and cycles in its own order of the datasets, which this library does not "
+                "rebuild; finish the epoch with upstream LitData, then switch (see docs/streaming.md)"
+            )
+        else:
+            dataset.load_state_dict(state["dataset"])
         if self._epoch_complete or self.current_epoch == 0:
             dataset._start_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
 
@@ -317,10 +327,11 @@ class StreamingDataLoader(DataLoader):
 _PLANNED = (StreamingDataset, CombinedStreamingDataset)
 
 
-def _worker_batches(dataset: StreamingDataset | CombinedStreamingDataset) -> list[int]:
+def _worker_batches(dataset: StreamingDataset | MixedDataset) -> list[int]:
     """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
     if isinstance(dataset, CombinedStreamingDataset):
         return dataset._worker_batches()
+    assert isinstance(dataset, (StreamingDataset, ParallelStreamingDataset))  # (a finite one)
     topology = dataset._topology()
     return [batches_left(plan, done, topology) for plan, done in dataset.rank_plans(topology)]
 

@@ -43,6 +43,13 @@ from litdata_stream._posix import PosixProfile, detect_posix
 from litdata_stream._remote import open_source
 from litdata_stream._shuffle import WindowOrder
 from litdata_stream._source import ChunkSource
+from litdata_stream._upstream_state import (
+    UpstreamOrder,
+    UpstreamResume,
+    is_upstream_state,
+    resume_point,
+    upstream_resume,
+)
 
 __all__ = ["StreamingDataset"]
 
@@ -194,6 +201,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.batch_size = 1
         self.num_workers = 0
         self._resume: dict[str, Any] | None = None
+        # (epoch, key): that epoch reads upstream LitData's order (a loaded upstream state dict's).
+        self._upstream: tuple[int, list[Any]] | None = None
 
     # -- the sample space -----------------------------------------------------------------------
     def _set_lengths(self, lengths: list[int]) -> None:
@@ -214,6 +223,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_chunk_source", None)  # each process opens its own (no shared handles, fork-safe)
+        state.pop("_upstream_order", None)  # rebuilt where needed
         return state
 
     def _locate(self, index: int) -> tuple[int, int]:
@@ -307,6 +317,13 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- iteration ------------------------------------------------------------------------------
     def _order(self, epoch: int) -> EpochOrder:
+        upstream = self._upstream
+        if upstream is not None and upstream[0] == epoch:
+            found = self.__dict__.get("_upstream_order")
+            if found is None or found.epoch != epoch or found.key != upstream[1]:
+                found = UpstreamOrder(self._lengths, self.seed, epoch, self.shuffle, upstream[1])
+                self.__dict__["_upstream_order"] = found
+            return found
         window = self.posix.window
         if self.shuffle and window is not None:
             return WindowOrder(self._lengths, self.seed, epoch, window)
@@ -463,17 +480,23 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "first_worker": first,
             "num_samples_yielded": num_samples_yielded,
             "world_size": self.distributed_env.world_size,
+            # The epoch read in upstream LitData's order (a loaded upstream state's), if any.
+            **({"upstream_order": [self._upstream[0], self._upstream[1]]} if self._upstream else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology)."""
+        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology), or
+        by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``)."""
+        if is_upstream_state(state):
+            self._load_upstream_state(state)
+            return
         kind = state.get("kind")
         if kind is not None and kind != "StreamingDataset":
             raise ValueError(f"this state dict was recorded on a {kind}, not on a StreamingDataset")
         if state.get("state_version") != _STATE_VERSION:
             raise ValueError(
-                "this state dict was not written by this StreamingDataset (no state_version "
-                f"{_STATE_VERSION}); upstream LitData state dicts cannot be resumed exactly"
+                f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
+                "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
         if state["num_samples"] != self._starts[-1]:
             raise ValueError(
@@ -503,6 +526,45 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "batches": int(state["batches"]),
             "first_worker": int(state["first_worker"]),
         }
+        order = state.get("upstream_order")
+        self._upstream = (int(order[0]), list(order[1])) if order else None
+
+    def _adopt_upstream(self, state: dict[str, Any]) -> UpstreamResume:
+        """Read the epoch of upstream's ``state`` in upstream's order; what the state says."""
+        found = upstream_resume(state, f"StreamingDataset({self.input_dir!r})", self._lengths, self.shuffle, self.seed)
+        self._upstream = (found.epoch, found.order_key())
+        return found
+
+    def _load_upstream_state(self, state: dict[str, Any]) -> None:
+        """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
+        found = self._adopt_upstream(state)
+        where = f"StreamingDataset({self.input_dir!r})"
+        base, batches, exact = resume_point(len(self._order(found.epoch)), found)
+        recorded = found.topology
+        self._epochs.set(found.epoch)
+        self._resume = {
+            "epoch": found.epoch,
+            "base": base,
+            "topology": _topology_key(recorded),
+            "batches": batches,
+            "first_worker": 0,
+        }
+        now = self._topology()
+        if _topology_key(now) != _topology_key(recorded):
+            why = (
+                f"it was recorded with world_size={recorded.world_size}, num_workers={recorded.num_workers}, "
+                f"batch_size={recorded.batch_size}, drop_last={recorded.drop_last} and is resumed with "
+                f"{now.world_size}, {now.num_workers}, {now.batch_size}, {now.drop_last}"
+            )
+        else:
+            why = "upstream splits an epoch over several ranks without drop_last otherwise than this library"
+        if not exact or _topology_key(now) != _topology_key(recorded):
+            warnings.warn(
+                f"{where}: resuming an upstream LitData state dict: the rest of epoch {found.epoch} holds exactly "
+                f"the samples upstream had not delivered, but not in the order upstream would give them ({why})",
+                UserWarning,
+                stacklevel=3,
+            )
 
     # -- views ----------------------------------------------------------------------------------
     def subset(self, indices: Sequence[int] | range | slice) -> StreamingDataset:
@@ -524,6 +586,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         clone._items = items
         clone._set_lengths([len(x) for x in items])  # type: ignore[arg-type]
         clone._resume = None
+        clone._upstream = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
 

@@ -4,7 +4,7 @@ checking that a state dict belongs to the same sub-datasets."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torch.utils.data import IterableDataset
@@ -13,6 +13,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
+from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
 
@@ -120,6 +121,15 @@ class MixedDataset(EpochsOwner, IterableDataset):
         """Stop this rank's loader after that many batches (so every rank delivers as many)."""
         return None
 
+    @property
+    def _sample_bytes(self) -> float:
+        """Uncompressed bytes of one item, about (the loader sizes its messages by it)."""
+        return max(d._sample_bytes for d in self._datasets)
+
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+        """Whether every sub-dataset's share of a batch is gathered as arrays."""
+        return all(d._gathers(collate) for d in self._datasets)
+
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
@@ -147,6 +157,12 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def _check_state(self, state: dict[str, Any], fields: Sequence[str]) -> None:
         """Refuse a state recorded on another kind of dataset, other sub-datasets, or other settings."""
         kind = state.get("kind")
+        if kind is None and state and all(isinstance(v, dict) and is_upstream_state(v) for v in state.values()):
+            raise ValueError(
+                f"this is the dataset part of an upstream LitData {self.kind} state dict: give the loader's whole "
+                "state dict to StreamingDataLoader.load_state_dict (upstream keeps what each worker took there)"
+                + ("" if self.kind == "CombinedStreamingDataset" else "; see docs/streaming.md for what resumes")
+            )
         if kind != self.kind:
             found = kind or ("StreamingDataset" if "num_samples" in state else "another dataset")
             raise ValueError(f"this state dict was recorded on a {found}, not on a {self.kind}")

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from litdata_stream._dataset import StreamingDataset, _skip, _topology_key
+from litdata_stream._collate import Batching, concat_batches, finish_batch, unbatch
+from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import (
@@ -219,9 +222,14 @@ class ParallelStreamingDataset(MixedDataset):
         return sum(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology))
 
     # -- iteration ------------------------------------------------------------------------------
-    def _iterate(self, token: int | None, batching: Any) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``); torch makes the batches (``batching``
-        is always None)."""
+    @property
+    def _sample_bytes(self) -> float:
+        return sum(d._sample_bytes for d in self._datasets)
+
+    def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
+        """This process's share of a pass (see ``_epochs``): its tuples, or its batches when
+        ``batching`` is given (what torch would make of the tuples: ``batch_size`` of this
+        worker's tuples at a time, collated)."""
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -230,7 +238,18 @@ class ParallelStreamingDataset(MixedDataset):
         else:
             plan, done = self.rank_plans(topology)[worker.rank]
             stretches = iter(_skip(plan.intervals, done))
-        offset, lane = self._offset(self.current_epoch), self._lane()
+        offset = self._offset(self.current_epoch)
+        if batching is None:
+            yield from self._tuples(stretches, offset)
+        elif self.transform is None and self._gathers(batching.collate):
+            yield from sent(self._gathered(stretches, offset, batching), batching, worker.rank)
+        else:
+            yield from sent(_grouped(self._tuples(stretches, offset), batching), batching, worker.rank)
+        self._epochs.finish(run)
+
+    def _tuples(self, stretches: Iterator[Interval], offset: int) -> Iterator[Any]:
+        """The (transformed) tuples at ``stretches`` of the epoch starting at ``offset``."""
+        lane = self._lane()
         generators = _SeededGenerators(self.seed) if self._transform_args == 2 else None
         orders: list[dict[int, EpochOrder]] = [{} for _ in self._datasets]
         for start, end in stretches:
@@ -246,7 +265,37 @@ class ParallelStreamingDataset(MixedDataset):
                     yield self.transform(samples, generators.at(lane, key))
                 else:
                     yield samples
-        self._epochs.finish(run)
+
+    def _gathered(self, stretches: Iterator[Interval], offset: int, batching: Batching) -> Iterator[Any]:
+        """The batches of :meth:`_tuples` (without a transform), each sub-dataset's share of a
+        batch gathered as arrays: a batch is the list of the sub-datasets' batches, as collating
+        the tuples gives."""
+        size = batching.batch_size
+        takers = [_SpanTaker(self, d, offset, batching.collate) for d in range(len(self._datasets))]
+
+        def batch_of(count: int) -> Any:
+            shares = []
+            for d, taker in enumerate(takers):
+                parts, got = taker.take(count)
+                if got < count:
+                    raise RuntimeError(f"ParallelStreamingDataset: datasets[{d}] ended before its planned stretch")
+                shares.append(parts)
+            joined = [concat_batches(parts) for parts in shares]
+            if any(batch is None for batch in joined):  # some share is not arrays alike: collate the tuples
+                columns = [[sample for part in parts for sample in unbatch(part)] for parts in shares]
+                return batching.collate(list(zip(*columns)))
+            return finish_batch(joined, batching)
+
+        pending = 0
+        for start, end in stretches:
+            for taker in takers:
+                taker.add(start, end)
+            pending += end - start
+            while pending >= size:
+                yield batch_of(size)
+                pending -= size
+        if pending and not batching.drop_last:
+            yield batch_of(pending)
 
     def _reader(self, d: int, start: int, end: int, orders: dict[int, EpochOrder]) -> Iterator[Any]:
         """Sub-dataset ``d``'s samples at endless positions ``start .. end - 1``."""
@@ -332,6 +381,52 @@ class ParallelStreamingDataset(MixedDataset):
             "batches": int(state["batches"]),
             "first_worker": int(state["first_worker"]),
         }
+
+
+class _SpanTaker:
+    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``), a batch's
+    share at a time, gathered as arrays (see ``StreamingDataset._taker``)."""
+
+    def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:
+        self._parallel, self._d, self._offset, self._collate = parallel, d, offset, collate
+        self._spans: deque[tuple[int, int, int]] = deque()  # (epoch, first position in its order, count)
+        self._taker: Taker | None = None
+        self._order: EpochOrder | None = None
+
+    def add(self, start: int, end: int) -> None:
+        position, end = self._offset + start, self._offset + end
+        while position < end:
+            epoch, within = self._parallel._locate(self._d, position)
+            count = min(end - position, self._parallel._datasets[self._d].num_samples - within)
+            self._spans.append((epoch, within, count))
+            position += count
+
+    def take(self, count: int) -> tuple[list[Any], int]:
+        parts: list[Any] = []
+        got = 0
+        while got < count:
+            if self._taker is not None:
+                more, n = self._taker.take(count - got)
+                parts.extend(more)
+                got += n
+                if got == count:
+                    break
+            if not self._spans:
+                break
+            epoch, within, length = self._spans.popleft()
+            dataset = self._parallel._datasets[self._d]
+            if self._order is None or self._order.epoch != epoch:
+                self._order = dataset._order(epoch)
+            self._taker = dataset._taker(self._order, [(within, within + length)], self._collate)
+        return parts, got
+
+
+def _grouped(samples: Iterator[Any], batching: Batching) -> Iterator[Any]:
+    """``samples`` collated ``batch_size`` at a time (the last batch shorter unless ``drop_last``)."""
+    while batch := list(itertools.islice(samples, batching.batch_size)):
+        if len(batch) < batching.batch_size and batching.drop_last:
+            return
+        yield batching.collate(batch)
 
 
 def _next(reader: Iterator[Any], d: int) -> Any:
