@@ -21,8 +21,8 @@ from litdata_prep._engine import run_workers
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
-from litdata_prep._worker import WorkerSpec
 from litdata_prep._streaming_inputs import streaming_inputs
+from litdata_prep._worker import WorkerSpec
 
 __all__ = [
     "Job",
