@@ -261,6 +261,9 @@ def test_chain_order_web_identity_beats_profile_keys_container_and_instance(
     monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r")
     config, provider = s3_client_config(normalize_options("s3", {}))
     assert "access_key_id" not in config and provider is None  # obstore's web identity, as boto3 orders it
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE")
+    options = {"web_identity_token_file": str(aws_files / "token"), "role_arn": "arn:aws:iam::1:role/r"}
+    assert "access_key_id" not in s3_client_config(normalize_options("s3", options))[0]  # given as options too
 
 
 def test_instance_metadata_settings(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -94,9 +94,9 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         environ: the environment (``os.environ`` by default).
 
     Raises:
-        ValueError: a profile named explicitly does not exist; a profile (or container setting)
-            needs boto3 and it is not installed, or names a profile that does not exist; no
-            credential source is configured and instance metadata is disabled.
+        ValueError: a profile named explicitly or by ``AWS_PROFILE`` does not exist; a profile (or
+            container setting) needs boto3 and it is not installed, or names a source profile that
+            does not exist; no credential source is configured and instance metadata is disabled.
     """
     environ = os.environ if environ is None else environ
     config = options.merged()
@@ -122,7 +122,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
     if profile and any(key in profile for key in _INDIRECT) and not _is_static(profile):
         indirect = next(key for key in _INDIRECT if key in profile)
         return config, _boto3_provider(name, f"profile {name!r} sets {indirect}", profile, config, environ)
-    if environ.get("AWS_WEB_IDENTITY_TOKEN_FILE") and environ.get("AWS_ROLE_ARN"):
+    token_file = config.get("web_identity_token_file") or environ.get("AWS_WEB_IDENTITY_TOKEN_FILE")
+    if token_file and (config.get("role_arn") or environ.get("AWS_ROLE_ARN")):
         return config, None  # 4: obstore's web identity
     if profile and _is_static(profile):
         config["access_key_id"] = profile["aws_access_key_id"]
