@@ -14,12 +14,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
-
-import torch.utils.data
+from typing import TYPE_CHECKING, Any
 
 from litdata_io import _process, get_storage
-from litdata_stream import StreamingDataset
+
+if TYPE_CHECKING:
+    from litdata_stream import StreamingDataset
 
 _SDKS = ("gcsfs", "adlfs", "s3fs")
 
@@ -45,6 +45,10 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 def stream(args: dict[str, Any]) -> None:
     """Stream in this root process, then with 2 workers started each way."""
+    import torch.utils.data
+
+    from litdata_stream import StreamingDataset
+
     scratch = Path(args["scratch"])
 
     def dataset(name: str) -> StreamingDataset:  # a cache of its own: the workers must download
@@ -109,6 +113,7 @@ _DATASET: list[StreamingDataset] = []
 def fork_after_everything(args: dict[str, Any]) -> None:
     """Use every per-process thing in this root process, fork, and let the child use them again."""
     from litdata_io import ActivityBoard, _helper, activity, attach_activity, enable_tracer, trace_instant
+    from litdata_stream import StreamingDataset
 
     scratch = Path(args["scratch"])
     scratch.mkdir(parents=True, exist_ok=True)

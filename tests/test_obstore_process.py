@@ -1,7 +1,8 @@
 """Which process talks to the bucket: obstore in workers, the helper in root processes, under every start method.
 
 The scenarios run as real root processes (``tests/obstore_process_script.py``), since the rule
-depends on what kind of process asks. No test waits on a clock: a hang fails on pytest's timeout.
+depends on what kind of process asks. No test waits on a clock: a hang fails on pytest's timeout
+(generous: on a loaded 2-core machine one scenario took minutes, most of it importing torch).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def s3_dataset(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> dict[str,
     return {"url": url, "options": options, "scratch": str(tmp_path / "scratch"), "key": "index.json"}
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_s3_root_uses_the_helper_and_workers_use_obstore_under_every_start_method(
     s3_dataset: dict[str, Any],
 ) -> None:
@@ -94,7 +95,7 @@ def test_s3_root_uses_the_helper_and_workers_use_obstore_under_every_start_metho
     _check_stream(_run("stream", {**s3_dataset, "contexts": contexts}), contexts)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(900)
 def test_gcs_in_forked_workers_without_gcsfs(tmp_path: Path, fake_gcs: FakeGcsServer) -> None:
     url, options = f"gs://{fake_gcs.create_bucket()}/data", fake_gcs.gcsfs_options()
     _upload(tmp_path, url, {**options, "backend": "fsspec"})  # the emulator takes gcsfs's uploads, not obstore's
@@ -102,7 +103,7 @@ def test_gcs_in_forked_workers_without_gcsfs(tmp_path: Path, fake_gcs: FakeGcsSe
     _check_stream(_run("stream", args), ["fork"])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(900)
 def test_azure_in_forked_workers_without_adlfs(tmp_path: Path, azurite: AzuriteServer) -> None:
     url = f"azure://{azurite.create_container()}/data"
     options = {"account_url": azurite.endpoint, "credential": azurite.account_key}
@@ -111,7 +112,7 @@ def test_azure_in_forked_workers_without_adlfs(tmp_path: Path, azurite: AzuriteS
     _check_stream(_run("stream", args), ["fork"])
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(900)
 def test_a_fork_after_obstore_ran_here_goes_through_the_helper(s3_dataset: dict[str, Any]) -> None:
     root, child = _run("forced_fork", s3_dataset, env={"LITDATA_OBSTORE_PROCESS": "here"})
     assert (root["placement"], root["obstore_loaded"]) == ("here", True)
@@ -119,7 +120,7 @@ def test_a_fork_after_obstore_ran_here_goes_through_the_helper(s3_dataset: dict[
     assert child["data"] == root["data"] and '"chunks"' in child["data"]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(900)
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_nothing_per_process_crosses_a_fork(s3_dataset: dict[str, Any]) -> None:
     lines = {line["where"]: line for line in _run("fork_after_everything", s3_dataset)}
@@ -145,7 +146,7 @@ def _gone(pid: int) -> bool:
     return state in ("Z", "X")  # a zombie has exited; its reaper is not ours
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(900)
 def test_the_helper_exits_when_its_parent_is_killed(s3_dataset: dict[str, Any]) -> None:
     proc = _script("hold_helper", s3_dataset)
     assert proc.stdout is not None
@@ -165,7 +166,7 @@ def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
         yield running
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(900)
 def test_a_helper_killed_during_a_call_fails_it_clearly_and_the_next_call_starts_a_new_one(
     s3_server: S3Server, s3_bucket: str, proxy: FaultProxy
 ) -> None:

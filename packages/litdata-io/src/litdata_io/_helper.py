@@ -304,16 +304,14 @@ async def call_in_helper(blob: bytes, method: str, args: tuple[Any, ...], url: s
 
 
 def _stop_at_exit() -> None:
-    conn = _current
-    if conn is None or conn.proc.pid == 0:
-        return
-    with contextlib.suppress(OSError):
-        conn.sock.shutdown(socket.SHUT_RDWR)  # end-of-file for the helper, which then exits
-    try:
-        conn.proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.kill(conn.proc.pid, _SIGKILL)
-        conn.proc.wait()
+    for conn in [*_closing.copy(), *([_current] if _current is not None else [])]:  # copy(): atomic
+        with contextlib.suppress(OSError):
+            conn.sock.shutdown(socket.SHUT_RDWR)  # end-of-file for the helper, which then exits
+        try:
+            conn.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.kill(conn.proc.pid, _SIGKILL)
+            conn.proc.wait()
 
 
 atexit.register(_stop_at_exit)

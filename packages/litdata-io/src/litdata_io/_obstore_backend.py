@@ -84,7 +84,7 @@ def _served(
                 return await method(self, *args, **kwargs)
             from litdata_io._helper import call_in_helper
 
-            values = list(args)
+            values = [bytes(v) if isinstance(v, memoryview) else v for v in args]  # memoryviews do not pickle
             if local_path is not None:
                 values[local_path] = os.path.abspath(values[local_path])  # type: ignore[arg-type]
             key = values[1 if name == "aupload" else 0] if values else ""
