@@ -161,3 +161,45 @@ def test_what_cannot_be_resumed_is_refused_with_the_reason(upstream_runs: Any) -
             combined = CombinedStreamingDataset([StreamingDataset(d, shuffle=True, seed=3) for d in job["dirs"]])
             with pytest.raises(ValueError, match="give the loader's whole state dict"):
                 combined.load_state_dict(run["state"]["dataset"])
+
+
+# Upstream's split of an epoch over ranks and workers, and its in-chunk shuffle, for many layouts.
+SPLITS = """
+import json, pickle, sys
+import numpy as np
+from litdata.streaming.item_loader import Interval
+from litdata.utilities.env import _DistributedEnv
+from litdata.utilities.shuffle import _associate_chunks_and_intervals_to_workers, _block_shuffle
+out = []
+for lengths, visit, world, workers, batch, drop_last in json.loads(sys.argv[2]):
+    intervals = [Interval(0, 0, lengths[c], lengths[c]) for c in visit]
+    chunks, spans = _associate_chunks_and_intervals_to_workers(
+        _DistributedEnv(world, 0, 1), visit, intervals, drop_last, workers, batch)
+    parts = [(int(c), int(s[1]), int(s[2])) for cs, ss in zip(chunks, spans) for c, s in zip(cs, ss)]
+    shuffled = [_block_shuffle(list(range(n)), w, np.random.RandomState([3, n, w])) for n in (1, 5, 9) for w in (0, 4)]
+    out.append((parts, shuffled))
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(out, f)
+"""
+
+
+def test_the_split_of_an_epoch_is_upstreams_on_several_ranks() -> None:
+    import random
+
+    import numpy as np
+
+    from litdata_stream._plan import Topology
+    from litdata_stream._upstream_state import _assign, _block_shuffle
+
+    rng = random.Random(0)
+    layouts = []
+    for _ in range(40):
+        lengths = [rng.randint(1, 12) for _ in range(rng.randint(1, 9))]
+        visit = rng.sample(range(len(lengths)), len(lengths))
+        world, workers, batch = rng.randint(1, 4), rng.randint(1, 3), rng.randint(1, 5)
+        layouts.append((lengths, visit, world, workers, batch, rng.random() < 0.5))
+    upstream = run_upstream(SPLITS, json.dumps(layouts))
+    for (lengths, visit, world, workers, batch, drop_last), (parts, shuffled) in zip(layouts, upstream):
+        assert _assign(lengths, visit, Topology(world, workers, batch, drop_last)) == parts
+        ours = [_block_shuffle(list(range(n)), w, np.random.RandomState([3, n, w])) for n in (1, 5, 9) for w in (0, 4)]
+        assert ours == shuffled
