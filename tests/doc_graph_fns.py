@@ -74,7 +74,7 @@ class KHopSampler:
     takes the 2-hop subgraph around the seeds with ``k_hop_subgraph``."""
 
     def __init__(self, graph: Data) -> None:
-        self.graph = graph
+        self.graph: Any = graph  # PyG types its attributes as optional
 
     def sample_from_nodes(self, seeds: torch.Tensor) -> Any:
         nodes, edge_index, _, _ = k_hop_subgraph(seeds, 2, self.graph.edge_index, relabel_nodes=True)

@@ -1,3 +1,5 @@
+# PyG types every Data attribute as optional (Tensor | None); the examples use them as tensors.
+# pyright: reportOptionalMemberAccess=false, reportArgumentType=false, reportAttributeAccessIssue=false
 """The graph examples of upstream's docs (PyG ``Data`` / ``HeteroData``, the ``Graph`` wrapper),
 written with optimize into a local folder and streamed back.
 

@@ -87,14 +87,19 @@ def test_combined_token_datasets_with_weights(dirs: dict[str, str]) -> None:
         iterate_over_all=False,  # required when passing weights (see below)
     )
 
-    train_dataloader = StreamingDataLoader(combined_dataset, batch_size=8, pin_memory=True, num_workers=os.cpu_count())
+    train_dataloader = StreamingDataLoader(
+        combined_dataset,
+        batch_size=8,
+        pin_memory=True,
+        num_workers=os.cpu_count(),  # pyright: ignore[reportArgumentType] (None only where the count is unknown)
+    )
 
     # Iterate over the combined datasets
     blocks = []
     for batch in tqdm(train_dataloader):
         assert tuple(batch.shape) == (8, 2049)
         blocks.extend(int(row[0]) for row in batch)
-    assert all((row == row[0]).all() for row in batch)  # a block is one sample: never two mixed
+        assert all((row == row[0]).all() for row in batch)  # a block is one sample: never two mixed
     from_starcoder = sum(b >= 1000 for b in blocks)
     assert 0 < from_starcoder < len(blocks) and len(set(blocks)) == len(blocks)
 
@@ -138,7 +143,7 @@ def test_parallel_transform(dirs: dict[str, str]) -> None:
     dset_1, dset_2 = StreamingDataset(dirs["input_dir_1"]), StreamingDataset(dirs["input_dir_2"])
 
     def transform(samples: Tuple[Any]):  # noqa: UP006
-        sample_1, sample_2 = samples  # as many samples as wrapped datasets
+        sample_1, sample_2 = samples  # as many samples as wrapped datasets  # pyright: ignore[reportAssignmentType] (the docs' hint)
         return sample_1 + sample_2  # example transformation
 
     parallel_dataset = ParallelStreamingDataset([dset_1, dset_2], transform=transform)
@@ -155,7 +160,7 @@ def test_parallel_transform_with_generators(dirs: dict[str, str]) -> None:
     dset_1, dset_2 = StreamingDataset(dirs["input_dir_1"]), StreamingDataset(dirs["input_dir_2"])
 
     def transform(samples: Tuple[Any], rngs: Dict[str, Any]):  # noqa: UP006
-        sample_1, sample_2 = samples  # as many samples as wrapped datasets
+        sample_1, sample_2 = samples  # as many samples as wrapped datasets  # pyright: ignore[reportAssignmentType] (the docs' hint)
         rng = rngs["random"]  # "random", "numpy" and "torch" keys available
         return rng.random() * sample_1 + rng.random() * sample_2  # example transformation
 
