@@ -50,24 +50,26 @@ def test_optimize_images_as_jpeg(tmp_path: Path) -> None:
 def test_complete_dataset_from_rank_indexes(tmp_path: Path) -> None:
     from litdata import StreamingDataset, complete_dataset
 
-    my_chunks = tmp_path / "my_chunks"
-    for rank in range(2):
-        writer = BinaryWriter(my_chunks, chunk_size=4, rank=rank)
-        for i in range(10):
-            writer.add_item(i, {"rank": rank, "i": i})
-        writer.done()  # writes {rank}.index.json only
-    assert not (my_chunks / "index.json").exists()
+    def write_shards(folder: Path) -> str:
+        for rank in range(2):
+            writer = BinaryWriter(folder, chunk_size=4, rank=rank)
+            for i in range(10):
+                writer.add_item(i, {"rank": rank, "i": i})
+            writer.done()  # writes {rank}.index.json only
+        assert not (folder / "index.json").exists()
+        return str(folder)
 
-    complete_dataset(str(my_chunks))  # no-op if index.json already exists
-    StreamingDataset(str(my_chunks))  # also tries this automatically
-    assert len(StreamingDataset(str(my_chunks))) == 20
-    complete_dataset(str(my_chunks))
-    other = tmp_path / "other"
-    BinaryWriter(other, chunk_size=4).add_item(0, 1)
-    for path in (my_chunks / "0.index.json", my_chunks / "1.index.json"):
-        if path.exists():
-            path.unlink()
-    assert len(StreamingDataset(str(my_chunks))) == 20
+    my_chunks = write_shards(tmp_path / "my_chunks")
+    complete_dataset(my_chunks)  # no-op if index.json already exists
+    assert (tmp_path / "my_chunks" / "index.json").is_file() and len(StreamingDataset(my_chunks)) == 20
+    complete_dataset(my_chunks)  # the no-op
+    assert len(StreamingDataset(my_chunks)) == 20
+
+    shards_only = write_shards(tmp_path / "shards_only")
+    StreamingDataset(shards_only)  # also tries this automatically
+    assert sorted((s["rank"], s["i"]) for s in StreamingDataset(shards_only)) == [
+        (r, i) for r in range(2) for i in range(10)
+    ]
 
 
 def test_tokenize_large_parquet_files(tmp_path: Path) -> None:
