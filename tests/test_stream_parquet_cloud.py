@@ -180,7 +180,7 @@ def test_hf_index_dir_and_index_path(hf_hub: HfHubServer, tmp_path: Path) -> Non
     dataset = ld.StreamingDataset(uri, item_loader=ParquetLoader(), index_path=str(tmp_path / "hf-index-dir"),
                                   cache_dir=str(tmp_path / "cache"), storage_options=options)  # fmt: skip
     assert len(dataset) == 3 * ROWS
-    batches = list(ld.StreamingDataLoader(dataset, batch_size=4, num_workers=0))
+    batches = list(ld.StreamingDataLoader(dataset, batch_size=4, multiprocessing_context="spawn"))
     assert _ids(batches) == list(range(3 * ROWS))
     with pytest.raises(ValueError, match="must start with hf://"):
         ld.index_hf_dataset("s3://bucket/data")

@@ -99,7 +99,6 @@ def test_non_empty_output_without_a_mode(tmp_path: Path) -> None:
 
 def test_chunk_size_and_chunk_bytes(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    _run(lambda: optimize(fns.square, [1], out), ValueError, "neither was given", out)
     _run(lambda: optimize(fns.square, [1], out, chunk_size=2, chunk_bytes="1MB"), ValueError, "not both", out)
     _run(lambda: optimize(fns.square, [1], out, chunk_size=0), ValueError, "chunk_size", out)
     _run(lambda: optimize(fns.square, [1], out, chunk_bytes="lots"), ValueError, "chunk_bytes", out)

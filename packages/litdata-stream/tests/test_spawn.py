@@ -21,6 +21,9 @@ def test_spawned_workers_read_everything(tmp_path: Path) -> None:
     loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn")
     seen = sorted(int(i) for batch in loader for i in batch["index"])
     assert seen == list(range(23))
+    # With no worker there is no start method to use: upstream's docs pass one anyway; torch refuses it.
+    in_process = StreamingDataLoader(dataset, batch_size=4, multiprocessing_context="spawn")
+    assert sorted(int(i) for batch in in_process for i in batch["index"]) == list(range(23))
 
 
 _SCRIPT = """

@@ -66,7 +66,7 @@ def _check_options(
     item_loader: BaseItemLoader | None,
 ) -> dict[str, Any]:
     if chunk_size is None and chunk_bytes is None:
-        raise ValueError("optimize: give chunk_size (items per chunk) or chunk_bytes (e.g. '64MB'); neither was given")
+        chunk_bytes = "64MB"  # upstream's documented default; its graph examples pass neither
     if chunk_size is not None and chunk_bytes is not None:
         raise ValueError("optimize: give chunk_size or chunk_bytes, not both")
     if align_chunking and chunk_size is None:
@@ -194,7 +194,7 @@ def optimize(
         input_dir: where the input files live; with a URL, files it names are downloaded before ``fn`` runs.
         weights: a positive weight per input, to balance the work between workers.
         chunk_size: items per chunk (tokens with ``TokensLoader``). Give this or ``chunk_bytes``.
-        chunk_bytes: bytes per chunk, an int or a string such as ``"64MB"``.
+        chunk_bytes: bytes per chunk, an int or a string such as ``"64MB"``; ``"64MB"`` when neither is given.
         align_chunking: every worker but the last writes whole chunks, so the chunk layout equals one worker's.
         compression: ``None``, ``"zstd"`` or ``"zstd:N"`` (whole chunk).
         compression_level: ``None`` or ``"chunk"`` (whole-chunk compression is the only kind written).

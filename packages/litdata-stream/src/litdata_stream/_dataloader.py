@@ -104,6 +104,10 @@ class StreamingDataLoader(DataLoader):
             )
         if kwargs.get("in_order") is False:
             raise ValueError("StreamingDataLoader needs in_order=True: the resume point is derived from the order")
+        if num_workers == 0:
+            # No worker process is started, so there is no start method to choose; upstream's docs
+            # pass multiprocessing_context="spawn" with the default num_workers=0, which torch refuses.
+            kwargs.pop("multiprocessing_context", None)
         if shuffle is not None:
             dataset.set_shuffle(shuffle)
         if drop_last is not None:

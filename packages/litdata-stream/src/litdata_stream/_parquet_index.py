@@ -23,7 +23,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, DatasetIndex, IndexNotFoundError, load_index, parse_index, write_file_atomic
+from litdata_format import (
+    INDEX_FILENAME,
+    DatasetIndex,
+    IndexNotFoundError,
+    complete_dataset,
+    load_index,
+    parse_index,
+    write_file_atomic,
+)
 from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir, run_sync
 
 __all__ = [
@@ -265,7 +273,9 @@ def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | No
     storage = get_storage(str(directory))
     files = parquet_files(storage)
     if not files:
-        return load_index(directory)  # the usual "no index.json here" error
+        # Chunks written by hand (Cache / BinaryWriter) with only {rank}.index.json files: finish
+        # the dataset as upstream's StreamingDataset does; with none, the usual "no index.json" error.
+        return complete_dataset(directory)
     fallback = cache_dir_for(str(directory), cache_dir) / INDEX_FILENAME
     found = _matching(fallback, files)
     if found is not None:
