@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import multiprocessing as mp
 import sys
 from collections.abc import Callable, Iterator
@@ -99,6 +100,10 @@ def test_non_empty_output_without_a_mode(tmp_path: Path) -> None:
 
 def test_chunk_size_and_chunk_bytes(tmp_path: Path) -> None:
     out = tmp_path / "out"
+    # Neither: 64MB chunks, as upstream documents (its graph examples pass neither).
+    optimize(fns.square, [1, 2], tmp_path / "default", num_workers=1, start_method="fork", verbose=False)
+    config = json.loads((tmp_path / "default" / "index.json").read_text())["config"]
+    assert (config["chunk_bytes"], config["chunk_size"]) == (64_000_000, None)
     _run(lambda: optimize(fns.square, [1], out, chunk_size=2, chunk_bytes="1MB"), ValueError, "not both", out)
     _run(lambda: optimize(fns.square, [1], out, chunk_size=0), ValueError, "chunk_size", out)
     _run(lambda: optimize(fns.square, [1], out, chunk_bytes="lots"), ValueError, "chunk_bytes", out)
