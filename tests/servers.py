@@ -28,7 +28,7 @@ import pytest
 
 __all__ = ["S3Server", "free_port", "s3_bucket", "s3_server", "start_moto"]
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 120.0  # a loaded 2-core CI machine can take long to start a server
 _buckets = itertools.count()
 
 

