@@ -66,6 +66,7 @@ def _check_options(
     align_chunking: bool,
     compression: str | None,
     compression_level: str | None,
+    compression_batch_size: int | None,
     encryption: Any,
     item_loader: BaseItemLoader | None,
 ) -> dict[str, Any]:
@@ -75,21 +76,18 @@ def _check_options(
         raise ValueError("optimize: give chunk_size or chunk_bytes, not both")
     if align_chunking and chunk_size is None:
         raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
-    if compression_level not in (None, "chunk"):
-        raise ValueError(
-            f"optimize: compression_level={compression_level!r} is not supported; litdata compresses whole chunks "
-            "(compression_level='chunk' or None), which upstream LitData reads too"
-        )
     if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
         raise TypeError(f"optimize: item_loader must be an item loader such as TokensLoader(), got {item_loader!r}")
     options = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes,
         "compression": compression,
+        "compression_level": compression_level,
+        "compression_batch_size": compression_batch_size,
         "encryption": encryption,
         "item_loader": item_loader,
     }
-    # The writer validates everything else (sizes, compression names, encryption level) right here.
+    # The writer validates everything else (sizes, compression names and levels, encryption) right here.
     with tempfile.TemporaryDirectory() as tmp:
         BinaryWriter(tmp, **{**options, "item_loader": copy.deepcopy(item_loader)})
     return options
@@ -197,9 +195,11 @@ def optimize(
         chunk_size: items per chunk (tokens with ``TokensLoader``). Give this or ``chunk_bytes``.
         chunk_bytes: bytes per chunk, an int or a string such as ``"64MB"``.
         align_chunking: every worker but the last writes whole chunks, so the chunk layout equals one worker's.
-        compression: ``None``, ``"zstd"`` or ``"zstd:N"`` (whole chunk).
-        compression_level: ``None`` or ``"chunk"`` (whole-chunk compression is the only kind written).
-        compression_batch_size: accepted for compatibility; unused.
+        compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: ``"chunk"`` (default: whole files, ``chunk-R-I.zstd.bin``), ``"batch"`` (runs of
+            ``compression_batch_size`` items per zstd frame inside ``.bin``, upstream 0.2.76's default) or
+            ``"sample"`` (one frame per item).
+        compression_batch_size: items per frame with ``"batch"`` (default 256; giving it alone means ``"batch"``).
         encryption: a :class:`~litdata_format.FernetEncryption` / :class:`~litdata_format.RSAEncryption`.
         num_workers: worker processes on this machine (default: the CPU count).
         fast_dev_run: process only the first 10 inputs per worker (or this many).
@@ -250,7 +250,14 @@ def optimize(
     workers = default_num_workers(num_workers)
     method = resolve_start_method(start_method)
     options = _check_options(
-        chunk_size, chunk_bytes, align_chunking, compression, compression_level, encryption, item_loader
+        chunk_size,
+        chunk_bytes,
+        align_chunking,
+        compression,
+        compression_level,
+        compression_batch_size,
+        encryption,
+        item_loader,
     )
     for name, obj in (("fn", fn), ("reader", reader), ("item_loader", item_loader), ("encryption", encryption)):
         check_spawnable(name, obj, method)
