@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from litdata_prep._plan import batched, file_sizes
 
 __all__ = [
     "call_name",
+    "check_knobs",
     "prepare_items",
     "check_inputs",
     "check_spawnable",
@@ -41,6 +43,41 @@ def default_num_workers(num_workers: int | None) -> int:
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
         raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
     return max(1, num_workers)
+
+
+_WARNED: set[str] = set()
+
+
+def check_knobs(what: str, num_downloaders: Any, optimize_dns: Any, broadcast_paths: Any, num_nodes: int) -> int:
+    """Check upstream's I/O knobs; return the downloads each worker runs ahead of ``fn`` (default 2).
+
+    ``optimize_dns`` and, across machines, ``broadcast_paths`` have nothing to act on here: each
+    is warned about once per process, with the reason.
+    """
+    if num_downloaders is None:
+        num_downloaders = 2  # upstream's default
+    if not isinstance(num_downloaders, int) or isinstance(num_downloaders, bool) or num_downloaders < 0:
+        raise ValueError(f"{what}: num_downloaders must be a non-negative int, got {num_downloaders!r}")
+    if optimize_dns:
+        _warn_once(
+            "optimize_dns",
+            f"{what}: optimize_dns=True is ignored: upstream uses it to rewrite /etc/resolv.conf on Lightning "
+            "Studio machines (with sudo); litdata never changes the system's DNS settings",
+        )
+    if broadcast_paths and num_nodes > 1:
+        _warn_once(
+            "broadcast_paths",
+            f"{what}: broadcast_paths=True is ignored: the nodes of a litdata job share no channel before it "
+            "starts, so each node expands {%...} date templates of input_dir/output_dir itself; give an "
+            "explicit path (or a day-level template) so every node resolves the same one",
+        )
+    return num_downloaders
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 def resolve_start_method(start_method: str | None) -> str:

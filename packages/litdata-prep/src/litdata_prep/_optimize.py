@@ -31,6 +31,7 @@ from litdata_prep._indexes import (
     wait_for_node_indexes,
 )
 from litdata_prep._job import (
+    check_knobs,
     check_spawnable,
     default_num_workers,
     make_staging,
@@ -205,7 +206,8 @@ def optimize(
         fast_dev_run: process only the first 10 inputs per worker (or this many).
         num_nodes: the machine count; only with a multi-node launch (see ``docs/optimize.md``).
         machine: accepted for compatibility; needs a multi-node launch like ``num_nodes``.
-        num_downloaders: accepted for compatibility; unused.
+        num_downloaders: with a remote ``input_dir``, how many inputs' files each worker downloads ahead of
+            ``fn`` (default 2, as upstream; 0 downloads each input's files just before ``fn`` runs).
         num_uploaders: concurrent uploads per worker for a remote output (default 2).
         reorder_files: with a local ``input_dir``, balance workers by the size of the files each input names.
         reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
@@ -216,12 +218,12 @@ def optimize(
         item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
             (default in notebooks).
-        optimize_dns: accepted for compatibility; unused.
+        optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices
             (needed by ``use_checkpoint`` and ``align_chunking``, which make it the default).
         verbose: show a progress bar and a summary.
-        broadcast_paths: accepted for compatibility; every node expands date templates itself.
+        broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
         key_fn: not supported (upstream's key sidecar).
 
     Raises:
@@ -246,6 +248,7 @@ def optimize(
         raise ValueError("optimize: give reader or weights, not both")
     nodes = detect_nodes()
     check_node_request(num_nodes, machine, nodes)
+    downloaders = check_knobs("optimize", num_downloaders, optimize_dns, broadcast_paths, nodes.num_nodes)
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
     workers = default_num_workers(num_workers)
     method = resolve_start_method(start_method)
@@ -335,6 +338,7 @@ def optimize(
                     input_dir=resolved_input if resolved_input is not None and resolved_input.url else None,
                     storage_options=dict(storage_options or {}),
                     upload_threads=num_uploaders or 2,
+                    downloaders=downloaders,
                     env=nodes.worker_env(rank, workers),
                 )
             )
