@@ -20,6 +20,7 @@ from litdata_format._index import (
     write_json_atomic,
 )
 from litdata_format._json_leaf import JsonLeaf
+from litdata_format._keys import KEYS_FILE, keys_parquet, normalize_key, read_keys
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
 from litdata_format._media import (
     Audio,
@@ -56,6 +57,7 @@ __all__ = [
     "FernetEncryption",
     "File",
     "IndexNotFoundError",
+    "KEYS_FILE",
     "Graph",
     "Image",
     "Jpeg",
@@ -97,11 +99,14 @@ __all__ = [
     "expected_checksum",
     "is_complete_dataset",
     "is_pyg_data",
+    "keys_parquet",
     "load_index",
+    "normalize_key",
     "open_chunk",
     "parse_index",
     "parse_size",
     "plain_chunk_name",
+    "read_keys",
     "register_namedtuple",
     "resolve_serializers",
     "temp_target",

@@ -40,6 +40,7 @@ from litdata_prep._job import (
     remove_staging,
     resolve_start_method,
 )
+from litdata_prep._keys import KEYS_DIR, publish_keys, read_rank_keys
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._plan import Numbered, limit_for_dev_run, node_share, worker_slices
@@ -57,6 +58,7 @@ def is_dataset_file(key: str) -> bool:
     return (
         bool(CHUNK_NAME.match(key))
         or name.endswith("index.json")
+        or key.startswith(KEYS_DIR)
         or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
     )
 
@@ -126,7 +128,7 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
         return existing if mode == "append" else None
     stale = [k for k in keys if is_dataset_file(k)]
     if mode == "append":
-        stale = [k for k in stale if k != INDEX and not CHUNK_NAME.match(k)]
+        stale = [k for k in stale if k != INDEX and not CHUNK_NAME.match(k) and not k.startswith(KEYS_DIR)]
         if not use_checkpoint:
             referenced = {c.get("filename") for c in (existing or {}).get("chunks", [])}
             stale += [k for k in keys if CHUNK_NAME.match(k) and k not in referenced]
@@ -224,7 +226,8 @@ def optimize(
             (needed by ``use_checkpoint`` and ``align_chunking``, which make it the default).
         verbose: show a progress bar and a summary.
         broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
-        key_fn: not supported (upstream's key sidecar).
+        key_fn: ``sample -> key`` (a str or an int, unique); writes the key index ``keys/shard-00000.parquet``
+            so ``StreamingDataset.get_by_key(key)`` / ``dataset["key"]`` finds a sample by its key.
 
     Raises:
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
@@ -234,8 +237,13 @@ def optimize(
     """
     if not callable(fn):
         raise TypeError(f"optimize: fn must be callable, got {fn!r}")
-    if key_fn is not None:
-        raise NotImplementedError("optimize: key_fn (the key sidecar index) is not supported by litdata")
+    if key_fn is not None and not callable(key_fn):
+        raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
+    if key_fn is not None and use_checkpoint:
+        raise ValueError(
+            "optimize: key_fn cannot be combined with use_checkpoint=True: the keys of the samples a killed run "
+            "already wrote are not kept, so a resumed run could not index them; run without use_checkpoint"
+        )
     if (queue is None) == (inputs is None):
         raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
     if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
@@ -262,7 +270,13 @@ def optimize(
         encryption,
         item_loader,
     )
-    for name, obj in (("fn", fn), ("reader", reader), ("item_loader", item_loader), ("encryption", encryption)):
+    for name, obj in (
+        ("fn", fn),
+        ("key_fn", key_fn),
+        ("reader", reader),
+        ("item_loader", item_loader),
+        ("encryption", encryption),
+    ):
         check_spawnable(name, obj, method)
 
     resolved_input = resolve_dir(input_dir) if input_dir is not None else None
@@ -339,6 +353,7 @@ def optimize(
                     storage_options=dict(storage_options or {}),
                     upload_threads=num_uploaders or 2,
                     downloaders=downloaders,
+                    key_fn=key_fn,
                     env=nodes.worker_env(rank, workers),
                 )
             )
@@ -347,7 +362,8 @@ def optimize(
             print(f"optimize: {what} on {workers} {method} workers -> {output.display}", flush=True)
         run_workers(specs, method, shared=shared, source=queue, total=total, verbose=verbose, desc="optimize")
         parts = read_rank_indexes(staging, ranks)
-        index = _finish(output, nodes, existing, parts, items, gc=use_checkpoint or mode == "overwrite")
+        rank_keys = read_rank_keys(staging, ranks) if key_fn is not None else None
+        index = _finish(output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
@@ -389,22 +405,33 @@ def _finish(
     existing: dict[str, Any] | None,
     parts: list[dict[str, Any]],
     items: list[Any],
+    rank_keys: dict[int, list[Any]] | None,
     gc: bool,
 ) -> dict[str, Any] | None:
-    """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
+    """Publish the index: directly on one node; through per-node indexes and the last node otherwise.
+
+    With ``rank_keys`` (``key_fn``) the key index is published just before ``index.json``.
+    """
     if nodes.num_nodes == 1:
         index = merge_parts(existing, parts, f"{output.display}/{INDEX}")
+        if rank_keys is not None:
+            publish_keys(output, index, existing, rank_keys)
         output.write_json(INDEX, index)
         if gc:
             _collect_unreferenced(output, index)
         return index
     job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
     node_index = merge_parts(None, parts, f"{output.display}/{node_index_key(nodes.node_rank)}")
+    if rank_keys is not None:  # the last node writes the key index of every node's samples
+        node_index["rank_keys"] = rank_keys
     output.write_json(node_index_key(nodes.node_rank), {**node_index, "job": job})
     if not nodes.is_last:
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
     index = merge_parts(existing, node_parts, f"{output.display}/{INDEX}")
+    if rank_keys is not None:
+        every = {int(rank): keys for part in node_parts for rank, keys in part.get("rank_keys", {}).items()}
+        publish_keys(output, index, existing, every)
     output.write_json(INDEX, index)
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import GeneratorType
 from typing import Any
 
-from litdata_format import BinaryWriter, ChunkInfo, tree_flatten, tree_unflatten
+from litdata_format import BinaryWriter, ChunkInfo, normalize_key, tree_flatten, tree_unflatten
 from litdata_io import Dir
 from litdata_prep._checkpoint import WorkerCheckpoint
 from litdata_prep._output import Output
@@ -66,6 +66,7 @@ class WorkerSpec:
         storage_options: credentials for ``input_dir``.
         upload_threads: concurrent uploads.
         downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
+        key_fn: optimize's ``key_fn``: each sample's key goes to ``{rank}.keys.json`` next to the rank index.
         env: environment variables to set in the worker.
     """
 
@@ -84,6 +85,7 @@ class WorkerSpec:
     storage_options: dict[str, Any] = field(default_factory=dict)
     upload_threads: int = 2
     downloaders: int = 2
+    key_fn: Callable[[Any], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -258,6 +260,7 @@ class _Worker:
         sample_no = state.next_sample
         skip = state.skip_samples
         wrote_any = False
+        keys: list[str | int] = []
 
         def checkpoint(next_input: int, skip_samples: int) -> None:
             if spec.checkpoint is None:
@@ -273,6 +276,11 @@ class _Worker:
                 if skip:
                     skip -= 1
                     continue
+                if spec.key_fn is not None:
+                    try:
+                        keys.append(normalize_key(spec.key_fn(sample)))
+                    except Exception as err:
+                        raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 try:
                     written = writer.add_item(sample_no, sample)
                 except Exception as err:
@@ -299,6 +307,8 @@ class _Worker:
         rank_index = {"chunks": chunks, "config": config if chunks else None, "updated_at": str(time.time())}
         from litdata_format import write_json_atomic
 
+        if spec.key_fn is not None:
+            write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.keys.json", keys)
         write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.index.json", rank_index)
         return {"samples": sample_no, "chunks": len(chunks)}
 
