@@ -101,9 +101,7 @@ def main() -> None:
     print(f"| compression | {' | '.join(f'{lib} samples/s | {lib} MB' for lib in pythons)} |")
     print(f"|---|{'---|---|' * len(pythons)}")
     for name in CONFIGS:
-        cells = [
-            f"{statistics.median(rates[(lib, name)]):,.0f} | {sizes[(lib, name)] / 1e6:.1f}" for lib in pythons
-        ]
+        cells = [f"{statistics.median(rates[(lib, name)]):,.0f} | {sizes[(lib, name)] / 1e6:.1f}" for lib in pythons]
         print(f"| {name} | {' | '.join(cells)} |")
 
 

@@ -26,17 +26,17 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from litdata_format._parquet import require_pyarrow
+
 __all__ = ["KEYS_FILE", "keys_parquet", "normalize_key", "read_keys"]
 
 KEYS_FILE = "keys/shard-00000.parquet"
 
 
 def _pyarrow(why: str) -> Any:
-    try:
-        import pyarrow
-        import pyarrow.parquet
-    except ImportError:
-        raise ImportError(f'{why} needs pyarrow: pip install "litdata-format[arrow]"') from None
+    require_pyarrow(why)
+    import pyarrow
+
     return pyarrow
 
 
