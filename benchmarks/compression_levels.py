@@ -89,9 +89,9 @@ def main() -> None:
     sizes: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory(prefix="bench-levels-") as tmp:
         for round_no in range(args.rounds):
-            for name, options in CONFIGS.items():
+            for number, (name, options) in enumerate(CONFIGS.items()):
                 for lib, python in pythons.items():
-                    folder = Path(tmp) / f"{lib.split()[0]}-{round_no}-{len(rates)}"
+                    folder = Path(tmp) / f"{lib.split()[0]}-{round_no}-{number}"
                     folder.mkdir()
                     result = _run(python, folder / "out", args.records, options)
                     rates.setdefault((lib, name), []).append(args.records / result["seconds"])
