@@ -70,3 +70,32 @@ def test_broadcast_paths_warns_only_across_machines() -> None:
         assert check_knobs("optimize", None, None, True, num_nodes=1) == 2  # one machine: nothing to broadcast
     with pytest.warns(UserWarning, match="broadcast_paths=True is ignored.*each node expands"):
         assert check_knobs("optimize", 0, False, True, num_nodes=3) == 0
+
+
+def test_append_with_another_compression_level_is_refused(tmp_path: Path) -> None:
+    # The index records one level for every chunk; a reader trusting it must not meet another kind of chunk.
+    out = tmp_path / "out"
+    optimize(fns.square, list(range(6)), out, chunk_size=4, num_workers=1, compression="zstd", **FORK)
+    with pytest.raises(ValueError, match=r"different sample layout.*compression_level"):
+        optimize(fns.square, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd",
+                 compression_level="batch", mode="append", **FORK)  # fmt: skip
+    assert sorted(s["i"] for s in DatasetReader(out)) == list(range(6))
+    optimize(fns.square, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd", mode="append", **FORK)
+    assert sorted(s["i"] for s in DatasetReader(out)) == list(range(9))
+
+
+@pytest.mark.parametrize("level", ["chunk", "batch", "sample"])
+def test_merge_datasets_keeps_each_level_readable(tmp_path: Path, level: str) -> None:
+    from litdata_prep import merge_datasets
+
+    for name, inputs in (("a", range(5)), ("b", range(5, 12))):
+        optimize(fns.square, list(inputs), tmp_path / name, chunk_size=3, num_workers=1, compression="zstd",
+                 compression_level=level, **FORK)  # fmt: skip
+    merge_datasets([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "m"))
+    names = [c.filename for c in load_index(tmp_path / "m").chunks]
+    assert all(n.endswith(".zstd.bin") == (level == "chunk") for n in names), names
+    assert [s["i"] for s in DatasetReader(tmp_path / "m")] == list(range(12))
+    optimize(fns.square, [0], tmp_path / "c", chunk_size=3, num_workers=1, compression="zstd", **FORK)
+    if level != "chunk":
+        with pytest.raises(ValueError, match="differs from .* in compression_level"):
+            merge_datasets([str(tmp_path / "a"), str(tmp_path / "c")], str(tmp_path / "m2"))

@@ -60,7 +60,7 @@ def read_rank_indexes(staging: Path, ranks: list[int]) -> list[dict[str, Any]]:
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
-    keys = ("data_spec", "compression", "encryption", "item_loader")
+    keys = ("data_spec", "compression", "compression_level", "encryption", "item_loader")
     out = {key: config.get(key) for key in keys}
     out["data_format"] = ["jpeg" if f in _JPEG_LIKE else f for f in config.get("data_format") or []]
     return out

@@ -72,7 +72,7 @@ def merge_datasets(
     first = indexes[0]["config"]
     for source, index in zip(sources[1:], indexes[1:]):
         config = index["config"]
-        for key in ("data_format", "data_spec", "compression", "item_loader", "encryption"):
+        for key in ("data_format", "data_spec", "compression", "compression_level", "item_loader", "encryption"):
             if config.get(key) != first.get(key):
                 raise ValueError(
                     f"merge_datasets: {source.display} differs from {sources[0].display} in {key} "
@@ -81,9 +81,11 @@ def merge_datasets(
     chunks: list[dict[str, Any]] = []
     copies: list[tuple[Output, str, str]] = []
     for source, index in zip(sources, indexes):
-        compression = index["config"].get("compression")
+        whole_file = f".{index['config'].get('compression')}.bin"
         for chunk in index["chunks"]:
-            new = f"chunk-0-{len(chunks)}.{compression}.bin" if compression else f"chunk-0-{len(chunks)}.bin"
+            # Only whole-file compressed chunks carry the compression in their name (framed ones are plain .bin).
+            suffix = whole_file if chunk["filename"].endswith(whole_file) else ".bin"
+            new = f"chunk-0-{len(chunks)}{suffix}"
             copies.append((source, chunk["filename"], new))
             chunks.append({**chunk, "filename": new})
     with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
