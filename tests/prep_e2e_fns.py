@@ -100,3 +100,23 @@ def write_square(index: int, output_dir: str) -> None:
 
 def file_size(path: str) -> dict[str, Any]:
     return {"name": os.path.basename(path), "size": os.path.getsize(path), "local": os.path.exists(path)}
+
+
+def named(index: int) -> dict[str, Any]:
+    return {"name": f"item-{index}", "value": index * 3}
+
+
+def name_key(sample: dict[str, Any]) -> str:
+    return sample["name"]
+
+
+def value_key(sample: dict[str, Any]) -> int:
+    return sample["value"]
+
+
+def same_key(sample: Any) -> str:
+    return "always"
+
+
+def identity_key(sample: Any) -> Any:
+    return sample

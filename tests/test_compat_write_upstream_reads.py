@@ -81,6 +81,12 @@ CASES: dict[str, tuple[Callable[[int], Any], dict[str, Any]]] = {
     "nested": (_nested_sample, {"chunk_size": 4}),
     "zstd": (_dict_sample, {"chunk_size": 4, "compression": "zstd"}),
     "zstd9": (_arrays_sample, {"chunk_size": 4, "compression": "zstd:9"}),
+    # In-file zstd (upstream 0.2.76's default layout is "batch"): frames of runs of items, or one per item.
+    "batch": (_arrays_sample, {"chunk_size": 5, "compression": "zstd", "compression_level": "batch"}),
+    "batch_small_frames": (_tensor_sample, {"chunk_size": 5, "compression": "zstd:3", "compression_batch_size": 2}),
+    "batch_dict": (_dict_sample, {"chunk_bytes": 300, "compression": "zstd", "compression_level": "batch"}),
+    "batch_tuple": (_tuple_sample, {"chunk_size": 6, "compression": "zstd", "compression_batch_size": 4}),
+    "sample_level": (_nested_sample, {"chunk_size": 4, "compression": "zstd:7", "compression_level": "sample"}),
 }
 
 
@@ -119,7 +125,12 @@ def test_upstream_reads_our_dataset(tmp_path: Path, case: str) -> None:
     # Upstream ignores the chunk entries' checksum fields (and reads everything else the same).
     for info in load_index(tmp_path / "ds").chunks:
         assert info.extra["checksum"].startswith("xxh3_64:")
-        assert ("plain_checksum" in info.extra) == ("compression" in options)
+        whole_file = (
+            "compression" in options
+            and options.get("compression_level", "chunk") == "chunk"
+            and "compression_batch_size" not in options
+        )
+        assert ("plain_checksum" in info.extra) == whole_file
     got = run_upstream(READ_ALL, str(tmp_path / "ds"))
     assert len(got) == len(samples)
     for i, (expected, value) in enumerate(zip(samples, got)):

@@ -28,6 +28,9 @@ from litdata_prep import map, optimize
 def fn(i):
     return {"i": i, "node_input": i}
 
+def key(sample):
+    return f"k{sample['i']}"
+
 def touch(i, output_dir):
     import os
     open(os.path.join(output_dir, f"{i}.txt"), "w").write(os.environ["DATA_OPTIMIZER_NODE_RANK"])
@@ -35,7 +38,7 @@ def touch(i, output_dir):
 if __name__ == "__main__":
     out, options = sys.argv[1], json.loads(sys.argv[2])
     optimize(fn, list(range(101)), out + "/data", chunk_size=6, num_workers=2, num_nodes=2, verbose=False,
-             storage_options=options, keep_data_ordered=sys.argv[3] == "ordered")
+             storage_options=options, keep_data_ordered=sys.argv[3] == "ordered", key_fn=key)
     map(touch, list(range(20)), out + "/files", num_workers=2, verbose=False, storage_options=options)
 """
 
@@ -74,6 +77,8 @@ def test_two_nodes_on_a_shared_folder(tmp_path: Path, mode: str) -> None:
     assert ranks & {"0", "1"} and ranks & {"2", "3"} and ranks <= {"0", "1", "2", "3"}  # both nodes wrote
     if mode == "ordered":
         assert [s["i"] for s in ds] == list(range(101))
+    # The last node wrote one key index for both nodes' samples.
+    assert [ds[f"k{i}"]["i"] for i in (0, 57, 100, 13)] == [0, 57, 100, 13]
     written = {p.name: p.read_text() for p in (out / "files").iterdir()}
     assert sorted(written) == sorted(f"{i}.txt" for i in range(20))
     assert set(written.values()) == {"0", "1"}
@@ -85,3 +90,4 @@ def test_two_nodes_into_s3(tmp_path: Path, s3_server: S3Server, s3_bucket: str) 
     _run_nodes(tmp_path, f"s3://{s3_bucket}/job", options, "shared")
     ds = StreamingDataset(f"s3://{s3_bucket}/job/data", storage_options=options, cache_dir=str(tmp_path / "cache"))
     assert sorted(s["i"] for s in ds) == list(range(101))
+    assert [ds[f"k{i}"]["i"] for i in (100, 0, 64)] == [100, 0, 64]  # the key index, read from the bucket

@@ -8,6 +8,7 @@ import pytest
 
 from litdata import StreamingDataLoader, StreamingDataset, map, merge_datasets, optimize
 from litdata_io import get_storage
+from litdata_prep import WorkerError
 from tests import prep_e2e_fns as fns
 from tests.servers import S3Server
 
@@ -90,3 +91,42 @@ def test_remote_input_dir_files_are_downloaded_for_fn(tmp_path: Path, s3_server:
              storage_options=options, verbose=False, start_method="fork")  # fmt: skip
     rows = sorted(StreamingDataset(out), key=lambda r: r["name"])
     assert [(r["name"], r["size"], r["local"]) for r in rows] == [(f"f{i}.bin", 10 + i, True) for i in range(6)]
+
+
+@pytest.mark.parametrize("num_downloaders", [0, 3])
+def test_num_downloaders_fetch_ahead_and_inputs_sharing_a_file_each_get_it(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str, num_downloaders: int
+) -> None:
+    options = s3_server.storage_options()
+    raw = get_storage(f"s3://{s3_bucket}/raw", options)
+    for i in range(4):
+        raw.put(f"sub/f{i}.bin", b"y" * (20 + i))
+    names = ["f0", "f1", "f0", "f2", "f0", "f3", "f1"]  # f0 is still needed after the first input using it ends
+    inputs = [f"s3://{s3_bucket}/raw/sub/{n}.bin" for n in names]
+    out = str(tmp_path / "out")
+    optimize(fns.file_size, inputs, out, input_dir=f"s3://{s3_bucket}/raw", chunk_size=3, num_workers=1,
+             num_downloaders=num_downloaders, keep_data_ordered=True, storage_options=options, verbose=False,
+             start_method="fork")  # fmt: skip
+    rows = list(StreamingDataset(out))
+    assert [(r["name"], r["size"], r["local"]) for r in rows] == [(f"{n}.bin", 20 + int(n[1]), True) for n in names]
+
+
+def test_a_missing_input_file_stops_the_job_naming_the_input(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    options = s3_server.storage_options()
+    get_storage(f"s3://{s3_bucket}/raw", options).put("here.bin", b"z")
+    inputs = [f"s3://{s3_bucket}/raw/here.bin", f"s3://{s3_bucket}/raw/gone.bin"]
+    with pytest.raises(WorkerError, match="gone.bin"):
+        optimize(
+            fns.file_size,
+            inputs,
+            str(tmp_path / "out"),
+            input_dir=f"s3://{s3_bucket}/raw",
+            chunk_size=3,
+            num_workers=1,
+            num_downloaders=2,
+            storage_options=options,
+            verbose=False,
+            start_method="fork",
+        )

@@ -101,6 +101,11 @@ def test_layout_differences_ignore_only_chunking() -> None:
         "item_loader",
     ]
     assert layout_differences(config, {k: v for k, v in config.items() if k != "compression"}) == []
+    framed = {**config, "compression": "zstd", "compression_level": "batch", "compression_batch_size": 256}
+    assert layout_differences(framed, {**framed, "compression_batch_size": 8}) == []  # each chunk's frame table says
+    assert layout_differences(framed, {**framed, "compression_level": "sample", "compression_batch_size": None}) == [
+        "compression_level"
+    ]
 
 
 def test_merge_keeps_the_given_order_not_the_names() -> None:

@@ -61,3 +61,28 @@ def test_map_style_dataloader_batches_through_getitems(tmp_path: Path, workers: 
     loader = DataLoader(Subset(ds, indices), batch_size=8, shuffle=False, num_workers=workers)
     got = [int(i) for batch in loader for i in batch["index"]]
     assert got == indices
+
+
+def _with_keys(path: Path) -> Path:
+    from litdata_format import KEYS_FILE, keys_parquet, load_index
+
+    _make(path)
+    sizes = [c.chunk_size for c in load_index(path).chunks]
+    (path / KEYS_FILE).parent.mkdir()
+    (path / KEYS_FILE).write_bytes(keys_parquet([(f"id-{i}", i) for i in range(100)], sizes))
+    return path
+
+
+def test_get_by_key_reaches_every_sample_whatever_subsample_keeps(tmp_path: Path) -> None:
+    ds = StreamingDataset(_with_keys(tmp_path), subsample=0.2)
+    assert len(ds) == 20
+    assert ds["id-93"]["index"] == 93 and ds.get_by_key("id-0")["index"] == 0
+    assert ds[5]["index"] == 5  # an int is still a position
+    with pytest.raises(KeyError, match="has the key 'id-100'"):
+        ds["id-100"]
+
+
+def test_get_by_key_without_a_key_index_says_how_to_get_one(tmp_path: Path) -> None:
+    ds = StreamingDataset(_make(tmp_path))
+    with pytest.raises(KeyError, match=r"no key index \(keys/shard-00000.parquet\).*key_fn"):
+        ds["anything"]

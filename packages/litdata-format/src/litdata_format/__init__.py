@@ -45,6 +45,10 @@ _EXPORTS: dict[str, str] = {
     "rank_index_name": "litdata_format._index",
     "write_json_atomic": "litdata_format._index",
     "JsonLeaf": "litdata_format._json_leaf",
+    "KEYS_FILE": "litdata_format._keys",
+    "keys_parquet": "litdata_format._keys",
+    "normalize_key": "litdata_format._keys",
+    "read_keys": "litdata_format._keys",
     "open_chunk": "litdata_format._layouts",
     "BaseItemLoader": "litdata_format._loaders",
     "PyTreeLoader": "litdata_format._loaders",
@@ -103,6 +107,7 @@ if TYPE_CHECKING:
         write_json_atomic,
     )
     from litdata_format._json_leaf import JsonLeaf
+    from litdata_format._keys import KEYS_FILE, keys_parquet, normalize_key, read_keys
     from litdata_format._layouts import open_chunk
     from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
     from litdata_format._media import (
@@ -141,6 +146,7 @@ __all__ = [
     "FernetEncryption",
     "File",
     "IndexNotFoundError",
+    "KEYS_FILE",
     "Graph",
     "Image",
     "Jpeg",
@@ -183,15 +189,18 @@ __all__ = [
     "expected_checksum",
     "is_complete_dataset",
     "is_pyg_data",
+    "keys_parquet",
     "layout_differences",
     "load_index",
     "merge_indexes",
+    "normalize_key",
     "open_chunk",
     "parse_chunk_name",
     "parse_index",
     "parse_size",
     "plain_chunk_name",
     "rank_index_name",
+    "read_keys",
     "register_namedtuple",
     "resolve_serializers",
     "temp_target",

@@ -1,4 +1,4 @@
-"""Reading upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
+"""Upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
 
 ``compression_level="batch"`` (upstream's default for ``"zstd"``): a plain ``.bin`` that starts
 with the magic ``LDFZ01\\0\\0``, then a frame table, then zstd frames each holding the bytes of
@@ -12,9 +12,9 @@ a run of consecutive items (all little-endian)::
 ``compression_level="sample"``: the classic header and offsets, but each item's bytes are a
 zstd frame of their own. Nothing in the file says so; ``config.compression_level`` does.
 
-Both are read-only here (this project writes classic chunks). An item costs inflating one
-frame; :class:`FramedChunk` keeps the last inflated frame, so reading in order inflates each
-frame once.
+The writer builds both from a chunk's item bytes (:func:`pack_batch`, :func:`pack_sample`).
+Reading an item costs inflating one frame; :class:`FramedChunk` keeps the last inflated
+frame, so reading in order inflates each frame once.
 """
 
 from __future__ import annotations
@@ -22,17 +22,19 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
+from collections.abc import Sequence
 from typing import Any
 
-from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk
+from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
 from litdata_format._serializers import Buffer
 
-__all__ = ["FramedChunk", "SampleZstdChunk", "inflate_zstd"]
+__all__ = ["DEFAULT_FRAME_ROWS", "FramedChunk", "SampleZstdChunk", "inflate_zstd", "pack_batch", "pack_sample"]
 
 _PREFIX = struct.Struct("<8sHHIII")
 _FRAME = struct.Struct("<IIQII")
 _VERSION = 1
 _ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+DEFAULT_FRAME_ROWS = 256  # upstream's default compression_batch_size
 
 
 def _zstandard() -> Any:
@@ -58,6 +60,43 @@ def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> 
     if expected_size is not None and len(out) != expected_size:
         raise ValueError(f"{where}: a zstd frame inflated to {len(out)} bytes but the frame table says {expected_size}")
     return out
+
+
+def pack_batch(items: Sequence[bytes], level: int, frame_rows: int) -> list[bytes]:
+    """A framed chunk holding ``items``, as parts to write back to back.
+
+    Runs of ``frame_rows`` consecutive items are compressed together, each run one zstd frame
+    that records its content size (as upstream's frames do).
+    """
+    count = len(items)
+    offsets = [0, *itertools.accumulate(len(item) for item in items)]
+    _check_u32(offsets[-1])
+    compressor = _zstandard().ZstdCompressor(level=level)
+    frames = [compressor.compress(b"".join(items[first : first + frame_rows])) for first in range(0, count, frame_rows)]
+    table_end = _PREFIX.size + 4 * (count + 1) + _FRAME.size * len(frames)
+    table = bytearray()
+    position = table_end
+    for k, frame in enumerate(frames):
+        first = k * frame_rows
+        last = min(first + frame_rows, count)
+        table += _FRAME.pack(first, last - first, position, len(frame), offsets[last] - offsets[first])
+        position += len(frame)
+    _check_u32(position)
+    head = _PREFIX.pack(FRAMED_MAGIC, _VERSION, 0, count, frame_rows, len(frames))
+    return [head + struct.pack(f"<{count + 1}I", *offsets) + bytes(table), *frames]
+
+
+def pack_sample(items: Sequence[bytes], level: int) -> list[bytes]:
+    """A classic chunk whose items are each compressed as one zstd frame, as parts."""
+    compressor = _zstandard().ZstdCompressor(level=level)
+    return chunk_parts([compressor.compress(item) for item in items])
+
+
+def _check_u32(size: int) -> None:
+    if size > 0xFFFFFFFF:
+        raise ValueError(
+            f"a chunk of {size} bytes does not fit the framed layout's 32-bit offsets; lower chunk_bytes or chunk_size"
+        )
 
 
 class FramedChunk(StoredChunk):

@@ -18,8 +18,9 @@ from typing import Any
 from litdata_format._atomic import write_file_atomic
 from litdata_format._checksum import checksum_bytes
 from litdata_format._chunk import chunk_parts, header_size
-from litdata_format._compression import check_compression, compress
+from litdata_format._compression import check_compression, check_compression_level, compress, zstd_level
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
+from litdata_format._framed import pack_batch, pack_sample
 from litdata_format._index import (
     chunk_name,
     complete_dataset,
@@ -49,7 +50,12 @@ class BinaryWriter:
         chunk_size: the most items per chunk (tokens, with TokensLoader).
         chunk_bytes: the most bytes per chunk, as an int or a string like ``"64MB"``. Give at
             most one of chunk_size and chunk_bytes; with neither, chunks hold 64 MiB.
-        compression: None, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22), whole chunk.
+        compression: None, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22).
+        compression_level: ``"chunk"`` (the default: the whole file, ``chunk-R-I.zstd.bin``),
+            ``"batch"`` (runs of items, each a zstd frame inside a plain ``.bin``: upstream
+            0.2.76's default) or ``"sample"`` (each item its own zstd frame).
+        compression_batch_size: items per frame with ``"batch"`` (256 by default); giving it
+            without a level means ``"batch"``.
         encryption: an :class:`~litdata_format.Encryption` applied per sample or per chunk.
         serializers: extra serializers by key; they are tried before the built-in ones.
         item_loader: the layout of items; ``PyTreeLoader()`` by default, ``TokensLoader()``
@@ -69,6 +75,8 @@ class BinaryWriter:
         item_loader: BaseItemLoader | None = None,
         rank: int = 0,
         chunk_index: int = 0,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
     ) -> None:
         if chunk_size is not None and chunk_bytes is not None:
             raise ValueError("give either chunk_size or chunk_bytes, not both")
@@ -83,11 +91,26 @@ class BinaryWriter:
             else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
         )
         self.compression = check_compression(compression)
+        self.compression_level, self.frame_rows = check_compression_level(
+            self.compression, compression_level, compression_batch_size
+        )
         self.encryption = encryption
         if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
             raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
         self._encrypt_sample = encryption.encrypt if encryption is not None and encryption.level == "sample" else None
         self.item_loader = item_loader if item_loader is not None else PyTreeLoader()
+        if self.compression_level in ("batch", "sample"):
+            # Upstream refuses these too, so no reader knows such a chunk encrypted or of tokens.
+            if encryption is not None:
+                raise ValueError(
+                    f"compression_level={self.compression_level!r} cannot be combined with encryption; "
+                    "use compression_level='chunk' (the whole file is encrypted, then compressed)"
+                )
+            if type(self.item_loader) is not PyTreeLoader:
+                raise ValueError(
+                    f"compression_level={self.compression_level!r} works with PyTreeLoader samples only, not "
+                    f"{type(self.item_loader).__name__}; use compression_level='chunk'"
+                )
         self.item_loader.start_writing(resolve_serializers(serializers))
         self.rank = rank
         self._chunk_index = chunk_index
@@ -136,13 +159,19 @@ class BinaryWriter:
         self._pending.sort(key=lambda entry: entry[0])
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
-        parts = chunk_parts(items)
-        size = len(parts[0]) + self._pending_bytes
-        name = chunk_name(self.rank, self._chunk_index, self.compression)
+        whole_file = self.compression_level == "chunk"
+        if self.compression is None or whole_file:
+            parts = chunk_parts(items)
+        elif self.frame_rows is not None:
+            parts = pack_batch(items, zstd_level(self.compression), self.frame_rows)
+        else:
+            parts = pack_sample(items, zstd_level(self.compression))
+        size = sum(len(part) for part in parts)
+        name = chunk_name(self.rank, self._chunk_index, self.compression if whole_file else None)
         path = self.output_dir / name
         encryption = self.encryption if self.encryption is not None and self.encryption.level == "chunk" else None
         sums: dict[str, str] = {}
-        if encryption is None and self.compression is None and len(items) * _GATHER_ITEM_BYTES <= size:
+        if encryption is None and not whole_file and len(parts) * _GATHER_ITEM_BYTES <= size:
             write_file_atomic(path, parts)  # one gathered write: no copy of the chunk joined in memory
             sums["checksum"] = checksum_bytes(parts)
         else:
@@ -150,7 +179,7 @@ class BinaryWriter:
             if encryption is not None:
                 data = encryption.encrypt(data)
                 size = len(data)
-            if self.compression is not None:
+            if whole_file and self.compression is not None:
                 sums["plain_checksum"] = checksum_bytes([data])  # what a cache keeps, decompressed
                 data = compress(data, self.compression)
             write_file_atomic(path, data)
@@ -167,8 +196,8 @@ class BinaryWriter:
             "chunk_bytes": self.chunk_bytes,
             "chunk_size": self.chunk_size,
             "compression": self.compression,
-            "compression_batch_size": None,
-            "compression_level": None,
+            "compression_batch_size": self.frame_rows,
+            "compression_level": None if self.compression_level == "chunk" else self.compression_level,
             "encryption": self.encryption.state_dict() if self.encryption is not None else None,
             "ipc_compression": None,
             "item_loader": self.item_loader.name,

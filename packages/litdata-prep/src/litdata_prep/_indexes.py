@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, load_index, parse_chunk_name, parse_index, rank_index_name
 from litdata_prep._output import Output
@@ -67,11 +68,17 @@ def merge_timeout() -> float:
         raise ValueError(f"LITDATA_NODE_MERGE_TIMEOUT={raw!r} must be a number of seconds") from None
 
 
-def wait_for_node_indexes(output: Output, num_nodes: int, job: str, timeout: float | None = None) -> list[DatasetIndex]:
-    """The per-node indexes of job ``job`` from the output, waiting until every node published its own."""
+def wait_for_node_indexes(
+    output: Output, num_nodes: int, job: str, timeout: float | None = None
+) -> list[tuple[DatasetIndex, dict[str, Any]]]:
+    """The per-node indexes of job ``job`` from the output, waiting until every node published its own.
+
+    Each comes with the JSON object it was read from, which also holds what a node adds to its
+    index (the keys its workers computed with ``key_fn``).
+    """
     timeout = merge_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
-    found: dict[int, DatasetIndex] = {}
+    found: dict[int, tuple[DatasetIndex, dict[str, Any]]] = {}
     delay = 0.1
     while True:
         for node in range(num_nodes):
@@ -80,7 +87,7 @@ def wait_for_node_indexes(output: Output, num_nodes: int, job: str, timeout: flo
             key = node_index_key(node)
             obj = output.read_json(key)
             if obj is not None and obj.get("job") == job:
-                found[node] = parse_index(obj, f"{output.display}/{key}")
+                found[node] = (parse_index(obj, f"{output.display}/{key}"), obj)
         if len(found) == num_nodes:
             return [found[n] for n in range(num_nodes)]
         if time.monotonic() > deadline:

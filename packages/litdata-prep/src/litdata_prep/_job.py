@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from litdata_prep._worker import WorkerSpec
 __all__ = [
     "Job",
     "call_name",
+    "check_knobs",
     "prepare_items",
     "check_inputs",
     "check_spawnable",
@@ -48,6 +50,41 @@ def default_num_workers(num_workers: int | None) -> int:
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
         raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
     return max(1, num_workers)
+
+
+_WARNED: set[str] = set()
+
+
+def check_knobs(what: str, num_downloaders: Any, optimize_dns: Any, broadcast_paths: Any, num_nodes: int) -> int:
+    """Check upstream's I/O knobs; return the downloads each worker runs ahead of ``fn`` (default 2).
+
+    ``optimize_dns`` and, across machines, ``broadcast_paths`` have nothing to act on here: each
+    is warned about once per process, with the reason.
+    """
+    if num_downloaders is None:
+        num_downloaders = 2  # upstream's default
+    if not isinstance(num_downloaders, int) or isinstance(num_downloaders, bool) or num_downloaders < 0:
+        raise ValueError(f"{what}: num_downloaders must be a non-negative int, got {num_downloaders!r}")
+    if optimize_dns:
+        _warn_once(
+            "optimize_dns",
+            f"{what}: optimize_dns=True is ignored: upstream uses it to rewrite /etc/resolv.conf on Lightning "
+            "Studio machines (with sudo); litdata never changes the system's DNS settings",
+        )
+    if broadcast_paths and num_nodes > 1:
+        _warn_once(
+            "broadcast_paths",
+            f"{what}: broadcast_paths=True is ignored: the nodes of a litdata job share no channel before it "
+            "starts, so each node expands {%...} date templates of input_dir/output_dir itself; give an "
+            "explicit path (or a day-level template) so every node resolves the same one",
+        )
+    return num_downloaders
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, UserWarning, stacklevel=5)  # the caller of optimize/map (via Job.prepare)
 
 
 def resolve_start_method(start_method: str | None) -> str:
@@ -268,6 +305,7 @@ class Job:
         input_dir: a remote input folder whose files the workers download, else None.
         storage_options: credentials for the output and ``input_dir``.
         upload_threads: concurrent uploads per worker.
+        downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
         output: where the results go.
     """
 
@@ -283,6 +321,7 @@ class Job:
     input_dir: Dir | None
     storage_options: dict[str, Any]
     upload_threads: int
+    downloaders: int
     output: Output
 
     @classmethod
@@ -295,8 +334,9 @@ class Job:
             kind: ``"optimize"`` or ``"map"``.
             arguments: the job function's arguments by name (its ``locals()``): both take ``fn``,
                 ``inputs``, ``output_dir``, ``input_dir``, ``weights``, ``num_workers``,
-                ``fast_dev_run``, ``num_nodes``, ``machine``, ``num_uploaders``, ``reorder_files``,
-                ``reader``, ``batch_size``, ``start_method`` and ``storage_options``, named as upstream's.
+                ``fast_dev_run``, ``num_nodes``, ``machine``, ``num_downloaders``, ``num_uploaders``,
+                ``reorder_files``, ``reader``, ``batch_size``, ``start_method``, ``optimize_dns``,
+                ``broadcast_paths`` and ``storage_options``, named as upstream's.
             spawnable: the names of other arguments the workers must be able to load.
             queue: the inputs come from the user's queue (``inputs`` is not used).
         """
@@ -313,6 +353,13 @@ class Job:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
         check_node_request(arguments["num_nodes"], arguments["machine"], nodes)
+        downloaders = check_knobs(
+            kind,
+            arguments["num_downloaders"],
+            arguments["optimize_dns"],
+            arguments["broadcast_paths"],
+            nodes.num_nodes,
+        )
         workers = default_num_workers(arguments["num_workers"])
         method = resolve_start_method(arguments["start_method"])
         for name in ("fn", "reader", *spawnable):
@@ -339,6 +386,7 @@ class Job:
             input_dir=resolved if resolved is not None and resolved.url else None,
             storage_options=dict(storage_options or {}),
             upload_threads=arguments["num_uploaders"] or 2,
+            downloaders=downloaders,
             output=output,
         )
 
@@ -377,6 +425,7 @@ class Job:
                     input_dir=self.input_dir,
                     storage_options=self.storage_options,
                     upload_threads=self.upload_threads,
+                    downloaders=self.downloaders,
                     env=self.nodes.worker_env(rank, self.num_workers),
                 )
             )

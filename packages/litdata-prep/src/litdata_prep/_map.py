@@ -53,7 +53,8 @@ def map(
         fast_dev_run: process only the first 10 inputs per worker (or this many).
         num_nodes: the machine count; only with a multi-node launch (see ``docs/optimize.md``).
         machine: accepted for compatibility; needs a multi-node launch like ``num_nodes``.
-        num_downloaders: accepted for compatibility; unused.
+        num_downloaders: with a remote ``input_dir``, how many inputs' files each worker downloads ahead of
+            ``fn`` (default 2, as upstream; 0 downloads each input's files just before ``fn`` runs).
         num_uploaders: concurrent uploads per worker for a remote output (default 2).
         reorder_files: with a local ``input_dir``, balance workers by the size of the files each input names.
         error_when_not_empty: refuse an output that already holds files.
@@ -61,10 +62,10 @@ def map(
         batch_size: give ``fn`` lists of this many inputs.
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
             (default in notebooks).
-        optimize_dns: accepted for compatibility; unused.
+        optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices.
-        broadcast_paths: accepted for compatibility; every node expands date templates itself.
+        broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
         verbose: show a progress bar.
 
     Raises:

@@ -36,6 +36,7 @@ from litdata_prep._indexes import (
     wait_for_node_indexes,
 )
 from litdata_prep._job import Job, make_staging, remove_staging
+from litdata_prep._keys import KEYS_DIR, publish_keys, read_rank_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._plan import Numbered
@@ -52,6 +53,7 @@ def is_dataset_file(key: str) -> bool:
     return (
         parse_chunk_name(key) is not None
         or name.endswith(INDEX_FILENAME)
+        or key.startswith(KEYS_DIR)
         or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
     )
 
@@ -62,6 +64,7 @@ def _check_options(
     align_chunking: bool,
     compression: str | None,
     compression_level: str | None,
+    compression_batch_size: int | None,
     encryption: Any,
     item_loader: BaseItemLoader | None,
 ) -> dict[str, Any]:
@@ -71,21 +74,18 @@ def _check_options(
         raise ValueError("optimize: give chunk_size or chunk_bytes, not both")
     if align_chunking and chunk_size is None:
         raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
-    if compression_level not in (None, "chunk"):
-        raise ValueError(
-            f"optimize: compression_level={compression_level!r} is not supported; litdata compresses whole chunks "
-            "(compression_level='chunk' or None), which upstream LitData reads too"
-        )
     if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
         raise TypeError(f"optimize: item_loader must be an item loader such as TokensLoader(), got {item_loader!r}")
     options = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes,
         "compression": compression,
+        "compression_level": compression_level,
+        "compression_batch_size": compression_batch_size,
         "encryption": encryption,
         "item_loader": item_loader,
     }
-    # The writer validates everything else (sizes, compression names, encryption level) right here.
+    # The writer validates everything else (sizes, compression names and levels, encryption) right here.
     with tempfile.TemporaryDirectory() as tmp:
         BinaryWriter(tmp, **{**options, "item_loader": copy.deepcopy(item_loader)})
     return options
@@ -123,7 +123,7 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
         return existing if mode == "append" else None
     stale = [k for k in keys if is_dataset_file(k)]
     if mode == "append":
-        stale = [k for k in stale if k != INDEX_FILENAME and parse_chunk_name(k) is None]
+        stale = [k for k in stale if k != INDEX_FILENAME and parse_chunk_name(k) is None and not k.startswith(KEYS_DIR)]
         if not use_checkpoint:
             referenced = {c.filename for c in existing.chunks} if existing is not None else set()
             stale += [k for k in keys if parse_chunk_name(k) is not None and k not in referenced]
@@ -196,15 +196,18 @@ def optimize(
         chunk_size: items per chunk (tokens with ``TokensLoader``). Give this or ``chunk_bytes``.
         chunk_bytes: bytes per chunk, an int or a string such as ``"64MB"``; ``"64MB"`` when neither is given.
         align_chunking: every worker but the last writes whole chunks, so the chunk layout equals one worker's.
-        compression: ``None``, ``"zstd"`` or ``"zstd:N"`` (whole chunk).
-        compression_level: ``None`` or ``"chunk"`` (whole-chunk compression is the only kind written).
-        compression_batch_size: accepted for compatibility; unused.
+        compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: ``"chunk"`` (default: whole files, ``chunk-R-I.zstd.bin``), ``"batch"`` (runs of
+            ``compression_batch_size`` items per zstd frame inside ``.bin``, upstream 0.2.76's default) or
+            ``"sample"`` (one frame per item).
+        compression_batch_size: items per frame with ``"batch"`` (default 256; giving it alone means ``"batch"``).
         encryption: a :class:`~litdata_format.FernetEncryption` / :class:`~litdata_format.RSAEncryption`.
         num_workers: worker processes on this machine (default: the CPU count).
         fast_dev_run: process only the first 10 inputs per worker (or this many).
         num_nodes: the machine count; only with a multi-node launch (see ``docs/optimize.md``).
         machine: accepted for compatibility; needs a multi-node launch like ``num_nodes``.
-        num_downloaders: accepted for compatibility; unused.
+        num_downloaders: with a remote ``input_dir``, how many inputs' files each worker downloads ahead of
+            ``fn`` (default 2, as upstream; 0 downloads each input's files just before ``fn`` runs).
         num_uploaders: concurrent uploads per worker for a remote output (default 2).
         reorder_files: with a local ``input_dir``, balance workers by the size of the files each input names.
         reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
@@ -215,13 +218,14 @@ def optimize(
         item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
             (default in notebooks).
-        optimize_dns: accepted for compatibility; unused.
+        optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices
             (needed by ``use_checkpoint`` and ``align_chunking``, which make it the default).
         verbose: show a progress bar and a summary.
-        broadcast_paths: accepted for compatibility; every node expands date templates itself.
-        key_fn: not supported (upstream's key sidecar).
+        broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
+        key_fn: ``sample -> key`` (a str or an int, unique); writes the key index ``keys/shard-00000.parquet``
+            so ``StreamingDataset.get_by_key(key)`` / ``dataset["key"]`` finds a sample by its key.
 
     Raises:
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
@@ -229,8 +233,13 @@ def optimize(
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
-    if key_fn is not None:
-        raise NotImplementedError("optimize: key_fn (the key sidecar index) is not supported by litdata")
+    if key_fn is not None and not callable(key_fn):
+        raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
+    if key_fn is not None and use_checkpoint:
+        raise ValueError(
+            "optimize: key_fn cannot be combined with use_checkpoint=True: the keys of the samples a killed run "
+            "already wrote are not kept, so a resumed run could not index them; run without use_checkpoint"
+        )
     if (queue is None) == (inputs is None):
         raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
     if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
@@ -239,9 +248,16 @@ def optimize(
         raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
     options = _check_options(
-        chunk_size, chunk_bytes, align_chunking, compression, compression_level, encryption, item_loader
+        chunk_size,
+        chunk_bytes,
+        align_chunking,
+        compression,
+        compression_level,
+        compression_batch_size,
+        encryption,
+        item_loader,
     )
-    job = Job.prepare("optimize", locals(), spawnable=("item_loader", "encryption"), queue=queue is not None)
+    job = Job.prepare("optimize", locals(), spawnable=("key_fn", "item_loader", "encryption"), queue=queue is not None)
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | None = None
@@ -281,12 +297,14 @@ def optimize(
         for w, spec in enumerate(specs):
             spec.writer_options = options
             spec.chunk_index = chunk_starts[spec.rank]
+            spec.key_fn = key_fn
             spec.checkpoint = checkpoints[w] if checkpoints is not None else None
             if spec.checkpoint is not None and not spec.checkpoint.chunks and spec.checkpoint.next_input == 0:
                 spec.checkpoint.next_chunk_index = chunk_starts[spec.rank]
         job.run(specs, shared, total, verbose, source=queue)
         parts = read_rank_indexes(staging, ranks)
-        index = _finish(output, nodes, existing, parts, job.items, gc=use_checkpoint or mode == "overwrite")
+        rank_keys = read_rank_keys(staging, ranks) if key_fn is not None else None
+        index = _finish(output, nodes, existing, parts, job.items, rank_keys, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
@@ -330,25 +348,36 @@ def _finish(
     existing: DatasetIndex | None,
     parts: list[DatasetIndex],
     items: list[Any],
+    rank_keys: dict[int, list[Any]] | None,
     gc: bool,
 ) -> DatasetIndex | None:
-    """Publish the index: directly on one node; through per-node indexes and the last node otherwise."""
+    """Publish the index: directly on one node; through per-node indexes and the last node otherwise.
+
+    With ``rank_keys`` (``key_fn``) the key index is published just before ``index.json``, which names it.
+    """
     before = [existing] if existing is not None else []
     if nodes.num_nodes == 1:
         index = merge_indexes(before + parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
-        output.write_json(INDEX_FILENAME, index.to_json())
+        keys = {"keys": publish_keys(output, index, existing, rank_keys)} if rank_keys is not None else {}
+        output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
         if gc:
             _collect_unreferenced(output, index)
         return index
     job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
     node_key = node_index_key(nodes.node_rank)
     node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
-    output.write_json(node_key, {**node_index.to_json(), "job": job})
+    # The last node writes the key index of every node's samples.
+    node_keys = {"rank_keys": rank_keys} if rank_keys is not None else {}
+    output.write_json(node_key, {**node_index.to_json(), **node_keys, "job": job})
     if not nodes.is_last:
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
-    index = merge_indexes(before + node_parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
-    output.write_json(INDEX_FILENAME, index.to_json())
+    index = merge_indexes(before + [part for part, _ in node_parts], f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+    keys: dict[str, Any] = {}
+    if rank_keys is not None:
+        every = {int(rank): ks for _, obj in node_parts for rank, ks in obj.get("rank_keys", {}).items()}
+        keys["keys"] = publish_keys(output, index, existing, every)
+    output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)
     return index

@@ -13,10 +13,13 @@ import gc
 import inspect
 import os
 import pickle
+import shutil
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import GeneratorType
@@ -26,6 +29,7 @@ from litdata_format import (
     BinaryWriter,
     ChunkInfo,
     DatasetIndex,
+    normalize_key,
     rank_index_name,
     tree_flatten,
     tree_unflatten,
@@ -70,6 +74,8 @@ class WorkerSpec:
         input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
         storage_options: credentials for ``input_dir``.
         upload_threads: concurrent uploads.
+        downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
+        key_fn: optimize's ``key_fn``: each sample's key goes to ``{rank}.keys.json`` next to the rank index.
         env: environment variables to set in the worker.
     """
 
@@ -87,6 +93,8 @@ class WorkerSpec:
     input_dir: Dir | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
     upload_threads: int = 2
+    downloaders: int = 2
+    key_fn: Callable[[Any], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -167,7 +175,12 @@ def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
 
 
 class _Inputs:
-    """Downloads the remote files an input names (under ``input_dir``) and cleans them up after."""
+    """Downloads the remote files an input names (under ``input_dir``) and cleans them up after.
+
+    With ``downloaders`` > 0 a thread pool fetches the files of the next inputs while ``fn`` runs on
+    the current one (upstream's ``num_downloaders``). Each input gets its own folder, so two inputs
+    naming the same file never remove it from under each other.
+    """
 
     def __init__(self, spec: WorkerSpec) -> None:
         url = spec.input_dir.url if spec.input_dir is not None else None
@@ -180,22 +193,42 @@ class _Inputs:
             self.storage = get_storage(url, spec.storage_options)
         self.reader = spec.reader
         self.active = self.storage is not None or self.reader is not None  # else inputs go to fn as they are
+        self.ahead = spec.downloaders if self.storage is not None else 0
+        self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="litdata-download") if self.ahead else None
 
-    def prepare(self, item: Any) -> tuple[Any, list[Path]]:
-        local: list[Path] = []
-        if self.storage is not None and self.url is not None:
-            leaves, spec = tree_flatten(item)
-            changed = False
-            for i, leaf in enumerate(leaves):
-                if isinstance(leaf, str) and leaf.startswith(self.url):
-                    key = leaf[len(self.url) :]
-                    dest = self.cache / key
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    self.storage.download(key, dest)
-                    leaves[i], changed = str(dest), True
-                    local.append(dest)
-            if changed:
-                item = tree_unflatten(leaves, spec)
+    def download(self, pos: int, item: Any) -> tuple[Any, list[Path]]:
+        """``item`` with its remote file names replaced by local copies, and the folder holding them."""
+        if self.storage is None or self.url is None:
+            return item, []
+        leaves, spec = tree_flatten(item)
+        folder = self.cache / str(pos)
+        changed = False
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, str) and leaf.startswith(self.url):
+                key = leaf[len(self.url) :]
+                dest = folder / key
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                self.storage.download(key, dest)
+                leaves[i], changed = str(dest), True
+        return (tree_unflatten(leaves, spec), [folder]) if changed else (item, [])
+
+    def ahead_of(self, numbered: Iterator[tuple[int, int, Any]]) -> Iterator[tuple[int, int, Any, Future[Any] | None]]:
+        """The inputs of ``numbered``, each with the download of its files already started (or None)."""
+        pool = self._pool
+        if pool is None:
+            for i, pos, item in numbered:
+                yield i, pos, item, None
+            return
+        window: deque[tuple[int, int, Any, Future[Any] | None]] = deque()
+        for i, pos, item in numbered:
+            window.append((i, pos, item, pool.submit(self.download, pos, item)))
+            if len(window) > self.ahead:
+                yield window.popleft()
+        while window:
+            yield window.popleft()
+
+    def prepare(self, pos: int, item: Any, fetched: Future[Any] | None) -> tuple[Any, list[Path]]:
+        item, local = fetched.result() if fetched is not None else self.download(pos, item)
         if self.reader is not None:
             item = self.reader.read(item)
         return item, local
@@ -233,11 +266,11 @@ class _Worker:
                 yield i, pos, item
                 i += 1
 
-    def call(self, pos: int, item: Any, *args: Any, **kwargs: Any) -> Iterable[Any]:
+    def call(self, pos: int, item: Any, fetched: Future[Any] | None, *args: Any, **kwargs: Any) -> Iterable[Any]:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
         local: list[Path] = []
         try:
-            prepared, local = self.inputs.prepare(item) if self.inputs.active else (item, local)
+            prepared, local = self.inputs.prepare(pos, item, fetched) if self.inputs.active else (item, local)
             result = self.spec.fn(prepared, *args, **kwargs)
         except Exception as err:
             _remove(local)
@@ -273,6 +306,7 @@ class _Worker:
         sample_no = state.next_sample
         skip = state.skip_samples
         wrote_any = False
+        keys: list[str | int] = []
 
         def checkpoint(next_input: int, skip_samples: int) -> None:
             if spec.checkpoint is None:
@@ -283,11 +317,16 @@ class _Worker:
             state.config = writer.config() if wrote_any else state.config
             self.publisher.put_json(state.key, state.to_json())
 
-        for i, pos, item in self.numbered_inputs(work):
-            for j, sample in enumerate(self.call(pos, item)):
+        for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
+            for j, sample in enumerate(self.call(pos, item, fetched)):
                 if skip:
                     skip -= 1
                     continue
+                if spec.key_fn is not None:
+                    try:
+                        keys.append(normalize_key(spec.key_fn(sample)))
+                    except Exception as err:
+                        raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 try:
                     written = writer.add_item(sample_no, sample)
                 except Exception as err:
@@ -311,6 +350,8 @@ class _Worker:
         self.publisher.close()
         config = (writer.config() if wrote_any else state.config) or {"data_format": [], "data_spec": None}
         rank_index = DatasetIndex(writer.chunks, config, str(time.time()))
+        if spec.key_fn is not None:
+            write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.keys.json", keys)
         write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
         return {"samples": sample_no, "chunks": len(writer.chunks)}
 
@@ -320,7 +361,7 @@ class _Worker:
         params = _parameters(spec.fn)
         remote = spec.output.is_remote
         files = 0
-        for i, pos, item in self.numbered_inputs(work):
+        for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
             out_dir = Path(spec.staging) / f"map-{pos}" if remote else spec.output.local_path
             out_dir.mkdir(parents=True, exist_ok=True)
             kwargs: dict[str, Any] = {}
@@ -328,7 +369,7 @@ class _Worker:
                 kwargs["is_last"] = spec.items is not None and i == len(spec.items) - 1
             if "device" in params:
                 kwargs["device"] = _device(spec.rank)
-            for _ in self.call(pos, item, str(out_dir), **kwargs):
+            for _ in self.call(pos, item, fetched, str(out_dir), **kwargs):
                 raise FnFailed(pos, item, "map's fn must write its files into output_dir and return None")
             if remote:
                 for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
@@ -342,7 +383,10 @@ class _Worker:
 
 def _remove(paths: list[Path]) -> None:
     for path in paths:
-        path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _parameters(fn: Callable[..., Any]) -> set[str]:

@@ -14,7 +14,15 @@ from typing import Any, Protocol
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
-from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader, resolve_serializers
+from litdata_format import (
+    BaseItemLoader,
+    ParquetLoader,
+    PyTreeLoader,
+    Serializer,
+    TokensLoader,
+    normalize_key,
+    resolve_serializers,
+)
 from litdata_io import activity_begin, activity_end, fork_generation, trace_begin, trace_enabled, trace_end, trace_span
 from litdata_stream._collate import (
     BatchBundle,
@@ -224,6 +232,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         state = self.__dict__.copy()
         state.pop("_chunk_source", None)  # each process opens its own (no shared handles, fork-safe)
         state.pop("_upstream_order", None)  # rebuilt where needed
+        state.pop("_key_index", None)  # read again where it is used
         return state
 
     def _locate(self, index: int) -> tuple[int, int]:
@@ -240,12 +249,39 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return position if kept is None else int(kept[position])
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str):
+            return self.get_by_key(index)  # an int stays a position: get_by_key(5) finds the int key 5
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._starts[-1]))]
         chunk, position = self._locate(int(index))
         opened = self._source().chunk(chunk)
         item = self._item_position(chunk, position)
         return self._transformed(self.item_loader.load(opened, item), int(index), opened, item)
+
+    def get_by_key(self, key: Any) -> Any:
+        """The sample whose key is ``key`` (what ``optimize(key_fn=...)`` returned for it).
+
+        Found through the dataset's key index whatever ``subsample`` keeps; ``dataset["key"]``
+        does the same for str keys.
+
+        Raises:
+            KeyError: no sample has this key, or the dataset has no key index.
+        """
+        found = self.__dict__.get("_key_index")
+        if found is None:
+            from litdata_stream._keys import load_keys
+
+            found = load_keys(self.input_dir, self.storage_options, self.session_options)
+            self.__dict__["_key_index"] = found
+        position = found.get(normalize_key(key, "get_by_key"))
+        if position is None:
+            raise KeyError(f"no sample of {self.input_dir} has the key {key!r}")
+        source = self._source()
+        starts = list(itertools.accumulate((c.chunk_size for c in source.index.chunks), initial=0))
+        chunk = bisect.bisect_right(starts, position) - 1
+        opened = source.chunk(chunk)
+        item = position - starts[chunk]
+        return self._transformed(self.item_loader.load(opened, item), position, opened, item)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
