@@ -32,10 +32,14 @@ _VARS = ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES")
 
 
 @pytest.fixture(autouse=True)
-def _tracer_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test starts and ends with tracing off and none of the tracer's variables set."""
+def _tracer_off() -> Iterator[None]:
+    """Each test starts and ends with tracing off and none of the tracer's variables set.
+
+    No monkeypatch here: a test's own ``monkeypatch.setenv`` is undone before this teardown runs
+    (this fixture is set up first), so the values it would restore do not outlive the test.
+    """
     for var in _VARS:
-        monkeypatch.delenv(var, raising=False)
+        os.environ.pop(var, None)
     enable_tracer("off")
     yield
     for var in _VARS:
