@@ -42,9 +42,11 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "container-full-uri": ("container-full", ("w0", "fork", "optimize", "raw")),
     "container-full-uri-no-token": ("container-open", ("w0", "fork", "raw")),
     "static-profile": ("static", ("w0", "fork", "optimize", "raw")),
+    "credential-process-profile": ("static", ("w0", "fork", "raw")),
 }
 STATIC = ("AKIASTATICPROFILE001", "static-profile-secret")
 BASE = ("AKIAROLESOURCE000001", "role-source-secret")
+PROCESS = ("AKIACREDPROCESS00001", "credential-process-secret")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,7 @@ def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
         bucket = s3_server.create_bucket()
         _seed(s3_server, bucket, folder / "seed")
         credentials.authority.register_static(*STATIC, services=("s3",))
+        credentials.authority.register_static(*PROCESS, services=("s3",))  # what the credential_process prints
         credentials.authority.register_static(*BASE, services=("sts",))  # may only assume the role
         yield {"stack": credentials, "bucket": bucket, "folder": folder}
 
@@ -126,6 +129,10 @@ def _environment(source: str, credentials: CredentialStack, folder: Path) -> dic
         (home / "credentials").write_text(
             f"[default]\naws_access_key_id = {STATIC[0]}\naws_secret_access_key = {STATIC[1]}\n"
         )
+    elif source == "credential-process-profile":
+        keys = {"Version": 1, "AccessKeyId": PROCESS[0], "SecretAccessKey": PROCESS[1]}
+        (home / "process.py").write_text(f"print({json.dumps(json.dumps(keys))})\n")
+        (home / "config").write_text(f"[default]\ncredential_process = {sys.executable} {home / 'process.py'}\n")
     elif source == "assume-role-profile":
         (home / "config").write_text(
             f"[profile train]\nrole_arn = {ROLE_ARN}\nsource_profile = base\n\n"
