@@ -8,8 +8,9 @@ helper process, an optimize worker writing locally) does not import numpy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
 
 # public name -> the submodule defining it (loaded on first use: PEP 562)
 _EXPORTS: dict[str, str] = {
@@ -211,15 +212,4 @@ __all__ = [
     "write_json_atomic",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'litdata_format' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)

@@ -10,8 +10,9 @@ import asyncio, the cache or the prefetcher.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
 
 # public name -> the submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -151,15 +152,4 @@ __all__ = [
     "tracer_config",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'litdata_io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)

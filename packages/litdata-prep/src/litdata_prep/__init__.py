@@ -10,8 +10,9 @@ Names load their module on first use (PEP 562): a spawned worker imports only wh
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
 
 __version__ = "0.1.0"
 
@@ -52,15 +53,4 @@ __all__ = [
     "walk",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'litdata_prep' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
