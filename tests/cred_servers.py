@@ -4,8 +4,11 @@
 
 - the EC2 instance-metadata service, IMDSv2 only (``PUT /latest/api/token``, then
   ``GET /latest/meta-data/iam/security-credentials/`` and ``.../<role>`` with the session token);
-- the ECS/EKS container-credentials endpoint (``GET /container/...``; under ``/container/full/``
-  the ``Authorization`` header must carry the token file's text, as EKS Pod Identity checks);
+- the ECS/EKS container-credentials endpoint (``GET /container/<kind>/...``, the keys' source is
+  ``container-<kind>``; under ``/container/full/`` the ``Authorization`` header must carry the token
+  file's text, as EKS Pod Identity checks);
+- the SSO portal's ``GetRoleCredentials`` (``GET /federation/credentials?role_name=..&account_id=..``
+  with the cached SSO access token in ``x-amz-sso_bearer_token``), what boto3 asks for an SSO profile;
 - the GCE metadata server's token endpoint (``GET /computeMetadata/v1/instance/service-accounts/
   default/token`` with ``Metadata-Flavor: Google``), for GCS;
 - STS (``POST /sts/``): ``AssumeRoleWithWebIdentity`` with the token file's text, and
@@ -49,6 +52,8 @@ __all__ = ["Authority", "BearerChecker", "CredentialServer", "Issued", "SigningC
 
 ROLE = "litdata-node-role"
 ROLE_ARN = "arn:aws:iam::123456789012:role/litdata-node-role"
+ACCOUNT = "123456789012"
+SSO_ROLE = "litdata-reader"
 MIN_TTL = 300.0  # obstore (object_store's TokenCache) refreshes a credential with less left than this
 
 
@@ -269,10 +274,25 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/container/full/") and self.headers.get("authorization") != server.container_token:
                 self._answer(403, "the Authorization header is not the container token")
                 return
-            source = "container-full" if path.startswith("/container/full/") else "container-open"
+            source = "container-" + path.split("/")[2]
             self._answer(200, json.dumps(server.authority.issue(source).document()), "application/json")
+        elif path == "/federation/credentials":
+            self._sso_role_credentials()
         else:
             self._answer(404, "not here")
+
+    def _sso_role_credentials(self) -> None:
+        query = dict(parse_qsl(urlsplit(self.path).query))
+        if self.headers.get("x-amz-sso_bearer_token") != self.stand_in.sso_token:
+            self._answer(401, json.dumps({"message": "Session token not found or invalid"}), "application/json")
+        elif (query.get("role_name"), query.get("account_id")) != (SSO_ROLE, ACCOUNT):
+            self._answer(403, json.dumps({"message": "No access"}), "application/json")
+        else:
+            issued = self.stand_in.authority.issue("sso")
+            expires_ms = int((time.time() + issued.lifetime) * 1000)
+            keys = {"accessKeyId": issued.access_key, "secretAccessKey": issued.secret_key}
+            answer = {"roleCredentials": {**keys, "sessionToken": issued.token, "expiration": expires_ms}}
+            self._answer(200, json.dumps(answer), "application/json")
 
     def do_POST(self) -> None:
         server = self.stand_in
@@ -327,6 +347,7 @@ class _Server(ThreadingHTTPServer):
         self.imds_tokens: set[str] = set()
         self.container_token = "container-" + secrets.token_hex(8)
         self.web_identity_token = "jwt-" + secrets.token_hex(16)
+        self.sso_token = "sso-" + secrets.token_hex(16)
 
 
 class CredentialServer:
@@ -357,6 +378,11 @@ class CredentialServer:
         """What the web-identity token file must hold."""
         return self._server.web_identity_token
 
+    @property
+    def sso_token(self) -> str:
+        """The SSO access token the portal accepts (what ``aws sso login`` would have cached)."""
+        return self._server.sso_token
+
     def __enter__(self) -> CredentialServer:
         self._thread.start()
         return self
@@ -368,16 +394,30 @@ class CredentialServer:
 
 
 class SigningChecker(FaultProxy):
-    """A proxy in front of the S3 server that forwards only requests signed by a valid issued key."""
+    """A proxy in front of the S3 server that forwards only requests signed by a valid issued key.
 
-    def __init__(self, upstream: str, authority: Authority) -> None:
+    Args:
+        upstream: the S3 server.
+        authority: whose keys are accepted.
+        tls: serve HTTPS with this context (a bucket behind a private CA).
+    """
+
+    def __init__(self, upstream: str, authority: Authority, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(upstream)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self._scheme = "https" if tls else "http"
 
         def gate(method: str, path: str, headers: Mapping[str, str]) -> int | None:
             url = f"http://{headers.get('host') or headers.get('Host')}{path}"
             return None if authority.verify(method, url, headers, "s3") == "ok" else 403
 
         self.set_gate(gate)
+
+    @property
+    def endpoint(self) -> str:
+        """The S3 endpoint: ``http(s)://127.0.0.1:<port>``."""
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
 
 def _certificate(subject: str, key: Any, issuer: tuple[str, Any] | None) -> Any:
@@ -445,6 +485,7 @@ class CredentialStack:
         tls_credentials: the same over HTTPS (for obstore's web identity, which insists on HTTPS).
         ca_file: the PEM certificate ``tls_credentials`` presents, to trust (``SSL_CERT_FILE``).
         checker: the signing checker in front of the S3 server; its ``endpoint`` is the S3 endpoint.
+        tls_checker: the same over HTTPS, with a certificate from the CA in ``ca_file``.
     """
 
     authority: Authority
@@ -452,6 +493,7 @@ class CredentialStack:
     tls_credentials: CredentialServer
     ca_file: Path
     checker: SigningChecker
+    tls_checker: SigningChecker
 
 
 @contextmanager
@@ -464,7 +506,8 @@ def start_credential_stack(s3_endpoint: str, folder: Path) -> Iterator[Credentia
     """
     authority = Authority()
     tls, ca_file = _tls_context(folder)
-    checker = SigningChecker(s3_endpoint, authority)
-    with CredentialServer(authority) as credentials, CredentialServer(authority, tls) as tls_credentials, checker:
+    checker, tls_checker = SigningChecker(s3_endpoint, authority), SigningChecker(s3_endpoint, authority, tls)
+    with CredentialServer(authority) as credentials, CredentialServer(authority, tls) as tls_credentials:
         tls_credentials._server.web_identity_token = credentials.web_identity_token
-        yield CredentialStack(authority, credentials, tls_credentials, ca_file, checker)
+        with checker, tls_checker:
+            yield CredentialStack(authority, credentials, tls_credentials, ca_file, checker, tls_checker)

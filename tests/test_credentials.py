@@ -3,10 +3,14 @@
 Each source gets one fresh driver process (``tests/cred_driver.py``) whose environment holds that
 source and no keys; the driver streams with ``num_workers=0``, with 2 workers under fork (the
 default), spawn and forkserver, optimizes into the bucket with 2 workers and reads
-``StreamingRawDataset`` with 2 workers. The S3 endpoint it is given is the signing checker
+``StreamingRawDataset`` with 2 workers. One driver runs every phase of its source, so a source
+costs one interpreter start plus its workers. The S3 endpoint it is given is the signing checker
 (``tests/cred_servers.py``), which forwards to moto only what a key from the expected source
-signed, and counts everything else. The relative container URI is not tested: its host is fixed at
-169.254.170.2 by the AWS spec (and by obstore and botocore), which is not loopback.
+signed, and counts everything else.
+
+The relative container URI's host is fixed at ``169.254.170.2:80`` (by the AWS spec, obstore and
+botocore): its driver runs in a network namespace of its own (``tests/netns.py``, ``unshare -rn``)
+whose loopback has that address, bridged to the stand-in outside through a Unix socket.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +28,16 @@ import pytest
 
 from tests import servers_extra
 from tests.cred_driver import N
-from tests.cred_servers import MIN_TTL, ROLE_ARN, BearerChecker, CredentialStack, start_credential_stack
+from tests.cred_servers import (
+    ACCOUNT,
+    MIN_TTL,
+    ROLE_ARN,
+    SSO_ROLE,
+    BearerChecker,
+    CredentialStack,
+    start_credential_stack,
+)
+from tests.netns import Bridge, command_in_namespace
 from tests.servers import S3Server
 from tests.servers_extra import FakeGcsServer
 
@@ -32,18 +46,22 @@ fake_gcs = servers_extra.fake_gcs  # the session fixture, bound here so pytest f
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
-# Spawn and forkserver workers differ from fork only in how they start: two sources cover them
-# (obstore's own refreshing chain, and boto3's), the others run the cheap phases.
-SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    # source: (who issues the keys S3 requests must be signed with, phases)
-    "imds": ("imds", ALL),
-    "assume-role-profile": ("assume-role", ALL),
-    "web-identity": ("web-identity", ("w0", "fork", "optimize", "raw")),
-    "container-full-uri": ("container-full", ("w0", "fork", "optimize", "raw")),
-    "container-full-uri-no-token": ("container-open", ("w0", "fork", "raw")),
-    "static-profile": ("static", ("w0", "fork", "optimize", "raw")),
-    "credential-process-profile": ("static", ("w0", "fork", "raw")),
+SOURCES: dict[str, str] = {
+    # source: who issues the keys S3 requests must be signed with
+    "imds": "imds",
+    "assume-role-profile": "assume-role",
+    "web-identity": "web-identity",
+    "container-full-uri": "container-full",
+    "container-full-uri-no-token": "container-open",
+    "container-relative-uri": "container-relative",
+    "static-profile": "static",
+    "credential-process-profile": "static",
+    "sso-session-profile": "sso",
+    "sso-legacy-profile": "sso",
+    "ca-bundle-profile": "static",  # the bucket behind a private CA, trusted through the profile's ca_bundle
 }
+CONTAINER_HOST = "169.254.170.2"  # the relative URI's fixed host (port 80)
+SSO_START_URL = "https://litdata-test.awsapps.com/start"
 STATIC = ("AKIASTATICPROFILE001", "static-profile-secret")
 BASE = ("AKIAROLESOURCE000001", "role-source-secret")
 PROCESS = ("AKIACREDPROCESS00001", "credential-process-secret")
@@ -106,7 +124,17 @@ def _environment(source: str, credentials: CredentialStack, folder: Path) -> dic
         AWS_EC2_METADATA_DISABLED="true",  # a source that fails must not reach for a real 169.254.169.254
     )
     token_file = home / "token"
-    if source == "imds":
+    if source == "ca-bundle-profile":
+        env["AWS_ENDPOINT_URL"] = credentials.tls_checker.endpoint
+        (home / "credentials").write_text(
+            f"[default]\naws_access_key_id = {STATIC[0]}\naws_secret_access_key = {STATIC[1]}\n"
+        )
+        (home / "config").write_text(f"[default]\nca_bundle = {credentials.ca_file}\n")
+    elif source.startswith("sso-"):
+        _sso_profile(env, home, credentials, legacy=source == "sso-legacy-profile")
+    elif source == "container-relative-uri":
+        env["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/container/relative/v2/credentials"
+    elif source == "imds":
         del env["AWS_EC2_METADATA_DISABLED"]
         env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server
     elif source == "web-identity":
@@ -115,7 +143,7 @@ def _environment(source: str, credentials: CredentialStack, folder: Path) -> dic
             AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file),
             AWS_ROLE_ARN=ROLE_ARN,
             AWS_ENDPOINT_URL_STS=credentials.tls_credentials.endpoint + "/sts/",
-            SSL_CERT_FILE=str(credentials.ca_file),  # obstore calls STS over HTTPS only
+            AWS_CA_BUNDLE=str(credentials.ca_file),  # obstore calls STS over HTTPS only: behind a private CA here
         )
     elif source == "container-full-uri":
         token_file.write_text(credentials.credentials.container_token)
@@ -142,9 +170,52 @@ def _environment(source: str, credentials: CredentialStack, folder: Path) -> dic
     return env
 
 
-def _run_driver(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+def _sso_profile(env: dict[str, str], home: Path, credentials: CredentialStack, *, legacy: bool) -> None:
+    """An SSO profile as ``aws configure sso`` writes it, and the token ``aws sso login`` caches.
+
+    The sso-session form keys the cached token by the session's name, the legacy form by the start URL.
+    """
+    import hashlib
+
+    role = f"sso_account_id = {ACCOUNT}\nsso_role_name = {SSO_ROLE}\n"
+    if legacy:
+        config = f"[profile train]\nsso_start_url = {SSO_START_URL}\nsso_region = us-east-1\n{role}"
+        cache_key = SSO_START_URL
+    else:
+        config = (
+            f"[profile train]\nsso_session = corp\n{role}\n"
+            f"[sso-session corp]\nsso_start_url = {SSO_START_URL}\nsso_region = us-east-1\n"
+        )
+        cache_key = "corp"
+    (home / "config").write_text(config)
+    cache = home / ".aws" / "sso" / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    token = {
+        "startUrl": SSO_START_URL,
+        "region": "us-east-1",
+        "accessToken": credentials.credentials.sso_token,
+        "expiresAt": "2099-01-01T00:00:00Z",  # valid: boto3 has nothing to refresh through SSO-OIDC
+    }
+    (cache / f"{hashlib.sha1(cache_key.encode()).hexdigest()}.json").write_text(json.dumps(token))
+    env.update(AWS_PROFILE="train", AWS_ENDPOINT_URL_SSO=credentials.credentials.endpoint)
+
+
+def _run_driver(spec: dict[str, Any], env: dict[str, str], namespace: dict[str, int] | None = None) -> dict[str, Any]:
+    """Run the driver (in a network namespace whose ``host:port`` listeners lead to these local ports)."""
+    command = [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)]
+    if namespace is None:
+        return _run(spec, command, env)
+    with (
+        tempfile.TemporaryDirectory(prefix="ns-") as folder,
+        Bridge(Path(folder), sorted(set(namespace.values()))) as bridge,
+    ):
+        addresses = sorted({inside.rsplit(":", 1)[0] for inside in namespace} - {"127.0.0.1"})
+        return _run(spec, command_in_namespace(bridge, namespace, command, addresses), env)
+
+
+def _run(spec: dict[str, Any], command: list[str], env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)],
+        command,
         check=False,  # the assertion below shows the driver's stderr
         cwd=ROOT,
         env=env,
@@ -171,7 +242,15 @@ def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[
         "cache": str(folder / f"cache-{source}"),
         "marks": credentials.credentials.endpoint,
     }
-    return _run_driver(spec, _environment(source, credentials, folder))
+    namespace = None
+    if source == "container-relative-uri":
+        ports = [_port(credentials.checker.endpoint), _port(credentials.credentials.endpoint)]
+        namespace = {f"127.0.0.1:{port}": port for port in ports} | {f"{CONTAINER_HOST}:80": ports[1]}
+    return _run_driver(spec, _environment(source, credentials, folder), namespace)
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1].rstrip("/"))
 
 
 @pytest.fixture(scope="module")
@@ -181,22 +260,20 @@ def drive(stack: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
 
     def run(source: str) -> dict[str, Any]:
         if source not in results:
-            results[source] = _drive(stack, source, SOURCES[source][1])
+            results[source] = _drive(stack, source, ALL)
         return results[source]
 
     return run
 
 
-@pytest.mark.parametrize(
-    ("source", "phase"), [(source, phase) for source, (_, phases) in SOURCES.items() for phase in phases]
-)
+@pytest.mark.parametrize(("source", "phase"), [(source, phase) for source in SOURCES for phase in ALL])
 def test_source_in_every_process(
     stack: dict[str, Any], drive: Callable[[str], dict[str, Any]], source: str, phase: str
 ) -> None:
     result = drive(source)[phase]
     assert result["error"] is None, result["error"]
     assert sorted(result["samples"]) == list(range(N))  # every sample, once
-    issuer = SOURCES[source][0]
+    issuer = SOURCES[source]
     issued, verdicts = stack["stack"].authority.counts(f"{source}/{phase}")
     refused = {verdict: n for verdict, n in verdicts.items() if not verdict.startswith("ok")}
     assert refused == {}, [entry for entry in stack["stack"].authority.refusals if entry[0] == f"{source}/{phase}"]
@@ -205,7 +282,7 @@ def test_source_in_every_process(
 
 
 def test_source_hands_out_keys(stack: dict[str, Any], drive: Callable[[str], dict[str, Any]]) -> None:
-    for source, (issuer, _) in SOURCES.items():
+    for source, issuer in SOURCES.items():
         drive(source)
         issued, _ = stack["stack"].authority.counts(f"{source}/")
         assert issued == ({} if issuer == "static" else {issuer: issued.get(issuer, 0)})

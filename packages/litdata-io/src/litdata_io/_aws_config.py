@@ -20,6 +20,9 @@ keys read from a file never travel in a pickle):
 7. EC2 instance metadata, IMDSv2 (obstore), at ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (mapped to
    obstore's ``metadata_endpoint``) unless ``AWS_EC2_METADATA_DISABLED=true``, in which case finding
    nothing is an error rather than an unsigned request.
+
+A private CA (:func:`ca_bundle`): boto3's ``verify="/path/ca.pem"``, else ``AWS_CA_BUNDLE``, else
+the profile's ``ca_bundle``, is added to the roots obstore trusts (its ``root_certificate``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 from litdata_io._options import BackendOptions
 
-__all__ = ["endpoint_of", "read_profile", "s3_client_config"]
+__all__ = ["ca_bundle", "endpoint_of", "read_profile", "s3_client_config"]
 
 _ENV_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 # profile settings that get credentials from somewhere else (boto3 resolves them)
@@ -103,7 +106,7 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
     if "sts_endpoint" in config:  # the name obstore documents; the one it accepts is the SDK's
         config["aws_endpoint_url_sts"] = config.pop("sts_endpoint")
     explicit = options.profile
-    name = explicit or environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
+    name = _profile_name(options, environ)
     profile = read_profile(name, environ)
     if explicit is not None and profile is None:
         raise ValueError(
@@ -152,6 +155,42 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         elif environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "").lower() == "ipv6":
             config["metadata_endpoint"] = _IMDS_IPV6
     return config, None
+
+
+def ca_bundle(options: BackendOptions, environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The PEM certificates S3 connections trust besides the system roots, or None.
+
+    boto3's order: ``verify="/path/ca.pem"`` in ``storage_options``, else ``AWS_CA_BUNDLE``, else the
+    profile's ``ca_bundle``. The file is read in the process that connects.
+
+    Args:
+        options: the normalized ``storage_options``.
+        environ: the environment (``os.environ`` by default).
+
+    Raises:
+        ValueError: the named file cannot be read.
+    """
+    environ = os.environ if environ is None else environ
+    if options.client.get("ca_bundle"):
+        path, where = str(options.client["ca_bundle"]), "storage_options['verify']"
+    elif environ.get("AWS_CA_BUNDLE"):
+        path, where = environ["AWS_CA_BUNDLE"], "AWS_CA_BUNDLE"
+    else:
+        name = _profile_name(options, environ)
+        path, where = (read_profile(name, environ) or {}).get("ca_bundle", ""), f"ca_bundle of AWS profile {name!r}"
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise ValueError(
+            f"{where} names the CA bundle {path}, which cannot be read ({exc.strerror}); "
+            "point it at a PEM file with the certificates to trust, or unset it"
+        ) from None
+
+
+def _profile_name(options: BackendOptions, environ: Mapping[str, str]) -> str:
+    return options.profile or environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
 
 
 def _settings_from_profile(config: dict[str, Any], profile: Mapping[str, str], environ: Mapping[str, str]) -> None:

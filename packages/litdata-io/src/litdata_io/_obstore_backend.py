@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from litdata_format import atomic_file
 from litdata_io import _process
-from litdata_io._aws_config import endpoint_of, s3_client_config
+from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
@@ -156,6 +156,10 @@ class ObstoreStorage(Storage):
             config, provider = s3_client_config(self.options)
             endpoint = endpoint_of(config) or ""
             client = self._client_options(endpoint.startswith("http://"))
+            client.pop("ca_bundle", None)  # a path; obstore takes the certificates
+            roots = ca_bundle(self.options)
+            if roots is not None:
+                client["root_certificate"] = roots
             return stores.S3Store(
                 self._bucket,
                 prefix=prefix,

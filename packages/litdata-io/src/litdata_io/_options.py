@@ -243,6 +243,8 @@ def _s3(builder: _Builder, options: Mapping[str, Any], io: dict[str, Any], *, se
             _s3(builder, value, io)
         elif lowered in ("verify",) and value is False:
             builder.out.client["allow_invalid_certificates"] = True
+        elif lowered == "verify" and isinstance(value, (str, os.PathLike)):
+            builder.out.client["ca_bundle"] = os.fspath(value)  # read in each process (_aws_config.ca_bundle)
         elif lowered in ("aws_account_id", "use_ssl", "botocore_session", "verify"):
             continue  # boto3 knobs with no obstore meaning (the endpoint's scheme says http or https)
         elif lowered in _S3_PASSTHROUGH:
