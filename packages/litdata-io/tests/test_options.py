@@ -12,7 +12,7 @@ import botocore.config
 import pytest
 
 from litdata_io import Secret, get_storage
-from litdata_io._aws_config import read_profile, s3_client_config
+from litdata_io._aws_config import ca_bundle, read_profile, s3_client_config
 from litdata_io._options import normalize_options, parse_connection_string
 
 KEY, SECRET, TOKEN = "AKIAEXAMPLEKEY", "example/secret+value", "example-session-token"
@@ -283,6 +283,24 @@ def test_instance_metadata_settings(aws_files: Path, monkeypatch: pytest.MonkeyP
 def test_sts_endpoint_option_reaches_obstore_under_its_accepted_name(aws_files: Path) -> None:
     config, _ = s3_client_config(normalize_options("s3", {"sts_endpoint": "https://sts.example"}))
     assert config["aws_endpoint_url_sts"] == "https://sts.example" and "sts_endpoint" not in config
+
+
+def test_ca_bundle_in_boto3_order(aws_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify=path > AWS_CA_BUNDLE > the profile's ca_bundle; each file read when the client is built."""
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    for name in ("given", "env", "profile"):
+        (aws_files / f"{name}.pem").write_text(f"-----{name}-----\n")
+    with (aws_files / "config").open("a") as config:
+        config.write(f"\n[profile ca]\nca_bundle = {aws_files / 'profile.pem'}\n")
+    assert ca_bundle(normalize_options("s3", {})) is None
+    assert ca_bundle(normalize_options("s3", None, {"profile_name": "ca"})) == b"-----profile-----\n"
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(aws_files / "env.pem"))
+    assert ca_bundle(normalize_options("s3", None, {"profile_name": "ca"})) == b"-----env-----\n"
+    given = normalize_options("s3", {"verify": str(aws_files / "given.pem")})
+    assert given.client == {"ca_bundle": str(aws_files / "given.pem")} and ca_bundle(given) == b"-----given-----\n"
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(aws_files / "missing.pem"))
+    with pytest.raises(ValueError, match="AWS_CA_BUNDLE names the CA bundle .*missing.pem, which cannot be read"):
+        ca_bundle(normalize_options("s3", {}))
 
 
 def test_profile_errors(aws_files: Path) -> None:
