@@ -12,13 +12,20 @@
 - the GCE metadata server's token endpoint (``GET /computeMetadata/v1/instance/service-accounts/
   default/token`` with ``Metadata-Flavor: Google``), for GCS;
 - STS (``POST /sts/``): ``AssumeRoleWithWebIdentity`` with the token file's text, and
-  ``AssumeRole`` signed (SigV4) with keys of a registered source profile.
+  ``AssumeRole`` signed (SigV4) with keys of a registered source profile;
+- Google's OAuth token endpoint for an authorized-user (ADC) file (``POST /o/oauth2/token``,
+  ``grant_type=refresh_token``), as at ``https://accounts.google.com``;
+- Microsoft Entra's token endpoint for a client secret (``POST /<tenant>/oauth2/v2.0/token``) and
+  the managed-identity endpoint (``GET /msi/token`` with ``metadata: true`` and, as App Service
+  sends it, ``x-identity-header``).
 
 Each answer is a fresh key pair from the shared :class:`Authority`, which remembers every key it
 handed out and how long it stays valid. :class:`SigningChecker` sits in front of moto's S3 (moto
 checks no signatures) and forwards only requests signed, per SigV4 as botocore's signer computes
 it, by a key the authority handed out and still valid; it answers the others 403 and counts them.
-:class:`BearerChecker` does the same for GCS bearer tokens in front of fake-gcs-server.
+:class:`BearerChecker` does the same for bearer tokens in front of fake-gcs-server and Azurite: a
+token the authority issued, or a JWT a registered service-account key signed (RS256), as GCS
+accepts from a service account (obstore signs its own tokens with the key file's key).
 
 Expiry. A credential advertises ``Expiration = now + lifetime``. Clients refresh a credential when
 less than a minimum lifetime is left (obstore: 300 s, its ``TokenCache`` min TTL; botocore: 10-15
@@ -48,12 +55,23 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tests.fault_proxy import FaultProxy
 
-__all__ = ["Authority", "BearerChecker", "CredentialServer", "Issued", "SigningChecker", "start_credential_stack"]
+__all__ = [
+    "Authority",
+    "BearerChecker",
+    "CredentialServer",
+    "Issued",
+    "SigningChecker",
+    "start_credential_stack",
+    "tls_context",
+]
 
 ROLE = "litdata-node-role"
 ROLE_ARN = "arn:aws:iam::123456789012:role/litdata-node-role"
 ACCOUNT = "123456789012"
 SSO_ROLE = "litdata-reader"
+OAUTH_CLIENT = ("litdata-client-id", "litdata-client-secret")  # Entra app / Google OAuth client of the tests
+REFRESH_TOKEN = "litdata-refresh-token"  # what the authorized-user (ADC) file holds
+IDENTITY_HEADER = "litdata-identity-header"  # App Service's secret for its managed-identity endpoint
 MIN_TTL = 300.0  # obstore (object_store's TokenCache) refreshes a credential with less left than this
 
 
@@ -100,6 +118,7 @@ class Authority:
     issuances: Counter[tuple[str, str]] = field(default_factory=Counter)  # (mark, source)
     verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (mark, verdict)
     refusals: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # (mark, verdict, method, url, agent)
+    jwt_keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # key id: (client_email, public key)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _serial: Iterator[int] = field(default_factory=itertools.count)
 
@@ -139,20 +158,23 @@ class Authority:
                 self.refusals.append((self.mark, verdict, method, url, agent))
         return verdict
 
-    def verify_bearer(self, headers: Mapping[str, str]) -> str:
-        """``"ok"`` if the request carries ``Authorization: Bearer <a token issued and still valid>``."""
+    def verify_bearer(self, headers: Mapping[str, str], service: str) -> str:
+        """``"ok"`` if the request carries ``Authorization: Bearer <a valid token>``.
+
+        A valid token is one issued and still accepted, or a service account's self-signed JWT.
+        """
         auth = headers.get("authorization", headers.get("Authorization", ""))
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
         with self.lock:
-            found = next((i for i in self.issued.values() if auth == f"Bearer {i.token}"), None) if auth else None
-            if not auth.startswith("Bearer "):
-                verdict = "unsigned"
-            elif found is None:
-                verdict = "unknown token"
-            elif time.monotonic() > found.accepted_until:
-                verdict = "expired token"
+            found = next((i for i in self.issued.values() if token == i.token), None) if token else None
+            if token is None:
+                verdict, source = "unsigned", ""
+            elif found is not None:
+                alive = time.monotonic() <= found.accepted_until
+                verdict, source = ("ok" if alive else "expired token"), found.source
             else:
-                verdict = "ok"
-            self.verdicts[self.mark, verdict if verdict != "ok" else f"ok:gcs:{found.source if found else ''}"] += 1
+                verdict, source = _verify_jwt(token, self.jwt_keys), "service-account"
+            self.verdicts[self.mark, verdict if verdict != "ok" else f"ok:{service}:{source}"] += 1
             if verdict != "ok":
                 self.refusals.append((self.mark, verdict, "", "", ""))
         return verdict
@@ -177,6 +199,39 @@ class Authority:
         """Set how long the credentials issued from now on live, and are accepted."""
         with self.lock:
             self.lifetime, self.accept_for = lifetime, accept_for
+
+
+def _unbase64(text: str) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _verify_jwt(token: str, keys: Mapping[str, tuple[str, Any]]) -> str:
+    """``"ok"`` if ``token`` is a self-signed JWT (RS256) of a registered key, for GCS, unexpired."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    parts = token.split(".")
+    if len(parts) != 3:
+        return "unknown token"
+    try:
+        header, claims = json.loads(_unbase64(parts[0])), json.loads(_unbase64(parts[1]))
+    except ValueError:
+        return "unknown token"
+    if header.get("alg") != "RS256" or header.get("kid") not in keys:
+        return "unknown signing key"
+    email, public_key = keys[header["kid"]]
+    try:
+        public_key.verify(_unbase64(parts[2]), f"{parts[0]}.{parts[1]}".encode(), padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return "bad signature"
+    if claims.get("iss") != email or "https://www.googleapis.com/auth/cloud-platform" not in claims.get("scope", ""):
+        return "wrong issuer or scope"
+    if not claims.get("iat", 0) - 60 <= time.time() < claims.get("exp", 0):
+        return "expired token"
+    return "ok"
 
 
 def _verify(
@@ -278,6 +333,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, json.dumps(server.authority.issue(source).document()), "application/json")
         elif path == "/federation/credentials":
             self._sso_role_credentials()
+        elif path == "/msi/token":
+            if self.headers.get("metadata") != "true" or self.headers.get("x-identity-header") != IDENTITY_HEADER:
+                self._answer(400, json.dumps({"error": "invalid_request"}), "application/json")
+                return
+            issued = server.authority.issue("azure-msi")
+            answer = {"access_token": issued.token, "expires_on": str(int(time.time() + issued.lifetime))}
+            self._answer(200, json.dumps(answer), "application/json")
         else:
             self._answer(404, "not here")
 
@@ -294,12 +356,32 @@ class _Handler(BaseHTTPRequestHandler):
             answer = {"roleCredentials": {**keys, "sessionToken": issued.token, "expiration": expires_ms}}
             self._answer(200, json.dumps(answer), "application/json")
 
+    def _oauth_token(self, form: Mapping[str, str]) -> None:
+        """Entra's client-credentials grant, or Google's refresh-token grant (authorized user)."""
+        client = (form.get("client_id"), form.get("client_secret"))
+        if self.path.endswith("/oauth2/v2.0/token"):
+            known = form.get("grant_type") == "client_credentials" and client == OAUTH_CLIENT
+            source = "azure-client-secret"
+        else:
+            refresh = (form.get("grant_type"), form.get("refresh_token"))
+            known = client == OAUTH_CLIENT and refresh == ("refresh_token", REFRESH_TOKEN)
+            source = "gcs-user"
+        if not known:
+            self._answer(401, json.dumps({"error": "invalid_client"}), "application/json")
+            return
+        issued = self.stand_in.authority.issue(source)
+        answer = {"access_token": issued.token, "expires_in": int(issued.lifetime), "token_type": "Bearer"}
+        self._answer(200, json.dumps(answer), "application/json")
+
     def do_POST(self) -> None:
         server = self.stand_in
         body = self._read_body()
         params = dict(parse_qsl(urlsplit(self.path).query))
         params.update(parse_qsl(body.decode()))
         action = params.get("Action")
+        if self.path.endswith(("/oauth2/v2.0/token", "/o/oauth2/token")):
+            self._oauth_token(params)
+            return
         if action == "AssumeRoleWithWebIdentity":
             if params.get("WebIdentityToken") != server.web_identity_token:
                 self._answer(400, _sts_error("InvalidIdentityToken", "the web identity token is not the one issued"))
@@ -441,12 +523,14 @@ def _certificate(subject: str, key: Any, issuer: tuple[str, Any] | None) -> Any:
         .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
     )
     if issuer is not None:
-        san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        # accounts.google.com: the fixed token URL of an authorized-user file, reached in a namespace
+        names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("accounts.google.com")]
+        san = x509.SubjectAlternativeName(names)
         builder = builder.add_extension(san, critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def _tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
+def tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
     """A TLS context for 127.0.0.1 (a certificate from a fresh test CA), and the CA's PEM file to trust."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -466,12 +550,22 @@ def _tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
 
 
 class BearerChecker(FaultProxy):
-    """A proxy in front of the GCS emulator that forwards only requests with a valid issued bearer token."""
+    """A proxy in front of an emulator that forwards only requests with a valid bearer token.
 
-    def __init__(self, upstream: str, authority: Authority) -> None:
+    Args:
+        upstream: the emulator.
+        authority: whose tokens are accepted.
+        service: the name verdicts are counted under (``ok:<service>:<source>``).
+        drop_authorization: forward without the ``Authorization`` header (Azurite refuses a bearer
+            token over HTTP; behind this proxy it serves a public container).
+    """
+
+    def __init__(self, upstream: str, authority: Authority, service: str, drop_authorization: bool = False) -> None:
         super().__init__(upstream)
         self.set_gate(
-            lambda method, path, headers: None if authority.verify_bearer(headers) == "ok" else 401, rewrite_host=True
+            lambda method, path, headers: None if authority.verify_bearer(headers, service) == "ok" else 401,
+            rewrite_host=True,
+            drop_authorization=drop_authorization,
         )
 
 
@@ -505,7 +599,7 @@ def start_credential_stack(s3_endpoint: str, folder: Path) -> Iterator[Credentia
         folder: where the TLS certificate is written.
     """
     authority = Authority()
-    tls, ca_file = _tls_context(folder)
+    tls, ca_file = tls_context(folder)
     checker, tls_checker = SigningChecker(s3_endpoint, authority), SigningChecker(s3_endpoint, authority, tls)
     with CredentialServer(authority) as credentials, CredentialServer(authority, tls) as tls_credentials:
         tls_credentials._server.web_identity_token = credentials.web_identity_token

@@ -108,6 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
             if self.proxy.rewrite_host:  # servers that read the bucket from the Host header (fake-gcs-server)
                 headers = {k: v for k, v in headers.items() if k.lower() != "host"}
                 headers["Host"] = f"{self.proxy.upstream_host}:{self.proxy.upstream_port}"
+            if self.proxy.drop_authorization:
+                headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             if body or self.command in ("PUT", "POST"):
                 headers["Content-Length"] = str(len(body))
             upstream.request(self.command, self.path, body=body or None, headers=headers)
@@ -194,6 +196,7 @@ class _Server(ThreadingHTTPServer):
         self.faults: list[Fault] = []
         self.gate: Gate | None = None
         self.rewrite_host = False
+        self.drop_authorization = False
         self.log: list[tuple[str, str, str]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -248,16 +251,18 @@ class FaultProxy:
         with self._server.lock:
             self._server.faults.append(Fault(action, method, path_contains, times, stall, skip))
 
-    def set_gate(self, gate: Gate | None, rewrite_host: bool = False) -> None:
+    def set_gate(self, gate: Gate | None, rewrite_host: bool = False, drop_authorization: bool = False) -> None:
         """Refuse requests ``gate(method, path, headers)`` answers a status for (logged as that status).
 
         Args:
             gate: the check, or None to forward everything.
             rewrite_host: send the upstream's address as ``Host`` (the client's names the proxy).
+            drop_authorization: forward without the ``Authorization`` header (the gate checked it).
         """
         with self._server.lock:
             self._server.gate = gate
             self._server.rewrite_host = rewrite_host
+            self._server.drop_authorization = drop_authorization
 
     def requests(self, method: str | None = None, path_contains: str | None = None) -> list[tuple[str, str, str]]:
         """The logged ``(method, path, action)`` of the requests seen so far, optionally filtered."""

@@ -11,8 +11,10 @@ cross network namespaces:
 - inside, ``python -m tests.netns SPEC -- COMMAND...`` listens on each ``host:port`` the spec names,
   relays every connection to its socket file, runs COMMAND and exits with its status.
 
-Inside, ``127.0.0.1:<port>`` is bridged to the same port outside, so URLs need no rewriting. No
-packet leaves a loopback interface.
+Inside, ``127.0.0.1:<port>`` is bridged to the same port outside, so URLs need no rewriting. A
+fixed host name (Google's ``accounts.google.com`` token URL) is pointed at 127.0.0.1 by
+bind-mounting a hosts file over ``/etc/hosts`` in a mount namespace of the same process. No packet
+leaves a loopback interface.
 """
 
 from __future__ import annotations
@@ -103,7 +105,11 @@ class Bridge:
 
 
 def command_in_namespace(
-    bridge: Bridge, listen: Mapping[str, int], command: Sequence[str], addresses: Sequence[str] = ()
+    bridge: Bridge,
+    listen: Mapping[str, int],
+    command: Sequence[str],
+    addresses: Sequence[str] = (),
+    hosts: Sequence[str] = (),
 ) -> list[str]:
     """The argv that runs ``command`` in a new network namespace, reaching ``bridge``'s ports.
 
@@ -112,6 +118,7 @@ def command_in_namespace(
         listen: ``"host:port"`` inside -> the 127.0.0.1 port outside it leads to.
         command: what to run inside.
         addresses: extra addresses to give the namespace's loopback (e.g. ``169.254.170.2``).
+        hosts: host names that resolve to 127.0.0.1 inside.
 
     Raises:
         RuntimeError: ``unshare`` or ``ip`` is not installed.
@@ -121,8 +128,14 @@ def command_in_namespace(
             raise RuntimeError(f"{tool} is not installed (util-linux / iproute2); the namespace tests need it")
     spec = {inside: bridge.socket_for(port) for inside, port in listen.items()}
     setup = "ip link set lo up" + "".join(f" && ip addr add {address}/32 dev lo" for address in addresses)
+    unshare = ["unshare", "--user", "--map-root-user", "--net"]
+    if hosts:
+        hosts_file = bridge.folder / "hosts"
+        hosts_file.write_text("127.0.0.1 localhost " + " ".join(hosts) + "\n")
+        setup += f" && mount --bind {hosts_file} /etc/hosts"
+        unshare.append("--mount")
     inner = [sys.executable, "-m", "tests.netns", json.dumps(spec), "--", *command]
-    return ["unshare", "--user", "--map-root-user", "--net", "sh", "-c", f'{setup} && exec "$@"', "sh", *inner]
+    return [*unshare, "sh", "-c", f'{setup} && exec "$@"', "sh", *inner]
 
 
 def _main(argv: Sequence[str]) -> int:

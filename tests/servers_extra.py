@@ -211,21 +211,25 @@ class AzuriteServer:
             "client_options": {"allow_http": True},
         }
 
-    def create_container(self, name: str | None = None) -> str:
+    def create_container(self, name: str | None = None, public: bool = False) -> str:
         """Create a container (idempotent; a fresh unique name by default) and return its name.
 
         obstore cannot create containers, so this is a SharedKey-signed ``PUT ?restype=container``.
+        ``public``: anyone may list and read it (``x-ms-blob-public-access: container``).
         """
         name = name or f"container{os.getpid()}x{next(_names)}"
-        status, body = self.request("PUT", f"/{name}?restype=container")
+        access = {"x-ms-blob-public-access": "container"} if public else {}
+        status, body = self.request("PUT", f"/{name}?restype=container", headers=access)
         if status not in (201, 409):
             raise RuntimeError(f"creating container {name!r} failed: HTTP {status}: {body[:500]!r}")
         return name
 
-    def request(self, method: str, path_and_query: str, body: bytes = b"") -> tuple[int, bytes]:
+    def request(
+        self, method: str, path_and_query: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
         """A SharedKey-signed request to the account; ``path_and_query`` starts after the account."""
         url = f"{self.endpoint}{path_and_query}"
-        headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": AZURE_API_VERSION}
+        headers = {**(headers or {}), "x-ms-date": formatdate(usegmt=True), "x-ms-version": AZURE_API_VERSION}
         if method in ("PUT", "POST"):
             # urllib would add a form content type on its own; set (and sign) a neutral one.
             headers["Content-Type"] = "application/octet-stream"

@@ -16,35 +16,27 @@ whose loopback has that address, bridged to the stand-in outside through a Unix 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import servers_extra
 from tests.cred_driver import N
+from tests.cred_harness import clean_environment, objects, port_of, run_driver
 from tests.cred_servers import (
     ACCOUNT,
     MIN_TTL,
     ROLE_ARN,
     SSO_ROLE,
-    BearerChecker,
     CredentialStack,
     start_credential_stack,
 )
-from tests.netns import Bridge, command_in_namespace
 from tests.servers import S3Server
-from tests.servers_extra import FakeGcsServer
 
 pytestmark = pytest.mark.cloud
-fake_gcs = servers_extra.fake_gcs  # the session fixture, bound here so pytest finds it
 
-ROOT = Path(__file__).resolve().parents[1]
 ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
 SOURCES: dict[str, str] = {
     # source: who issues the keys S3 requests must be signed with
@@ -79,42 +71,17 @@ def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield {"stack": credentials, "bucket": bucket, "folder": folder}
 
 
-def _objects(local: Path) -> dict[str, bytes]:
-    """The dataset (``data/``) and the raw files (``raw/``), by key."""
-    from litdata_format import BinaryWriter
-
-    writer = BinaryWriter(local, chunk_size=4)
-    for i in range(N):
-        writer.add_item(i, {"index": i})
-    writer.done()
-    writer.merge()
-    objects = {f"data/{path.name}": path.read_bytes() for path in sorted(local.iterdir())}
-    objects.update({f"raw/{i:03d}.json": json.dumps({"i": i}).encode() for i in range(N)})
-    return objects
-
-
 def _seed(server: S3Server, bucket: str, local: Path) -> None:
     """Written straight to moto with the test keys."""
     client = server.client()
-    for key, data in _objects(local).items():
+    for key, data in objects(local).items():
         client.put_object(Bucket=bucket, Key=key, Body=data)
-
-
-def _clean_environment(home: Path) -> dict[str, str]:
-    """No cloud settings from outside, no proxies, an empty HOME."""
-    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "UV_CACHE_DIR", "VIRTUAL_ENV")
-    home.mkdir(exist_ok=True)
-    return {
-        **{name: os.environ[name] for name in keep if name in os.environ},
-        "HOME": str(home),
-        "PYTHONPATH": str(ROOT),
-    }
 
 
 def _environment(source: str, credentials: CredentialStack, folder: Path) -> dict[str, str]:
     """A clean environment with one AWS credential source."""
     home = folder / f"home-{source}"
-    env = _clean_environment(home)
+    env = clean_environment(home)
     server = credentials.credentials.endpoint
     env.update(
         AWS_REGION="us-east-1",
@@ -200,35 +167,6 @@ def _sso_profile(env: dict[str, str], home: Path, credentials: CredentialStack, 
     env.update(AWS_PROFILE="train", AWS_ENDPOINT_URL_SSO=credentials.credentials.endpoint)
 
 
-def _run_driver(spec: dict[str, Any], env: dict[str, str], namespace: dict[str, int] | None = None) -> dict[str, Any]:
-    """Run the driver (in a network namespace whose ``host:port`` listeners lead to these local ports)."""
-    command = [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)]
-    if namespace is None:
-        return _run(spec, command, env)
-    with (
-        tempfile.TemporaryDirectory(prefix="ns-") as folder,
-        Bridge(Path(folder), sorted(set(namespace.values()))) as bridge,
-    ):
-        addresses = sorted({inside.rsplit(":", 1)[0] for inside in namespace} - {"127.0.0.1"})
-        return _run(spec, command_in_namespace(bridge, namespace, command, addresses), env)
-
-
-def _run(spec: dict[str, Any], command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        command,
-        check=False,  # the assertion below shows the driver's stderr
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    print(spec["source"], {phase: result["seconds"] for phase, result in results.items()})
-    return results
-
-
 def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[str, Any]:
     credentials: CredentialStack = stack["stack"]
     folder: Path = stack["folder"]
@@ -244,13 +182,9 @@ def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[
     }
     namespace = None
     if source == "container-relative-uri":
-        ports = [_port(credentials.checker.endpoint), _port(credentials.credentials.endpoint)]
+        ports = [port_of(credentials.checker.endpoint), port_of(credentials.credentials.endpoint)]
         namespace = {f"127.0.0.1:{port}": port for port in ports} | {f"{CONTAINER_HOST}:80": ports[1]}
-    return _run_driver(spec, _environment(source, credentials, folder), namespace)
-
-
-def _port(endpoint: str) -> int:
-    return int(endpoint.rsplit(":", 1)[1].rstrip("/"))
+    return run_driver(spec, _environment(source, credentials, folder), namespace)
 
 
 @pytest.fixture(scope="module")
@@ -305,37 +239,3 @@ def test_credentials_expiring_mid_epoch_are_refreshed(stack: dict[str, Any]) -> 
     print("raw-slow", result["seconds"], "s, keys issued:", issued, "verdicts:", verdicts)
     assert {verdict for verdict in verdicts} == {"ok:s3:imds"}, verdicts
     assert issued["imds"] > 3  # each process refreshed, more than once
-
-
-def test_gcs_metadata_server_in_every_process(stack: dict[str, Any], fake_gcs: FakeGcsServer, tmp_path: Path) -> None:
-    """GCS with no key file: obstore takes tokens from the metadata server (``GCE_METADATA_HOST``),
-    in the main process (through the obstore helper) and in forked workers; fake-gcs-server sits behind a proxy that
-    accepts only tokens the stand-in issued. (optimize is not run: fake-gcs-server refuses
-    obstore's uploads.)"""
-    import gcsfs
-
-    credentials: CredentialStack = stack["stack"]
-    bucket = fake_gcs.create_bucket()
-    fs = gcsfs.GCSFileSystem(**fake_gcs.gcsfs_options(), skip_instance_cache=True)
-    for key, data in _objects(tmp_path / "seed").items():
-        fs.pipe_file(f"{bucket}/{key}", data)
-    env = _clean_environment(tmp_path / "home")
-    env["GCE_METADATA_HOST"] = credentials.credentials.endpoint.split("://", 1)[1]
-    with BearerChecker(fake_gcs.endpoint, credentials.authority) as checker:
-        spec = {
-            "source": "gce",
-            "phases": ["w0", "fork", "raw"],  # spawned workers are covered by the AWS sources
-            "data": f"gs://{bucket}/data",
-            "raw": f"gs://{bucket}/raw",
-            "options": {"endpoint_url": checker.endpoint},  # the emulator's address; no credentials
-            "cache": str(tmp_path / "cache"),
-            "marks": credentials.credentials.endpoint,
-        }
-        results = _run_driver(spec, env)
-    for phase, result in results.items():
-        assert result["error"] is None, result["error"]
-        assert sorted(result["samples"]) == list(range(N)), phase
-        issued, verdicts = credentials.authority.counts(f"gce/{phase}")
-        assert set(verdicts) == {"ok:gcs:gce"}, (phase, verdicts)
-        assert set(issued) <= {"gce"}
-    assert credentials.authority.counts("gce/")[0]["gce"] >= 1

@@ -179,6 +179,13 @@ class ObstoreStorage(Storage):
             env_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
             if env_string and not any(name in config for name in _AZURE_CREDENTIALS):
                 config = {**parse_connection_string(env_string), **config}
+            if "msi_endpoint" not in config and not any(
+                os.environ.get(f"AZURE_{v}_ENDPOINT") for v in ("MSI", "IDENTITY")
+            ):
+                # the names Azure's SDKs read (App Service, Cloud Shell); obstore reads only its AZURE_* ones
+                sdk_endpoint = os.environ.get("IDENTITY_ENDPOINT") or os.environ.get("MSI_ENDPOINT")
+                if sdk_endpoint:
+                    config["msi_endpoint"] = sdk_endpoint
             if isinstance(config.get("use_emulator"), str):
                 config["use_emulator"] = config["use_emulator"].lower() == "true"
             client = self._client_options(str(config.get("endpoint", "")).startswith("http://"))

@@ -95,9 +95,24 @@ _AZURE = {
     **dict.fromkeys(("token", "bearer_token", "azure_storage_token"), "token"),
     **dict.fromkeys(("use_emulator", "azure_storage_use_emulator"), "use_emulator"),
     **dict.fromkeys(("endpoint", "azure_storage_endpoint", "blob_endpoint"), "endpoint"),
+    **dict.fromkeys(
+        ("msi_endpoint", "azure_msi_endpoint", "identity_endpoint", "azure_identity_endpoint"), "msi_endpoint"
+    ),
+    **dict.fromkeys(("object_id", "azure_object_id"), "object_id"),
+    **dict.fromkeys(("msi_resource_id", "azure_msi_resource_id"), "msi_resource_id"),
+    **dict.fromkeys(("authority_host", "azure_authority_host", "azure_storage_authority_host"), "authority_host"),
+    **dict.fromkeys(("federated_token_file", "azure_federated_token_file"), "federated_token_file"),
+    **dict.fromkeys(("use_azure_cli", "azure_use_azure_cli"), "use_azure_cli"),
 }
 _AZURE_SECRETS = {"account_key", "sas_key", "client_secret", "token"}
-_BOOLEAN = {"skip_signature", "virtual_hosted_style_request", "request_payer", "use_emulator", "allow_http"}
+_BOOLEAN = {
+    "skip_signature",
+    "virtual_hosted_style_request",
+    "request_payer",
+    "use_emulator",
+    "allow_http",
+    "use_azure_cli",
+}
 
 
 @dataclass
