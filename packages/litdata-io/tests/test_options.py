@@ -152,6 +152,26 @@ def test_azure_account_url_and_credential() -> None:
     assert emulator.client == {"allow_http": True}
 
 
+def test_azure_token_source_settings() -> None:
+    options = normalize_options(
+        "azure",
+        {
+            "azure_msi_endpoint": "http://127.0.0.1:9/msi/token",
+            "object_id": "oid",
+            "authority_host": "https://login.microsoftonline.us",
+            "federated_token_file": "/var/run/token",
+            "use_azure_cli": "false",
+        },
+    )
+    assert options.config == {
+        "msi_endpoint": "http://127.0.0.1:9/msi/token",
+        "object_id": "oid",
+        "authority_host": "https://login.microsoftonline.us",
+        "federated_token_file": "/var/run/token",
+        "use_azure_cli": False,
+    }
+
+
 def test_azure_credential_objects_and_connection_strings() -> None:
     class NamedKey:  # the shape of azure.core.credentials.AzureNamedKeyCredential
         class named_key:
