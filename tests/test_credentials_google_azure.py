@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,19 @@ GCS_SOURCES = {  # source: who issues the tokens requests must carry
 AZURE_SOURCES = {"client-secret": "azure-client-secret", "managed-identity": "azure-msi"}
 
 
+@dataclass(frozen=True)
+class Tokens:
+    """The token stand-ins (HTTP and HTTPS) and what they trust and hand out."""
+
+    authority: Authority
+    plain: CredentialServer
+    secure: CredentialServer
+    ca_file: Path  # the CA of ``secure``'s certificate
+    key_file: Path  # a service-account key file whose key the checker trusts
+
+
 @pytest.fixture(scope="module")
-def tokens(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def tokens(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tokens]:
     """The token stand-ins (HTTP and HTTPS), and a service-account key file whose key the checker trusts."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -86,7 +98,7 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     )
     tls, ca_file = tls_context(folder)
     with CredentialServer(authority) as plain, CredentialServer(authority, tls) as secure:
-        yield {"authority": authority, "plain": plain, "secure": secure, "ca_file": ca_file, "key_file": key_file}
+        yield Tokens(authority, plain, secure, ca_file, key_file)
 
 
 def _judge(authority: Authority, source: str, service: str, issuer: str, results: dict[str, Any]) -> None:
@@ -102,13 +114,9 @@ def _judge(authority: Authority, source: str, service: str, issuer: str, results
 
 
 @pytest.mark.parametrize("source", list(GCS_SOURCES))
-def test_gcs_source_in_every_process(
-    tokens: dict[str, Any], fake_gcs: FakeGcsServer, tmp_path: Path, source: str
-) -> None:
+def test_gcs_source_in_every_process(tokens: Tokens, fake_gcs: FakeGcsServer, tmp_path: Path, source: str) -> None:
     import gcsfs
 
-    authority: Authority = tokens["authority"]
-    plain: CredentialServer = tokens["plain"]
     bucket = fake_gcs.create_bucket()
     fs = gcsfs.GCSFileSystem(**fake_gcs.gcsfs_options(), skip_instance_cache=True)
     for key, data in objects(tmp_path / "seed").items():
@@ -117,23 +125,23 @@ def test_gcs_source_in_every_process(
     env = clean_environment(home)
     options: dict[str, Any] = {}
     namespace: dict[str, int] | None = None
-    with BearerChecker(fake_gcs.endpoint, authority, "gcs") as checker:
+    with BearerChecker(fake_gcs.endpoint, tokens.authority, "gcs") as checker:
         if source == "gce":
-            env["GCE_METADATA_HOST"] = plain.endpoint.split("://", 1)[1]
+            env["GCE_METADATA_HOST"] = tokens.plain.endpoint.split("://", 1)[1]
         elif source == "service-account-env":
-            env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tokens["key_file"])
+            env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tokens.key_file)
         elif source == "service-account-option":
-            options["service_account_path"] = str(tokens["key_file"])
+            options["service_account_path"] = str(tokens.key_file)
         else:  # what `gcloud auth application-default login` writes
             adc = home / ".config" / "gcloud" / "application_default_credentials.json"
             adc.parent.mkdir(parents=True)
             client_id, client_secret = OAUTH_CLIENT
             user = {"client_id": client_id, "client_secret": client_secret, "refresh_token": REFRESH_TOKEN}
             adc.write_text(json.dumps({**user, "type": "authorized_user"}))
-            env["SSL_CERT_FILE"] = str(tokens["ca_file"])  # the stand-in's certificate for accounts.google.com
-            ports = (port_of(checker.endpoint), port_of(plain.endpoint))
+            env["SSL_CERT_FILE"] = str(tokens.ca_file)  # the stand-in's certificate for accounts.google.com
+            ports = (port_of(checker.endpoint), port_of(tokens.plain.endpoint))
             namespace = {f"127.0.0.1:{port}": port for port in ports} | {
-                "127.0.0.1:443": port_of(tokens["secure"].endpoint)
+                "127.0.0.1:443": port_of(tokens.secure.endpoint)
             }
         spec = {
             "source": source,
@@ -142,20 +150,16 @@ def test_gcs_source_in_every_process(
             "raw": f"gs://{bucket}/raw",
             "options": {**options, "endpoint_url": checker.endpoint},  # the emulator's address
             "cache": str(tmp_path / "cache"),
-            "marks": plain.endpoint,
+            "marks": tokens.plain.endpoint,
         }
         results = run_driver(spec, env, namespace, hosts=["accounts.google.com"] if namespace else ())
-    _judge(authority, source, "gcs", GCS_SOURCES[source], results)
+    _judge(tokens.authority, source, "gcs", GCS_SOURCES[source], results)
 
 
 @pytest.mark.parametrize("source", list(AZURE_SOURCES))
-def test_azure_source_in_every_process(
-    tokens: dict[str, Any], azurite: AzuriteServer, tmp_path: Path, source: str
-) -> None:
+def test_azure_source_in_every_process(tokens: Tokens, azurite: AzuriteServer, tmp_path: Path, source: str) -> None:
     from obstore.store import AzureStore
 
-    authority: Authority = tokens["authority"]
-    plain: CredentialServer = tokens["plain"]
     container = azurite.create_container(public=True)
     store = AzureStore(container, **azurite.obstore_config())
     for key, data in objects(tmp_path / "seed").items():
@@ -167,11 +171,11 @@ def test_azure_source_in_every_process(
             AZURE_CLIENT_ID=client_id,
             AZURE_CLIENT_SECRET=client_secret,
             AZURE_TENANT_ID="litdata-tenant",
-            AZURE_AUTHORITY_HOST=plain.endpoint,
+            AZURE_AUTHORITY_HOST=tokens.plain.endpoint,
         )
     else:
-        env.update(IDENTITY_ENDPOINT=f"{plain.endpoint}/msi/token", IDENTITY_HEADER=IDENTITY_HEADER)
-    with BearerChecker(azurite.blob_url, authority, "azure", drop_authorization=True) as checker:
+        env.update(IDENTITY_ENDPOINT=f"{tokens.plain.endpoint}/msi/token", IDENTITY_HEADER=IDENTITY_HEADER)
+    with BearerChecker(azurite.blob_url, tokens.authority, "azure", drop_authorization=True) as checker:
         spec = {
             "source": source,
             "phases": PHASES,
@@ -179,7 +183,7 @@ def test_azure_source_in_every_process(
             "raw": f"azure://{container}/raw",
             "options": {"account_name": azurite.account_name, "endpoint": f"{checker.endpoint}/{azurite.account_name}"},
             "cache": str(tmp_path / "cache"),
-            "marks": plain.endpoint,
+            "marks": tokens.plain.endpoint,
         }
         results = run_driver(spec, env)
-    _judge(authority, source, "azure", AZURE_SOURCES[source], results)
+    _judge(tokens.authority, source, "azure", AZURE_SOURCES[source], results)
