@@ -13,6 +13,7 @@ import pytest
 
 from litdata_io import Secret, get_storage
 from litdata_io._aws_config import ca_bundle, read_profile, s3_client_config
+from litdata_io._obstore_backend import ObstoreStorage
 from litdata_io._options import normalize_options, parse_connection_string
 
 KEY, SECRET, TOKEN = "AKIAEXAMPLEKEY", "example/secret+value", "example-session-token"
@@ -170,6 +171,23 @@ def test_azure_token_source_settings() -> None:
         "federated_token_file": "/var/run/token",
         "use_azure_cli": False,
     }
+
+
+def test_azure_sdk_managed_identity_endpoint_reaches_obstore(monkeypatch: pytest.MonkeyPatch) -> None:
+    """App Service's IDENTITY_ENDPOINT (or MSI_ENDPOINT) becomes obstore's msi_endpoint; obstore's own names win."""
+    for name in ("AZURE_MSI_ENDPOINT", "AZURE_IDENTITY_ENDPOINT", "MSI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IDENTITY_ENDPOINT", "http://127.0.0.1:9/app-service")
+    options = {"account_name": "acct", "endpoint": "http://127.0.0.1:9/acct"}
+
+    def msi_endpoint() -> str | None:
+        storage = get_storage("azure://c/p", options)
+        assert isinstance(storage, ObstoreStorage)
+        return storage._client().config.get("msi_endpoint")
+
+    assert msi_endpoint() == "http://127.0.0.1:9/app-service"
+    monkeypatch.setenv("AZURE_MSI_ENDPOINT", "http://127.0.0.1:9/obstore")
+    assert msi_endpoint() in (None, "http://127.0.0.1:9/obstore")  # left to obstore, which reads its own
 
 
 def test_azure_credential_objects_and_connection_strings() -> None:
