@@ -19,6 +19,7 @@ returns (``config.types`` is not used to read). pyarrow is imported on first use
 from __future__ import annotations
 
 import bisect
+import importlib
 import struct
 from typing import Any
 
@@ -33,8 +34,9 @@ _IPC_FILE_MAGIC = b"ARROW1"
 
 def _pyarrow(name: str) -> Any:
     try:
-        import pyarrow
-        import pyarrow.ipc
+        import pyarrow  # pyright: ignore[reportMissingTypeStubs]
+
+        importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
     except ImportError:
         raise ImportError(
             f"chunk {name} stores its samples as Arrow rows; reading it needs pyarrow: "

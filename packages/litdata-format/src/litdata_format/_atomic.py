@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,7 +42,7 @@ def temp_target(name: str) -> str | None:
 
 
 @contextmanager
-def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Generator[BinaryIO, None, None]:
     """A binary file handle whose content appears at ``path`` only if the block completes.
 
     Args:

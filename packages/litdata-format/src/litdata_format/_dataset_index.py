@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from litdata_format._guards import is_str_dict
+
 __all__ = ["INDEX_FILENAME", "ChunkInfo", "DatasetIndex", "check_chunk_filename", "int_field"]
 
 INDEX_FILENAME = "index.json"
@@ -47,12 +49,12 @@ class ChunkInfo:
     chunk_bytes: int
     chunk_size: int
     dim: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     @classmethod
     def from_json(cls, entry: Any, where: str) -> ChunkInfo:
         """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors."""
-        if not isinstance(entry, dict):
+        if not is_str_dict(entry):
             raise ValueError(f"{where} must be an object, got {entry!r:.100}")
         known = {"filename", "chunk_bytes", "chunk_size", "dim"}
         return cls(

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import base64
 import functools
+import importlib
 import inspect
 import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
+
+from litdata_format._guards import is_str_dict
 
 __all__ = [
     "Encryption",
@@ -44,15 +47,22 @@ class EncryptionLevel:
     CHUNK = "chunk"
 
 
+_SUBMODULES = (
+    "fernet",
+    "hazmat.primitives.asymmetric.padding",
+    "hazmat.primitives.asymmetric.rsa",
+    "hazmat.primitives.hashes",
+    "hazmat.primitives.kdf.pbkdf2",
+    "hazmat.primitives.serialization",
+)
+
+
 def _cryptography() -> Any:
     try:
         import cryptography
-        import cryptography.fernet
-        import cryptography.hazmat.primitives.asymmetric.padding
-        import cryptography.hazmat.primitives.asymmetric.rsa
-        import cryptography.hazmat.primitives.hashes
-        import cryptography.hazmat.primitives.kdf.pbkdf2
-        import cryptography.hazmat.primitives.serialization
+
+        for name in _SUBMODULES:  # reached below as attributes of the package
+            importlib.import_module(f"cryptography.{name}")
     except ImportError:
         raise ImportError(f"encryption needs the 'cryptography' package: {_INSTALL}") from None
     return cryptography
@@ -74,7 +84,7 @@ def _read_key_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             state = json.load(handle)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not an encryption key file (invalid JSON: {err})") from None
-    if not isinstance(state, dict):
+    if not is_str_dict(state):
         raise ValueError(f"{path}: not an encryption key file (expected a JSON object)")
     return state
 
@@ -215,7 +225,8 @@ class FernetEncryption(Encryption):
 
     def _setup(self, password: str, level: str, salt: bytes) -> None:
         _cryptography()
-        if not isinstance(password, str):
+        # Typed, yet checked: bytes would derive a different key than the same text as a str.
+        if not isinstance(password, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"the password must be a str, got {type(password).__name__}")
         self.password = password
         self.level = _check_level(level)

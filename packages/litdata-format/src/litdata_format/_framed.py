@@ -126,10 +126,12 @@ class FramedChunk(StoredChunk):
                 f"chunk {name}: the frame table of {count} items and {num_frames} frames needs {table_end} bytes "
                 f"but the file has {size}; it is truncated"
             )
-        offsets = list(struct.unpack_from(f"<{count + 1}I", self._view, _PREFIX.size))
+        offsets: list[int] = list(struct.unpack_from(f"<{count + 1}I", self._view, _PREFIX.size))
         if offsets[0] != 0 or any(a > b for a, b in itertools.pairwise(offsets)):
             raise ValueError(f"chunk {name}: the item offsets are corrupt (not increasing from 0)")
-        frames = [_FRAME.unpack_from(self._view, offsets_end + k * _FRAME.size) for k in range(num_frames)]
+        frames: list[tuple[int, int, int, int, int]] = [
+            _FRAME.unpack_from(self._view, offsets_end + k * _FRAME.size) for k in range(num_frames)
+        ]
         self._check_frames(frames, offsets, count, table_end, size)
         self._count = count
         self._offsets = offsets

@@ -20,6 +20,7 @@ from typing import Any
 
 from litdata_format._atomic import write_file_atomic
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex, int_field
+from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._mds import parse_mds_index
 
 __all__ = [
@@ -126,7 +127,7 @@ class IndexNotFoundError(FileNotFoundError, ValueError):
 def _check_data_format(formats: Any, source: str) -> None:
     from litdata_format._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
 
-    if not isinstance(formats, list):
+    if not is_any_list(formats):
         raise ValueError(f"{source}: config.data_format must be a list of serializer names, got {formats!r:.100}")
     tables: dict[str, Mapping[int, Any]] = {"no_header_numpy": NUMPY_DTYPES, "no_header_tensor": TORCH_DTYPE_NAMES}
     for number, fmt in enumerate(formats):
@@ -169,16 +170,21 @@ def _check_config(config: dict[str, Any], source: str) -> None:
             raise ValueError(f"{source}: config.compression: {err}") from None
 
 
+def _empty_config() -> dict[str, Any]:
+    """The config of a dataset without a sample, as upstream's optimize writes it."""
+    return {"data_format": [], "data_spec": None}
+
+
 def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """Validate a decoded ``index.json`` (LitData or MosaicML MDS) and return its contents."""
-    if not isinstance(obj, dict):
+    if not is_str_dict(obj):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
     if "shards" in obj and "chunks" not in obj:
         return parse_mds_index(obj, source)
     chunks, config = obj.get("chunks"), obj.get("config")
     if chunks == [] and "config" in obj and config is None:
-        config = {"data_format": [], "data_spec": None}  # an empty dataset, as upstream's optimize writes it
-    if not isinstance(chunks, list) or not isinstance(config, dict):
+        config = _empty_config()
+    if not is_any_list(chunks) or not is_str_dict(config):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
     _check_config(config, source)
     infos = [ChunkInfo.from_json(entry, f"{source}: chunks[{number}]") for number, entry in enumerate(chunks)]
@@ -252,7 +258,7 @@ def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") ->
     """
     filled = [part for part in parts if part.chunks]
     if not filled:
-        config = parts[0].config if parts else {"data_format": [], "data_spec": None}
+        config = parts[0].config if parts else _empty_config()
         return DatasetIndex([], config, str(time.time()), source)
     first = filled[0]
     for part in filled[1:]:

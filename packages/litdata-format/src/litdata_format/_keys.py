@@ -26,6 +26,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from litdata_format._guards import is_bytes_like
 from litdata_format._parquet import require_pyarrow
 
 __all__ = ["KEYS_FILE", "keys_parquet", "normalize_key", "read_keys"]
@@ -35,7 +36,7 @@ KEYS_FILE = "keys/shard-00000.parquet"
 
 def _pyarrow(why: str) -> Any:
     require_pyarrow(why)
-    import pyarrow
+    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
 
     return pyarrow
 
@@ -46,7 +47,7 @@ def normalize_key(key: Any, where: str = "key_fn") -> str | int:
         raise TypeError(f"{where} returned {key!r}; a key must be a str or an int")
     if isinstance(key, (str, int)):
         return key
-    if isinstance(key, (bytes, bytearray, memoryview)):
+    if is_bytes_like(key):
         return bytes(key).decode("utf-8")
     if hasattr(key, "dtype") and getattr(key.dtype, "kind", "") in "iu" and getattr(key, "ndim", 1) == 0:
         return int(key)

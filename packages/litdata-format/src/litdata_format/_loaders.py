@@ -152,7 +152,8 @@ class TokensLoader(BaseItemLoader):
 
     def __init__(self, block_size: int | None = None) -> None:
         super().__init__()
-        if block_size is not None and (not isinstance(block_size, int) or block_size <= 0):
+        # Typed, yet checked: a float block size would slice the chunk wrongly.
+        if block_size is not None and (not isinstance(block_size, int) or block_size <= 0):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"TokensLoader(block_size={block_size!r}): block_size must be a positive int")
         self.block_size = block_size
 
@@ -234,7 +235,8 @@ class TokensLoader(BaseItemLoader):
         torch = torch_if_loaded()
         if torch is None:
             import torch
-        return torch.from_numpy(tokens).view(torch_dtype(suffix_int(self._format)))
+        # torch leaves from_numpy's parameter untyped.
+        return torch.from_numpy(tokens).view(torch_dtype(suffix_int(self._format)))  # pyright: ignore[reportUnknownMemberType]
 
 
 _BFLOAT16_TOKENS = "no_header_tensor:10"

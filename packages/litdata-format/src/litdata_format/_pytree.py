@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from litdata_format._guards import is_any_list, is_any_tuple
+
 __all__ = ["LEAF", "TreeSpec", "flatten_like", "unflattener", "register_namedtuple", "tree_flatten", "tree_unflatten"]
 
 # namedtuple classes known under a serialized name (as torch's ``_register_namedtuple`` does).
@@ -34,7 +36,8 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
     the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
     """
-    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+    # Checked although typed: a wrong class would only fail when a dataset naming it is read.
+    if not (isinstance(cls, type) and hasattr(cls, "_fields") and issubclass(cls, tuple)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError(f"register_namedtuple expects a namedtuple class, got {cls!r}")
     _NAMED_BY_NAME[serialized_type_name] = cls
     _NAME_BY_NAMED[cls] = serialized_type_name
@@ -130,7 +133,7 @@ class TreeSpec:
 LEAF = TreeSpec(None)
 
 
-def _node_type(obj: Any) -> str | None:
+def _node_type(obj: object) -> str | None:
     kind = type(obj)
     if kind is dict:
         return _DICT
@@ -211,8 +214,9 @@ def flattener(spec: TreeSpec) -> Callable[[Any], list[Any] | None]:
         keys = tuple(spec.context)
 
         def flat_dict(obj: Any) -> list[Any] | None:
-            if type(obj) is dict and tuple(obj) == keys:
-                return list(obj.values())
+            sample: dict[Any, Any] = obj  # only read as a dict once its type is checked
+            if type(sample) is dict and tuple(sample) == keys:
+                return list(sample.values())
             return flatten_like(obj, spec)
 
         return flat_dict
@@ -304,7 +308,7 @@ def _spec_to_obj(spec: TreeSpec) -> dict[str, Any]:
 
 
 def _key_to_json(key: Any) -> Any:
-    return list(key) if isinstance(key, tuple) else key
+    return list(key) if is_any_tuple(key) else key
 
 
 def _spec_from_obj(obj: Any) -> TreeSpec:
@@ -316,12 +320,12 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
         return LEAF
     kids = tuple(_spec_from_obj(c) for c in children)
     if kind in (_DICT, _ORDERED):
-        keys = [tuple(k) if isinstance(k, list) else k for k in json.loads(raw)]
+        keys = [tuple(k) if is_any_list(k) else k for k in json.loads(raw)]
         return TreeSpec(kind, keys, kids)
     if kind == _DEFAULT:
         try:
             name = f"{raw['default_factory_module']}.{raw['default_factory_name']}"
-            keys = [tuple(k) if isinstance(k, list) else k for k in raw["dict_context"]]
+            keys = [tuple(k) if is_any_list(k) else k for k in raw["dict_context"]]
         except (TypeError, KeyError) as err:
             raise ValueError(f"malformed defaultdict node in data_spec: {obj!r:.200}") from err
         for known, factory in _FACTORIES:
@@ -339,7 +343,7 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
     cls = _NAMED_BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _unregistered(name)
-    fields = cls._fields  # type: ignore[attr-defined]  # register_namedtuple only takes namedtuples
+    fields: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009  # register_namedtuple only takes namedtuples
     if len(kids) != len(fields):
         raise ValueError(
             f"data_spec gives the namedtuple {name!r} {len(kids)} children, but the class registered under that "

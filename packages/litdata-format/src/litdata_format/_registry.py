@@ -51,7 +51,8 @@ def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[st
     """The user's serializers first (in their order), then the built-ins they do not replace."""
     merged: dict[str, Serializer] = {}
     for name, serializer in (user or {}).items():
-        if not isinstance(serializer, Serializer):
+        # Typed, yet checked: a class instead of an instance is an easy mistake to make.
+        if not isinstance(serializer, Serializer):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(
                 f"serializers[{name!r}] is a {type(serializer).__name__}; it must be a "
                 "litdata_format.Serializer instance"

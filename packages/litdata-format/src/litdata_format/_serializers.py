@@ -175,13 +175,14 @@ class Serializer(ABC):
                 raise TypeError(name)
             return data if type(data) is bytes else bytes(data)
 
-        return _typed(type(first), encode)
+        sample: object = first  # its type, not its value, is what the encoder checks
+        return _typed(type(sample), encode)
 
 
 def _typed(kind: type, encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
     """``encode`` for leaves of exactly type ``kind``; raises TypeError for any other."""
 
-    def typed(leaf: Any) -> bytes:
+    def typed(leaf: object) -> bytes:
         if type(leaf) is not kind:
             raise TypeError(type(leaf))
         return encode(leaf)
@@ -312,7 +313,8 @@ class NoHeaderNumpySerializer(Serializer):
 
         def encode(leaf: Any) -> bytes:  # one call per leaf: this is the hot leaf of most datasets
             if type(leaf) is not np.ndarray or leaf.dtype != dtype or leaf.ndim != 1:
-                raise TypeError(type(leaf))
+                other: object = leaf
+                raise TypeError(type(other))
             return leaf.tobytes()
 
         return encode

@@ -80,7 +80,8 @@ class BinaryWriter:
     ) -> None:
         if chunk_size is not None and chunk_bytes is not None:
             raise ValueError("give either chunk_size or chunk_bytes, not both")
-        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        # Typed, yet checked: a float or a string from a config must fail here, not mid-write.
+        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)

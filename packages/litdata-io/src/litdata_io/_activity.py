@@ -22,7 +22,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from litdata_io import _process
@@ -100,7 +100,7 @@ def activity_end(token: int) -> None:
 
 
 @contextlib.contextmanager
-def activity(text: str) -> Iterator[None]:
+def activity(text: str) -> Generator[None, None, None]:
     """``with activity("download s3://..."):`` published for the block's duration."""
     token = activity_begin(text)
     try:
@@ -134,7 +134,7 @@ class ActivityBoard:
             (length,) = _HEADER.unpack_from(self._map, offset)
             start = offset + _HEADER.size
             raw = bytes(self._map[start : start + min(length, _SLOT - _HEADER.size)])
-            found = []
+            found: list[Activity] = []
             for line in raw.decode("utf-8", "replace").splitlines():
                 since, _, text = line.partition("\t")
                 with contextlib.suppress(ValueError):

@@ -75,7 +75,7 @@ import shutil
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,9 +191,12 @@ class _Pin:
 @dataclass
 class _ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock)
-    pins: dict[str, _Pin] = field(default_factory=dict)
-    inflight: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)
-    verified: set[tuple[int, int]] = field(default_factory=set)  # (st_dev, st_ino) of files checked here
+    pins: dict[str, _Pin] = field(default_factory=dict[str, _Pin])
+    inflight: dict[str, concurrent.futures.Future[None]] = field(
+        default_factory=dict[str, concurrent.futures.Future[None]]
+    )
+    # (st_dev, st_ino) of files checked here
+    verified: set[tuple[int, int]] = field(default_factory=set[tuple[int, int]])
 
 
 _LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
@@ -201,7 +204,7 @@ _LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
 
 def _reset_after_fork() -> None:
     for cache in list(_LIVE_CACHES):
-        cache._forget_parent_state()
+        cache._forget_parent_state()  # pyright: ignore[reportPrivateUsage]  # the class's own fork hook
 
 
 _process.on_fork_in_child(_reset_after_fork)
@@ -332,7 +335,7 @@ class ChunkCache:
         os.close(pin.fd)
 
     @contextlib.contextmanager
-    def use(self, info: ChunkInfo) -> Iterator[Path]:
+    def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
         """``with cache.use(info) as path:`` acquire the chunk for the block."""
         path = self.acquire(info)
         try:
@@ -654,7 +657,7 @@ class _Ledger:
             os.close(fd)
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[int]:
+    def locked(self) -> Generator[int, None, None]:
         """A descriptor holding the ledger (created if missing) exclusively until the block ends."""
         fd = lock_exclusive(self.path)
         assert fd is not None

@@ -84,7 +84,7 @@ _PENDING, _RUNNING, _READY, _DROPPED = "pending", "running", "ready", "dropped"
 class _Slot:
     info: ChunkInfo
     state: str = _PENDING
-    future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future)
+    future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future[Path])
 
 
 class Prefetcher:
@@ -248,7 +248,7 @@ class Prefetcher:
         order, while fewer than ``concurrency`` are in flight."""
         with self._lock:
             window = [slot for slot, _ in zip(self._slots, range(self.max_pre_download))]
-            starting = []
+            starting: list[_Slot] = []
             for slot in (*self._urgent, *window):
                 if self._active >= self.concurrency:
                     break

@@ -187,8 +187,9 @@ def _apply(level: str, categories: frozenset[str], log_file: str) -> TracerConfi
     with _lock:
         _fd = _fds.get(log_file)
         _named_threads.clear()  # a new log (or a new run in the old one) needs the names again
-        _CONFIG = TracerConfig(level, categories, log_file)
-        _ACTIVE = categories
+        # The tracer's two globals, read on every traced call, are set here and nowhere else.
+        _CONFIG = TracerConfig(level, categories, log_file)  # pyright: ignore[reportConstantRedefinition]
+        _ACTIVE = categories  # pyright: ignore[reportConstantRedefinition]
     return _CONFIG
 
 
@@ -243,7 +244,7 @@ def enable_tracer(
             cats -= {"sample"}
         if iterating_dataset is False:
             cats -= {"epoch"}
-    path = os.path.abspath(os.fspath(env_file or log_file))
+    path: str = os.path.abspath(os.fspath(env_file or log_file))
 
     config = _apply(lvl, cats, path)
     _write_env(ENV_LEVEL, lvl)

@@ -122,7 +122,7 @@ class Conversion:
     first_skipped: int | None = None
     unmatched: int = 0
     crashes: int = 0
-    durations: dict[str, tuple[int, float]] = field(default_factory=dict)
+    durations: dict[str, tuple[int, float]] = field(default_factory=dict[str, tuple[int, float]])
 
     @property
     def events(self) -> list[dict[str, Any]]:
