@@ -1,9 +1,9 @@
-"""Reading upstream 0.2.76's Arrow rows layout: samples kept as an Arrow IPC table at the chunk's end.
+r"""Reading upstream 0.2.76's Arrow rows layout: samples kept as an Arrow IPC table at the chunk's end.
 
 When every sample is a dict of JSON-like values (numbers, strings, bools, bytes, None, lists,
 nested dicts), upstream 0.2.76 stores the rows as an Arrow IPC file appended to the chunk::
 
-    u32 N | u32 offsets[N+1] | item bytes | Arrow IPC file | u32 ipc_len | b"LDARW01\\0"
+    u32 N | u32 offsets[N+1] | item bytes | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
 
 In the chunks it writes now every offset equals the header size (no item bytes: the rows
 live only in the Arrow table); earlier writers kept the pytree items as well. The table has

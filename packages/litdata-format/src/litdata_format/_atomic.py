@@ -36,6 +36,9 @@ def temp_target(name: str) -> str | None:
 
     A process killed while writing leaves its temporary file behind; whoever owns the folder's
     files can recognise such leftovers by name and remove them.
+
+    Args:
+        name: a file name, without a folder.
     """
     match = _TEMP_NAME.match(name)
     return match["name"] if match else None
@@ -75,6 +78,10 @@ def write_file_atomic(
 
     ``data`` is one buffer, or a list of ``bytes`` written one after the other with gathered writes
     (no copy of them joined in memory).
+
+    Args:
+        path: the file to write.
+        data: one buffer, or buffers written one after the other.
     """
     with atomic_file(path) as handle:
         if isinstance(data, (bytes, bytearray, memoryview)):

@@ -39,7 +39,11 @@ def header_size(num_items: int) -> int:
 
 
 def encode_chunk(items: Sequence[bytes]) -> bytes:
-    """The bytes of a chunk holding ``items`` in order."""
+    """The bytes of a chunk holding ``items`` in order.
+
+    Args:
+        items: each item's bytes, in item order.
+    """
     return b"".join(chunk_parts(items))
 
 
@@ -100,8 +104,10 @@ class Chunk(Protocol):
 
 
 class StoredChunk:
-    """What every chunk layout shares: its buffer and name, the item count and range check, items
-    sliced by an offsets table, and releasing the buffer.
+    """What every chunk layout shares.
+
+    Its buffer and name, the item count and range check, items sliced by an offsets table, and
+    releasing the buffer.
 
     A layout checks its own header in ``__init__`` (after this one) and sets ``_count`` and
     ``_offsets``: item i is ``raw()[offsets[i]:offsets[i + 1]]``; layouts whose items are stored

@@ -105,8 +105,11 @@ def _wrong_key(where: str, algorithm: str) -> ValueError:
 
 @functools.cache
 def _wrong_key_error() -> type[ValueError]:
-    """``WrongKeyError``, made on first use: it derives from cryptography's ``InvalidToken`` (what
-    upstream raises for a wrong Fernet key) and importing cryptography is too slow for import time."""
+    """``WrongKeyError``, made on first use.
+
+    It derives from cryptography's ``InvalidToken`` (what upstream raises for a wrong Fernet key)
+    and importing cryptography is too slow for import time.
+    """
     from cryptography.fernet import InvalidToken
 
     class WrongKeyError(ValueError, InvalidToken):

@@ -1,7 +1,7 @@
-"""Upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
+r"""Upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
 
 ``compression_level="batch"`` (upstream's default for ``"zstd"``): a plain ``.bin`` that starts
-with the magic ``LDFZ01\\0\\0``, then a frame table, then zstd frames each holding the bytes of
+with the magic ``LDFZ01\0\0``, then a frame table, then zstd frames each holding the bytes of
 a run of consecutive items (all little-endian)::
 
     magic 8s | version u16 (1) | flags u16 | num_items u32 | frame_rows u32 | num_frames u32

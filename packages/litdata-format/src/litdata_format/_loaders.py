@@ -40,10 +40,16 @@ class BaseItemLoader:
 
     @property
     def name(self) -> str:
+        """The loader's class name, as ``index.json`` records it in ``config.item_loader``."""
         return type(self).__name__
 
     # -- writing --------------------------------------------------------------------------------
     def start_writing(self, serializers: Mapping[str, Serializer]) -> None:
+        """Prepare to :meth:`encode` samples with ``serializers`` (name -> serializer, in the order tried).
+
+        Args:
+            serializers: the serializers a leaf may be stored with; the first that accepts it wins.
+        """
         self._encoder = SampleEncoder(serializers)
 
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
@@ -83,8 +89,11 @@ class BaseItemLoader:
 
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> Chunk:  # fmt: skip
-        """Open the chunk file at ``path`` for :meth:`load` (readers call this, never ``open_chunk``
-        directly, so a loader whose chunks are not LitData chunk files decides how to open them)."""
+        """Open the chunk file at ``path`` for :meth:`load`.
+
+        Readers call this, never ``open_chunk`` directly, so a loader whose chunks are not LitData
+        chunk files decides how to open them.
+        """
         return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:
@@ -92,8 +101,7 @@ class BaseItemLoader:
         raise NotImplementedError
 
     def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
-        """Samples ``items`` (positions inside ``chunk``) as arrays, or ``None`` if they must be
-        read one by one.
+        """Samples ``items`` (positions inside ``chunk``) as arrays, or None to read them one by one.
 
         The result has the sample's structure with one array per leaf whose first dimension is
         ``len(items)`` (what stacking the samples' leaves gives).

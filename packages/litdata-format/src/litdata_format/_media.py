@@ -44,7 +44,11 @@ GRAPH_FIELDS = ("x", "edge_index", "edge_attr", "y", "pos", "batch")
 
 
 def is_pyg_data(value: object) -> bool:
-    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed)."""
+    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed).
+
+    Args:
+        value: any object.
+    """
     module = getattr(type(value), "__module__", "") or ""
     return module.startswith("torch_geometric.data") and hasattr(value, "to_dict")
 
@@ -235,6 +239,11 @@ class Tensor(_MediaRef):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of ``array``.
+
+        Raises:
+            AttributeError: the tensor was given as a file, without ``array=``.
+        """
         if self.array is None:
             raise AttributeError("Tensor.shape needs array=")
         return tuple(self.array.shape)

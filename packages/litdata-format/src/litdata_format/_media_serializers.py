@@ -1,6 +1,7 @@
-"""Serializers for media leaves: text, image, nifti, mesh, pdf, graph, tiff, file, pil, jpeg and
-jpeg_array, plus the tensor serializers' support for the :class:`Tensor` wrapper (video and audio
-live in ``_av_serializers``).
+"""Serializers for media leaves, and the tensor serializers' support for the :class:`Tensor` wrapper.
+
+The leaves: text, image, nifti, mesh, pdf, graph, tiff, file, pil, jpeg and jpeg_array (video and
+audio live in ``_av_serializers``).
 
 Each stores the encoded file (never decoded pixels or samples) exactly as upstream LitData 0.2.76
 does, under the same data_format name, and accepts the same values in ``can_serialize``. The

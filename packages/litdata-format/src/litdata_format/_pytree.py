@@ -35,6 +35,10 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     A sample holding a namedtuple can only be written, and a dataset naming one only read, once
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
     the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
+
+    Args:
+        cls: the namedtuple class.
+        serialized_type_name: the name ``index.json`` stores for it.
     """
     # Checked although typed: a wrong class would only fail when a dataset naming it is read.
     if not (isinstance(cls, type) and hasattr(cls, "_fields") and issubclass(cls, tuple)):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -103,6 +107,7 @@ class TreeSpec:
         object.__setattr__(self, "num_leaves", count)
 
     def is_leaf(self) -> bool:
+        """True for the spec of a leaf (a value stored with a serializer), False for a container."""
         return self.type is None
 
     def to_json(self) -> str:
@@ -151,7 +156,11 @@ def _node_type(obj: object) -> str | None:
 
 
 def tree_flatten(obj: Any) -> tuple[list[Any], TreeSpec]:
-    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec."""
+    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec.
+
+    Args:
+        obj: a sample: nested dicts, lists, tuples and namedtuples of leaves.
+    """
     leaves: list[Any] = []
     return leaves, _flatten(obj, leaves)
 
@@ -261,7 +270,12 @@ def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:
-    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`)."""
+    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`).
+
+    Args:
+        leaves: the leaves, in :func:`tree_flatten`'s order.
+        spec: the structure to rebuild.
+    """
     if len(leaves) != spec.num_leaves:
         raise ValueError(f"the spec expects {spec.num_leaves} leaves but {len(leaves)} were given")
     return _unflatten(iter(leaves), spec)

@@ -84,6 +84,7 @@ class DatasetReader:
             yield self[i]
 
     def close(self) -> None:
+        """Release the chunks this reader opened (their mappings or file handles)."""
         for chunk in self._open.values():
             close = getattr(chunk, "close", None)
             if close is not None:

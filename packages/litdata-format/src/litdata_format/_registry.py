@@ -48,7 +48,11 @@ def default_serializers() -> dict[str, Serializer]:
 
 
 def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[str, Serializer]:
-    """The user's serializers first (in their order), then the built-ins they do not replace."""
+    """The user's serializers first (in their order), then the built-ins they do not replace.
+
+    Args:
+        user: the user's serializers by name, or None for the built-ins alone.
+    """
     merged: dict[str, Serializer] = {}
     for name, serializer in (user or {}).items():
         # Typed, yet checked: a class instead of an instance is an easy mistake to make.

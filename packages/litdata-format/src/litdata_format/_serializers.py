@@ -74,7 +74,7 @@ def torch_module() -> Any:
 
 
 def torch_if_loaded() -> Any:
-    """torch if the process already imported it, else None (so checks never import torch)."""
+    """The torch module if the process already imported it, else None (so checks never import torch)."""
     return sys.modules.get("torch")
 
 

@@ -227,4 +227,5 @@ class BinaryWriter:
 
     @property
     def index_path(self) -> Path:
+        """Where the dataset's merged ``index.json`` is (or will be) written."""
         return self.output_dir / INDEX_FILENAME

@@ -274,8 +274,10 @@ class ChunkCache:
 
     # -- names ----------------------------------------------------------------------------------
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache, relative to ``cache_dir`` (compressed chunks
-        lose their compression suffix; with a version, it is the first folder)."""
+        """The file name ``info`` has in the cache, relative to ``cache_dir``.
+
+        Compressed chunks lose their compression suffix; with a version, it is the first folder.
+        """
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
@@ -361,8 +363,10 @@ class ChunkCache:
         return True
 
     def _whole(self, info: ChunkInfo, fd: int) -> bool:
-        """Whether the cached file open as ``fd`` is whole: the index's size and, the first time
-        this process sees the file, the index's checksum."""
+        """Whether the cached file open as ``fd`` is whole.
+
+        Checked: the index's size and, the first time this process sees the file, the index's checksum.
+        """
         stat = os.fstat(fd)
         if not _intact(info, stat.st_size):
             return False
@@ -504,8 +508,10 @@ class ChunkCache:
         return fd
 
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
-        """Download ``info`` to ``fetched`` and check it against the index's checksum; a mismatch
-        is fetched once more (a fault in transit), a second one is an error naming both hashes.
+        """Download ``info`` to ``fetched`` and check it against the index's checksum.
+
+        A mismatch is fetched once more (a fault in transit), a second one is an error naming both
+        hashes.
 
         A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
         error says more than two hashes.
@@ -530,8 +536,10 @@ class ChunkCache:
 
     # -- the cap --------------------------------------------------------------------------------
     def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:
-        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded;
-        the download lock files found are appended to ``locks`` if given."""
+        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded.
+
+        The download lock files found are appended to ``locks`` if given.
+        """
         found: list[tuple[Path, int, int]] = []
         stack = [self.cache_dir]
         while stack:
@@ -622,8 +630,11 @@ class ChunkCache:
 
 
 class _Ledger:
-    """The cache folder's running total (published chunks and downloads in progress), shared by
-    every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the last count>``."""
+    """The cache folder's running total (published chunks and downloads in progress).
+
+    Shared by every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the
+    last count>``.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -282,7 +282,7 @@ def _gcs(builder: _Builder, options: Mapping[str, Any]) -> None:
 
 
 def _gcs_token(builder: _Builder, token: Any) -> None:
-    """gcsfs's ``token`` forms: ``"anon"``, ``"google_default"``/``"cloud"``, a key file path, a key dict."""
+    """Map the gcsfs ``token`` forms: ``"anon"``, ``"google_default"``/``"cloud"``, a key file path, a key dict."""
     import json
 
     if token is None or token in ("google_default", "cloud", "default"):

@@ -244,8 +244,11 @@ class Prefetcher:
             runner.loop.call_soon_threadsafe(self._pump)
 
     def _pump(self) -> None:
-        """Start downloads (runs on the loop): what the reader waits for, then the window in
-        order, while fewer than ``concurrency`` are in flight."""
+        """Start downloads (runs on the loop).
+
+        First what the reader waits for, then the window in order, while fewer than
+        ``concurrency`` are in flight.
+        """
         with self._lock:
             window = [slot for slot, _ in zip(self._slots, range(self.max_pre_download))]
             starting: list[_Slot] = []

@@ -50,9 +50,12 @@ class ObjectInfo:
 
 
 class Storage(ABC):
-    """Byte operations on one root URL. Implementations must be safe to pickle (no live client
-    in the pickled state: clients are created lazily in each process) and must never put
-    secrets in ``repr``, errors or pickles beyond what the worker needs to connect."""
+    """Byte operations on one root URL.
+
+    Implementations must be safe to pickle (no live client in the pickled state: clients are
+    created lazily in each process) and must never put secrets in ``repr``, errors or pickles
+    beyond what the worker needs to connect.
+    """
 
     #: The root URL this storage was opened for, with no secrets in it.
     url: str
@@ -90,7 +93,8 @@ class Storage(ABC):
         """Objects whose key starts with ``prefix`` (``""`` = everything), sorted by key.
 
         With ``recursive=False`` only the objects directly in the folder of ``prefix`` (no ``/``
-        in the rest of their key) are listed."""
+        in the rest of their key) are listed.
+        """
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:

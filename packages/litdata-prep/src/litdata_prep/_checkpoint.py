@@ -122,7 +122,8 @@ def load_checkpoints(
 
 def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
     """Whether this job (the same workers and inputs) already published ``index.json`` and was
-    stopped before it removed its checkpoints: its dataset is complete."""
+    stopped before it removed its checkpoints: its dataset is complete.
+    """
     if not output.exists(INDEX_FILENAME) or output.read_json(_node_key(node_rank)) is None:
         return False
     try:

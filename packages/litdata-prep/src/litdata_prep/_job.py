@@ -1,5 +1,6 @@
 """What ``optimize`` and ``map`` share: the checks before any worker starts, and the :class:`Job` that
-splits this node's inputs between its workers, describes the workers and runs them."""
+splits this node's inputs between its workers, describes the workers and runs them.
+"""
 
 from __future__ import annotations
 

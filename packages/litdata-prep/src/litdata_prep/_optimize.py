@@ -46,7 +46,8 @@ __all__ = ["is_dataset_file", "optimize"]
 
 def is_dataset_file(key: str) -> bool:
     """Whether ``key`` is something optimize writes (chunks, index files, checkpoints, staging), or the
-    temporary file of such a write that a killed run interrupted."""
+    temporary file of such a write that a killed run interrupted.
+    """
     folder, _, name = key.rpartition("/")
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
@@ -135,7 +136,8 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
 
 def _leftover_temp(key: str) -> bool:
     """Whether ``key`` is the temporary file of a write of a dataset file that a killed run
-    interrupted (staging folders are not looked into: their runs remove them whole)."""
+    interrupted (staging folders are not looked into: their runs remove them whole).
+    """
     is_temp = temp_target(key.rpartition("/")[2]) is not None
     return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
 

@@ -135,7 +135,8 @@ class StreamingRawDataset(Dataset[Any]):
 
     def _listing_version(self) -> str:
         """The cached files' subfolder: from the cached index (its bytes hold when it was made),
-        or from the listing when a custom indexer keeps none."""
+        or from the listing when a custom indexer keeps none.
+        """
         try:
             identity = (Path(self.cache_dir) / INDEX_FILENAME).read_bytes()
         except FileNotFoundError:
