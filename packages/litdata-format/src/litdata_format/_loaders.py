@@ -53,7 +53,12 @@ class BaseItemLoader:
         self._encoder = SampleEncoder(serializers)
 
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
-        """The item bytes of ``sample`` and how much of ``chunk_size`` it uses."""
+        """The item bytes of ``sample`` and how much of ``chunk_size`` it uses.
+
+        Args:
+            sample: the sample to store.
+            index: its position in the dataset, for error messages.
+        """
         raise NotImplementedError
 
     def written_config(self) -> dict[str, Any]:
@@ -62,7 +67,11 @@ class BaseItemLoader:
         return {"data_format": self._encoder.data_format, "data_spec": spec.to_json() if spec else None}
 
     def chunk_dim(self, weights: list[int]) -> int | None:
-        """The ``dim`` of a chunk entry given its items' weights."""
+        """The ``dim`` of a chunk entry given its items' weights.
+
+        Args:
+            weights: what :meth:`encode` returned for each item of the chunk.
+        """
         return None
 
     # -- reading --------------------------------------------------------------------------------
@@ -73,6 +82,11 @@ class BaseItemLoader:
 
         Every reader sets its loader up here, so this is where a dataset whose leaves would be
         unpickled is refused unless ``allow_pickle`` (or ``LITDATA_ALLOW_PICKLE``) allows it.
+
+        Args:
+            index: the dataset's index.
+            serializers: the serializers by name, to decode leaves with.
+            allow_pickle: whether leaves may be unpickled; None reads ``LITDATA_ALLOW_PICKLE``.
         """
         check_pickle_allowed(index, serializers, allow_pickle)
         if index.item_loader != self.name:
@@ -84,7 +98,11 @@ class BaseItemLoader:
         self._serializers = serializers
 
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
-        """How many samples this loader yields from ``chunk``."""
+        """How many samples this loader yields from ``chunk``.
+
+        Args:
+            chunk: the chunk's entry in the index.
+        """
         return chunk.chunk_size
 
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
@@ -93,11 +111,22 @@ class BaseItemLoader:
 
         Readers call this, never ``open_chunk`` directly, so a loader whose chunks are not LitData
         chunk files decides how to open them.
+
+        Args:
+            path: the chunk file.
+            info: the chunk's entry in ``index``.
+            index: the dataset's index.
+            encryption: the decryption to apply, when the dataset is encrypted.
         """
         return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:
-        """Sample ``index`` (counted inside the chunk)."""
+        """Sample ``index`` (counted inside the chunk).
+
+        Args:
+            chunk: the opened chunk.
+            index: the sample's position in the chunk.
+        """
         raise NotImplementedError
 
     def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
@@ -105,6 +134,10 @@ class BaseItemLoader:
 
         The result has the sample's structure with one array per leaf whose first dimension is
         ``len(items)`` (what stacking the samples' leaves gives).
+
+        Args:
+            chunk: the opened chunk.
+            items: the samples' positions in the chunk.
         """
         return None
 

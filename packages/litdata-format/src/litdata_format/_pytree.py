@@ -122,6 +122,9 @@ class TreeSpec:
     def from_json(cls, text: str) -> TreeSpec:
         """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index).
 
+        Args:
+            text: the string.
+
         Raises:
             ValueError: the string is malformed, or names a type that is neither a container nor a
                 registered namedtuple, or a defaultdict factory outside the builtin types.

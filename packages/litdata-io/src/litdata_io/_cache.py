@@ -277,16 +277,27 @@ class ChunkCache:
         """The file name ``info`` has in the cache, relative to ``cache_dir``.
 
         Compressed chunks lose their compression suffix; with a version, it is the first folder.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
-        """Where ``info`` is (or will be) in the cache."""
+        """Where ``info`` is (or will be) in the cache.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         try:
             return _intact(info, self.path_for(info).stat().st_size)
         except (FileNotFoundError, NotADirectoryError):
@@ -297,6 +308,9 @@ class ChunkCache:
         """Make the chunk present in the cache and return its path, without pinning it.
 
         Use :meth:`aacquire` to read it: an unpinned chunk may be evicted by another process.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         path = self.path_for(info)
         if self.is_cached(info):
@@ -309,7 +323,11 @@ class ChunkCache:
         return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
-        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         if self._pin_present(info):
             return self.path_for(info)
         await self._afetch(info, pin=True)
@@ -322,7 +340,11 @@ class ChunkCache:
         return run_sync(self.aacquire(info))
 
     def release(self, info: ChunkInfo) -> None:
-        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it.
+
+        Args:
+            info: the chunk given to :meth:`acquire`.
+        """
         name = self.name_for(info)
         state = self._state
         with state.lock:
@@ -338,7 +360,11 @@ class ChunkCache:
 
     @contextlib.contextmanager
     def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
-        """``with cache.use(info) as path:`` acquire the chunk for the block."""
+        """``with cache.use(info) as path:`` acquire the chunk for the block.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.acquire(info)
         try:
             yield path
@@ -571,6 +597,9 @@ class ChunkCache:
         """Say the chunk has been read: it is evicted first, once no process uses it.
 
         Evicts at once if the cache is over its cap.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path_for(info), ns=(0, 0))

@@ -154,7 +154,11 @@ class Prefetcher:
 
     # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
-        """Append chunks to the reading order; the first ``max_pre_download`` start downloading."""
+        """Append chunks to the reading order; the first ``max_pre_download`` start downloading.
+
+        Args:
+            infos: the chunks' entries, in reading order.
+        """
         self._check_process()
         with self._lock:
             if self._closed:
@@ -169,6 +173,10 @@ class Prefetcher:
         The caller must :meth:`ChunkCache.release` it when done. Chunks scheduled before ``info``
         and not taken yet are skipped (their prefetched copies are released). A chunk that was not
         scheduled is fetched at once.
+
+        Args:
+            info: the chunk's entry in the index.
+            timeout: seconds to wait at most; None waits as long as the download takes.
 
         Raises:
             The download's error (naming the chunk's URL) if it failed.

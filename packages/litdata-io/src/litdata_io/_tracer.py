@@ -375,7 +375,11 @@ class TraceSpan:
         self._start = 0
 
     def set(self, **args: object) -> None:
-        """Add arguments known only inside the block (a byte count, a retry count)."""
+        """Add arguments known only inside the block (a byte count, a retry count).
+
+        Args:
+            **args: Shown in the trace's args, next to those given when the span began.
+        """
         self._args.update(args)
 
     def __enter__(self) -> TraceSpan:
