@@ -163,8 +163,10 @@ def _read_local(local_index: Path) -> list[FileMetadata] | None:
 
 
 def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
-    """The cached listing: the local copy, unless the remote index is another object than the
-    one it was copied from (then the remote one, copied); None if there is neither.
+    """The cached listing, or None if there is neither a local nor a remote one.
+
+    The local copy, unless the remote index is another object than the one it was copied from
+    (then the remote one, copied).
     """
     local = _read_local(local_index)
     if remote is None:
