@@ -1,4 +1,4 @@
-"""The public API of the fully typed packages is documented.
+"""The public API of the packages is documented: a docstring everywhere, every argument in Args:.
 
 ruff's pydocstyle rules only see a module's own names, and every public name of these packages
 lives in a private module and is re-exported, so this walks each package's ``__all__`` instead.
@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-PACKAGES = ("litdata_format", "litdata_io", "litracer")
+# litdata-stream (and the meta package re-exporting it) joins once issue 15's rework of its
+# dataset/loader protocol has landed: its public methods are being rewritten.
+PACKAGES = ("litdata_format", "litdata_io", "litracer", "litdata_raw", "litdata_prep")
 
 
 def _methods(cls: type) -> Iterator[tuple[str, Any]]:

@@ -57,7 +57,11 @@ class FileMetadata:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
-        """Read one entry of the index's ``files`` list."""
+        """Read one entry of the index's ``files`` list.
+
+        Args:
+            data: the entry, decoded.
+        """
         return cls(path=str(data["path"]), size=int(data["size"]))
 
 
@@ -93,7 +97,12 @@ class BaseIndexer(ABC):
 
     @abstractmethod
     def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
-        """List the dataset's files (no cache involved)."""
+        """List the dataset's files (no cache involved).
+
+        Args:
+            input_dir: the dataset's folder or URL.
+            storage_options: options for the storage backend (credentials, endpoint, ...).
+        """
 
     def build_or_load_index(
         self,
@@ -209,7 +218,12 @@ class FileIndexer(BaseIndexer):
         self.extensions = [e.lower() if e.startswith(".") else "." + e.lower() for e in (extensions or [])]
 
     def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
-        """List the files of ``input_dir`` (a local folder or any URL litdata-io opens)."""
+        """List the files of ``input_dir`` (a local folder or any URL litdata-io opens).
+
+        Args:
+            input_dir: the dataset's folder or URL.
+            storage_options: options for the storage backend (credentials, endpoint, ...).
+        """
         resolved = resolve_dir(input_dir)
         root = resolved.url or resolved.path
         if root is None:
