@@ -109,6 +109,9 @@ def decompress(data: bytes | memoryview, name: str, expected_size: int | None = 
         data: the compressed file's bytes.
         name: the chunk's file name, for error messages.
         expected_size: the index's ``chunk_bytes``; None skips the check.
+
+    Raises:
+        ValueError: the data is not valid zstd, or decompresses to another size than ``expected_size``.
     """
     zstandard = _zstd()
     try:

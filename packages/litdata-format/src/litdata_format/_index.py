@@ -208,6 +208,9 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     Args:
         obj: what ``json.loads`` made of the file.
         source: where it was read from, for error messages.
+
+    Raises:
+        ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
     """
     if not is_str_dict(obj):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
@@ -229,6 +232,10 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
     Args:
         path: the dataset folder, or its ``index.json``.
+
+    Raises:
+        IndexNotFoundError: the folder has no ``index.json`` (the message says if rank indexes wait to be merged).
+        ValueError: the file is not a valid index (the message names the file and what is wrong).
     """
     path = Path(path)
     if path.is_dir():
@@ -328,6 +335,9 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
 
     Args:
         directory: the dataset folder the writers wrote into.
+
+    Raises:
+        ValueError: a rank's index stores its samples differently from the others.
     """
     directory = Path(directory)
     files = rank_index_files(directory)

@@ -47,6 +47,9 @@ def normalize_key(key: Any, where: str = "key_fn") -> str | int:
     Args:
         key: what the user's ``key_fn`` returned.
         where: what produced the key, for the error message.
+
+    Raises:
+        TypeError: ``key`` is neither a str, an int, bytes nor a numpy integer.
     """
     if isinstance(key, bool) or key is None:
         raise TypeError(f"{where} returned {key!r}; a key must be a str or an int")
@@ -104,6 +107,9 @@ def read_keys(files: Sequence[bytes], where: str) -> dict[str | int, int]:
     Args:
         files: the bytes of each Parquet shard of the key index.
         where: the key index's location, for error messages.
+
+    Raises:
+        ValueError: a shard cannot be read as Parquet.
     """
     pa = _pyarrow("looking samples up by key")
     lookup: dict[str | int, int] = {}

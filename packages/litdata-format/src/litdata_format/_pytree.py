@@ -39,6 +39,9 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     Args:
         cls: the namedtuple class.
         serialized_type_name: the name ``index.json`` stores for it.
+
+    Raises:
+        TypeError: ``cls`` is not a namedtuple class.
     """
     # Checked although typed: a wrong class would only fail when a dataset naming it is read.
     if not (isinstance(cls, type) and hasattr(cls, "_fields") and issubclass(cls, tuple)):  # pyright: ignore[reportUnnecessaryIsInstance]

@@ -52,6 +52,9 @@ def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[st
 
     Args:
         user: the user's serializers by name, or None for the built-ins alone.
+
+    Raises:
+        TypeError: a value of ``user`` is not a :class:`Serializer` instance.
     """
     merged: dict[str, Serializer] = {}
     for name, serializer in (user or {}).items():
