@@ -1,9 +1,9 @@
-"""Reading upstream 0.2.76's Arrow rows layout: samples kept as an Arrow IPC table at the chunk's end.
+r"""Reading upstream 0.2.76's Arrow rows layout: samples kept as an Arrow IPC table at the chunk's end.
 
 When every sample is a dict of JSON-like values (numbers, strings, bools, bytes, None, lists,
 nested dicts), upstream 0.2.76 stores the rows as an Arrow IPC file appended to the chunk::
 
-    u32 N | u32 offsets[N+1] | item bytes | Arrow IPC file | u32 ipc_len | b"LDARW01\\0"
+    u32 N | u32 offsets[N+1] | item bytes | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
 
 In the chunks it writes now every offset equals the header size (no item bytes: the rows
 live only in the Arrow table); earlier writers kept the pytree items as well. The table has
@@ -19,6 +19,7 @@ returns (``config.types`` is not used to read). pyarrow is imported on first use
 from __future__ import annotations
 
 import bisect
+import importlib
 import struct
 from typing import Any
 
@@ -33,8 +34,9 @@ _IPC_FILE_MAGIC = b"ARROW1"
 
 def _pyarrow(name: str) -> Any:
     try:
-        import pyarrow
-        import pyarrow.ipc
+        import pyarrow  # pyright: ignore[reportMissingTypeStubs]
+
+        importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
     except ImportError:
         raise ImportError(
             f"chunk {name} stores its samples as Arrow rows; reading it needs pyarrow: "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -36,13 +36,16 @@ def temp_target(name: str) -> str | None:
 
     A process killed while writing leaves its temporary file behind; whoever owns the folder's
     files can recognise such leftovers by name and remove them.
+
+    Args:
+        name: a file name, without a folder.
     """
     match = _TEMP_NAME.match(name)
     return match["name"] if match else None
 
 
 @contextmanager
-def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Generator[BinaryIO, None, None]:
     """A binary file handle whose content appears at ``path`` only if the block completes.
 
     Args:
@@ -75,6 +78,10 @@ def write_file_atomic(
 
     ``data`` is one buffer, or a list of ``bytes`` written one after the other with gathered writes
     (no copy of them joined in memory).
+
+    Args:
+        path: the file to write.
+        data: one buffer, or buffers written one after the other.
     """
     with atomic_file(path) as handle:
         if isinstance(data, (bytes, bytearray, memoryview)):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from litdata_format._guards import is_str_dict
 from litdata_format._image_codec import as_numpy
 from litdata_format._media import (
     Audio,
@@ -74,7 +75,7 @@ def _decode_av(data: bytes, stream_index: int | None) -> tuple[np.ndarray, np.nd
     chunks: list[np.ndarray] = []
     info: dict[str, Any] = {}
     with av.open(io.BytesIO(data)) as container:
-        wanted = []
+        wanted: list[Any] = []  # PyAV streams (the module is imported lazily, untyped)
         video = container.streams.video[stream_index or 0] if container.streams.video else None
         audio = container.streams.audio[0] if container.streams.audio else None
         if video is not None:
@@ -193,10 +194,11 @@ def _resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     """Linear-interpolation resampling of (C, S) float samples."""
     if rate == target or samples.shape[1] == 0:
         return samples
-    count = round(samples.shape[1] * target / rate)
+    count = round(int(samples.shape[1]) * target / rate)
     positions = np.arange(count) * (rate / target)
-    source = np.arange(samples.shape[1])
-    return np.stack([np.interp(positions, source, channel) for channel in samples]).astype(np.float32)
+    source = np.arange(int(samples.shape[1]))
+    channels: list[np.ndarray] = [np.interp(positions, source, channel) for channel in samples]
+    return np.stack(channels).astype(np.float32)
 
 
 class AudioSerializer(Serializer):
@@ -240,7 +242,7 @@ class AudioSerializer(Serializer):
         array, rate = None, None
         if isinstance(data, Audio):
             array, rate = data.array, data.sampling_rate
-        elif isinstance(data, dict) and data.get("array") is not None:
+        elif is_str_dict(data) and data.get("array") is not None:
             array, rate = data["array"], data.get("sampling_rate")
         if array is not None:
             if rate is None:
@@ -297,6 +299,6 @@ class AudioSerializer(Serializer):
     def can_serialize(self, data: Any) -> bool:
         if isinstance(data, Audio) or is_instance_of_loaded(data, "torchcodec.decoders", "AudioDecoder"):
             return True
-        if isinstance(data, dict) and data.get("array") is not None and data.get("sampling_rate") is not None:
+        if is_str_dict(data) and data.get("array") is not None and data.get("sampling_rate") is not None:
             return True
         return has_media_extension(data, self.EXTENSIONS)

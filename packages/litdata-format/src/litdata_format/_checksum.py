@@ -62,6 +62,9 @@ def checksum_file(file: str | os.PathLike[str] | int) -> str:
     The file is mapped, not read, so its bytes are hashed where they lie in the page cache (a
     download just written is there) without a copy; in 4 MiB steps, so another thread waiting
     for the GIL gets it between them.
+
+    Args:
+        file: a path, or a descriptor open for reading.
     """
     if not isinstance(file, int):
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -83,6 +86,10 @@ def expected_checksum(info: ChunkInfo, plain: bool = False) -> str | None:
 
     For a chunk that is not whole-file compressed the two are the same file, so ``plain`` falls
     back to ``checksum``. Values of an algorithm this version does not know are not checked.
+
+    Args:
+        info: the chunk's entry in the index.
+        plain: the checksum of the decompressed file rather than of the stored one.
     """
     value = info.extra.get("plain_checksum") if plain else None
     if value is None:
@@ -97,6 +104,12 @@ def verify_file(file: str | os.PathLike[str] | int, info: ChunkInfo, where: str,
 
     Returns whether there was a checksum to check. ``where`` names the chunk in the error (a URL
     or the dataset folder).
+
+    Args:
+        file: a path, or a descriptor open for reading.
+        info: the chunk's entry in the index.
+        where: names the chunk in the error (a URL or the dataset folder).
+        plain: check against the decompressed file's checksum rather than the stored one's.
     """
     expected = expected_checksum(info, plain)
     if expected is None:

@@ -39,7 +39,11 @@ def header_size(num_items: int) -> int:
 
 
 def encode_chunk(items: Sequence[bytes]) -> bytes:
-    """The bytes of a chunk holding ``items`` in order."""
+    """The bytes of a chunk holding ``items`` in order.
+
+    Args:
+        items: each item's bytes, in item order.
+    """
     return b"".join(chunk_parts(items))
 
 
@@ -91,7 +95,11 @@ class Chunk(Protocol):
     def __len__(self) -> int: ...
 
     def item(self, index: int) -> memoryview:
-        """The bytes of item ``index`` (plaintext, uncompressed)."""
+        """The bytes of item ``index`` (plaintext, uncompressed).
+
+        Args:
+            index: the item's position in the chunk.
+        """
         ...
 
     def payload(self) -> memoryview:
@@ -100,8 +108,10 @@ class Chunk(Protocol):
 
 
 class StoredChunk:
-    """What every chunk layout shares: its buffer and name, the item count and range check, items
-    sliced by an offsets table, and releasing the buffer.
+    """What every chunk layout shares.
+
+    Its buffer and name, the item count and range check, items sliced by an offsets table, and
+    releasing the buffer.
 
     A layout checks its own header in ``__init__`` (after this one) and sets ``_count`` and
     ``_offsets``: item i is ``raw()[offsets[i]:offsets[i + 1]]``; layouts whose items are stored
@@ -160,7 +170,11 @@ class StoredChunk:
         return IndexError(f"{self.noun} {self.name}: {self.item_noun} {index} is out of range (it holds {self._count})")
 
     def item(self, index: int) -> memoryview:
-        """The bytes of item ``index`` as stored."""
+        """The bytes of item ``index`` as stored.
+
+        Args:
+            index: the item's position in the chunk.
+        """
         if not 0 <= index < self._count:
             raise self._out_of_range(index)
         return self._view[self._offsets[index] : self._offsets[index + 1]]
@@ -205,7 +219,12 @@ class ChunkView(StoredChunk):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], decrypt: Any = None) -> ChunkView:
-        """Map ``path`` (no copy) and validate it."""
+        """Map ``path`` (no copy) and validate it.
+
+        Args:
+            path: the chunk file.
+            decrypt: decrypts each item (sample-level encryption), or None.
+        """
         return cls(map_file(path), str(path), decrypt)
 
     @property

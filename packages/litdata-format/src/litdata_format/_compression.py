@@ -93,12 +93,26 @@ def _zstd() -> Any:
 
 
 def compress(data: bytes, compression: str) -> bytes:
-    """Compress a whole chunk."""
+    """Compress a whole chunk.
+
+    Args:
+        data: the chunk file's bytes.
+        compression: ``"zstd"`` or ``"zstd:<level>"``.
+    """
     return _zstd().ZstdCompressor(level=zstd_level(compression)).compress(data)
 
 
 def decompress(data: bytes | memoryview, name: str, expected_size: int | None = None) -> bytes:
-    """Decompress a whole chunk, checking its size against the index's ``chunk_bytes``."""
+    """Decompress a whole chunk, checking its size against the index's ``chunk_bytes``.
+
+    Args:
+        data: the compressed file's bytes.
+        name: the chunk's file name, for error messages.
+        expected_size: the index's ``chunk_bytes``; None skips the check.
+
+    Raises:
+        ValueError: the data is not valid zstd, or decompresses to another size than ``expected_size``.
+    """
     zstandard = _zstd()
     try:
         out = zstandard.ZstdDecompressor().decompress(data, max_output_size=expected_size if expected_size else 0)

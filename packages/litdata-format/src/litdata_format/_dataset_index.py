@@ -11,15 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from litdata_format._guards import is_str_dict
+
 __all__ = ["INDEX_FILENAME", "ChunkInfo", "DatasetIndex", "check_chunk_filename", "int_field"]
 
 INDEX_FILENAME = "index.json"
 
 
 def check_chunk_filename(name: Any, source: str) -> str:
-    """``name`` if it is a path inside the dataset folder: a file name, or ``/``-separated
-    folders and a file name (upstream's Hugging Face Parquet indexes list ``train/0000.parquet``).
-    Chunk names must never point outside the dataset, nor at hidden files (the cache's own)."""
+    """``name`` if it is a path inside the dataset folder.
+
+    A file name, or ``/``-separated folders and a file name (upstream's Hugging Face Parquet
+    indexes list ``train/0000.parquet``). Chunk names must never point outside the dataset, nor at
+    hidden files (the cache's own).
+    """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
     parts = name.split("/")
@@ -47,12 +52,17 @@ class ChunkInfo:
     chunk_bytes: int
     chunk_size: int
     dim: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     @classmethod
     def from_json(cls, entry: Any, where: str) -> ChunkInfo:
-        """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors."""
-        if not isinstance(entry, dict):
+        """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors.
+
+        Args:
+            entry: the decoded JSON entry.
+            where: names the entry in error messages.
+        """
+        if not is_str_dict(entry):
             raise ValueError(f"{where} must be an object, got {entry!r:.100}")
         known = {"filename", "chunk_bytes", "chunk_size", "dim"}
         return cls(
@@ -64,6 +74,7 @@ class ChunkInfo:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as ``index.json`` holds it, its unknown keys included."""
         return {
             "chunk_bytes": self.chunk_bytes,
             "chunk_size": self.chunk_size,
@@ -108,25 +119,31 @@ class DatasetIndex:
 
     @property
     def compression(self) -> str | None:
+        """The compression the config names (e.g. ``"zstd"``), or None."""
         return self.config.get("compression")
 
     @property
     def encryption(self) -> dict[str, Any] | None:
+        """The encryption settings the dataset was written with (no key), or None."""
         return self.config.get("encryption")
 
     @property
     def item_loader(self) -> str:
+        """The class name of the item loader that reads the chunks (``PyTreeLoader`` when unnamed)."""
         return self.config.get("item_loader") or "PyTreeLoader"
 
     @property
     def data_format(self) -> list[str]:
+        """The serializer name of each leaf, in leaf order."""
         return list(self.config.get("data_format") or [])
 
     @property
     def num_items(self) -> int:
+        """How many items the chunks hold together."""
         return sum(chunk.chunk_size for chunk in self.chunks)
 
     def to_json(self) -> dict[str, Any]:
+        """The index as ``index.json`` holds it (``updated_at`` is now when it was never set)."""
         empty = not self.chunks and self.config.get("data_spec") is None
         return {
             "chunks": [chunk.to_json() for chunk in self.chunks],

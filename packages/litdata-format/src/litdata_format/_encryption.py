@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import base64
 import functools
+import importlib
 import inspect
 import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
+
+from litdata_format._guards import is_str_dict
 
 __all__ = [
     "Encryption",
@@ -44,15 +47,22 @@ class EncryptionLevel:
     CHUNK = "chunk"
 
 
+_SUBMODULES = (
+    "fernet",
+    "hazmat.primitives.asymmetric.padding",
+    "hazmat.primitives.asymmetric.rsa",
+    "hazmat.primitives.hashes",
+    "hazmat.primitives.kdf.pbkdf2",
+    "hazmat.primitives.serialization",
+)
+
+
 def _cryptography() -> Any:
     try:
         import cryptography
-        import cryptography.fernet
-        import cryptography.hazmat.primitives.asymmetric.padding
-        import cryptography.hazmat.primitives.asymmetric.rsa
-        import cryptography.hazmat.primitives.hashes
-        import cryptography.hazmat.primitives.kdf.pbkdf2
-        import cryptography.hazmat.primitives.serialization
+
+        for name in _SUBMODULES:  # reached below as attributes of the package
+            importlib.import_module(f"cryptography.{name}")
     except ImportError:
         raise ImportError(f"encryption needs the 'cryptography' package: {_INSTALL}") from None
     return cryptography
@@ -74,7 +84,7 @@ def _read_key_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             state = json.load(handle)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not an encryption key file (invalid JSON: {err})") from None
-    if not isinstance(state, dict):
+    if not is_str_dict(state):
         raise ValueError(f"{path}: not an encryption key file (expected a JSON object)")
     return state
 
@@ -95,8 +105,11 @@ def _wrong_key(where: str, algorithm: str) -> ValueError:
 
 @functools.cache
 def _wrong_key_error() -> type[ValueError]:
-    """``WrongKeyError``, made on first use: it derives from cryptography's ``InvalidToken`` (what
-    upstream raises for a wrong Fernet key) and importing cryptography is too slow for import time."""
+    """``WrongKeyError``, made on first use.
+
+    It derives from cryptography's ``InvalidToken`` (what upstream raises for a wrong Fernet key)
+    and importing cryptography is too slow for import time.
+    """
     from cryptography.fernet import InvalidToken
 
     class WrongKeyError(ValueError, InvalidToken):
@@ -153,18 +166,32 @@ class Encryption(ABC):
 
     @abstractmethod
     def encrypt(self, data: bytes) -> bytes:
-        """The ciphertext of ``data``."""
+        """The ciphertext of ``data``.
+
+        Args:
+            data: the plaintext.
+        """
 
     @abstractmethod
     def decrypt(self, data: bytes, where: str = "") -> bytes:
-        """The plaintext of ``data``; a wrong key raises ValueError naming ``where``."""
+        """The plaintext of ``data``; a wrong key raises ValueError naming ``where``.
+
+        Args:
+            data: the ciphertext.
+            where: names the item or chunk in the error.
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """What ``index.json`` records under ``config.encryption`` (never the key)."""
         return {"algorithm": self.algorithm, "level": self.level}
 
     def check_matches(self, recorded: Mapping[str, Any] | None, source: str = "the dataset") -> None:
-        """Raise ValueError unless ``recorded`` (``config.encryption``) was written with this kind of key."""
+        """Raise ValueError unless ``recorded`` (``config.encryption``) was written with this kind of key.
+
+        Args:
+            recorded: the dataset's ``config.encryption``.
+            source: names the dataset in the error.
+        """
         if not recorded:
             raise ValueError(f"{source}: the dataset is not encrypted, but encryption={self!r} was given")
         for key in ("algorithm", "level"):
@@ -177,13 +204,21 @@ class Encryption(ABC):
 
     @abstractmethod
     def save(self, file_path: str | os.PathLike[str]) -> None:
-        """Write a key file that :meth:`load` reads back."""
+        """Write a key file that :meth:`load` reads back.
+
+        Args:
+            file_path: the key file to write.
+        """
 
     @classmethod
     def load(cls, file_path: str | os.PathLike[str], password: str) -> Encryption:
         """Load a key file written by :meth:`save` (here or by upstream LitData).
 
         Called on :class:`Encryption` itself, the algorithm is read from the file.
+
+        Args:
+            file_path: the key file.
+            password: the password the key was made with.
         """
         if cls is not Encryption:
             raise NotImplementedError(f"{cls.__name__} does not implement load()")
@@ -215,7 +250,8 @@ class FernetEncryption(Encryption):
 
     def _setup(self, password: str, level: str, salt: bytes) -> None:
         _cryptography()
-        if not isinstance(password, str):
+        # Typed, yet checked: bytes would derive a different key than the same text as a str.
+        if not isinstance(password, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"the password must be a str, got {type(password).__name__}")
         self.password = password
         self.level = _check_level(level)
@@ -251,14 +287,23 @@ class FernetEncryption(Encryption):
             raise _wrong_key(where, "Fernet") from None
 
     def save(self, file_path: str | os.PathLike[str]) -> None:
-        """Write ``{"algorithm", "level", "salt"}`` (the salt url-safe base64); the password is not stored."""
+        """Write ``{"algorithm", "level", "salt"}`` (the salt url-safe base64); the password is not stored.
+
+        Args:
+            file_path: the key file to write.
+        """
         state: dict[str, Any] = self.state_dict()
         state["salt"] = base64.urlsafe_b64encode(self.salt).decode("utf-8")
         _write_key_file(file_path, state)
 
     @classmethod
     def load(cls, file_path: str | os.PathLike[str], password: str) -> FernetEncryption:
-        """Re-derive the key from ``password`` and the salt saved in ``file_path``."""
+        """Re-derive the key from ``password`` and the salt saved in ``file_path``.
+
+        Args:
+            file_path: the key file.
+            password: the password the key was derived from.
+        """
         state = _read_key_file(file_path)
         if state.get("algorithm", "fernet") != "fernet" or "salt" not in state:
             raise ValueError(f"{file_path}: not a Fernet key file (keys: {sorted(state)})")
@@ -386,6 +431,9 @@ class RSAEncryption(Encryption):
 
         The private key PEM is encrypted with the password, but upstream's format also stores
         the password itself in the file (its loader needs it), so keep the key file secret.
+
+        Args:
+            file_path: the key file to write.
         """
         _write_key_file(file_path, self.__getstate__())
 
@@ -394,6 +442,10 @@ class RSAEncryption(Encryption):
         """Load a key file written by :meth:`save`.
 
         ``password`` unlocks the private key; when empty, the password stored in the file is used.
+
+        Args:
+            file_path: the key file.
+            password: unlocks the private key; empty to use the one stored in the file.
         """
         state = _read_key_file(file_path)
         if not state.get("private_key") and not state.get("public_key"):
@@ -403,7 +455,12 @@ class RSAEncryption(Encryption):
         return instance
 
     def save_keys(self, private_key_path: str | os.PathLike[str], public_key_path: str | os.PathLike[str]) -> None:
-        """Write the private key (PEM, encrypted with the password) and the public key (PEM) to two files."""
+        """Write the private key (PEM, encrypted with the password) and the public key (PEM) to two files.
+
+        Args:
+            private_key_path: the file for the private key.
+            public_key_path: the file for the public key.
+        """
         state = self.__getstate__()
         if not state["private_key"] or not state["public_key"]:
             raise ValueError("this RSAEncryption lacks a private or a public key to save")
@@ -415,7 +472,13 @@ class RSAEncryption(Encryption):
     def load_keys(
         self, private_key_path: str | os.PathLike[str], public_key_path: str | os.PathLike[str], password: str
     ) -> None:
-        """Replace this object's keys with the PEM files written by :meth:`save_keys`."""
+        """Replace this object's keys with the PEM files written by :meth:`save_keys`.
+
+        Args:
+            private_key_path: the private key's PEM file.
+            public_key_path: the public key's PEM file.
+            password: unlocks the private key.
+        """
         from cryptography.hazmat.primitives import serialization
 
         with open(private_key_path, "rb") as handle:

@@ -1,7 +1,7 @@
-"""Upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
+r"""Upstream 0.2.76's in-file zstd layouts (``compression="zstd"`` with ``compression_level``).
 
 ``compression_level="batch"`` (upstream's default for ``"zstd"``): a plain ``.bin`` that starts
-with the magic ``LDFZ01\\0\\0``, then a frame table, then zstd frames each holding the bytes of
+with the magic ``LDFZ01\0\0``, then a frame table, then zstd frames each holding the bytes of
 a run of consecutive items (all little-endian)::
 
     magic 8s | version u16 (1) | flags u16 | num_items u32 | frame_rows u32 | num_frames u32
@@ -126,10 +126,12 @@ class FramedChunk(StoredChunk):
                 f"chunk {name}: the frame table of {count} items and {num_frames} frames needs {table_end} bytes "
                 f"but the file has {size}; it is truncated"
             )
-        offsets = list(struct.unpack_from(f"<{count + 1}I", self._view, _PREFIX.size))
+        offsets: list[int] = list(struct.unpack_from(f"<{count + 1}I", self._view, _PREFIX.size))
         if offsets[0] != 0 or any(a > b for a, b in itertools.pairwise(offsets)):
             raise ValueError(f"chunk {name}: the item offsets are corrupt (not increasing from 0)")
-        frames = [_FRAME.unpack_from(self._view, offsets_end + k * _FRAME.size) for k in range(num_frames)]
+        frames: list[tuple[int, int, int, int, int]] = [
+            _FRAME.unpack_from(self._view, offsets_end + k * _FRAME.size) for k in range(num_frames)
+        ]
         self._check_frames(frames, offsets, count, table_end, size)
         self._count = count
         self._offsets = offsets

@@ -14,9 +14,9 @@ the header bytes of their chunk's first row, so nothing variable is ever read as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -100,7 +100,7 @@ def gather_rows(
     items: np.ndarray,
     spec: TreeSpec,
     serializers: Sequence[Serializer],
-    decode_first: Any,
+    decode_first: Callable[[Chunk], Any],
 ) -> Any:
     """Items ``items`` of ``chunk`` (PyTree samples) as arrays, or ``None`` when they do not qualify.
 
@@ -139,7 +139,7 @@ def _flat_keys(spec: TreeSpec) -> tuple[Any, ...] | None:
 
 
 def _layout(
-    chunk: Chunk, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Any
+    chunk: Chunk, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Callable[[Chunk], Any]
 ) -> _Layout | None:
     if type(chunk) is not ChunkView:
         return None
@@ -149,8 +149,13 @@ def _layout(
     return views[_LAYOUT_KEY]
 
 
+def _is_array(value: object) -> TypeGuard[np.ndarray]:
+    # isinstance alone would leave the array's dtype and shape untyped.
+    return isinstance(value, np.ndarray)
+
+
 def _layout_of(
-    chunk: ChunkView, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Any
+    chunk: ChunkView, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Callable[[Chunk], Any]
 ) -> _Layout | None:
     rows = chunk_rows(chunk)
     if rows is None:
@@ -162,12 +167,13 @@ def _layout_of(
     values = [sample] if keys == () else list(sample.values())
     if len(values) != count:
         return None
-    leaves, fixed = [], [slice(0, 4 * count)]
+    leaves: list[_Leaf] = []
+    fixed = [slice(0, 4 * count)]
     start = 4 * count
     for size, value, serializer in zip(sizes, values, serializers):
         scalar = _SCALARS.get(type(serializer))
         array = np.asarray(value, dtype=scalar) if scalar is not None else value
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC or array.dtype.byteorder == ">":
+        if not _is_array(array) or array.dtype.kind not in _NUMERIC or array.dtype.byteorder == ">":
             return None
         data = size - array.nbytes
         if data < 0:

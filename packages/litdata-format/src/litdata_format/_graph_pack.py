@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from litdata_format._guards import is_any_dict, is_any_tuple
 from litdata_format._media import GRAPH_FIELDS, Graph, Tensor, is_pyg_data, read_media_bytes
 from litdata_format._serializers import Buffer, TensorSerializer, torch_module
 
@@ -74,8 +75,7 @@ def _graph_mapping(item: Any) -> tuple[dict[str, Any], str] | None:
     if is_pyg_data(item.data):
         return mapping, _pyg_kind(item.data)
     per_type = any(
-        isinstance(value, dict) and any(_is_tensor_like(child) for child in value.values())
-        for value in mapping.values()
+        is_any_dict(value) and any(_is_tensor_like(child) for child in value.values()) for value in mapping.values()
     )
     return mapping, ("hetero" if per_type else "data")
 
@@ -84,7 +84,7 @@ def _split(node: Any, path: tuple[Any, ...]) -> tuple[dict[tuple[Any, ...], Any]
     """Pull the tensors out of a nested mapping: ``({path: tensor}, skeleton)``; None if unpackable."""
     if _is_tensor_like(node):
         return {path: node}, _TENSOR_MARK
-    if isinstance(node, dict):
+    if is_any_dict(node):
         found: dict[tuple[Any, ...], Any] = {}
         skeleton: dict[Any, Any] = {}
         for key, child in node.items():
@@ -101,7 +101,7 @@ def _split(node: Any, path: tuple[Any, ...]) -> tuple[dict[tuple[Any, ...], Any]
 
 def _field_name(path: tuple[Any, ...]) -> str:
     # An edge type key ("paper", "cites", "paper") becomes paper__cites__paper.
-    return ".".join("__".join(str(p) for p in key) if isinstance(key, tuple) else str(key) for key in path)
+    return ".".join("__".join(str(p) for p in key) if is_any_tuple(key) else str(key) for key in path)
 
 
 def pack_graph(item: Any) -> tuple[bytes, str]:
@@ -139,7 +139,7 @@ def pack_graph(item: Any) -> tuple[bytes, str]:
 def _fill(skeleton: Any, tensors: dict[tuple[Any, ...], Any], path: tuple[Any, ...]) -> Any:
     if skeleton == _TENSOR_MARK:
         return tensors[path]
-    if isinstance(skeleton, dict):
+    if is_any_dict(skeleton):
         return {key: _fill(child, tensors, (*path, key)) for key, child in skeleton.items()}
     return skeleton
 
@@ -152,7 +152,7 @@ def _rebuild(values: dict[str, Any]) -> Any:
     if skeleton is not None and paths is not None and names is not None:
         values = _fill(skeleton, {tuple(path): values[name] for path, name in zip(paths, names)}, ())
     try:
-        from torch_geometric.data import Data, HeteroData
+        from torch_geometric.data import Data, HeteroData  # pyright: ignore[reportMissingTypeStubs]  # PyG ships no types
     except ImportError:
         if kind == "hetero":
             return Graph(data=values)

@@ -300,4 +300,5 @@ def decode_image(data: Buffer, decode: str = "tensor") -> Any:
             'decoding images to tensors needs torch (pip install torch); or read them with decode="pil"'
             ' or decode="numpy", e.g. serializers={"image": ImageSerializer(decode="pil")}'
         ) from None
-    return torch.from_numpy(pixels)
+    # torch leaves from_numpy's parameter untyped.
+    return torch.from_numpy(pixels)  # pyright: ignore[reportUnknownMemberType]

@@ -20,6 +20,7 @@ from typing import Any
 
 from litdata_format._atomic import write_file_atomic
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex, int_field
+from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._mds import parse_mds_index
 
 __all__ = [
@@ -44,24 +45,48 @@ _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
 def chunk_name(rank: int, number: int, compression: str | None = None) -> str:
-    """The file name of chunk ``number`` of writer ``rank``: ``chunk-{rank}-{number}.bin``, or
-    ``chunk-{rank}-{number}.{compression}.bin`` when the whole file is compressed (as upstream names them)."""
+    """The file name of chunk ``number`` of writer ``rank``.
+
+    ``chunk-{rank}-{number}.bin``, or ``chunk-{rank}-{number}.{compression}.bin`` when the whole
+    file is compressed (as upstream names them).
+
+    Args:
+        rank: the writer's rank.
+        number: the chunk's number among that writer's chunks.
+        compression: the whole-file compression, if any (e.g. ``"zstd"``).
+
+    Returns:
+        The file name, without a folder.
+    """
     return f"chunk-{rank}-{number}.{compression}.bin" if compression else f"chunk-{rank}-{number}.bin"
 
 
 def parse_chunk_name(name: str) -> tuple[int, int] | None:
-    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name."""
+    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name.
+
+    Args:
+        name: a file name, without a folder.
+    """
     match = _CHUNK_NAME.match(name)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def rank_index_name(rank: int) -> str:
-    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done."""
+    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done.
+
+    Args:
+        rank: the writer's rank.
+    """
     return f"{rank}.{INDEX_FILENAME}"
 
 
 def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
-    """The file name a whole-file compressed chunk has once decompressed."""
+    """The file name a whole-file compressed chunk has once decompressed.
+
+    Args:
+        info: the chunk's entry in the index.
+        compression: the dataset's whole-file compression, if any.
+    """
     if compression and info.filename.endswith(f".{compression}.bin"):
         return info.filename[: -len(f".{compression}.bin")] + ".bin"
     return info.filename
@@ -74,6 +99,9 @@ def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
     whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
     the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
     compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
+
+    Args:
+        info: the chunk's entry in the index.
     """
     if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
         return ()
@@ -126,7 +154,7 @@ class IndexNotFoundError(FileNotFoundError, ValueError):
 def _check_data_format(formats: Any, source: str) -> None:
     from litdata_format._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
 
-    if not isinstance(formats, list):
+    if not is_any_list(formats):
         raise ValueError(f"{source}: config.data_format must be a list of serializer names, got {formats!r:.100}")
     tables: dict[str, Mapping[int, Any]] = {"no_header_numpy": NUMPY_DTYPES, "no_header_tensor": TORCH_DTYPE_NAMES}
     for number, fmt in enumerate(formats):
@@ -169,16 +197,29 @@ def _check_config(config: dict[str, Any], source: str) -> None:
             raise ValueError(f"{source}: config.compression: {err}") from None
 
 
+def _empty_config() -> dict[str, Any]:
+    """The config of a dataset without a sample, as upstream's optimize writes it."""
+    return {"data_format": [], "data_spec": None}
+
+
 def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
-    """Validate a decoded ``index.json`` (LitData or MosaicML MDS) and return its contents."""
-    if not isinstance(obj, dict):
+    """Validate a decoded ``index.json`` (LitData or MosaicML MDS) and return its contents.
+
+    Args:
+        obj: what ``json.loads`` made of the file.
+        source: where it was read from, for error messages.
+
+    Raises:
+        ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
+    """
+    if not is_str_dict(obj):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
     if "shards" in obj and "chunks" not in obj:
         return parse_mds_index(obj, source)
     chunks, config = obj.get("chunks"), obj.get("config")
     if chunks == [] and "config" in obj and config is None:
-        config = {"data_format": [], "data_spec": None}  # an empty dataset, as upstream's optimize writes it
-    if not isinstance(chunks, list) or not isinstance(config, dict):
+        config = _empty_config()
+    if not is_any_list(chunks) or not is_str_dict(config):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
     _check_config(config, source)
     infos = [ChunkInfo.from_json(entry, f"{source}: chunks[{number}]") for number, entry in enumerate(chunks)]
@@ -187,7 +228,15 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
 
 
 def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
-    """Read ``index.json`` from a dataset directory (or the file itself)."""
+    """Read ``index.json`` from a dataset directory (or the file itself).
+
+    Args:
+        path: the dataset folder, or its ``index.json``.
+
+    Raises:
+        IndexNotFoundError: the folder has no ``index.json`` (the message says if rank indexes wait to be merged).
+        ValueError: the file is not a valid index (the message names the file and what is wrong).
+    """
     path = Path(path)
     if path.is_dir():
         path = path / INDEX_FILENAME
@@ -210,7 +259,12 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
+    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename.
+
+    Args:
+        path: the file to write.
+        obj: a JSON-serializable value.
+    """
     write_file_atomic(path, json.dumps(obj, sort_keys=True).encode())
 
 
@@ -233,6 +287,10 @@ def layout_differences(config: Mapping[str, Any], other: Mapping[str, Any]) -> l
     Every field but the chunking ones counts, a missing one being null. ``pil`` and ``jpeg`` leaves
     differ (raw pixels vs a JPEG file): a reader, upstream's too, decodes every item of a dataset
     with the one serializer per leaf its config names.
+
+    Args:
+        config: one index's ``config``.
+        other: the other index's ``config``.
     """
     keys = (set(config) | set(other)) - _NOT_LAYOUT
     return sorted(key for key in keys if config.get(key) != other.get(key))
@@ -246,13 +304,18 @@ def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") ->
     sample) add nothing; the others must share one layout (:func:`layout_differences`), and the
     merged config is the first one's.
 
+    Args:
+        parts: the indexes to merge, in item order.
+        source: where the merged index goes, for error messages.
+        hint: what to do about a layout mismatch, appended to its error.
+
     Raises:
         ValueError: a part stores its samples differently from the first; the message names both,
             the fields that differ and ends with ``hint``.
     """
     filled = [part for part in parts if part.chunks]
     if not filled:
-        config = parts[0].config if parts else {"data_format": [], "data_spec": None}
+        config = parts[0].config if parts else _empty_config()
         return DatasetIndex([], config, str(time.time()), source)
     first = filled[0]
     for part in filled[1:]:
@@ -269,6 +332,12 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
     """Merge a directory's ``{rank}.index.json`` files into ``index.json`` and remove them.
 
     Idempotent: a directory that already has ``index.json`` and no rank files is left as is.
+
+    Args:
+        directory: the dataset folder the writers wrote into.
+
+    Raises:
+        ValueError: a rank's index stores its samples differently from the others.
     """
     directory = Path(directory)
     files = rank_index_files(directory)
@@ -285,7 +354,11 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def is_complete_dataset(directory: str | os.PathLike[str]) -> bool:
-    """True when ``index.json`` exists, no rank index is pending and every chunk file is present."""
+    """True when ``index.json`` exists, no rank index is pending and every chunk file is present.
+
+    Args:
+        directory: the dataset folder.
+    """
     directory = Path(directory)
     if not (directory / INDEX_FILENAME).is_file() or rank_index_files(directory):
         return False

@@ -33,6 +33,8 @@ import mmap
 import struct
 from typing import Any
 
+from litdata_format._guards import is_any_dict, is_any_list
+
 __all__ = ["JsonLeaf", "nested_dumps", "nested_loads"]
 
 _JSON, _STRS, _INTS, _FLOATS, _BOOLS, _DICT, _RECORDS, _STR, _INT, _FLOAT, _BOOL, _NONE = range(12)
@@ -79,7 +81,8 @@ def _as_json(value: Any) -> bytes:
 def _records(rows: list[dict[str, Any]]) -> bytes | None:
     """Rows sharing one set of string keys and holding only scalars; None if they do not."""
     keys = list(rows[0])
-    if not keys or not all(isinstance(key, str) for key in keys):
+    # The rows are users' values: the string keys are what this checks.
+    if not keys or not all(isinstance(key, str) for key in keys):  # pyright: ignore[reportUnnecessaryIsInstance]
         return None
     wanted = set(keys)
     out = [_tagged(_RECORDS, len(rows)), struct.pack("<I", len(keys)), *(_text(key) for key in keys)]
@@ -133,7 +136,7 @@ def nested_dumps(value: Any) -> bytes:
         return bytes([_INT]) + struct.pack("<q", value)
     if isinstance(value, float):
         return bytes([_FLOAT]) + struct.pack("<d", value)
-    if isinstance(value, dict):
+    if is_any_dict(value):
         if not all(isinstance(key, str) for key in value):
             return _as_json(value)
         parts = [_tagged(_DICT, len(value))]
@@ -141,7 +144,7 @@ def nested_dumps(value: Any) -> bytes:
             parts.append(_text(key))
             parts.append(nested_dumps(item))
         return b"".join(parts)
-    if isinstance(value, list):
+    if is_any_list(value):
         return _list(value)
     return _as_json(value)
 

@@ -26,6 +26,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from litdata_format._guards import is_bytes_like
 from litdata_format._parquet import require_pyarrow
 
 __all__ = ["KEYS_FILE", "keys_parquet", "normalize_key", "read_keys"]
@@ -35,18 +36,26 @@ KEYS_FILE = "keys/shard-00000.parquet"
 
 def _pyarrow(why: str) -> Any:
     require_pyarrow(why)
-    import pyarrow
+    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
 
     return pyarrow
 
 
 def normalize_key(key: Any, where: str = "key_fn") -> str | int:
-    """``key`` as a str or an int (bytes are UTF-8 text, numpy integers ints); anything else is refused."""
+    """``key`` as a str or an int (bytes are UTF-8 text, numpy integers ints); anything else is refused.
+
+    Args:
+        key: what the user's ``key_fn`` returned.
+        where: what produced the key, for the error message.
+
+    Raises:
+        TypeError: ``key`` is neither a str, an int, bytes nor a numpy integer.
+    """
     if isinstance(key, bool) or key is None:
         raise TypeError(f"{where} returned {key!r}; a key must be a str or an int")
     if isinstance(key, (str, int)):
         return key
-    if isinstance(key, (bytes, bytearray, memoryview)):
+    if is_bytes_like(key):
         return bytes(key).decode("utf-8")
     if hasattr(key, "dtype") and getattr(key.dtype, "kind", "") in "iu" and getattr(key, "ndim", 1) == 0:
         return int(key)
@@ -55,6 +64,10 @@ def normalize_key(key: Any, where: str = "key_fn") -> str | int:
 
 def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[int]) -> bytes:
     """The key index of ``(key, sample position)`` pairs in a dataset whose chunks hold ``chunk_sizes`` samples.
+
+    Args:
+        pairs: each sample's key and its position in the dataset.
+        chunk_sizes: how many samples each chunk holds, in chunk order.
 
     Raises:
         ValueError: two samples have the same key, keys mix str and int, or a position is outside the dataset.
@@ -89,7 +102,15 @@ def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[i
 
 
 def read_keys(files: Sequence[bytes], where: str) -> dict[str | int, int]:
-    """Key -> sample position, from the Parquet files of a key index (all shards)."""
+    """Key -> sample position, from the Parquet files of a key index (all shards).
+
+    Args:
+        files: the bytes of each Parquet shard of the key index.
+        where: the key index's location, for error messages.
+
+    Raises:
+        ValueError: a shard cannot be read as Parquet.
+    """
     pa = _pyarrow("looking samples up by key")
     lookup: dict[str | int, int] = {}
     for data in files:

@@ -35,6 +35,12 @@ def open_chunk(
 
     Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
     cache should decompress to a plain file once (:func:`decompress`) and open that instead.
+
+    Args:
+        path: the chunk file.
+        info: the chunk's entry in ``index``.
+        index: the dataset's index (its config says how items are stored).
+        encryption: the decryption to apply, when the dataset is encrypted.
     """
     path = Path(path)
     check_chunk_file(path, info.filename, index.source)

@@ -40,14 +40,25 @@ class BaseItemLoader:
 
     @property
     def name(self) -> str:
+        """The loader's class name, as ``index.json`` records it in ``config.item_loader``."""
         return type(self).__name__
 
     # -- writing --------------------------------------------------------------------------------
     def start_writing(self, serializers: Mapping[str, Serializer]) -> None:
+        """Prepare to :meth:`encode` samples with ``serializers`` (name -> serializer, in the order tried).
+
+        Args:
+            serializers: the serializers a leaf may be stored with; the first that accepts it wins.
+        """
         self._encoder = SampleEncoder(serializers)
 
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
-        """The item bytes of ``sample`` and how much of ``chunk_size`` it uses."""
+        """The item bytes of ``sample`` and how much of ``chunk_size`` it uses.
+
+        Args:
+            sample: the sample to store.
+            index: its position in the dataset, for error messages.
+        """
         raise NotImplementedError
 
     def written_config(self) -> dict[str, Any]:
@@ -56,7 +67,11 @@ class BaseItemLoader:
         return {"data_format": self._encoder.data_format, "data_spec": spec.to_json() if spec else None}
 
     def chunk_dim(self, weights: list[int]) -> int | None:
-        """The ``dim`` of a chunk entry given its items' weights."""
+        """The ``dim`` of a chunk entry given its items' weights.
+
+        Args:
+            weights: what :meth:`encode` returned for each item of the chunk.
+        """
         return None
 
     # -- reading --------------------------------------------------------------------------------
@@ -67,6 +82,11 @@ class BaseItemLoader:
 
         Every reader sets its loader up here, so this is where a dataset whose leaves would be
         unpickled is refused unless ``allow_pickle`` (or ``LITDATA_ALLOW_PICKLE``) allows it.
+
+        Args:
+            index: the dataset's index.
+            serializers: the serializers by name, to decode leaves with.
+            allow_pickle: whether leaves may be unpickled; None reads ``LITDATA_ALLOW_PICKLE``.
         """
         check_pickle_allowed(index, serializers, allow_pickle)
         if index.item_loader != self.name:
@@ -78,25 +98,46 @@ class BaseItemLoader:
         self._serializers = serializers
 
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
-        """How many samples this loader yields from ``chunk``."""
+        """How many samples this loader yields from ``chunk``.
+
+        Args:
+            chunk: the chunk's entry in the index.
+        """
         return chunk.chunk_size
 
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> Chunk:  # fmt: skip
-        """Open the chunk file at ``path`` for :meth:`load` (readers call this, never ``open_chunk``
-        directly, so a loader whose chunks are not LitData chunk files decides how to open them)."""
+        """Open the chunk file at ``path`` for :meth:`load`.
+
+        Readers call this, never ``open_chunk`` directly, so a loader whose chunks are not LitData
+        chunk files decides how to open them.
+
+        Args:
+            path: the chunk file.
+            info: the chunk's entry in ``index``.
+            index: the dataset's index.
+            encryption: the decryption to apply, when the dataset is encrypted.
+        """
         return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:
-        """Sample ``index`` (counted inside the chunk)."""
+        """Sample ``index`` (counted inside the chunk).
+
+        Args:
+            chunk: the opened chunk.
+            index: the sample's position in the chunk.
+        """
         raise NotImplementedError
 
     def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
-        """Samples ``items`` (positions inside ``chunk``) as arrays, or ``None`` if they must be
-        read one by one.
+        """Samples ``items`` (positions inside ``chunk``) as arrays, or None to read them one by one.
 
         The result has the sample's structure with one array per leaf whose first dimension is
         ``len(items)`` (what stacking the samples' leaves gives).
+
+        Args:
+            chunk: the opened chunk.
+            items: the samples' positions in the chunk.
         """
         return None
 
@@ -152,7 +193,8 @@ class TokensLoader(BaseItemLoader):
 
     def __init__(self, block_size: int | None = None) -> None:
         super().__init__()
-        if block_size is not None and (not isinstance(block_size, int) or block_size <= 0):
+        # Typed, yet checked: a float block size would slice the chunk wrongly.
+        if block_size is not None and (not isinstance(block_size, int) or block_size <= 0):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"TokensLoader(block_size={block_size!r}): block_size must be a positive int")
         self.block_size = block_size
 
@@ -234,7 +276,8 @@ class TokensLoader(BaseItemLoader):
         torch = torch_if_loaded()
         if torch is None:
             import torch
-        return torch.from_numpy(tokens).view(torch_dtype(suffix_int(self._format)))
+        # torch leaves from_numpy's parameter untyped.
+        return torch.from_numpy(tokens).view(torch_dtype(suffix_int(self._format)))  # pyright: ignore[reportUnknownMemberType]
 
 
 _BFLOAT16_TOKENS = "no_header_tensor:10"

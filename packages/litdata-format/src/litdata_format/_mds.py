@@ -25,6 +25,7 @@ import numpy as np
 
 from litdata_format._chunk import StoredChunk, map_file
 from litdata_format._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._pytree import LEAF, TreeSpec
 from litdata_format._serializers import Buffer
 
@@ -63,7 +64,7 @@ def _shard_path(name: Any, source: str) -> str:
 
 def _file_info(shard: Mapping[str, Any], key: str, where: str) -> tuple[str, int]:
     info = shard.get(key)
-    if not isinstance(info, dict):
+    if not is_str_dict(info):
         raise ValueError(f"{where}: {key!r} must be an object with 'basename' and 'bytes', got {info!r:.100}")
     size = info.get("bytes")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -73,13 +74,13 @@ def _file_info(shard: Mapping[str, Any], key: str, where: str) -> tuple[str, int
 
 def _string_list(shard: Mapping[str, Any], key: str, where: str) -> list[str]:
     value = shard.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not is_any_list(value) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{where}: {key!r} must be a list of strings, got {value!r:.200}")
     return value
 
 
 def _check_sizes(sizes: Any, encodings: list[str], where: str) -> list[int | None]:
-    if not isinstance(sizes, list) or len(sizes) != len(encodings):
+    if not is_any_list(sizes) or len(sizes) != len(encodings):
         raise ValueError(f"{where}: 'column_sizes' must list one size (or null) per column, got {sizes!r:.200}")
     for size, encoding in zip(sizes, encodings):
         expected = _spec(encoding, where).size
@@ -99,7 +100,7 @@ def parse_mds_index(obj: Mapping[str, Any], source: str) -> DatasetIndex:
     size and ``chunk_size`` its sample count. All shards must have the same columns.
     """
     shards = obj.get("shards")
-    if not isinstance(shards, list):
+    if not is_any_list(shards):
         raise ValueError(f"{source}: an MDS index needs a 'shards' list, got {type(shards).__name__}")
     chunks: list[ChunkInfo] = []
     names: list[str] = []
@@ -107,7 +108,7 @@ def parse_mds_index(obj: Mapping[str, Any], source: str) -> DatasetIndex:
     sizes: list[int | None] = []
     for number, shard in enumerate(shards):
         where = f"{source}: shard {number}"
-        if not isinstance(shard, dict):
+        if not is_str_dict(shard):
             raise ValueError(f"{where}: must be an object, got {shard!r:.100}")
         if shard.get("format") != MDS_FORMAT:
             raise ValueError(
@@ -350,7 +351,8 @@ def _sized_parts(view: memoryview, start: int, count: int) -> list[memoryview]:
     if table_end > len(view):
         raise ValueError(f"{count} parts need a {4 * count}-byte size table but only {len(view) - start} bytes remain")
     lengths = np.frombuffer(view[start:table_end], dtype="<u4").tolist()
-    parts, pos = [], table_end
+    parts: list[memoryview] = []
+    pos = table_end
     for length in lengths:
         if pos + length > len(view):
             raise ValueError(f"a part runs to byte {pos + length} but the value has {len(view)}")

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from litdata_format._guards import is_path_like, is_str_dict
+
 __all__ = [
     "GRAPH_FIELDS",
     "Audio",
@@ -41,8 +43,12 @@ __all__ = [
 GRAPH_FIELDS = ("x", "edge_index", "edge_attr", "y", "pos", "batch")
 
 
-def is_pyg_data(value: Any) -> bool:
-    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed)."""
+def is_pyg_data(value: object) -> bool:
+    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed).
+
+    Args:
+        value: any object.
+    """
     module = getattr(type(value), "__module__", "") or ""
     return module.startswith("torch_geometric.data") and hasattr(value, "to_dict")
 
@@ -58,7 +64,8 @@ class _MediaRef:
         if self.path is not None:
             self.path = os.fspath(self.path) if isinstance(self.path, os.PathLike) else str(self.path)
         if self.bytes is not None:
-            if not isinstance(self.bytes, (builtins.bytes, bytearray, memoryview)):
+            # The dataclass's types bind no caller: refuse what would fail later, when the sample is written.
+            if not isinstance(self.bytes, (builtins.bytes, bytearray, memoryview)):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise TypeError(f"{type(self).__name__}.bytes must be bytes, got {type(self.bytes).__name__}")
             self.bytes = builtins.bytes(self.bytes)
 
@@ -130,7 +137,7 @@ class Jpeg(_MediaRef):
 class JpegArray:
     """A list of JPEGs stored as one leaf; ``quality``/``max_quality`` apply to its ``Jpeg`` items."""
 
-    images: list[Any] = field(default_factory=list)
+    images: list[Any] = field(default_factory=list[Any])
     quality: int | None = None
     max_quality: Any = _UNSET
 
@@ -232,6 +239,11 @@ class Tensor(_MediaRef):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of ``array``.
+
+        Raises:
+            AttributeError: the tensor was given as a file, without ``array=``.
+        """
         if self.array is None:
             raise AttributeError("Tensor.shape needs array=")
         return tuple(self.array.shape)
@@ -260,7 +272,7 @@ class Graph:
         mapping: dict[str, Any] = {}
         if is_pyg_data(self.data):
             mapping.update(self.data.to_dict())
-        elif isinstance(self.data, dict):
+        elif is_str_dict(self.data):
             mapping.update(self.data)
         elif self.data is not None:
             if any(getattr(self, name) is not None for name in GRAPH_FIELDS):
@@ -278,12 +290,12 @@ class Graph:
     def to_pyg(self) -> Any:
         """Build the PyG ``Data`` (or ``HeteroData`` when values are per-type dicts)."""
         try:
-            from torch_geometric.data import Data, HeteroData
+            from torch_geometric.data import Data, HeteroData  # pyright: ignore[reportMissingTypeStubs]  # PyG ships no types
         except ImportError:
             raise ImportError("Graph.to_pyg() needs PyTorch Geometric: pip install torch-geometric") from None
         mapping = self.to_mapping()
         hetero = any(
-            isinstance(value, dict) and any(hasattr(child, "shape") for child in value.values())
+            is_str_dict(value) and any(hasattr(child, "shape") for child in value.values())
             for value in mapping.values()
         )
         return HeteroData.from_dict(mapping) if hetero else Data.from_dict(mapping)
@@ -303,7 +315,7 @@ def media_path_and_bytes(item: Any) -> tuple[str | None, builtins.bytes | None]:
     """``(path, bytes)`` of a wrapper or of a Hugging Face style ``{"path", "bytes"}`` dict."""
     if isinstance(item, _MediaRef):
         return item.path, item.bytes
-    if isinstance(item, dict):
+    if is_str_dict(item):
         payload = item.get("bytes")
         return item.get("path"), (builtins.bytes(payload) if payload is not None else None)
     return None, None
@@ -332,7 +344,7 @@ def read_media_bytes(item: Any) -> tuple[builtins.bytes, str]:
             return handle.read(), media_extension(path)
     if isinstance(item, (builtins.bytes, bytearray)):
         return builtins.bytes(item), ""
-    if isinstance(item, os.PathLike):
+    if is_path_like(item):
         item = os.fspath(item)
     if isinstance(item, str) and os.path.isfile(item):
         with open(item, "rb") as handle:
@@ -348,10 +360,10 @@ def has_media_extension(item: Any, extensions: tuple[str, ...]) -> bool:
     """
     if isinstance(item, _MediaRef):
         return bool(item.path) and media_extension(item.path) in extensions
-    if isinstance(item, dict):
+    if is_str_dict(item):
         path = item.get("path")
         return bool(path) and media_extension(path) in extensions
-    if isinstance(item, os.PathLike):
+    if is_path_like(item):
         item = os.fspath(item)
     return isinstance(item, str) and os.path.isfile(item) and media_extension(item) in extensions
 

@@ -1,6 +1,7 @@
-"""Serializers for media leaves: text, image, nifti, mesh, pdf, graph, tiff, file, pil, jpeg and
-jpeg_array, plus the tensor serializers' support for the :class:`Tensor` wrapper (video and audio
-live in ``_av_serializers``).
+"""Serializers for media leaves, and the tensor serializers' support for the :class:`Tensor` wrapper.
+
+The leaves: text, image, nifti, mesh, pdf, graph, tiff, file, pil, jpeg and jpeg_array (video and
+audio live in ``_av_serializers``).
 
 Each stores the encoded file (never decoded pixels or samples) exactly as upstream LitData 0.2.76
 does, under the same data_format name, and accepts the same values in ``can_serialize``. The
@@ -15,11 +16,12 @@ import gzip
 import io
 import os
 import struct
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from litdata_format._graph_pack import coerce_tensor, pack_graph, unpack_graph
+from litdata_format._guards import is_path_like, is_str_dict
 from litdata_format._image_codec import (
     IMAGE_DECODES,
     as_numpy,
@@ -41,7 +43,7 @@ from litdata_format._media import (
     Tensor,
     Text,
     Tiff,
-    _MediaRef,
+    _MediaRef,  # pyright: ignore[reportPrivateUsage]  # the wrappers' base class, shared with their serializers
     check_decode,
     has_media_extension,
     import_optional,
@@ -104,7 +106,7 @@ class FileSerializer(Serializer):
             payload, ext = read_media_bytes(data)
             return payload, (f"file:{ext}" if ext else "file")
         with open(data, "rb") as handle:
-            return handle.read(), f"file:{media_extension(os.fspath(data))}"
+            return handle.read(), f"file:{media_extension(os.fspath(handle.name))}"
 
     def deserialize(self, data: Buffer) -> bytes:
         return bytes(data)
@@ -328,7 +330,7 @@ class JPEGArraySerializer(Serializer):
         if not images:
             raise ValueError("a JpegArray needs at least one image")
         jpeg = JPEGSerializer()
-        files = []
+        files: list[bytes] = []
         for image in images:
             if isinstance(image, Jpeg):
                 own = _with_array_quality(image, data) if isinstance(data, JpegArray) else image
@@ -351,7 +353,7 @@ class JPEGArraySerializer(Serializer):
         start = 4 + 4 * count
         if len(data) < start:
             raise ValueError(f"jpeg_array leaf: too short for the sizes of {count} images")
-        images = []
+        images: list[Any] = []
         for size in struct.unpack_from(f"<{count}I", data, 4):
             images.append(decode_image(data[start : start + size], self.decode))
             start += size
@@ -364,7 +366,7 @@ class JPEGArraySerializer(Serializer):
         return (
             isinstance(jpeg_class, type)
             and isinstance(data, (list, tuple))
-            and all(isinstance(item, jpeg_class) for item in data)
+            and all(isinstance(item, jpeg_class) for item in cast("list[object] | tuple[object, ...]", data))
         )
 
 
@@ -401,8 +403,8 @@ class NiftiSerializer(Serializer):
                 return nibabel.Nifti1Image(as_numpy(data.array), affine).to_bytes(), "nifti:nii"
             payload, ext = read_media_bytes(data)
             return payload, f"nifti:{ext or 'nii'}"
-        path = data.get("path") if isinstance(data, dict) else data
-        if isinstance(path, os.PathLike):
+        path = data.get("path") if is_str_dict(data) else data
+        if is_path_like(path):
             path = os.fspath(path)
         ext = "nii.gz" if isinstance(path, str) and path.lower().endswith(".nii.gz") else "nii"
         return read_media_bytes(data)[0], f"nifti:{ext}"
@@ -417,8 +419,8 @@ class NiftiSerializer(Serializer):
     def can_serialize(self, data: Any) -> bool:
         if isinstance(data, Nifti) or is_instance_of_loaded(data, "nibabel.spatialimages", "SpatialImage"):
             return True
-        path = data.get("path") if isinstance(data, dict) else data
-        if isinstance(path, os.PathLike):
+        path = data.get("path") if is_str_dict(data) else data
+        if is_path_like(path):
             path = os.fspath(path)
         if not isinstance(path, str):
             return False
@@ -444,7 +446,7 @@ class MeshSerializer(Serializer):
         file_type = data.file_type if isinstance(data, Mesh) else "glb"
         if is_instance_of_loaded(mesh, "trimesh", "Trimesh", "Scene"):
             metadata = getattr(mesh, "metadata", None)
-            source = (metadata.get("file_path") or metadata.get("file_name")) if isinstance(metadata, dict) else None
+            source = (metadata.get("file_path") or metadata.get("file_name")) if is_str_dict(metadata) else None
             if source and os.path.isfile(source):
                 payload, ext = read_media_bytes(source)
                 return payload, f"mesh:{ext or 'glb'}"

@@ -31,7 +31,7 @@ _INSTALL = 'pip install "litdata-format[arrow]"'
 def require_pyarrow(what: str) -> Any:
     """``pyarrow.parquet``, or an ImportError naming ``what`` needs it and the install line."""
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # pyright: ignore[reportMissingTypeStubs]
     except ImportError:
         raise ImportError(f"{what} needs pyarrow, which is not installed: {_INSTALL}") from None
     return pq
@@ -135,7 +135,8 @@ class ParquetLoader(BaseItemLoader):
                  columns: Sequence[str] | None = None) -> None:  # fmt: skip
         super().__init__()
         require_pyarrow("ParquetLoader")
-        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        # Typed, yet checked: a bare string is a sequence of one-letter "columns".
+        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"ParquetLoader(columns={columns!r}): pass a list of column names")
         if columns is not None and not columns:
             raise ValueError("ParquetLoader(columns=[]) selects no column; pass None to read them all")

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from litdata_format._guards import is_any_list, is_any_tuple
+
 __all__ = ["LEAF", "TreeSpec", "flatten_like", "unflattener", "register_namedtuple", "tree_flatten", "tree_unflatten"]
 
 # namedtuple classes known under a serialized name (as torch's ``_register_namedtuple`` does).
@@ -33,8 +35,16 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     A sample holding a namedtuple can only be written, and a dataset naming one only read, once
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
     the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
+
+    Args:
+        cls: the namedtuple class.
+        serialized_type_name: the name ``index.json`` stores for it.
+
+    Raises:
+        TypeError: ``cls`` is not a namedtuple class.
     """
-    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+    # Checked although typed: a wrong class would only fail when a dataset naming it is read.
+    if not (isinstance(cls, type) and hasattr(cls, "_fields") and issubclass(cls, tuple)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError(f"register_namedtuple expects a namedtuple class, got {cls!r}")
     _NAMED_BY_NAME[serialized_type_name] = cls
     _NAME_BY_NAMED[cls] = serialized_type_name
@@ -100,6 +110,7 @@ class TreeSpec:
         object.__setattr__(self, "num_leaves", count)
 
     def is_leaf(self) -> bool:
+        """True for the spec of a leaf (a value stored with a serializer), False for a container."""
         return self.type is None
 
     def to_json(self) -> str:
@@ -113,6 +124,9 @@ class TreeSpec:
     @classmethod
     def from_json(cls, text: str) -> TreeSpec:
         """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index).
+
+        Args:
+            text: the string.
 
         Raises:
             ValueError: the string is malformed, or names a type that is neither a container nor a
@@ -130,7 +144,7 @@ class TreeSpec:
 LEAF = TreeSpec(None)
 
 
-def _node_type(obj: Any) -> str | None:
+def _node_type(obj: object) -> str | None:
     kind = type(obj)
     if kind is dict:
         return _DICT
@@ -148,7 +162,11 @@ def _node_type(obj: Any) -> str | None:
 
 
 def tree_flatten(obj: Any) -> tuple[list[Any], TreeSpec]:
-    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec."""
+    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec.
+
+    Args:
+        obj: a sample: nested dicts, lists, tuples and namedtuples of leaves.
+    """
     leaves: list[Any] = []
     return leaves, _flatten(obj, leaves)
 
@@ -211,8 +229,9 @@ def flattener(spec: TreeSpec) -> Callable[[Any], list[Any] | None]:
         keys = tuple(spec.context)
 
         def flat_dict(obj: Any) -> list[Any] | None:
-            if type(obj) is dict and tuple(obj) == keys:
-                return list(obj.values())
+            sample: dict[Any, Any] = obj  # only read as a dict once its type is checked
+            if type(sample) is dict and tuple(sample) == keys:
+                return list(sample.values())
             return flatten_like(obj, spec)
 
         return flat_dict
@@ -257,7 +276,12 @@ def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:
-    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`)."""
+    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`).
+
+    Args:
+        leaves: the leaves, in :func:`tree_flatten`'s order.
+        spec: the structure to rebuild.
+    """
     if len(leaves) != spec.num_leaves:
         raise ValueError(f"the spec expects {spec.num_leaves} leaves but {len(leaves)} were given")
     return _unflatten(iter(leaves), spec)
@@ -304,7 +328,7 @@ def _spec_to_obj(spec: TreeSpec) -> dict[str, Any]:
 
 
 def _key_to_json(key: Any) -> Any:
-    return list(key) if isinstance(key, tuple) else key
+    return list(key) if is_any_tuple(key) else key
 
 
 def _spec_from_obj(obj: Any) -> TreeSpec:
@@ -316,12 +340,12 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
         return LEAF
     kids = tuple(_spec_from_obj(c) for c in children)
     if kind in (_DICT, _ORDERED):
-        keys = [tuple(k) if isinstance(k, list) else k for k in json.loads(raw)]
+        keys = [tuple(k) if is_any_list(k) else k for k in json.loads(raw)]
         return TreeSpec(kind, keys, kids)
     if kind == _DEFAULT:
         try:
             name = f"{raw['default_factory_module']}.{raw['default_factory_name']}"
-            keys = [tuple(k) if isinstance(k, list) else k for k in raw["dict_context"]]
+            keys = [tuple(k) if is_any_list(k) else k for k in raw["dict_context"]]
         except (TypeError, KeyError) as err:
             raise ValueError(f"malformed defaultdict node in data_spec: {obj!r:.200}") from err
         for known, factory in _FACTORIES:
@@ -339,7 +363,7 @@ def _spec_from_obj(obj: Any) -> TreeSpec:
     cls = _NAMED_BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise _unregistered(name)
-    fields = cls._fields  # type: ignore[attr-defined]  # register_namedtuple only takes namedtuples
+    fields: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009  # register_namedtuple only takes namedtuples
     if len(kids) != len(fields):
         raise ValueError(
             f"data_spec gives the namedtuple {name!r} {len(kids)} children, but the class registered under that "

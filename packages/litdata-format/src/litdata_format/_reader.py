@@ -55,14 +55,22 @@ class DatasetReader:
         return self._starts[-1]
 
     def locate(self, index: int) -> tuple[int, int]:
-        """(chunk number, position inside the chunk) of sample ``index``."""
+        """(chunk number, position inside the chunk) of sample ``index``.
+
+        Args:
+            index: the sample's position in the dataset.
+        """
         if not 0 <= index < len(self):
             raise IndexError(f"sample {index} is out of range: the dataset at {self.input_dir} has {len(self)}")
         chunk = bisect.bisect_right(self._starts, index) - 1
         return chunk, index - self._starts[chunk]
 
     def chunk(self, number: int) -> Chunk:
-        """Chunk ``number``, opened on first use."""
+        """Chunk ``number``, opened on first use.
+
+        Args:
+            number: the chunk's position in the index.
+        """
         found = self._open.get(number)
         if found is None:
             info = self.index.chunks[number]
@@ -84,6 +92,7 @@ class DatasetReader:
             yield self[i]
 
     def close(self) -> None:
+        """Release the chunks this reader opened (their mappings or file handles)."""
         for chunk in self._open.values():
             close = getattr(chunk, "close", None)
             if close is not None:

@@ -48,10 +48,18 @@ def default_serializers() -> dict[str, Serializer]:
 
 
 def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[str, Serializer]:
-    """The user's serializers first (in their order), then the built-ins they do not replace."""
+    """The user's serializers first (in their order), then the built-ins they do not replace.
+
+    Args:
+        user: the user's serializers by name, or None for the built-ins alone.
+
+    Raises:
+        TypeError: a value of ``user`` is not a :class:`Serializer` instance.
+    """
     merged: dict[str, Serializer] = {}
     for name, serializer in (user or {}).items():
-        if not isinstance(serializer, Serializer):
+        # Typed, yet checked: a class instead of an instance is an easy mistake to make.
+        if not isinstance(serializer, Serializer):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(
                 f"serializers[{name!r}] is a {type(serializer).__name__}; it must be a "
                 "litdata_format.Serializer instance"

@@ -55,7 +55,8 @@ class SampleEncoder:
             spec.to_json()  # what index.json will hold: refused now if a reader could not rebuild it
         except ValueError as err:
             raise ValueError(f"sample {index}: {err}") from None
-        formats, chosen = [], []
+        formats: list[str] = []
+        chosen: list[Serializer] = []
         for position, leaf in enumerate(leaves):
             for name, serializer in self._serializers.items():
                 if serializer.can_serialize(leaf):
@@ -98,7 +99,7 @@ class SampleEncoder:
         if self.spec is None:
             leaves, spec = tree_flatten(sample)
             self._infer(leaves, spec, index)
-            out = []
+            out: list[bytes] = []
             for position, leaf in enumerate(leaves):
                 data, name = self._serialize(index, position, leaf)
                 if name is not None:
@@ -113,7 +114,7 @@ class SampleEncoder:
         found = self._flatten(sample)
         if found is None:
             raise self._other_structure(sample, index)
-        out = []
+        out: list[bytes] = []
         for position, (leaf, serializer, expected, fixed) in enumerate(
             zip(found, self._leaf_serializers, self._leaf_types, self.data_format)
         ):
@@ -211,7 +212,8 @@ class SampleDecoder:
         end = header + sum(sizes)
         if end > len(view):
             raise ValueError(f"{where}: its leaves need {end} bytes but the item has {len(view)}")
-        leaves, start = [], header
+        leaves: list[Any] = []
+        start = header
         for size, serializer in zip(sizes, self._serializers):
             leaves.append(serializer.deserialize(view[start : start + size]))
             start += size

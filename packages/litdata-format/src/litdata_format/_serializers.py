@@ -74,7 +74,7 @@ def torch_module() -> Any:
 
 
 def torch_if_loaded() -> Any:
-    """torch if the process already imported it, else None (so checks never import torch)."""
+    """The torch module if the process already imported it, else None (so checks never import torch)."""
     return sys.modules.get("torch")
 
 
@@ -146,18 +146,34 @@ class Serializer(ABC):
 
     @abstractmethod
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
-        """Encode ``data``; return the bytes and an optional data_format name (None = the key)."""
+        """Encode ``data``; return the bytes and an optional data_format name (None = the key).
+
+        Args:
+            data: the leaf.
+        """
 
     @abstractmethod
     def deserialize(self, data: Buffer) -> Any:
-        """Decode bytes written by :meth:`serialize`."""
+        """Decode bytes written by :meth:`serialize`.
+
+        Args:
+            data: the stored bytes.
+        """
 
     @abstractmethod
     def can_serialize(self, data: Any) -> bool:
-        """Whether this serializer accepts ``data``."""
+        """Whether this serializer accepts ``data``.
+
+        Args:
+            data: a leaf.
+        """
 
     def setup(self, data_format: str) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Receive the full data_format entry (e.g. ``no_header_numpy:9``) before decoding."""
+        """Receive the full data_format entry (e.g. ``no_header_numpy:9``) before decoding.
+
+        Args:
+            data_format: the leaf's entry in ``data_format``.
+        """
 
     def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
         """The writer's shortcut for the leaves after ``first`` (stored as ``data_format``).
@@ -166,6 +182,10 @@ class Serializer(ABC):
         exception) for a leaf it cannot take exactly as it took ``first``: another type, or one
         that :meth:`serialize` would name differently. The writer then checks that leaf the slow
         way, which says what is wrong. Override it with something cheaper for a hot kind of leaf.
+
+        Args:
+            first: the leaf of the first sample, which :meth:`serialize` stored.
+            data_format: the name it was stored under.
         """
         serialize = self.serialize
 
@@ -175,13 +195,14 @@ class Serializer(ABC):
                 raise TypeError(name)
             return data if type(data) is bytes else bytes(data)
 
-        return _typed(type(first), encode)
+        sample: object = first  # its type, not its value, is what the encoder checks
+        return _typed(type(sample), encode)
 
 
 def _typed(kind: type, encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
     """``encode`` for leaves of exactly type ``kind``; raises TypeError for any other."""
 
-    def typed(leaf: Any) -> bytes:
+    def typed(leaf: object) -> bytes:
         if type(leaf) is not kind:
             raise TypeError(type(leaf))
         return encode(leaf)
@@ -312,7 +333,8 @@ class NoHeaderNumpySerializer(Serializer):
 
         def encode(leaf: Any) -> bytes:  # one call per leaf: this is the hot leaf of most datasets
             if type(leaf) is not np.ndarray or leaf.dtype != dtype or leaf.ndim != 1:
-                raise TypeError(type(leaf))
+                other: object = leaf
+                raise TypeError(type(other))
             return leaf.tobytes()
 
         return encode

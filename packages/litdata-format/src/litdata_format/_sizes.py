@@ -28,7 +28,8 @@ def parse_size(value: int | str, *, name: str = "size") -> int:
         if value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
         return value
-    if isinstance(value, str):
+    # Typed, yet checked: a value from a config file or an untyped caller gets a clear error.
+    if isinstance(value, str):  # pyright: ignore[reportUnnecessaryIsInstance]
         match = _PATTERN.match(value)
         if match and match.group(2).lower() in _UNITS:
             size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from litdata_format._dataset_index import DatasetIndex
+from litdata_format._guards import is_any_list
 from litdata_format._serializers import Serializer
 
 __all__ = [
@@ -79,7 +80,7 @@ def check_pickle_allowed(index: DatasetIndex, serializers: Mapping[str, Serializ
         return
     formats = index.data_format
     columns = index.config.get("column_names")
-    if index.config.get("format") == "mds" and isinstance(columns, list):
+    if index.config.get("format") == "mds" and is_any_list(columns):
         found = [(f"column {name!r}", fmt) for name, fmt in zip(columns, formats) if fmt == "pkl"]
     else:
         paths = readable_leaf_paths(index.config.get("data_spec"), len(formats))

@@ -80,7 +80,8 @@ class BinaryWriter:
     ) -> None:
         if chunk_size is not None and chunk_bytes is not None:
             raise ValueError("give either chunk_size or chunk_bytes, not both")
-        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        # Typed, yet checked: a float or a string from a config must fail here, not mid-write.
+        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +126,10 @@ class BinaryWriter:
         """Add sample ``item`` under position ``index``; return the path of a chunk if one was written.
 
         Samples may arrive out of order; each chunk stores its samples sorted by index.
+
+        Args:
+            index: the sample's position in the dataset.
+            item: the sample.
         """
         data, weight = self.item_loader.encode(item, index)
         if self._encrypt_sample is not None:
@@ -150,7 +155,11 @@ class BinaryWriter:
         return written
 
     def write(self, item: Any) -> str | None:
-        """Add ``item`` after the last one added."""
+        """Add ``item`` after the last one added.
+
+        Args:
+            item: the sample.
+        """
         return self.add_item(self._next_index, item)
 
     def _flush(self) -> str | None:
@@ -213,7 +222,12 @@ class BinaryWriter:
         return [str(self.output_dir / c.filename) for c in self.chunks]
 
     def merge(self, num_workers: int = 1, timeout: float = 600.0) -> DatasetIndex:
-        """Wait for ``num_workers`` rank index files and merge them (with any existing index)."""
+        """Wait for ``num_workers`` rank index files and merge them (with any existing index).
+
+        Args:
+            num_workers: how many writers' rank index files to wait for.
+            timeout: seconds to wait for them.
+        """
         deadline = time.monotonic() + timeout
         while len(rank_index_files(self.output_dir)) < num_workers:
             if time.monotonic() > deadline:
@@ -226,4 +240,5 @@ class BinaryWriter:
 
     @property
     def index_path(self) -> Path:
+        """Where the dataset's merged ``index.json`` is (or will be) written."""
         return self.output_dir / INDEX_FILENAME

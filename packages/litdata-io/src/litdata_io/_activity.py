@@ -22,7 +22,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from litdata_io import _process
@@ -35,8 +35,10 @@ _HEADER = struct.Struct("<I")
 
 @dataclass(frozen=True)
 class Activity:
-    """One thing a worker is doing: ``text`` (e.g. ``download s3://b/chunk-0-3.bin``) since
-    ``since`` (``time.time()`` seconds)."""
+    """One thing a worker is doing.
+
+    ``text`` (e.g. ``download s3://b/chunk-0-3.bin``) since ``since`` (``time.time()`` seconds).
+    """
 
     text: str
     since: float
@@ -78,14 +80,23 @@ _slot_generation = -1
 
 
 def attach_activity(path: str | None, index: int = 0) -> None:
-    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop)."""
+    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop).
+
+    Args:
+        path: the board's file (:attr:`ActivityBoard.path`), or None to stop publishing.
+        index: this worker's slot on the board.
+    """
     global _slot, _slot_generation
     _slot = None if path is None else _Slot(path, index)
     _slot_generation = _process.fork_generation()
 
 
 def activity_begin(text: str) -> int:
-    """Mark the start of ``text``; returns the token :func:`activity_end` takes (0 when off)."""
+    """Mark the start of ``text``; returns the token :func:`activity_end` takes (0 when off).
+
+    Args:
+        text: what this worker starts doing (e.g. ``download s3://b/chunk-0-3.bin``).
+    """
     slot = _slot
     if slot is None or _slot_generation != _process.fork_generation():  # a forked child publishes only once it attaches
         return 0
@@ -93,15 +104,25 @@ def activity_begin(text: str) -> int:
 
 
 def activity_end(token: int) -> None:
-    """Mark the end of what :func:`activity_begin` returned ``token`` for."""
+    """Mark the end of what :func:`activity_begin` returned ``token`` for.
+
+    Args:
+        token: what :func:`activity_begin` returned.
+    """
     slot = _slot
     if token and slot is not None and _slot_generation == _process.fork_generation():
         slot.end(token)
 
 
 @contextlib.contextmanager
-def activity(text: str) -> Iterator[None]:
-    """``with activity("download s3://..."):`` published for the block's duration."""
+def activity(text: str) -> Generator[None, None, None]:
+    """Publish ``text`` as what this worker does for the block's duration.
+
+    Use it as ``with activity("download s3://..."):``.
+
+    Args:
+        text: what the worker is doing.
+    """
     token = activity_begin(text)
     try:
         yield
@@ -134,7 +155,7 @@ class ActivityBoard:
             (length,) = _HEADER.unpack_from(self._map, offset)
             start = offset + _HEADER.size
             raw = bytes(self._map[start : start + min(length, _SLOT - _HEADER.size)])
-            found = []
+            found: list[Activity] = []
             for line in raw.decode("utf-8", "replace").splitlines():
                 since, _, text = line.partition("\t")
                 with contextlib.suppress(ValueError):
@@ -143,6 +164,7 @@ class ActivityBoard:
         return board
 
     def close(self) -> None:
+        """Remove the board's file; the workers' mappings stay valid until they exit."""
         with contextlib.suppress(OSError):
             os.remove(self.path)
         with contextlib.suppress(BufferError, ValueError):

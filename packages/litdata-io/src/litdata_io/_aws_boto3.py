@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-import boto3
-import botocore.exceptions
+import boto3  # pyright: ignore[reportMissingTypeStubs]
+import botocore.exceptions  # pyright: ignore[reportMissingTypeStubs]
 from obstore.auth.boto3 import Boto3CredentialProvider
 
 __all__ = ["boto3_provider"]
@@ -47,7 +47,8 @@ def boto3_provider(profile: str | None, why: str, region: str | None) -> Boto3Cr
     """
     try:
         session = boto3.Session(profile_name=profile)
-        if session.region_name is None and region:
+        # boto3 ships no types: the region is a str or None.
+        if session.region_name is None and region:  # pyright: ignore[reportUnknownMemberType]
             session = boto3.Session(profile_name=profile, region_name=region)
         return _Provider(session)
     except (botocore.exceptions.BotoCoreError, ValueError) as exc:

@@ -208,7 +208,7 @@ def _is_static(profile: Mapping[str, str]) -> bool:
 def _boto3_provider(
     name: str | None, why: str, profile: Mapping[str, str] | None, config: Mapping[str, Any], environ: Mapping[str, str]
 ) -> Any:
-    """obstore's boto3 credential provider for profile ``name`` (None: boto3's default chain)."""
+    """The obstore boto3 credential provider for profile ``name`` (None: boto3's default chain)."""
     source = profile.get("source_profile") if profile else None
     if source and read_profile(source, environ) is None:
         raise ValueError(

@@ -75,7 +75,7 @@ import shutil
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,9 +191,12 @@ class _Pin:
 @dataclass
 class _ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock)
-    pins: dict[str, _Pin] = field(default_factory=dict)
-    inflight: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)
-    verified: set[tuple[int, int]] = field(default_factory=set)  # (st_dev, st_ino) of files checked here
+    pins: dict[str, _Pin] = field(default_factory=dict[str, _Pin])
+    inflight: dict[str, concurrent.futures.Future[None]] = field(
+        default_factory=dict[str, concurrent.futures.Future[None]]
+    )
+    # (st_dev, st_ino) of files checked here
+    verified: set[tuple[int, int]] = field(default_factory=set[tuple[int, int]])
 
 
 _LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
@@ -201,7 +204,7 @@ _LIVE_CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
 
 def _reset_after_fork() -> None:
     for cache in list(_LIVE_CACHES):
-        cache._forget_parent_state()
+        cache._forget_parent_state()  # pyright: ignore[reportPrivateUsage]  # the class's own fork hook
 
 
 _process.on_fork_in_child(_reset_after_fork)
@@ -271,17 +274,30 @@ class ChunkCache:
 
     # -- names ----------------------------------------------------------------------------------
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache, relative to ``cache_dir`` (compressed chunks
-        lose their compression suffix; with a version, it is the first folder)."""
+        """The file name ``info`` has in the cache, relative to ``cache_dir``.
+
+        Compressed chunks lose their compression suffix; with a version, it is the first folder.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
-        """Where ``info`` is (or will be) in the cache."""
+        """Where ``info`` is (or will be) in the cache.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         try:
             return _intact(info, self.path_for(info).stat().st_size)
         except (FileNotFoundError, NotADirectoryError):
@@ -292,6 +308,9 @@ class ChunkCache:
         """Make the chunk present in the cache and return its path, without pinning it.
 
         Use :meth:`aacquire` to read it: an unpinned chunk may be evicted by another process.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         path = self.path_for(info)
         if self.is_cached(info):
@@ -304,7 +323,11 @@ class ChunkCache:
         return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
-        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         if self._pin_present(info):
             return self.path_for(info)
         await self._afetch(info, pin=True)
@@ -317,7 +340,11 @@ class ChunkCache:
         return run_sync(self.aacquire(info))
 
     def release(self, info: ChunkInfo) -> None:
-        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it.
+
+        Args:
+            info: the chunk given to :meth:`acquire`.
+        """
         name = self.name_for(info)
         state = self._state
         with state.lock:
@@ -332,8 +359,12 @@ class ChunkCache:
         os.close(pin.fd)
 
     @contextlib.contextmanager
-    def use(self, info: ChunkInfo) -> Iterator[Path]:
-        """``with cache.use(info) as path:`` acquire the chunk for the block."""
+    def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
+        """``with cache.use(info) as path:`` acquire the chunk for the block.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.acquire(info)
         try:
             yield path
@@ -358,8 +389,10 @@ class ChunkCache:
         return True
 
     def _whole(self, info: ChunkInfo, fd: int) -> bool:
-        """Whether the cached file open as ``fd`` is whole: the index's size and, the first time
-        this process sees the file, the index's checksum."""
+        """Whether the cached file open as ``fd`` is whole.
+
+        Checked: the index's size and, the first time this process sees the file, the index's checksum.
+        """
         stat = os.fstat(fd)
         if not _intact(info, stat.st_size):
             return False
@@ -501,8 +534,10 @@ class ChunkCache:
         return fd
 
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
-        """Download ``info`` to ``fetched`` and check it against the index's checksum; a mismatch
-        is fetched once more (a fault in transit), a second one is an error naming both hashes.
+        """Download ``info`` to ``fetched`` and check it against the index's checksum.
+
+        A mismatch is fetched once more (a fault in transit), a second one is an error naming both
+        hashes.
 
         A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
         error says more than two hashes.
@@ -527,8 +562,10 @@ class ChunkCache:
 
     # -- the cap --------------------------------------------------------------------------------
     def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:
-        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded;
-        the download lock files found are appended to ``locks`` if given."""
+        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded.
+
+        The download lock files found are appended to ``locks`` if given.
+        """
         found: list[tuple[Path, int, int]] = []
         stack = [self.cache_dir]
         while stack:
@@ -560,6 +597,9 @@ class ChunkCache:
         """Say the chunk has been read: it is evicted first, once no process uses it.
 
         Evicts at once if the cache is over its cap.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path_for(info), ns=(0, 0))
@@ -619,8 +659,11 @@ class ChunkCache:
 
 
 class _Ledger:
-    """The cache folder's running total (published chunks and downloads in progress), shared by
-    every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the last count>``."""
+    """The cache folder's running total (published chunks and downloads in progress).
+
+    Shared by every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the
+    last count>``.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -654,7 +697,7 @@ class _Ledger:
             os.close(fd)
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[int]:
+    def locked(self) -> Generator[int, None, None]:
         """A descriptor holding the ledger (created if missing) exclusively until the block ends."""
         fd = lock_exclusive(self.path)
         assert fd is not None

@@ -44,7 +44,7 @@ class CacheClearResult:
     path: Path
     files: int = 0
     bytes: int = 0
-    in_use: list[Path] = field(default_factory=list)
+    in_use: list[Path] = field(default_factory=list[Path])
 
 
 def clear_cache(path: str | os.PathLike[str] | None = None) -> CacheClearResult:
@@ -63,7 +63,7 @@ def clear_cache(path: str | os.PathLike[str] | None = None) -> CacheClearResult:
     result = CacheClearResult(root)
     if not root.is_dir():
         return result
-    folders = []
+    folders: list[Path] = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         folders.append(here)

@@ -209,8 +209,11 @@ def reserve(fd: int, nbytes: int) -> None:
 
 
 def reservation(path: Path) -> int:
-    """The bytes a download holding the lock file ``path`` will add; 0 if nobody holds it (a
-    crashed download's leftover, or a lock being taken: its taker evicts for itself)."""
+    """The bytes a download holding the lock file ``path`` will add.
+
+    0 if nobody holds it (a crashed download's leftover, or a lock being taken: its taker evicts
+    for itself).
+    """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, NotADirectoryError):

@@ -24,6 +24,9 @@ def start_forkserver(modules: Sequence[str] = ()) -> None:
     """Start this process's forkserver, unless it runs already, preloading the main script and ``modules``.
 
     A preload list the user set is kept. When the server runs already, nothing changes.
+
+    Args:
+        modules: more modules for the server to import before it forks workers.
     """
     from multiprocessing import forkserver, get_context, spawn
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import importlib
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from urllib.parse import quote
 
 from litdata_format import atomic_file
 from litdata_io import _process
-from litdata_io._options import BackendOptions
+from litdata_io._options import BackendOptions, is_str_mapping
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
 from litdata_io._storage import ObjectInfo, Storage, check_key
@@ -34,10 +35,11 @@ T = TypeVar("T")
 _COPY_BLOCK = 8 * 1024 * 1024
 
 
-def _import_fsspec(extra: str):  # type: ignore[no-untyped-def]
+def _import_fsspec(extra: str) -> Any:
     try:
-        import fsspec
-        import fsspec.core
+        import fsspec  # pyright: ignore[reportMissingTypeStubs]
+
+        importlib.import_module("fsspec.core")  # reached below as fsspec.core
     except ImportError as exc:
         raise ImportError(f'this URL needs fsspec: pip install "litdata-io[{extra}]"') from exc
     return fsspec
@@ -63,7 +65,7 @@ def _etag(info: dict[str, Any]) -> str | None:
         if info.get(name):
             return str(info[name])
     lfs = info.get("lfs")
-    if isinstance(lfs, dict) and lfs.get("sha256"):
+    if is_str_mapping(lfs) and lfs.get("sha256"):
         return str(lfs["sha256"])
     return None
 
@@ -158,7 +160,7 @@ class FsspecStorage(Storage):
                 entries = [entry for entry in fs.ls(folder, detail=True) if entry.get("type") != "directory"]
         except FileNotFoundError:
             return []
-        found = []
+        found: list[ObjectInfo] = []
         for entry in entries:
             key = self._key(entry["name"])
             if key.startswith(prefix) and key:

@@ -135,7 +135,9 @@ class _Connection:
     sock: socket.socket
     writer: asyncio.StreamWriter
     environ: tuple[tuple[str, str], ...]
-    pending: dict[int, tuple[asyncio.Future[tuple[bool, Any]], str]] = field(default_factory=dict)
+    pending: dict[int, tuple[asyncio.Future[tuple[bool, Any]], str]] = field(
+        default_factory=dict[int, tuple[asyncio.Future[tuple[bool, Any]], str]]
+    )
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reader_task: asyncio.Task[None] | None = None
     retired: bool = False

@@ -154,8 +154,10 @@ class LocalStorage(Storage):
             return out.tell()
 
     def _inside(self, key: str) -> Path:
-        """The file of ``key``, refused if a symlink takes it out of the folder (copies into a
-        cache must not read files the folder's owner merely linked to)."""
+        """The file of ``key``, refused if a symlink takes it out of the folder.
+
+        Copies into a cache must not read files the folder's owner merely linked to.
+        """
         path = self._path(key)
         real, root = os.path.realpath(path), os.path.realpath(self.root)
         if os.path.commonpath([root, real]) != root:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
 import pickle
 from datetime import timedelta
@@ -45,7 +46,8 @@ _R = TypeVar("_R")
 def _import_obstore() -> Any:
     try:
         import obstore
-        import obstore.store
+
+        importlib.import_module("obstore.store")  # reached below as obstore.store
     except ImportError as exc:  # pragma: no cover - the extras install it
         raise ImportError('obstore is not installed: pip install "litdata-io[s3]" (or [gcs], [azure], [http])') from exc
     return obstore
@@ -84,11 +86,13 @@ def _served(
                 return await method(self, *args, **kwargs)
             from litdata_io._helper import call_in_helper
 
-            values = [bytes(v) if isinstance(v, memoryview) else v for v in args]  # memoryviews do not pickle
+            values = [v.tobytes() if isinstance(v, memoryview) else v for v in args]  # memoryviews do not pickle
             if local_path is not None:
                 values[local_path] = os.path.abspath(values[local_path])  # type: ignore[arg-type]
             key = values[1 if name == "aupload" else 0] if values else ""
-            return await call_in_helper(self._pickled(), name, tuple(values), self.url_for(str(key)))
+            # This wrapper is part of the class: it forwards its own methods to the helper process.
+            pickled = self._pickled()  # pyright: ignore[reportPrivateUsage]
+            return await call_in_helper(pickled, name, tuple(values), self.url_for(str(key)))
 
         return dispatch
 

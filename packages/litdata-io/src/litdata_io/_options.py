@@ -20,13 +20,13 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from litdata_io._secret import Secret
 from litdata_io._settings import IO_OPTION_NAMES, IOSettings
 
-__all__ = ["BackendOptions", "normalize_options", "parse_connection_string", "provider_of"]
+__all__ = ["BackendOptions", "is_str_mapping", "normalize_options", "parse_connection_string", "provider_of"]
 
 _PROVIDERS = {"s3": "s3", "r2": "s3", "gs": "gcs", "azure": "azure", "http": "http", "https": "http", "hf": "hf"}
 _SECRET_NAME = re.compile(
@@ -131,9 +131,9 @@ class BackendOptions:
 
     provider: str
     backend: str
-    config: dict[str, Any] = field(default_factory=dict)
-    secrets: dict[str, Secret] = field(default_factory=dict)
-    client: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict[str, Any])
+    secrets: dict[str, Secret] = field(default_factory=dict[str, Secret])
+    client: dict[str, Any] = field(default_factory=dict[str, Any])
     profile: str | None = None
     settings: IOSettings = field(default_factory=IOSettings)
 
@@ -211,13 +211,18 @@ def _is_unsigned(value: Any) -> bool:
     return type(value).__name__ == "UNSIGNED" or (isinstance(value, str) and value.lower() == "unsigned")
 
 
-def _botocore_config(builder: _Builder, config: Any, io: dict[str, Any]) -> None:
+def is_str_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """True for a mapping of options (a dict of settings, of a botocore Config's fields, ...); values unchecked."""
+    return isinstance(value, Mapping)
+
+
+def _botocore_config(builder: _Builder, config: object, io: dict[str, Any]) -> None:
     """Pull what maps onto obstore/IOSettings out of a ``botocore.config.Config`` (or a dict of its fields)."""
-    if isinstance(config, Mapping):
+    if is_str_mapping(config):
         given = dict(config)
     else:
         provided = getattr(config, "_user_provided_options", None)
-        names = provided.keys() if isinstance(provided, Mapping) else vars(config).keys()
+        names = provided.keys() if is_str_mapping(provided) else vars(config).keys()
         given = {name: getattr(config, name, None) for name in names}
     for name, value in given.items():
         if value is None:
@@ -227,7 +232,7 @@ def _botocore_config(builder: _Builder, config: Any, io: dict[str, Any]) -> None
                 builder.set("skip_signature", True, "config.signature_version")
         elif name == "region_name":
             builder.set("region", value, "config.region_name")
-        elif name == "retries" and isinstance(value, Mapping):
+        elif name == "retries" and is_str_mapping(value):
             # total_max_attempts counts the first attempt; (legacy) max_attempts counts retries
             if value.get("total_max_attempts") is not None:
                 io.setdefault("max_retries", max(0, int(value["total_max_attempts"]) - 1))
@@ -235,9 +240,9 @@ def _botocore_config(builder: _Builder, config: Any, io: dict[str, Any]) -> None
                 io.setdefault("max_retries", max(0, int(value["max_attempts"])))
         elif name in ("connect_timeout", "read_timeout"):
             io["timeout"] = max(float(value), float(io.get("timeout", 0)))
-        elif name == "s3" and isinstance(value, Mapping) and value.get("addressing_style") in ("virtual", "path"):
+        elif name == "s3" and is_str_mapping(value) and value.get("addressing_style") in ("virtual", "path"):
             builder.set("virtual_hosted_style_request", value["addressing_style"] == "virtual", "config.s3")
-        elif name == "proxies" and isinstance(value, Mapping):
+        elif name == "proxies" and is_str_mapping(value):
             proxy = value.get("https") or value.get("http")
             if proxy:
                 builder.out.client["proxy_url"] = proxy
@@ -254,7 +259,7 @@ def _s3(builder: _Builder, options: Mapping[str, Any], io: dict[str, Any], *, se
             builder.set(target, value, source, secret=target in _S3_SECRETS, fallback=session)
         elif lowered == "config" and value is not None:
             _botocore_config(builder, value, io)
-        elif lowered == "client_kwargs" and isinstance(value, Mapping):
+        elif lowered == "client_kwargs" and is_str_mapping(value):
             _s3(builder, value, io)
         elif lowered in ("verify",) and value is False:
             builder.out.client["allow_invalid_certificates"] = True
@@ -294,14 +299,14 @@ def _gcs(builder: _Builder, options: Mapping[str, Any]) -> None:
 
 
 def _gcs_token(builder: _Builder, token: Any) -> None:
-    """gcsfs's ``token`` forms: ``"anon"``, ``"google_default"``/``"cloud"``, a key file path, a key dict."""
+    """Map the gcsfs ``token`` forms: ``"anon"``, ``"google_default"``/``"cloud"``, a key file path, a key dict."""
     import json
 
     if token is None or token in ("google_default", "cloud", "default"):
         return
     if token == "anon":
         builder.set("skip_signature", True, "token")
-    elif isinstance(token, Mapping):
+    elif is_str_mapping(token):
         builder.set("service_account_key", json.dumps(dict(token)), "token", secret=True)
     elif isinstance(token, (str, os.PathLike)):
         builder.set("application_credentials", os.fspath(token), "token")
@@ -382,7 +387,7 @@ def _azure_credential(builder: _Builder, credential: Any) -> None:
     if isinstance(credential, str):
         is_sas = "sig=" in credential
         builder.set("sas_key" if is_sas else "account_key", credential.lstrip("?"), "credential", secret=True)
-    elif isinstance(credential, Mapping):
+    elif is_str_mapping(credential):
         if "account_name" in credential:
             builder.set("account_name", credential["account_name"], "credential")
         if "account_key" in credential:

@@ -84,7 +84,7 @@ _PENDING, _RUNNING, _READY, _DROPPED = "pending", "running", "ready", "dropped"
 class _Slot:
     info: ChunkInfo
     state: str = _PENDING
-    future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future)
+    future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future[Path])
 
 
 class Prefetcher:
@@ -154,7 +154,11 @@ class Prefetcher:
 
     # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
-        """Append chunks to the reading order; the first ``max_pre_download`` start downloading."""
+        """Append chunks to the reading order; the first ``max_pre_download`` start downloading.
+
+        Args:
+            infos: the chunks' entries, in reading order.
+        """
         self._check_process()
         with self._lock:
             if self._closed:
@@ -169,6 +173,10 @@ class Prefetcher:
         The caller must :meth:`ChunkCache.release` it when done. Chunks scheduled before ``info``
         and not taken yet are skipped (their prefetched copies are released). A chunk that was not
         scheduled is fetched at once.
+
+        Args:
+            info: the chunk's entry in the index.
+            timeout: seconds to wait at most; None waits as long as the download takes.
 
         Raises:
             The download's error (naming the chunk's URL) if it failed.
@@ -244,11 +252,14 @@ class Prefetcher:
             runner.loop.call_soon_threadsafe(self._pump)
 
     def _pump(self) -> None:
-        """Start downloads (runs on the loop): what the reader waits for, then the window in
-        order, while fewer than ``concurrency`` are in flight."""
+        """Start downloads (runs on the loop).
+
+        First what the reader waits for, then the window in order, while fewer than
+        ``concurrency`` are in flight.
+        """
         with self._lock:
             window = [slot for slot, _ in zip(self._slots, range(self.max_pre_download))]
-            starting = []
+            starting: list[_Slot] = []
             for slot in (*self._urgent, *window):
                 if self._active >= self.concurrency:
                     break

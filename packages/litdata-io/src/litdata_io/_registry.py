@@ -94,7 +94,7 @@ def _need(module: str, scheme: str) -> None:
 
 def _check_fsspec_protocol(scheme: str) -> None:
     """Fail at open time, not at first use, when fsspec has no filesystem for ``scheme``."""
-    from fsspec.registry import known_implementations, registry
+    from fsspec.registry import known_implementations, registry  # pyright: ignore[reportMissingTypeStubs]
 
     if scheme in registry:
         return

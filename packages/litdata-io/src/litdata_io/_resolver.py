@@ -99,7 +99,8 @@ def resolve_dir(location: str | os.PathLike[str] | Dir | None) -> Dir:
         url = resolved_url.url if resolved_url.url else resolved_url.path
         path = str(_absolute(expand_time_template(os.fspath(location.path)))) if location.path else None
         return Dir(path=path, url=url)
-    if not isinstance(location, (str, os.PathLike)):
+    # Typed, yet checked: the error names what an untyped caller passed instead.
+    if not isinstance(location, (str, os.PathLike)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError(f"a dataset location must be a path, a URL string or a Dir, not {type(location).__name__}")
     text = expand_time_template(os.fspath(location))
     if not text.strip():

@@ -34,7 +34,8 @@ class Secret:
     def __init__(self, value: str | Secret) -> None:
         if isinstance(value, Secret):
             value = value.reveal()
-        if not isinstance(value, str):
+        # Typed, yet checked: a credential from a config file may be a number or a dict.
+        if not isinstance(value, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"a credential must be a string, not {type(value).__name__}")
         self._value = value
 

@@ -50,9 +50,12 @@ class ObjectInfo:
 
 
 class Storage(ABC):
-    """Byte operations on one root URL. Implementations must be safe to pickle (no live client
-    in the pickled state: clients are created lazily in each process) and must never put
-    secrets in ``repr``, errors or pickles beyond what the worker needs to connect."""
+    """Byte operations on one root URL.
+
+    Implementations must be safe to pickle (no live client in the pickled state: clients are
+    created lazily in each process) and must never put secrets in ``repr``, errors or pickles
+    beyond what the worker needs to connect.
+    """
 
     #: The root URL this storage was opened for, with no secrets in it.
     url: str
@@ -62,7 +65,11 @@ class Storage(ABC):
     read_only: bool = False
 
     def url_for(self, key: str) -> str:
-        """The full URL of ``key``, for messages."""
+        """The full URL of ``key``, for messages.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         return f"{self.url.rstrip('/')}/{key.lstrip('/')}" if key else self.url
 
     def __repr__(self) -> str:
@@ -83,34 +90,66 @@ class Storage(ABC):
     # -- async primitives (implement these) -----------------------------------------------------
     @abstractmethod
     async def ahead(self, key: str) -> ObjectInfo:
-        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist."""
+        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
         """Objects whose key starts with ``prefix`` (``""`` = everything), sorted by key.
 
         With ``recursive=False`` only the objects directly in the folder of ``prefix`` (no ``/``
-        in the rest of their key) are listed."""
+        in the rest of their key) are listed.
+
+        Args:
+            prefix: the start of the keys to list.
+            recursive: list the whole tree under the prefix's folder rather than that folder alone.
+        """
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:
-        """The whole object."""
+        """The whole object.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+        """Bytes ``[start, end)`` of the object.
+
+        Args:
+            key: the object's key under the root URL.
+            start: the first byte.
+            end: the byte after the last one.
+        """
 
     @abstractmethod
     async def aput(self, key: str, data: bytes) -> None:
-        """Create or replace ``key`` with ``data``."""
+        """Create or replace ``key`` with ``data``.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its new content.
+        """
 
     @abstractmethod
     async def adelete(self, key: str) -> None:
-        """Remove ``key`` (no error if it is already gone)."""
+        """Remove ``key`` (no error if it is already gone).
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     # -- async conveniences (backends may override with something faster) ----------------------
     async def aexists(self, key: str) -> bool:
-        """Whether ``key`` exists."""
+        """Whether ``key`` exists.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         try:
             await self.ahead(key)
         except FileNotFoundError:
@@ -118,7 +157,12 @@ class Storage(ABC):
         return True
 
     async def adownload(self, key: str, destination: str | Path) -> int:
-        """Write ``key`` to the local file ``destination`` (through a temp name); return its size."""
+        """Write ``key`` to the local file ``destination`` (through a temp name); return its size.
+
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write.
+        """
         info = await self.ahead(key)
         if info.size > self.settings.parallel_threshold:
             return await self._download_parts(key, Path(destination), info)
@@ -128,12 +172,22 @@ class Storage(ABC):
         return len(data)
 
     async def aupload(self, source: str | Path, key: str) -> None:
-        """Upload the local file ``source`` to ``key``."""
+        """Upload the local file ``source`` to ``key``.
+
+        Args:
+            source: the local file.
+            key: the object's key under the root URL.
+        """
         self._refuse_write("PUT", key)
         await self.aput(key, await asyncio.to_thread(Path(source).read_bytes))
 
     async def acopy(self, src_key: str, dst_key: str) -> None:
-        """Copy ``src_key`` to ``dst_key`` within this storage."""
+        """Copy ``src_key`` to ``dst_key`` within this storage.
+
+        Args:
+            src_key: the key to copy.
+            dst_key: the key of the copy.
+        """
         self._refuse_write("COPY", dst_key)
         await self.aput(dst_key, await self.aget(src_key))
 

@@ -187,8 +187,9 @@ def _apply(level: str, categories: frozenset[str], log_file: str) -> TracerConfi
     with _lock:
         _fd = _fds.get(log_file)
         _named_threads.clear()  # a new log (or a new run in the old one) needs the names again
-        _CONFIG = TracerConfig(level, categories, log_file)
-        _ACTIVE = categories
+        # The tracer's two globals, read on every traced call, are set here and nowhere else.
+        _CONFIG = TracerConfig(level, categories, log_file)  # pyright: ignore[reportConstantRedefinition]
+        _ACTIVE = categories  # pyright: ignore[reportConstantRedefinition]
     return _CONFIG
 
 
@@ -243,7 +244,7 @@ def enable_tracer(
             cats -= {"sample"}
         if iterating_dataset is False:
             cats -= {"epoch"}
-    path = os.path.abspath(os.fspath(env_file or log_file))
+    path: str = os.path.abspath(os.fspath(env_file or log_file))
 
     config = _apply(lvl, cats, path)
     _write_env(ENV_LEVEL, lvl)
@@ -349,7 +350,11 @@ def _emit(name: str, ph: str, cat: str, ts_ns: int, dur_ns: int | None, args: Ma
 
 
 def trace_enabled(category: str) -> bool:
-    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code."""
+    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code.
+
+    Args:
+        category: An event category (``chunk``, ``sample``, ``download``, ...).
+    """
     return category in _ACTIVE
 
 
@@ -370,7 +375,11 @@ class TraceSpan:
         self._start = 0
 
     def set(self, **args: object) -> None:
-        """Add arguments known only inside the block (a byte count, a retry count)."""
+        """Add arguments known only inside the block (a byte count, a retry count).
+
+        Args:
+            **args: Shown in the trace's args, next to those given when the span began.
+        """
         self._args.update(args)
 
     def __enter__(self) -> TraceSpan:
@@ -414,7 +423,9 @@ _NO_SPAN: Final = _NoSpan("", "", {})
 
 
 def trace_span(name: str, category: str | None = None, /, **args: object) -> TraceSpan:
-    """Time a block as one complete event: ``with trace_span("download", "download", chunk=3):``.
+    """Time a block as one complete event.
+
+    Used as ``with trace_span("download", "download", chunk=3):``.
 
     Args:
         name: The event name (stable: download, read, delete, batch, sample, ...).
@@ -428,7 +439,13 @@ def trace_span(name: str, category: str | None = None, /, **args: object) -> Tra
 
 
 def traced(name: str, category: str | None = None, /, **args: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """Decorate a function so each call is a :func:`trace_span` (checked per call, not at import)."""
+    """Decorate a function so each call is a :func:`trace_span` (checked per call, not at import).
+
+    Args:
+        name: The event name of each call.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args of every call.
+    """
     cat = name if category is None else category
 
     def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -445,7 +462,13 @@ def traced(name: str, category: str | None = None, /, **args: object) -> Callabl
 
 
 def trace_instant(name: str, category: str | None = None, /, **args: object) -> None:
-    """Record a point in time (``ph: I``), e.g. a cache hit or an eviction decision."""
+    """Record a point in time (``ph: I``), e.g. a cache hit or an eviction decision.
+
+    Args:
+        name: The event name.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
+    """
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "I", cat, time.time_ns(), None, args)
@@ -456,6 +479,11 @@ def trace_begin(name: str, category: str | None = None, /, **args: object) -> No
 
     For spans that do not fit a ``with`` block (reading a chunk across many ``__getitem__``
     calls); litracer pairs B/E per thread and name into complete events.
+
+    Args:
+        name: The event name.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
     """
     cat = name if category is None else category
     if cat in _ACTIVE:
@@ -463,14 +491,26 @@ def trace_begin(name: str, category: str | None = None, /, **args: object) -> No
 
 
 def trace_end(name: str, category: str | None = None, /, **args: object) -> None:
-    """Close the latest :func:`trace_begin` of ``name`` in this thread."""
+    """Close the latest :func:`trace_begin` of ``name`` in this thread.
+
+    Args:
+        name: The name given to :func:`trace_begin`.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
+    """
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "E", cat, time.time_ns(), None, args)
 
 
 def trace_counter(name: str, category: str | None = None, /, **values: float) -> None:
-    """Record counter values (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``."""
+    """Record counter values (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``.
+
+    Args:
+        name: The counter's name.
+        category: Its category; defaults to ``name``.
+        **values: The counted values, by series name.
+    """
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "C", cat, time.time_ns(), None, values)
@@ -481,6 +521,10 @@ def trace_crash(exc: BaseException, /, **args: object) -> None:
 
     Call it where an exception ends a thread or process that nobody joins (the prefetch thread);
     spans record their own crashes.
+
+    Args:
+        exc: The exception that ended the thread or process.
+        **args: Shown in the trace's args.
     """
     if "crash" in _ACTIVE:
         error = f"{type(exc).__name__}: {exc}"

@@ -121,8 +121,10 @@ def load_checkpoints(
 
 
 def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
-    """Whether this job (the same workers and inputs) already published ``index.json`` and was
-    stopped before it removed its checkpoints: its dataset is complete."""
+    """Whether this job (the same workers and inputs) already completed its dataset.
+
+    That is, it published ``index.json`` and was stopped before it removed its checkpoints.
+    """
     if not output.exists(INDEX_FILENAME) or output.read_json(_node_key(node_rank)) is None:
         return False
     try:

@@ -1,5 +1,8 @@
-"""What ``optimize`` and ``map`` share: the checks before any worker starts, and the :class:`Job` that
-splits this node's inputs between its workers, describes the workers and runs them."""
+"""What ``optimize`` and ``map`` share.
+
+The checks before any worker starts, and the :class:`Job` that splits this node's inputs
+between its workers, describes the workers and runs them.
+"""
 
 from __future__ import annotations
 

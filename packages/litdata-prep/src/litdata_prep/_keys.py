@@ -53,8 +53,9 @@ def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple
 def publish_keys(
     output: Output, index: DatasetIndex, existing: DatasetIndex | None, rank_keys: dict[int, list[Any]]
 ) -> dict[str, Any]:
-    """Write the key index of ``index``'s new chunks (and of the dataset appended to); return the
-    ``"keys"`` entry of ``index.json`` that names it.
+    """Write the key index of ``index``'s new chunks (and of the dataset appended to).
+
+    Returns the ``"keys"`` entry of ``index.json`` that names it.
 
     Raises:
         ValueError: two samples share a key, keys mix str and int, or a rank's keys do not match its chunks.

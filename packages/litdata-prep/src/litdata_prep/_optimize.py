@@ -45,8 +45,11 @@ __all__ = ["is_dataset_file", "optimize"]
 
 
 def is_dataset_file(key: str) -> bool:
-    """Whether ``key`` is something optimize writes (chunks, index files, checkpoints, staging), or the
-    temporary file of such a write that a killed run interrupted."""
+    """Whether ``key`` is something optimize writes, or the temporary file of such a write.
+
+    Optimize writes chunks, index files, checkpoints and staging folders; a killed run may leave
+    the temporary file of such a write behind.
+    """
     folder, _, name = key.rpartition("/")
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
@@ -134,8 +137,10 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
 
 
 def _leftover_temp(key: str) -> bool:
-    """Whether ``key`` is the temporary file of a write of a dataset file that a killed run
-    interrupted (staging folders are not looked into: their runs remove them whole)."""
+    """Whether ``key`` is the temporary file of a dataset file's write that a killed run interrupted.
+
+    Staging folders are not looked into: their runs remove them whole.
+    """
     is_temp = temp_target(key.rpartition("/")[2]) is not None
     return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
 

@@ -22,18 +22,29 @@ class BaseReader(ABC):
     """The reader interface: subclass it and implement :meth:`remap_items` and :meth:`read`."""
 
     def get_num_nodes(self) -> int:
+        """How many machines run the job (``DATA_OPTIMIZER_NUM_NODES``, default 1)."""
         return int(os.getenv("DATA_OPTIMIZER_NUM_NODES", "1"))
 
     def get_node_rank(self) -> int:
+        """This machine's rank among them (``DATA_OPTIMIZER_NODE_RANK``, default 0)."""
         return int(os.getenv("DATA_OPTIMIZER_NODE_RANK", "0"))
 
     @abstractmethod
     def remap_items(self, items: Any, num_workers: int) -> list[Any]:
-        """The items to distribute, given the user's inputs (e.g. shards of big files)."""
+        """The items to distribute, given the user's inputs (e.g. shards of big files).
+
+        Args:
+            items: the inputs the user gave.
+            num_workers: how many workers the items are for.
+        """
 
     @abstractmethod
     def read(self, item: Any) -> Any:
-        """What ``fn`` receives for one remapped item."""
+        """What ``fn`` receives for one remapped item.
+
+        Args:
+            item: one of the items :meth:`remap_items` returned.
+        """
 
 
 def _pyarrow() -> Any:
@@ -81,7 +92,12 @@ class ParquetReader(BaseReader):
         return state
 
     def remap_items(self, items: Any, num_workers: int) -> list[str]:
-        """Write (or reuse) the shards of every file; return their paths in input order."""
+        """Write (or reuse) the shards of every file; return their paths in input order.
+
+        Args:
+            items: the Parquet files' paths.
+            num_workers: how many workers the shards are for.
+        """
         import pyarrow.parquet as pq
 
         folder = os.path.join(self.cache_folder, str(self.num_rows))

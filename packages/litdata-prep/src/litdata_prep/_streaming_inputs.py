@@ -36,8 +36,11 @@ def _kind(inputs: Any) -> str | None:
 
 def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any,
                      weights: Any) -> tuple[Any, Any]:  # fmt: skip
-    """``(inputs, reader)`` to run with: a StreamingDataset or StreamingDataLoader becomes the
-    positions of its samples or batches and the reader that reads them; other inputs pass as given."""
+    """``(inputs, reader)`` to run with.
+
+    A StreamingDataset or StreamingDataLoader becomes the positions of its samples or batches and
+    the reader that reads them; other inputs pass as given.
+    """
     kind = _kind(inputs)
     if kind is None:
         return inputs, reader

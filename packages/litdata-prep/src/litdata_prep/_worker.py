@@ -158,8 +158,10 @@ class FnFailed(Exception):
 
 
 def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
-    """What to tell the user when ``err`` is a failure to write one of the job's files (a full disk,
-    a quota, a read-only folder), else None: the sample being written is not to blame."""
+    """What to tell the user when ``err`` is a failure to write one of the job's files, else None.
+
+    A full disk, a quota or a read-only folder: the sample being written is not to blame.
+    """
     if not isinstance(err, OSError) or not err.filename or err.errno is None:
         return None
     path = Path(os.fsdecode(err.filename))

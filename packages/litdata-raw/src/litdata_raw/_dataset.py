@@ -134,8 +134,11 @@ class StreamingRawDataset(Dataset[Any]):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
 
     def _listing_version(self) -> str:
-        """The cached files' subfolder: from the cached index (its bytes hold when it was made),
-        or from the listing when a custom indexer keeps none."""
+        """The cached files' subfolder.
+
+        Named from the cached index (its bytes hold when it was made), or from the listing when a
+        custom indexer keeps none.
+        """
         try:
             identity = (Path(self.cache_dir) / INDEX_FILENAME).read_bytes()
         except FileNotFoundError:

@@ -57,7 +57,11 @@ class FileMetadata:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
-        """Read one entry of the index's ``files`` list."""
+        """Read one entry of the index's ``files`` list.
+
+        Args:
+            data: the entry, decoded.
+        """
         return cls(path=str(data["path"]), size=int(data["size"]))
 
 
@@ -93,7 +97,12 @@ class BaseIndexer(ABC):
 
     @abstractmethod
     def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
-        """List the dataset's files (no cache involved)."""
+        """List the dataset's files (no cache involved).
+
+        Args:
+            input_dir: the dataset's folder or URL.
+            storage_options: options for the storage backend (credentials, endpoint, ...).
+        """
 
     def build_or_load_index(
         self,
@@ -163,8 +172,11 @@ def _read_local(local_index: Path) -> list[FileMetadata] | None:
 
 
 def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
-    """The cached listing: the local copy, unless the remote index is another object than the
-    one it was copied from (then the remote one, copied); None if there is neither."""
+    """The cached listing, or None if there is neither a local nor a remote one.
+
+    The local copy, unless the remote index is another object than the one it was copied from
+    (then the remote one, copied).
+    """
     local = _read_local(local_index)
     if remote is None:
         return local
@@ -206,7 +218,12 @@ class FileIndexer(BaseIndexer):
         self.extensions = [e.lower() if e.startswith(".") else "." + e.lower() for e in (extensions or [])]
 
     def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
-        """List the files of ``input_dir`` (a local folder or any URL litdata-io opens)."""
+        """List the files of ``input_dir`` (a local folder or any URL litdata-io opens).
+
+        Args:
+            input_dir: the dataset's folder or URL.
+            storage_options: options for the storage backend (credentials, endpoint, ...).
+        """
         resolved = resolve_dir(input_dir)
         root = resolved.url or resolved.path
         if root is None:

@@ -128,7 +128,8 @@ class CollatedInDataset:
 
 def finish_batch(batch: Any, batching: Batching | None) -> Any:
     """A gathered batch as it leaves the dataset: numpy arrays from a worker when small enough
-    (see :class:`ArrayBatch`) and the loader allows it, else tensors."""
+    (see :class:`ArrayBatch`) and the loader allows it, else tensors.
+    """
     if batching is not None and batching.arrays and get_worker_info() is not None:
         return ArrayBatch.of(batch)
     return as_tensors(batch)
@@ -136,7 +137,8 @@ def finish_batch(batch: Any, batching: Batching | None) -> Any:
 
 def as_tensors(batch: Any) -> Any:
     """A batch of numpy arrays (one leaf, a dict of leaves, or a ParallelStreamingDataset's list
-    of such batches) as tensors sharing their memory."""
+    of such batches) as tensors sharing their memory.
+    """
     if isinstance(batch, np.ndarray):
         return torch.from_numpy(batch)
     if isinstance(batch, Mapping):
@@ -158,7 +160,8 @@ def _array_bytes(batch: Any) -> int:
 
 def concat_batches(parts: Sequence[Any]) -> Any:
     """Gathered parts of one batch joined along the first dimension, or ``None`` if they differ
-    in kind (a list of samples among them, other keys, dtypes or shapes)."""
+    in kind (a list of samples among them, other keys, dtypes or shapes).
+    """
     first = parts[0]
     if isinstance(first, dict):
         if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
@@ -175,7 +178,8 @@ def concat_batches(parts: Sequence[Any]) -> Any:
 def interleave(picks: np.ndarray, shares: Mapping[int, Any]) -> Any:
     """One batch made of ``shares`` (for each source ``d``, a gathered batch of its samples in
     order) with each sample where ``picks`` drew it, or ``None`` if the shares are not arrays
-    alike (a share that is not arrays, other keys, dtypes or shapes)."""
+    alike (a share that is not arrays, other keys, dtypes or shapes).
+    """
     if any(share is None for share in shares.values()):
         return None
     if len(shares) == 1:
@@ -207,7 +211,8 @@ def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
 
 def unbatch(part: Any) -> list[Any]:
     """The samples of a gathered part (a list of samples stays as it is); collating them gives
-    the same batch as the part's arrays would."""
+    the same batch as the part's arrays would.
+    """
     if isinstance(part, list):
         return part
     if isinstance(part, (np.ndarray, torch.Tensor)):

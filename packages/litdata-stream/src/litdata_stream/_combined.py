@@ -127,7 +127,8 @@ class CombinedStreamingDataset(MixedDataset):
         self, topology: Topology, segment: int, bases: list[list[Interval]], rank: int
     ) -> tuple[list[list[WorkerPlan]], list[list[int]], list[int]]:
         """For one rank: each sub-dataset's plans per worker, the stretch sizes per worker, and
-        each worker's stream length."""
+        each worker's stream length.
+        """
         plans = [split_base(base, sub)[rank] for base, sub in zip(bases, self._sub_topologies(topology))]
         sizes = [[p[w].num_samples for p in plans] for w in range(topology.num_workers)]
         unit = self._unit(topology)
@@ -174,7 +175,8 @@ class CombinedStreamingDataset(MixedDataset):
     # -- iteration ------------------------------------------------------------------------------
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``): its samples, or its batches when
-        ``batching`` is given."""
+        ``batching`` is given.
+        """
         this_pass = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -229,7 +231,8 @@ class CombinedStreamingDataset(MixedDataset):
     def _batches(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any], batching: Batching) -> Iterator[Any]:
         """The batches the DataLoader would make of :meth:`_samples`, made here (in the worker):
         each batch takes its share of every sub-dataset at once, gathered as arrays where the
-        sub-dataset allows it, and the shares are interleaved in the order of the draws."""
+        sub-dataset allows it, and the shares are interleaved in the order of the draws.
+        """
         size, collate = batching.batch_size, batching.collate
         takers: list[Taker | None] = [None] * len(self._datasets)
 
@@ -407,13 +410,15 @@ class _RankRun(NamedTuple):
 
     def role(self, worker: int) -> int:
         """The stream torch worker ``worker`` serves: the worker due next in the interrupted run is
-        asked first now, so workers are relabelled to keep the order."""
+        asked first now, so workers are relabelled to keep the order.
+        """
         return (worker + self.due) % len(self.lengths)
 
 
 def _after(picks: Iterator[np.ndarray], skip: int, consumed: list[int]) -> Iterator[np.ndarray]:
     """The blocks of ``picks`` after its first ``skip`` draws; ``consumed`` counts, per dataset,
-    the skipped draws (filled in before the first block is yielded)."""
+    the skipped draws (filled in before the first block is yielded).
+    """
     for block in picks:
         part = block[:skip]
         if len(part):

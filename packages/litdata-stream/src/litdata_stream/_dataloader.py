@@ -269,7 +269,8 @@ class StreamingDataLoader(DataLoader):
 
     def stats(self) -> LoaderStats:
         """How long the training loop waited for batches in the latest pass (so far, mid-pass):
-        total, p50 and p99 wait per batch, and each worker's batches, samples and samples/s."""
+        total, p50 and p99 wait per batch, and each worker's batches, samples and samples/s.
+        """
         times = self._times if self._times is not None else PassTimes(self.current_epoch, self.num_workers)
         return times.stats()
 
@@ -277,7 +278,8 @@ class StreamingDataLoader(DataLoader):
         """(what the workers derive their token from, the token of this pass).
 
         Persistent workers keep their dataset copy: each derives the token of its n-th pass from
-        the one it was started with, and the loader derives the same."""
+        the one it was started with, and the loader derives the same.
+        """
         if not self.num_workers:
             token = new_token()
             return token, token
@@ -344,7 +346,8 @@ def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
     """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers
     single batches: round-robin over the workers that still have some (the order the resume
     point is computed from). ``counts`` is each worker's number of batches; as every worker's
-    bundles but its last hold the same number of batches, at most one bundle per worker waits."""
+    bundles but its last hold the same number of batches, at most one bundle per worker waits.
+    """
     waiting: list[deque[Any]] = [deque() for _ in counts]
     left = list(counts)
     while any(left):

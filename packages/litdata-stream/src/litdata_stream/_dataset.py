@@ -1,5 +1,6 @@
 """``StreamingDataset``: an optimized dataset read chunk by chunk, shuffled, split over ranks and
-workers, and resumable exactly (see ``_plan`` for the mechanism)."""
+workers, and resumable exactly (see ``_plan`` for the mechanism).
+"""
 
 from __future__ import annotations
 
@@ -396,7 +397,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``): its samples, or its batches when
-        ``batching`` is given; ``token`` names the pass to join (a StreamingDataLoader's)."""
+        ``batching`` is given; ``token`` names the pass to join (a StreamingDataLoader's).
+        """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -411,7 +413,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
-        read their sub-datasets' stretches through this too)."""
+        read their sub-datasets' stretches through this too).
+        """
         pieces = order.pieces(intervals)
         source = self._source()
         source.schedule([p.chunk for p in pieces])
@@ -445,7 +448,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """What :meth:`_read` yields, already grouped into collated batches (a StreamingDataLoader
         has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
         instead of a decode per sample). The batches are exactly those the DataLoader would have
-        made from :meth:`_read`."""
+        made from :meth:`_read`.
+        """
         size, collate = batching.batch_size, batching.collate
         taker = self._taker(order, intervals, collate)
         while True:
@@ -456,14 +460,16 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _taker(self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]) -> Taker:
         """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
-        arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch through this)."""
+        arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch through this).
+        """
         if self._gathers(collate):
             return _GatheringTaker(self, order, intervals)
         return _SampleTaker(self._read(order, intervals))
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether batches may be gathered as arrays: the default collate, and samples that are
-        exactly what the item loader reads (no transform, no overridden ``__getitem__``)."""
+        exactly what the item loader reads (no transform, no overridden ``__getitem__``).
+        """
         return (
             collate is litdata_collate
             and type(self).__getitem__ is StreamingDataset.__getitem__
@@ -522,7 +528,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict` (possibly under another topology), or
-        by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``)."""
+        by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
+        """
         if is_upstream_state(state):
             self._load_upstream_state(state)
             return
@@ -674,7 +681,8 @@ class _SampleTaker:
 
 class _GatheringTaker:
     """Samples gathered as arrays: one part per run of samples from the same chunk. A chunk is
-    released as soon as its last sample is taken (parts are copies: nothing refers to it)."""
+    released as soon as its last sample is taken (parts are copies: nothing refers to it).
+    """
 
     def __init__(self, dataset: StreamingDataset, order: EpochOrder, intervals: Sequence[Interval]) -> None:
         self._dataset = dataset

@@ -55,7 +55,8 @@ def worker_token(source: int, passes: int) -> int:
 @dataclass(frozen=True)
 class LoaderPass:
     """What a StreamingDataLoader hands its workers with the dataset: the token of its pass, and
-    how to batch (None: torch batches, sample by sample)."""
+    how to batch (None: torch batches, sample by sample).
+    """
 
     token: int
     batching: Any = None
@@ -64,7 +65,8 @@ class LoaderPass:
 @dataclass(frozen=True)
 class Pass:
     """One process's part of a pass: the epoch it reads, its token, and how many parts finish it
-    (0: not this process's to finish)."""
+    (0: not this process's to finish).
+    """
 
     epoch: int
     token: int
@@ -164,7 +166,8 @@ class Epochs:
 
 class EpochsOwner:
     """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``
-    as one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed its workers."""
+    as one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed its workers.
+    """
 
     _epochs: Epochs
     _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from

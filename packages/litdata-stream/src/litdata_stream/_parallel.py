@@ -71,7 +71,8 @@ def _wants_generators(fn: Callable[..., Any]) -> bool:
 
 class _SeededGenerators:
     """The ``rngs`` dict handed to ``transform``, reseeded for every tuple (cheaply: one seed
-    call each for random and torch, a state copy and an ``advance`` for numpy)."""
+    call each for random and torch, a state copy and an ``advance`` for numpy).
+    """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -229,7 +230,8 @@ class ParallelStreamingDataset(MixedDataset):
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``): its tuples, or its batches when
         ``batching`` is given (what torch would make of the tuples: ``batch_size`` of this
-        worker's tuples at a time, collated)."""
+        worker's tuples at a time, collated).
+        """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -269,7 +271,8 @@ class ParallelStreamingDataset(MixedDataset):
     def _gathered(self, stretches: Iterator[Interval], offset: int, batching: Batching) -> Iterator[Any]:
         """The batches of :meth:`_tuples` (without a transform), each sub-dataset's share of a
         batch gathered as arrays: a batch is the list of the sub-datasets' batches, as collating
-        the tuples gives."""
+        the tuples gives.
+        """
         size = batching.batch_size
         takers = [_SpanTaker(self, d, offset, batching.collate) for d in range(len(self._datasets))]
 
@@ -385,7 +388,8 @@ class ParallelStreamingDataset(MixedDataset):
 
 class _SpanTaker:
     """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``), a batch's
-    share at a time, gathered as arrays (see ``StreamingDataset._taker``)."""
+    share at a time, gathered as arrays (see ``StreamingDataset._taker``).
+    """
 
     def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:
         self._parallel, self._d, self._offset, self._collate = parallel, d, offset, collate

@@ -63,7 +63,8 @@ def _pyarrow() -> Any:
 def parquet_files(storage: Storage) -> list[ObjectInfo]:
     """The ``.parquet`` files of the folder of ``storage``, by key: those directly in it, and for
     a Hugging Face folder (``hf://``) those in its subfolders too, as upstream indexes them
-    (``train/0000.parquet``). Hidden files and folders are left out."""
+    (``train/0000.parquet``). Hidden files and folders are left out.
+    """
     recursive = storage.url.startswith("hf://")
     return [
         o

@@ -206,7 +206,7 @@ def worker_batch_done() -> None:
 
 @contextlib.contextmanager
 def main_profiler(settings: ProfileSettings | None) -> Iterator[None]:
-    """cProfile the main process for the duration (when profiling with cProfile on rank 0)."""
+    """Run cProfile on the main process for the duration (when profiling with cProfile on rank 0)."""
     if settings is None or settings.kind != "cprofile" or not settings.here:
         yield
         return

@@ -147,7 +147,8 @@ def _cache_root(dataset: Any) -> Any:
 
 def open_source(dataset: Any) -> ChunkSource:
     """The chunk source for a StreamingDataset's ``input_dir``: local folders are read in place,
-    URLs and ``local:`` network drives go through the io cache."""
+    URLs and ``local:`` network drives go through the io cache.
+    """
     resolved = resolve_dir(dataset.input_dir)
     url = None
     if resolved.url is None and resolved.path is not None:

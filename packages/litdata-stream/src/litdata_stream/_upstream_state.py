@@ -153,7 +153,8 @@ class UpstreamOrder(EpochOrder):
 
     def within(self, chunk: int) -> np.ndarray:
         """The chunk's items upstream deals, in its order: each worker's part shuffled on its own
-        (computed when asked, as the base order's are, so a big dataset keeps no list of them)."""
+        (computed when asked, as the base order's are, so a big dataset keeps no list of them).
+        """
         spans = []
         for lo, hi in self._parts.get(chunk, []):
             span = list(range(lo, hi))
@@ -234,7 +235,8 @@ def _assign(lengths: list[int], visit: list[int], topology: Topology) -> list[tu
 
 def _block_shuffle(items: list[int], window: int, rng: np.random.RandomState) -> list[int]:
     """Upstream's in-chunk order: a full permutation, or (``window`` > 1) each aligned block of
-    ``window`` items shuffled, then the blocks shuffled."""
+    ``window`` items shuffled, then the blocks shuffled.
+    """
     if len(items) < 2:
         return list(items)
     if window <= 1:

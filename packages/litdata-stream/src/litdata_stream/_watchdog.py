@@ -42,7 +42,8 @@ DEFAULT_WATCHDOG_S = 300.0
 
 class LoaderStallWarning(UserWarning):
     """No batch reached the training loop for the watchdog's time; the message says where each
-    worker is."""
+    worker is.
+    """
 
 
 def watchdog_seconds(value: float | None) -> float:
@@ -233,7 +234,8 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 def batch_samples(batch: Any) -> int:
     """The samples in a batch: the leading dimension of its first array leaf, or the length of
-    the list holding its first plain leaf (a list of strings, a list of sample dicts)."""
+    the list holding its first plain leaf (a list of strings, a list of sample dicts).
+    """
     listed = 1  # the length of the innermost list met on the way down to the first leaf
     while True:
         if isinstance(batch, dict):  # checked first: the usual batch
@@ -252,7 +254,8 @@ def batch_samples(batch: Any) -> int:
 
 def worker_order(counts: Sequence[int] | None, workers: int) -> Any:
     """The worker each delivered batch comes from: round-robin over the workers that still have
-    batches (how torch delivers them in order); ``counts`` per worker when known."""
+    batches (how torch delivers them in order); ``counts`` per worker when known.
+    """
     if not workers:
         while True:
             yield 0

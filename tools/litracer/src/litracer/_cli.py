@@ -37,7 +37,11 @@ def _validate(out: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Args:
+        argv: the arguments after the program name; None reads ``sys.argv``.
+    """
     parser = argparse.ArgumentParser(
         prog="litracer",
         description="Convert a litdata tracer log (enable_tracer) into Chrome/Perfetto JSON. "

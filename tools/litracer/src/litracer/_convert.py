@@ -57,7 +57,11 @@ def _arg(text: str) -> Any:
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
-    """One log line as a Chrome trace event, or None when the line is not a whole, valid event."""
+    """One log line as a Chrome trace event, or None when the line is not a whole, valid event.
+
+    Args:
+        line: one line of the tracer's log.
+    """
     text = line.strip()
     if not text.endswith(";") or "\x00" in text:
         return None
@@ -122,7 +126,7 @@ class Conversion:
     first_skipped: int | None = None
     unmatched: int = 0
     crashes: int = 0
-    durations: dict[str, tuple[int, float]] = field(default_factory=dict)
+    durations: dict[str, tuple[int, float]] = field(default_factory=dict[str, tuple[int, float]])
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -277,12 +281,23 @@ def convert_lines(
 
 
 def convert_file(path: str | Path, *, complete: bool = True, categories: Iterable[str] | None = None) -> Conversion:
-    """Convert the log at ``path``; see :func:`convert_lines`."""
+    """Convert the log at ``path``; see :func:`convert_lines`.
+
+    Args:
+        path: the tracer's log file.
+        complete: Pair ``B``/``E`` events into complete (``X``) events.
+        categories: Keep only events of these categories (metadata is always kept).
+    """
     return convert_lines(_read_lines(Path(path)), complete=complete, categories=categories)
 
 
 def write_trace(trace: dict[str, Any], out: str | Path) -> None:
-    """Write ``trace`` as JSON to ``out`` (gzip when it ends in ``.gz``; ``-`` is stdout)."""
+    """Write ``trace`` as JSON to ``out`` (gzip when it ends in ``.gz``; ``-`` is stdout).
+
+    Args:
+        trace: the Chrome trace (``{"traceEvents": [...], ...}``).
+        out: the file to write, or ``-`` for stdout.
+    """
     if str(out) == "-":
         json.dump(trace, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
