@@ -59,13 +59,21 @@ def image(i: int) -> dict[str, Any]:
     return {"i": i, "img": Image.fromarray(pixels)}
 
 
-def marker_fn(workdir: str, kill_at: int, pause: float = 0.0):
-    """``record``, but the first time input ``kill_at`` comes, its worker process dies (SIGKILL)."""
+def marker_fn(workdir: str, kill_at: int, pause: float = 0.0, wait_for: str | None = None):
+    """``record``, but the first time input ``kill_at`` comes, its worker process dies (SIGKILL).
+
+    With ``wait_for`` (a node id) workers on other nodes wait (at most a minute) until that node
+    has processed an input, so it takes part in the job however late its actor starts.
+    """
 
     def fn(i: int) -> dict[str, Any]:
         node = ray.get_runtime_context().get_node_id()
-        Path(workdir, "seen").mkdir(exist_ok=True)
-        Path(workdir, "seen", f"{i}-{node}").touch()
+        seen = Path(workdir, "seen")
+        seen.mkdir(exist_ok=True)
+        (seen / f"{i}-{node}").touch()
+        deadline = time.monotonic() + 60
+        while wait_for and node != wait_for and not any(seen.glob(f"*-{wait_for}")) and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(pause)
         flag = Path(workdir, f"killed-{kill_at}")
         if i == kill_at and not flag.exists():
@@ -181,7 +189,7 @@ def case_node_kill(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
     (work / "seen").mkdir()
     watcher = threading.Thread(target=remove_when_busy, daemon=True)
     watcher.start()
-    fn = marker_fn(str(work), kill_at=-1, pause=0.1)
+    fn = marker_fn(str(work), kill_at=-1, pause=0.1, wait_for=node_id)
     litdata_prep.optimize(fn, list(range(90)), str(work / "out"), chunk_size=8, executor=RayExecutor(num_cpus=1))
     facts["removed"] = removed.is_set()
     removed.set()

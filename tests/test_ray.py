@@ -60,7 +60,13 @@ def run() -> Iterator[tuple[Path, dict[str, Any], list[int]]]:
         env = {**os.environ, _MARK: token, "TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}
         command = f"ip link set lo up && exec {sys.executable} -m tests.ray_driver {work}"
         proc = subprocess.run(
-            ["unshare", "-rn", "sh", "-c", command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800
+            ["unshare", "-rn", "sh", "-c", command],
+            check=False,
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         left = _marked(token)
         for pid in left:
@@ -99,7 +105,9 @@ def _samples(path: Path) -> list[Any]:
 
 def _local(tmp_path: Path, fn: Any, inputs: list[int], name: str = "local", **options: Any) -> list[Any]:
     out = tmp_path / name
-    litdata_prep.optimize(fn, inputs, str(out), num_workers=2, keep_data_ordered=True, verbose=False, **options)
+    litdata_prep.optimize(
+        fn, inputs, str(out), num_workers=2, keep_data_ordered=True, verbose=False, start_method="fork", **options
+    )
     return _samples(out)
 
 
@@ -198,7 +206,6 @@ def test_ray_data_round_trip_and_upstream_reads_the_datasink(run: tuple[Path, di
     _only_referenced_chunks(work / "copy")
     assert _samples(work / "items") == [{"i": i, "text": f"t{i}"} for i in range(25)]
     upstream = [_plain(s) for s in run_upstream(READ_ALL, str(work / "copy"))]
-    assert [(s["i"], s["name"]) for s in upstream] == [(s["i"], s["name"]) for s in source]
-    assert [np.asarray(s["vec"]).tolist() for s in upstream] == [s["vec"][2] for s in source]
+    assert upstream == source
     items = run_upstream(READ_ALL, str(work / "items"))
     assert items == [{"i": i, "text": f"t{i}"} for i in range(25)]
