@@ -214,6 +214,7 @@ def run_on_ray(
     starting: dict[Any, Any] = {}  # ready() call -> actor not yet known to be placed
     running: dict[Any, tuple[Any, int, int]] = {}  # run() call -> (actor, batch, rank)
     idle: list[Any] = []
+    failed_starts = 0
 
     def start_actor() -> None:
         actor = actor_class.remote()
@@ -239,7 +240,10 @@ def run_on_ray(
                 actor = starting.pop(call)
                 try:
                     ray.get(call)
-                except ray.exceptions.RayError:
+                except ray.exceptions.RayError as err:
+                    failed_starts += 1
+                    if failed_starts > executor.max_attempts * num_workers:  # e.g. a runtime_env that cannot be set up
+                        raise WorkerError(f"{what}: Ray worker actors could not be started: {err}", -1) from err
                     start_actor()  # it died before it ran anything (its node was removed): start another
                 else:
                     idle.append(actor)
