@@ -28,7 +28,8 @@ from litdata_format import INDEX_FILENAME, DatasetReader, load_index, parse_chun
 from tests import ray_driver
 from tests.upstream_venv import run_upstream
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+# The first test also waits for the whole cluster run (its module fixture): ~2.5 min on a loaded machine.
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[1]
 _MARK = "LITDATA_RAY_TEST_RUN"
@@ -66,7 +67,7 @@ def run() -> Iterator[tuple[Path, dict[str, Any], list[int]]]:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=1800,
+            timeout=1200,
         )
         left = _marked(token)
         for pid in left:
