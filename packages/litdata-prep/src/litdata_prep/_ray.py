@@ -112,7 +112,9 @@ class _BatchRunner:
         return True
 
     def run(self, spec: WorkerSpec) -> dict[str, Any]:
-        staging = tempfile.mkdtemp(prefix=f"litdata-ray-{spec.rank}-")
+        # Named like a local job's staging folder: if this actor is killed, the next optimize/map on this
+        # node with a remote output removes it (its pid is gone).
+        staging = tempfile.mkdtemp(prefix=f"litdata-{spec.kind}-{os.getpid()}-")
         try:
             os.environ.update(spec.env)
             spec = replace(spec, staging=staging, node_staging=staging)
