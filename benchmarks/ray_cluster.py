@@ -108,7 +108,7 @@ def _inside(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--images", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=3)

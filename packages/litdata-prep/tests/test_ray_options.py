@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_executor_values() -> None:
 def test_what_needs_local_workers_is_refused_before_ray_starts(tmp_path: Path, option: str) -> None:
     import multiprocessing
 
-    kwargs = (
+    kwargs: dict[str, Any] = (
         {"align_chunking": True, "inputs": [1, 2]} if option == "align_chunking" else {"queue": multiprocessing.Queue()}
     )
     with pytest.raises(ValueError, match="a queue and align_chunking=True need this machine's worker processes"):
