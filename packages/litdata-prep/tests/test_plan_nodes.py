@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import pickle
+from pathlib import Path
 
 import pytest
 
+import litdata_prep
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._plan import (
     Numbered,
@@ -102,3 +105,21 @@ def test_num_nodes_without_a_multi_node_launch_explains_how() -> None:
     with pytest.raises(ValueError, match="says this job runs on 2 nodes"):
         check_node_request(3, None, NodeInfo(2, 0, "torchrun"))
     check_node_request(2, None, NodeInfo(2, 1, "torchrun"))
+
+
+def test_the_merge_names_the_nodes_whose_share_never_arrived(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    square = importlib.import_module("prep_fns").square
+    # This process is the last of three nodes; nodes 0 and 1 never run.
+    monkeypatch.setenv("DATA_OPTIMIZER_NUM_NODES", "3")
+    monkeypatch.setenv("DATA_OPTIMIZER_NODE_RANK", "2")
+    monkeypatch.setenv("LITDATA_NODE_MERGE_TIMEOUT", "0.5")
+    with pytest.raises(TimeoutError, match=r"for nodes \[0, 1\] to publish their part of the index"):
+        litdata_prep.optimize(
+            square,
+            list(range(30)),
+            str(tmp_path / "out"),
+            chunk_size=4,
+            num_workers=1,
+            start_method="fork",
+            verbose=False,
+        )

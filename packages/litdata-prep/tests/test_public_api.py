@@ -13,7 +13,10 @@ def test_all_is_pinned() -> None:
             "ALL_DONE",
             "BaseReader",
             "DatasetExistsError",
+            "LitDataDatasink",
+            "LitDataDatasource",
             "ParquetReader",
+            "RayExecutor",
             "WorkerError",
             "__version__",
             "complete_dataset",
@@ -33,7 +36,7 @@ def test_every_module_declares_all() -> None:
         assert isinstance(module.__all__, list), name
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"
-    for name in ("_plan", "_publish", "_readers", "_worker"):
+    for name in ("_plan", "_publish", "_ray", "_ray_data", "_readers", "_worker"):
         module = importlib.import_module(f"litdata_prep.{name}")
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"

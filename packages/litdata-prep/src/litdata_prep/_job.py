@@ -25,6 +25,7 @@ from litdata_prep._engine import run_workers
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._ray import RayExecutor, ray_executor
 from litdata_prep._streaming_inputs import streaming_inputs
 from litdata_prep._worker import WorkerSpec
 
@@ -310,6 +311,7 @@ class Job:
         upload_threads: concurrent uploads per worker.
         downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
         output: where the results go.
+        ray: the Ray cluster that runs the workers (``executor="ray"``), or None for processes here.
     """
 
     kind: str
@@ -326,6 +328,7 @@ class Job:
     upload_threads: int
     downloaders: int
     output: Output
+    ray: RayExecutor | None = None
 
     @classmethod
     def prepare(
@@ -339,7 +342,7 @@ class Job:
                 ``inputs``, ``output_dir``, ``input_dir``, ``weights``, ``num_workers``,
                 ``fast_dev_run``, ``num_nodes``, ``machine``, ``num_downloaders``, ``num_uploaders``,
                 ``reorder_files``, ``reader``, ``batch_size``, ``start_method``, ``optimize_dns``,
-                ``broadcast_paths`` and ``storage_options``, named as upstream's.
+                ``broadcast_paths`` and ``storage_options``, named as upstream's, and ``executor``.
             spawnable: the names of other arguments the workers must be able to load.
             queue: the inputs come from the user's queue (``inputs`` is not used).
         """
@@ -356,6 +359,13 @@ class Job:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
         check_node_request(arguments["num_nodes"], arguments["machine"], nodes)
+        ray = ray_executor(arguments["executor"], kind)
+        if ray is not None and nodes.num_nodes > 1:
+            raise ValueError(
+                f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
+                f"says this process is node {nodes.node_rank} of {nodes.num_nodes}; start the script once, on the "
+                "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
+            )
         downloaders = check_knobs(
             kind,
             arguments["num_downloaders"],
@@ -363,10 +373,14 @@ class Job:
             arguments["broadcast_paths"],
             nodes.num_nodes,
         )
-        workers = default_num_workers(arguments["num_workers"])
+        if ray is not None and arguments["num_workers"] is None:
+            workers = ray.default_workers()
+        else:
+            workers = default_num_workers(arguments["num_workers"])
         method = resolve_start_method(arguments["start_method"])
         for name in ("fn", "reader", *spawnable):
-            check_spawnable(name, arguments[name], method)
+            if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
+                check_spawnable(name, arguments[name], method)
         input_dir = arguments["input_dir"]
         resolved = resolve_dir(input_dir) if input_dir is not None else None
         items: list[Any] = []
@@ -391,6 +405,7 @@ class Job:
             upload_threads=arguments["num_uploaders"] or 2,
             downloaders=downloaders,
             output=output,
+            ray=ray,
         )
 
     @property
@@ -409,30 +424,36 @@ class Job:
         shared = node_share(self.items, self.nodes.num_nodes, self.nodes.node_rank, self.weights)
         return shared[: self.limit] if self.limit else shared
 
+    def cluster_inputs(self) -> list[Any]:
+        """Every input, for one driver feeding a whole cluster (``fast_dev_run`` applied to all its workers)."""
+        return self.items[: self.limit * self.num_workers] if self.limit else self.items
+
     def worker_specs(self, staging: Path, slices: list[Numbered] | None) -> list[WorkerSpec]:
         """Each worker's spec, and its own staging folder inside ``staging``."""
         specs = []
         for w, rank in enumerate(self.ranks):
             folder = staging / f"rank-{rank}"
             folder.mkdir()
-            specs.append(
-                WorkerSpec(
-                    kind=self.kind,
-                    fn=self.fn,
-                    rank=rank,
-                    staging=str(folder),
-                    node_staging=str(staging),
-                    output=self.output,
-                    items=slices[w] if slices is not None else None,
-                    reader=self.reader,
-                    input_dir=self.input_dir,
-                    storage_options=self.storage_options,
-                    upload_threads=self.upload_threads,
-                    downloaders=self.downloaders,
-                    env=self.nodes.worker_env(rank, self.num_workers),
-                )
-            )
+            specs.append(self.spec(rank, str(folder), str(staging), slices[w] if slices is not None else None))
         return specs
+
+    def spec(self, rank: int, staging: str, node_staging: str, items: Numbered | None) -> WorkerSpec:
+        """The spec of worker ``rank`` processing ``items`` (None: the shared queue)."""
+        return WorkerSpec(
+            kind=self.kind,
+            fn=self.fn,
+            rank=rank,
+            staging=staging,
+            node_staging=node_staging,
+            output=self.output,
+            items=items,
+            reader=self.reader,
+            input_dir=self.input_dir,
+            storage_options=self.storage_options,
+            upload_threads=self.upload_threads,
+            downloaders=self.downloaders,
+            env=self.nodes.worker_env(rank, self.num_workers),
+        )
 
     def run(
         self,

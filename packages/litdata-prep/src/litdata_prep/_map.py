@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from litdata_io import Dir
 from litdata_prep._job import Job, make_staging
+from litdata_prep._ray import RayExecutor, RayPlan, run_on_ray
 
 __all__ = ["map"]
 
@@ -35,6 +36,7 @@ def map(
     keep_data_ordered: bool | None = None,
     broadcast_paths: bool = False,
     verbose: bool = True,
+    executor: Literal["processes", "ray"] | RayExecutor | None = None,
 ) -> None:
     """Apply ``fn(input, output_dir)`` to every input in parallel; ``fn`` writes files and returns None.
 
@@ -67,6 +69,9 @@ def map(
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices.
         broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
         verbose: show a progress bar.
+        executor: None or ``"processes"`` (worker processes on this machine), ``"ray"`` or a
+            :class:`~litdata_prep.RayExecutor` (worker actors across a Ray cluster; ``output_dir`` must be a
+            bucket or a filesystem every node shares). A redone batch writes its files again.
 
     Raises:
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
@@ -81,6 +86,13 @@ def map(
                 f"map: output_dir {output.display} is not empty ({len(found)} files, e.g. {found[:3]}) and "
                 "error_when_not_empty=True; choose an empty output_dir"
             )
+    if job.ray is not None:
+        items = job.cluster_inputs()
+        plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
+        run_on_ray(
+            job.ray, plan, items, job.num_workers, lambda r, b: job.spec(r, "", "", b), output, "map", verbose, False
+        )
+        return
     slices = job.ordered_slices() if keep_data_ordered else None
     shared = None if slices is not None else job.shared_inputs()
     total = sum(len(s) for s in slices) if slices is not None else len(shared or ())

@@ -40,6 +40,8 @@ from litdata_prep._keys import KEYS_DIR, publish_keys, read_rank_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._plan import Numbered
+from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, ray_executor, run_on_ray
+from litdata_prep._worker import WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
 
@@ -186,6 +188,7 @@ def optimize(
     verbose: bool = True,
     broadcast_paths: bool = False,
     key_fn: Callable[[Any], Any] | None = None,
+    executor: Literal["processes", "ray"] | RayExecutor | None = None,
 ) -> None:
     """Convert inputs into an optimized dataset: ``fn`` turns each input into samples, workers write chunks.
 
@@ -231,6 +234,9 @@ def optimize(
         broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
         key_fn: ``sample -> key`` (a str or an int, unique); writes the key index ``keys/shard-00000.parquet``
             so ``StreamingDataset.get_by_key(key)`` / ``dataset["key"]`` finds a sample by its key.
+        executor: None or ``"processes"`` (worker processes on this machine), ``"ray"`` or a
+            :class:`~litdata_prep.RayExecutor` (worker actors across a Ray cluster; ``num_workers`` then
+            counts them across the cluster, by default one per CPU of the cluster).
 
     Raises:
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
@@ -251,6 +257,11 @@ def optimize(
         raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
     if mode not in (None, "append", "overwrite"):
         raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
+    if ray_executor(executor, "optimize") is not None and (queue is not None or align_chunking):
+        raise ValueError(
+            "optimize: executor='ray' cuts a list of inputs into batches for the cluster's workers; a queue and "
+            "align_chunking=True need this machine's worker processes (executor=None)"
+        )
     ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
     options = _check_options(
         chunk_size,
@@ -263,6 +274,9 @@ def optimize(
         item_loader,
     )
     job = Job.prepare("optimize", locals(), spawnable=("key_fn", "item_loader", "encryption"), queue=queue is not None)
+    if job.ray is not None:
+        _optimize_on_ray(job, job.ray, options, mode, use_checkpoint, key_fn, verbose)
+        return
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | None = None
@@ -318,6 +332,52 @@ def optimize(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if verbose and index is not None:
+        samples = sum(c.dim or c.chunk_size for c in index.chunks)
+        print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
+
+
+def _optimize_on_ray(
+    job: Job,
+    executor: RayExecutor,
+    options: dict[str, Any],
+    mode: str | None,
+    use_checkpoint: bool,
+    key_fn: Callable[[Any], Any] | None,
+    verbose: bool,
+) -> None:
+    """``optimize`` with its batches on a Ray cluster (see ``_ray``): the index is merged here, once."""
+    output, nodes = job.output, job.nodes
+    items = job.cluster_inputs()
+    plan = RayPlan.make(items, job.num_workers, executor.batches_per_worker, first_rank=0)
+    if use_checkpoint:
+        plan = RayPlan.resume(output, items, plan)
+        if mode is None and output.exists(INDEX_FILENAME) and len(plan.done) == len(plan.bounds) > 0:
+            # The run that wrote this dataset was stopped after publishing it: only clean up.
+            _collect_unreferenced(output, output.read_index())
+            output.delete(RAY_CHECKPOINT)
+            return
+    existing = _prepare_output(output, mode, use_checkpoint, nodes)
+    if use_checkpoint:
+        plan.save(output)
+    first_rank = plan.next_rank
+
+    def make_spec(rank: int, batch: Numbered) -> WorkerSpec:
+        spec = job.spec(rank, "", "", batch)  # each actor stages in a folder of its own node
+        spec.writer_options, spec.key_fn = options, key_fn
+        spec.chunk_index = next_chunk_indexes(existing, [rank])[rank]
+        return spec
+
+    try:
+        run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", verbose, use_checkpoint)
+        parts, rank_keys = finished_parts(plan, output.display)
+        index = _finish(output, nodes, existing, parts, items, rank_keys if key_fn is not None else None, gc=True)
+    except BaseException as failure:
+        if not use_checkpoint:  # with checkpoints, the finished batches are the next run's head start
+            _remove_unpublished_chunks(output, nodes.node_rank, list(range(first_rank, plan.next_rank)), failure)
+        raise
+    if use_checkpoint:
+        output.delete(RAY_CHECKPOINT)
     if verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
         print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)

@@ -1,0 +1,294 @@
+"""``optimize``/``map`` with ``executor="ray"``: the inputs' batches run on a Ray cluster's worker actors.
+
+The driver (the process calling ``optimize``) splits the inputs into contiguous batches and keeps
+``num_workers`` actors busy: whichever actor is free, on any node, takes the next batch, so a slow
+node does not hold the job back. Each batch is one attempt of one worker of the local engine
+(:func:`~litdata_prep._worker.run_spec`) under a rank of its own, handed out once by the driver:
+two attempts never write the same chunk file, even when a dead attempt had already published
+some. Only the chunks of the attempts that finished are named by the index (merged once, on the
+driver, in batch order, so samples keep the inputs' order); every other chunk file of the job is
+deleted at the end. A batch whose actor or node died is redone by another actor, so the dataset
+is the one a clean run writes.
+
+With ``use_checkpoint=True`` the driver records each finished batch in ``.checkpoints/ray.json``;
+a driver that was killed resumes from there, redoing only the unfinished batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from litdata_format import DatasetIndex, load_index, parse_index, rank_index_name
+from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
+from litdata_prep._engine import WorkerError, _Progress
+from litdata_prep._output import Output
+from litdata_prep._plan import Numbered, contiguous_bins
+from litdata_prep._worker import Failed, WorkerSpec, run_spec
+
+__all__ = ["RAY_CHECKPOINT", "RayExecutor", "import_ray", "ray_executor"]
+
+RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
+_INSTALL = 'pip install "litdata-prep[ray]"'
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an ImportError that names the install line."""
+    try:
+        import ray
+    except ImportError as err:
+        raise ImportError(f'executor="ray" needs Ray: {_INSTALL} (or "litdata[ray]")') from err
+    return ray
+
+
+@dataclass(frozen=True)
+class RayExecutor:
+    """Run ``optimize``/``map`` on a Ray cluster (``executor=RayExecutor(...)``; ``"ray"`` takes the defaults).
+
+    Attributes:
+        address: the cluster to connect to when Ray is not initialised yet (``ray.init(address=...)``);
+            None means ``RAY_ADDRESS``, else a new local Ray instance.
+        batches_per_worker: how finely the inputs are cut: about this many batches per worker. More
+            batches balance slow nodes better; each batch ends its last chunk early (more, smaller chunks).
+        max_attempts: how many times a batch is tried when its worker or node dies before the job fails.
+        num_cpus: CPUs each worker actor reserves.
+        runtime_env: Ray's ``runtime_env`` for the worker actors (code, packages, environment variables).
+    """
+
+    address: str | None = None
+    batches_per_worker: int = 4
+    max_attempts: int = 3
+    num_cpus: float = 1
+    runtime_env: dict[str, Any] | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.batches_per_worker < 1 or self.max_attempts < 1 or self.num_cpus <= 0:
+            raise ValueError(
+                f"RayExecutor: batches_per_worker and max_attempts must be at least 1 and num_cpus positive, got {self}"
+            )
+
+    def connect(self) -> Any:
+        """The ``ray`` module, connected to the cluster."""
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=self.address)
+        return ray
+
+    def default_workers(self) -> int:
+        """One worker per ``num_cpus`` CPUs of the whole cluster."""
+        cpus = float(self.connect().cluster_resources().get("CPU", 1))
+        return max(1, int(cpus // self.num_cpus))
+
+
+def ray_executor(executor: Any, what: str) -> RayExecutor | None:
+    """``executor`` checked: None (worker processes on this machine) or a :class:`RayExecutor`."""
+    if executor is None or executor == "processes":
+        return None
+    if executor == "ray":
+        return RayExecutor()
+    if isinstance(executor, RayExecutor):
+        return executor
+    raise ValueError(f"{what}: executor must be None, 'processes', 'ray' or a RayExecutor(...), got {executor!r}")
+
+
+class _Events:
+    """The ``events`` queue of a batch: progress is counted by the driver per finished batch instead."""
+
+    def put(self, event: Any) -> None:
+        pass
+
+
+class _BatchRunner:
+    """A worker actor: runs batches, each in a fresh local staging folder of its node."""
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, spec: WorkerSpec) -> dict[str, Any]:
+        # Named like a local job's staging folder: if this actor is killed, the next optimize/map on this
+        # node with a remote output removes it (its pid is gone).
+        staging = tempfile.mkdtemp(prefix=f"litdata-{spec.kind}-{os.getpid()}-")
+        try:
+            os.environ.update(spec.env)
+            spec = replace(spec, staging=staging, node_staging=staging)
+            result = run_spec(spec, _Events(), None)
+            if isinstance(result, Failed):
+                return {"failed": result}
+            out: dict[str, Any] = {"summary": result.summary}
+            if spec.kind == "optimize":
+                out["index"] = load_index(Path(staging) / rank_index_name(spec.rank)).to_json()
+                keys = Path(staging) / f"{spec.rank}.keys.json"
+                if keys.is_file():
+                    out["keys"] = keys.read_text()
+            return out
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+@dataclass
+class RayPlan:
+    """The batches of a Ray job and what the finished ones left (the part of the checkpoint that resumes).
+
+    Attributes:
+        job: a fingerprint of the inputs, to recognise the same job again.
+        bounds: each batch's ``[start, stop)`` among the inputs.
+        done: per finished batch (by number), its rank and what its attempt returned.
+        next_rank: the rank the next attempt gets.
+    """
+
+    job: str
+    bounds: list[tuple[int, int]]
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)
+    next_rank: int = 0
+
+    @classmethod
+    def make(cls, items: list[Any], num_workers: int, per_worker: int, first_rank: int) -> RayPlan:
+        count = max(1, min(len(items), num_workers * per_worker))
+        bounds = [(r.start, r.stop) for r in contiguous_bins(len(items), count) if len(r)]
+        return cls(fingerprint(enumerate(items)), bounds, next_rank=first_rank)
+
+    @classmethod
+    def resume(cls, output: Output, items: list[Any], fresh: RayPlan) -> RayPlan:
+        """The recorded plan of an interrupted run of the same inputs, else ``fresh``."""
+        obj = output.read_json(RAY_CHECKPOINT)
+        if obj is None:
+            return fresh
+        if obj.get("job") != fresh.job:
+            raise ValueError(
+                f"{output.display}/{RAY_CHECKPOINT}: the inputs differ from the interrupted run's; resume with the "
+                "same inputs, or pass mode='overwrite' to start over"
+            )
+        done = {int(b): entry for b, entry in obj["done"].items()}
+        return cls(obj["job"], [tuple(b) for b in obj["bounds"]], done, max(obj["next_rank"], fresh.next_rank))
+
+    def save(self, output: Output) -> None:
+        output.write_json(
+            RAY_CHECKPOINT, {"job": self.job, "bounds": self.bounds, "done": self.done, "next_rank": self.next_rank}
+        )
+
+
+def run_on_ray(
+    executor: RayExecutor,
+    plan: RayPlan,
+    items: list[Any],
+    num_workers: int,
+    make_spec: Callable[[int, Numbered], WorkerSpec],
+    output: Output,
+    what: str,
+    verbose: bool,
+    checkpoint: bool,
+) -> RayPlan:
+    """Run the unfinished batches of ``plan`` on the cluster; the plan with every batch done.
+
+    Args:
+        executor: the cluster and how to use it.
+        plan: the batches (some may be done already, when resuming).
+        items: every input, numbered by position.
+        num_workers: worker actors across the cluster.
+        make_spec: ``(rank, batch) -> WorkerSpec`` of one attempt.
+        output: where the job writes (the checkpoint goes there too).
+        what: ``"optimize"`` or ``"map"``, for messages.
+        verbose: show one progress bar on the driver.
+        checkpoint: record each finished batch in :data:`RAY_CHECKPOINT`.
+
+    Raises:
+        WorkerError: ``fn`` raised (with the input and the remote traceback), a batch could not be
+            started on a worker, or its workers died ``max_attempts`` times.
+    """
+    ray = executor.connect()
+    options: dict[str, Any] = {"num_cpus": executor.num_cpus, "max_restarts": 0, "max_task_retries": 0}
+    if executor.runtime_env is not None:
+        options["runtime_env"] = executor.runtime_env
+    actor_class = ray.remote(**options)(_BatchRunner)
+    todo = deque(b for b in range(len(plan.bounds)) if b not in plan.done)
+    total = sum(plan.bounds[b][1] - plan.bounds[b][0] for b in todo)
+    attempts = dict.fromkeys(todo, 0)
+    progress = _Progress(total, what, verbose)
+    if verbose:
+        print(f"{what}: {total} inputs in {len(todo)} batches on {num_workers} Ray workers -> {output.display}")
+    starting: dict[Any, Any] = {}  # ready() call -> actor not yet known to be placed
+    running: dict[Any, tuple[Any, int, int]] = {}  # run() call -> (actor, batch, rank)
+    idle: list[Any] = []
+    failed_starts = 0
+
+    def start_actor() -> None:
+        actor = actor_class.remote()
+        starting[actor.ready.remote()] = actor
+
+    for _ in range(min(num_workers, len(todo))):
+        start_actor()
+    progress.show()
+    try:
+        while todo or running:
+            while todo and idle:
+                batch = todo.popleft()
+                start, stop = plan.bounds[batch]
+                rank = plan.next_rank
+                plan.next_rank += 1
+                attempts[batch] += 1
+                actor = idle.pop()
+                spec = make_spec(rank, Numbered(range(start, stop), items[start:stop]))
+                running[actor.run.remote(spec)] = (actor, batch, rank)
+            ready, _ = ray.wait([*starting, *running], num_returns=1)
+            call = ready[0]
+            if call in starting:
+                actor = starting.pop(call)
+                try:
+                    ray.get(call)
+                except ray.exceptions.RayError as err:
+                    failed_starts += 1
+                    if failed_starts > executor.max_attempts * num_workers:  # e.g. a runtime_env that cannot be set up
+                        raise WorkerError(f"{what}: Ray worker actors could not be started: {err}", -1) from err
+                    start_actor()  # it died before it ran anything (its node was removed): start another
+                else:
+                    idle.append(actor)
+                continue
+            actor, batch, rank = running.pop(call)
+            try:
+                result = ray.get(call)
+            except ray.exceptions.RayTaskError as err:  # the batch could not even be unpickled there
+                raise WorkerError(f"{what}: batch {batch} could not run on a Ray worker: {err}", rank) from err
+            except ray.exceptions.RayError as err:  # the actor or its node died: redo the batch elsewhere
+                if attempts[batch] >= executor.max_attempts:
+                    raise WorkerError(
+                        f"{what}: the Ray workers running inputs {plan.bounds[batch]} died {attempts[batch]} times; "
+                        f"the job is stopped (last error: {err})",
+                        rank,
+                    ) from err
+                todo.appendleft(batch)
+                start_actor()
+                continue
+            failed: Failed | None = result.get("failed")
+            if failed is not None:
+                raise WorkerError(
+                    f"{what}: {failed.headline}", failed.rank, failed.input, failed.position, failed.traceback
+                )
+            idle.append(actor)
+            plan.done[batch] = {"rank": rank, **{k: v for k, v in result.items() if k != "summary"}}
+            if checkpoint:
+                plan.save(output)
+            progress.update(plan.bounds[batch][1] - plan.bounds[batch][0])
+        return plan
+    finally:
+        progress.close()
+        # Every actor goes before the driver looks at the output: no attempt writes after that.
+        for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
+            ray.kill(actor)
+
+
+def finished_parts(plan: RayPlan, source: str) -> tuple[list[DatasetIndex], dict[int, list[Any]]]:
+    """The finished batches' rank indexes in batch order, and the keys each rank computed (``key_fn``)."""
+    parts, keys = [], {}
+    for batch in sorted(plan.done):
+        entry = plan.done[batch]
+        parts.append(parse_index(entry["index"], f"{source} (batch {batch}, rank {entry['rank']})"))
+        if "keys" in entry:
+            keys[entry["rank"]] = json.loads(entry["keys"])
+    return parts, keys
