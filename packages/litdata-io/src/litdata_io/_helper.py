@@ -1,10 +1,14 @@
 """The obstore helper: a child process that runs obstore for a process that must not run it itself.
 
 A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._process`) sends each
-obstore storage call here instead of running it. The helper is started lazily, on the first such
-call, as ``python -m litdata_io._helper FD`` with one end of a socket pair: a fresh interpreter
-(not multiprocessing's spawn or forkserver, which would import the user's ``__main__``) that
-inherits the environment, so it finds every credential the parent would. It runs obstore itself.
+obstore storage call here instead of running it. The helper is started lazily, on the first
+such call, with one end of a socket pair: a plain ``os.fork()`` of the process (not a
+multiprocessing process: the user's ``__main__`` is never imported again), which has everything
+imported already but obstore, and so starts in milliseconds where a fresh interpreter takes a few
+hundred (asyncio and litdata_io's own imports). Where obstore was imported in this memory, or off
+Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._helper FD``, instead
+(see :func:`_fork_helper`). Either way it sees the parent's environment, so it finds every
+credential the parent would, and it runs obstore itself.
 
 Protocol: frames of an 8-byte length and a pickle. A request is ``(call id, storage, method,
 args)`` (the storage pickled once per storage object, so the helper keeps one client per storage);
