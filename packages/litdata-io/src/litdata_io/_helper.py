@@ -308,8 +308,9 @@ def _fork_helper(fd: int) -> _Child:
     """
     fresh = sys.platform != "linux" or "obstore" in sys.modules
     with warnings.catch_warnings():
-        # Python 3.12+ warns about forking a process with threads: the child runs none of their
-        # code, and drops every lock-holding object it needs for fresh ones (_leave_parent).
+        # Python 3.12+ warns about forking a process with threads, as torch's fork of DataLoader
+        # workers does: the child runs none of their code, the interpreter resets its own locks at
+        # the fork, and the child swaps the stdio objects a thread may have held for fresh ones.
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
