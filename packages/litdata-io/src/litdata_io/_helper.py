@@ -1,10 +1,14 @@
 """The obstore helper: a child process that runs obstore for a process that must not run it itself.
 
 A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._process`) sends each
-obstore storage call here instead of running it. The helper is started lazily, on the first such
-call, as ``python -m litdata_io._helper FD`` with one end of a socket pair: a fresh interpreter
-(not multiprocessing's spawn or forkserver, which would import the user's ``__main__``) that
-inherits the environment, so it finds every credential the parent would. It runs obstore itself.
+obstore storage call here instead of running it. The helper is started lazily, on the first
+such call, with one end of a socket pair: a plain ``os.fork()`` of the process (not a
+multiprocessing process: the user's ``__main__`` is never imported again), which has everything
+imported already but obstore, and so starts in milliseconds where a fresh interpreter takes a few
+hundred (asyncio and litdata_io's own imports). Where obstore was imported in this memory, or off
+Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._helper FD``, instead
+(see :func:`_fork_helper`). Either way it sees the parent's environment, so it finds every
+credential the parent would, and it runs obstore itself.
 
 Protocol: frames of an 8-byte length and a pickle. A request is ``(call id, storage, method,
 args)`` (the storage pickled once per storage object, so the helper keeps one client per storage);
@@ -35,8 +39,12 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
+import time
+import traceback
+import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from litdata_io import _process
 from litdata_io._errors import StorageError
@@ -114,13 +122,12 @@ async def _serve(fd: int) -> None:
     await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
-def main(argv: list[str]) -> None:
-    """The helper process: serve the socket ``argv[1]`` until its other end closes."""
+def _serve_until_eof(fd: int) -> NoReturn:
     # Ctrl-C in a terminal reaches the whole process group; the parent decides what it means,
     # and the helper ends when the parent does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _process.serve_obstore_here()
-    asyncio.run(_serve(int(argv[1])))
+    asyncio.run(_serve(fd))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter finalization: obstore's runtime threads may still be winding down, and a
@@ -128,10 +135,91 @@ def main(argv: list[str]) -> None:
     os._exit(0)
 
 
+def main(argv: list[str]) -> None:
+    """The helper as a fresh interpreter: serve the socket ``argv[1]`` until its other end closes."""
+    _serve_until_eof(int(argv[1]))
+
+
+def _become_helper(fd: int, fresh: bool) -> NoReturn:
+    """The forked child: drop what belongs to the parent, then serve ``fd`` (or exec a fresh interpreter that does).
+
+    Nothing here returns into the parent's code (the stack above is the parent's call), and no
+    user ``atexit`` handler runs: every way out is ``os._exit``.
+    """
+    try:
+        _leave_parent(fd)
+        if fresh:
+            os.set_inheritable(fd, True)
+            os.execv(sys.executable, [sys.executable, "-m", "litdata_io._helper", str(fd)])
+        _serve_until_eof(fd)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _leave_parent(keep: int) -> None:
+    """Signals, descriptors and stdio of the forked child: nothing of the parent's may act here."""
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if callable(signal.getsignal(signum)):  # a handler of the parent's (a trainer's SIGTERM checkpoint)
+                signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)
+    # Every inherited descriptor but the socket and stdout/stderr is pointed at /dev/null rather
+    # than closed: the helper must not keep the parent's pipes, sockets (its end of this very
+    # pair) or flock-ed files open (their readers would never see end-of-file, the locks would stay
+    # held), and an inherited object still naming a descriptor must not reach a new one of the same number.
+    null = os.open(os.devnull, os.O_RDWR)
+    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    for fd in sorted({int(name) for name in os.listdir(folder)} - {1, 2, keep, null}):
+        with contextlib.suppress(OSError):
+            os.fstat(fd)  # the listing's own descriptor is closed by now
+            os.dup2(null, fd, inheritable=fd == 0)
+    os.close(null)
+    # Fresh stdio objects: the parent's may be a notebook's stream, or locked by a thread that is gone.
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+
+
 # -- the client's side ----------------------------------------------------------------------------
+class _Child:
+    """The helper process as its parent waits for it (``pid`` and ``wait`` as in ``subprocess.Popen``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()  # the reader task and the exit hook may both wait
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code, once the helper has exited (polled: two threads may wait at once).
+
+        Raises:
+            subprocess.TimeoutExpired: it is still running after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            with self._lock:
+                if self.returncode is None:
+                    try:
+                        done, status = os.waitpid(self.pid, os.WNOHANG)
+                    except ChildProcessError:  # reaped by someone else: its code is lost
+                        done, status = self.pid, 0
+                    if done:
+                        self.returncode = os.waitstatus_to_exitcode(status)
+                if self.returncode is not None:
+                    return self.returncode
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"litdata-io's obstore helper (pid {self.pid})", timeout or 0.0)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+
+
 @dataclass(eq=False)
 class _Connection:
-    proc: subprocess.Popen[bytes]
+    proc: _Child
     sock: socket.socket
     writer: asyncio.StreamWriter
     environ: tuple[tuple[str, str], ...]
@@ -211,21 +299,38 @@ async def _read_replies(conn: _Connection, reader: asyncio.StreamReader) -> None
     conn.pending.clear()
 
 
+def _fork_helper(fd: int) -> _Child:
+    """Fork the helper, which serves the socket ``fd``.
+
+    The child already holds everything this process imported, so it only imports obstore: that is
+    what makes the helper cheap to start. That is safe where obstore was never imported in this
+    memory (its runtime may be running, and a forked copy of it hangs) and on Linux (macOS's system
+    frameworks are not fork-safe); anywhere else the child becomes a fresh interpreter running
+    ``python -m litdata_io._helper FD`` instead. Either way it never imports the user's script.
+    """
+    fresh = sys.platform != "linux" or "obstore" in sys.modules
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about forking a process with threads, as torch's fork of DataLoader
+        # workers does: the child runs none of their code, the interpreter resets its own locks at
+        # the fork, and the child swaps the stdio objects a thread may have held for fresh ones.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        _become_helper(fd, fresh)
+    return _Child(pid)
+
+
 async def _start() -> _Connection:
     ours, theirs = socket.socketpair()
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "litdata_io._helper", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-        )
+        child = _fork_helper(theirs.fileno())
     except BaseException:
         ours.close()
         raise
     finally:
         theirs.close()
     reader, writer = await asyncio.open_unix_connection(sock=ours)
-    conn = _Connection(proc, ours, writer, _environment())
+    conn = _Connection(child, ours, writer, _environment())
     conn.reader_task = asyncio.create_task(_read_replies(conn, reader))
     return conn
 
