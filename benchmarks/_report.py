@@ -298,7 +298,7 @@ def render(
 
     # -- memory
     out.append(
-        "### Peak memory (median MiB: summed RSS of the run's process tree, workers included, sampled every 50 ms)"
+        "### Peak memory (median MiB: summed PSS of the run's process tree, workers included, sampled every 50 ms)"
     )
     out.append("")
     out.append("| workload | " + " | ".join(LIB_TITLES[lib] for lib in libs) + " |")

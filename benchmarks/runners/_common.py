@@ -7,8 +7,13 @@ is called as ``python <runner>.py <lib> <workload> <params-json>`` and prints, a
 process (one result line each, with its ``id``), to stay fast; those numbers are no measurement.
 
 Peak memory: ``RUSAGE_CHILDREN`` cannot be used, because ``import torch`` forks a helper whose
-``ru_maxrss`` is the size of the parent at the fork. So a thread sums the RSS of this process and
-its live descendants (``/proc/<pid>/task/*/children``) every 50 ms and keeps the peak.
+``ru_maxrss`` is the size of the parent at the fork. So a thread sums the proportional set size
+(PSS, ``/proc/<pid>/smaps_rollup``) of this process and its live descendants
+(``/proc/<pid>/task/*/children``) every 50 ms and keeps the peak. PSS, not RSS: forked DataLoader
+workers and forked helpers share their parent's pages (torch's among them), and summing RSS
+counts each shared page once per process, which says more about how a library starts its
+processes than about the memory it uses. PSS splits each shared page between the processes that
+map it, so the sum is the memory the run really holds. Where smaps_rollup is unreadable, RSS.
 """
 
 from __future__ import annotations
@@ -60,15 +65,27 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _resident(pid: int) -> int:
+    """Bytes of ``pid``'s memory: its PSS where the kernel gives it, else its RSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    with open(f"/proc/{pid}/statm") as handle:
+        return int(handle.read().split()[1]) * _PAGE
+
+
 def tree_rss(pid: int) -> int:
-    """Summed resident bytes of ``pid`` and its live descendants."""
+    """Summed resident bytes (PSS, see the module's docstring) of ``pid`` and its live descendants."""
     total = 0
     stack = [pid]
     while stack:
         current = stack.pop()
         try:
-            with open(f"/proc/{current}/statm") as handle:
-                total += int(handle.read().split()[1]) * _PAGE
+            total += _resident(current)
         except (OSError, ValueError, IndexError):
             continue
         stack.extend(_children(current))
