@@ -7,18 +7,8 @@ from typing import Any
 
 import pytest
 
-from litdata_format import (
-    BinaryWriter,
-    ChecksumError,
-    DatasetReader,
-    FernetEncryption,
-    checksum_file,
-    complete_dataset,
-    decompress,
-    expected_checksum,
-    load_index,
-    verify_file,
-)
+from litdata_format import BinaryWriter, ChecksumError, DatasetReader, FernetEncryption, complete_dataset, load_index
+from litdata_format.internal import checksum_file, decompress, expected_checksum, verify_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "upstream-0.2.76"
 

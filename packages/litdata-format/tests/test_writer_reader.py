@@ -270,7 +270,7 @@ def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
 
 def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
     # What a process killed mid-write leaves: its owner recognises it by name and removes it.
-    from litdata_format import atomic_file, temp_target
+    from litdata_format.internal import atomic_file, temp_target
 
     for suffix in (".tmp", ".part"):
         with atomic_file(tmp_path / "index.json", suffix=suffix) as handle:
@@ -281,7 +281,7 @@ def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
 
 
 def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:
-    from litdata_format import write_file_atomic
+    from litdata_format.internal import write_file_atomic
 
     parts = [bytes([i % 256]) * (i % 7) for i in range(3000)]  # more parts than one gathered write takes
     write_file_atomic(tmp_path / "parts.bin", parts)
@@ -293,7 +293,7 @@ def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path)
     # the next write fail with EFBIG: the writer must fail, and leave neither chunk nor temporary.
     code = (
         "import resource, signal, sys\n"
-        "from litdata_format import write_file_atomic\n"
+        "from litdata_format.internal import write_file_atomic\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, resource.RLIM_INFINITY))\n"
         "try:\n"

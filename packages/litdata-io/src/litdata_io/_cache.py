@@ -80,9 +80,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import (
-    ChecksumError,
-    ChunkInfo,
+from litdata_format import ChecksumError, ChunkInfo
+from litdata_format.internal import (
     cached_chunk_sizes,
     decompress,
     expected_checksum,

@@ -10,15 +10,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from litdata_format import (
-    INDEX_FILENAME,
-    BaseItemLoader,
-    BinaryWriter,
-    DatasetIndex,
-    merge_indexes,
-    parse_chunk_name,
-    temp_target,
-)
+from litdata_format import INDEX_FILENAME, BaseItemLoader, BinaryWriter, DatasetIndex, merge_indexes
+from litdata_format.internal import parse_chunk_name, temp_target
 from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
