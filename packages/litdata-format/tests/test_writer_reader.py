@@ -303,3 +303,35 @@ def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path)
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "27" and os.listdir(tmp_path) == []  # EFBIG
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"chunk_size": 0}, "chunk_size must be a positive int, got 0"),
+        ({"chunk_bytes": "64 parsecs"}, "chunk_bytes"),
+        ({"compression": "zstd:99"}, "zstd"),
+        ({"compression_level": "frame"}, "compression_level must be None, 'chunk', 'batch' or 'sample'"),
+        ({"encryption": "secret"}, "encryption must be an Encryption"),
+    ],
+)
+def test_writer_options_are_checked_by_one_function_before_anything_is_written(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    from litdata_format.internal import check_writer_options
+
+    with pytest.raises(ValueError, match=message):
+        check_writer_options(**options)
+    with pytest.raises(ValueError, match=message):
+        BinaryWriter(tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()  # the writer refuses before it creates its folder
+
+
+def test_checked_writer_options_fill_in_the_writers_defaults() -> None:
+    from litdata_format import PyTreeLoader
+    from litdata_format.internal import check_writer_options
+
+    options = check_writer_options(chunk_bytes="1MB", compression="zstd", compression_batch_size=8)
+    assert (options.chunk_size, options.chunk_bytes, options.compression) == (None, 1_000_000, "zstd")
+    assert (options.compression_level, options.frame_rows, type(options.item_loader)) == ("batch", 8, PyTreeLoader)
+    assert check_writer_options().chunk_bytes == 1 << 26
