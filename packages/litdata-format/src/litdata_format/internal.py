@@ -6,9 +6,6 @@ what its users need, ``litdata_x.internal`` what the other litdata packages need
 ``_underscore`` modules are imported only by their own package and its tests.
 """
 
-# `name as name` is the explicit re-export that type checkers and lazy_module read (ruff exempts only __init__.py).
-# ruff: noqa: PLC0414
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -37,9 +37,9 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
             ``from module import name as name`` lines.
     """
     module_name: str = namespace["__name__"]
-    found: dict[str, tuple[str, str]] = {}  # public name -> (module, its name there), once read
+    found: dict[str, str] = {}  # public name -> the module defining it, once read
 
-    def exports() -> dict[str, tuple[str, str]]:
+    def exports() -> dict[str, str]:
         if not found:
             found.update(_read_exports(Path(namespace["__file__"])))
             namespace["__all__"] = [*found, *(["__version__"] if "__version__" in namespace else [])]
@@ -52,7 +52,7 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
         source = exports().get(name)
         if source is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source[0]), source[1])
+        value = getattr(importlib.import_module(source), name)
         namespace[name] = value
         return value
 
@@ -62,11 +62,11 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
     return __getattr__, __dir__
 
 
-def _read_exports(path: Path) -> dict[str, tuple[str, str]]:
-    """Public name -> (module, name there) from the ``if TYPE_CHECKING:`` block of the module at ``path``."""
+def _read_exports(path: Path) -> dict[str, str]:
+    """Public name -> the module defining it, from the ``if TYPE_CHECKING:`` block of the module at ``path``."""
     # _ast (built in) rather than ast, whose import costs more than reading this block.
     tree = compile(path.read_text(encoding="utf-8"), str(path), "exec", _ast.PyCF_ONLY_AST)
-    exports: dict[str, tuple[str, str]] = {}
+    exports: dict[str, str] = {}
     for node in tree.body if isinstance(tree, _ast.Module) else []:
         if not (isinstance(node, _ast.If) and isinstance(node.test, _ast.Name) and node.test.id == "TYPE_CHECKING"):
             continue
@@ -77,10 +77,10 @@ def _read_exports(path: Path) -> dict[str, tuple[str, str]]:
                     "may stand in the TYPE_CHECKING block of a lazy module"
                 )
             for alias in statement.names:
-                if alias.asname is None:
+                if alias.asname != alias.name:  # type checkers take only `name as name` for a re-export
                     raise ImportError(
                         f"{path}:{statement.lineno}: write `{alias.name} as {alias.name}` (an explicit re-export, "
-                        "which type checkers and lazy_module both read)"
+                        "which type checkers and lazy_module both read; to rename, define the name in a module)"
                     )
-                exports[alias.asname] = (statement.module, alias.name)
+                exports[alias.name] = statement.module
     return exports

@@ -6,9 +6,6 @@ with the packages that use them, which pin litdata-io exactly. The rule is the s
 litdata package (see :mod:`litdata_format.internal`).
 """
 
-# `name as name` is the explicit re-export that type checkers and lazy_module read (ruff exempts only __init__.py).
-# ruff: noqa: PLC0414
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
