@@ -59,7 +59,7 @@ def _stream(url: str, options: dict[str, str], cache: Path, workers: int) -> tup
 
 
 def _hash_all(folder: Path) -> float:
-    from litdata_format.internal import checksum_file
+    from litdata_format import checksum_file
 
     start = time.perf_counter()
     for path in folder.glob("chunk-*"):

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from litdata_format import BinaryWriter, ChecksumError, DatasetReader, load_index
-from litdata_format.internal import checksum_file
+from litdata_format import BinaryWriter, ChecksumError, DatasetReader, checksum_file, load_index
 from litdata_io import ChunkDownloadError, get_storage
 from litdata_stream import StreamingDataLoader, StreamingDataset
 from tests.servers import S3Server

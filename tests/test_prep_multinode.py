@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from litdata_format import load_index
-from litdata_format.internal import checksum_file
+from litdata_format import checksum_file, load_index
 from litdata_stream import StreamingDataset
 from tests.servers import S3Server
 

@@ -7,8 +7,17 @@ from typing import Any
 
 import pytest
 
-from litdata_format import BinaryWriter, ChecksumError, DatasetReader, FernetEncryption, complete_dataset, load_index
-from litdata_format.internal import checksum_file, decompress, expected_checksum, verify_file
+from litdata_format import (
+    BinaryWriter,
+    ChecksumError,
+    DatasetReader,
+    FernetEncryption,
+    checksum_file,
+    complete_dataset,
+    load_index,
+    verify_file,
+)
+from litdata_format.internal import decompress, expected_checksum
 
 FIXTURES = Path(__file__).parent / "fixtures" / "upstream-0.2.76"
 

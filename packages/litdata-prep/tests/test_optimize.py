@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, load_index
-from litdata_format.internal import checksum_file
+from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, checksum_file, load_index
 from litdata_io import Dir
 from litdata_prep import ALL_DONE, WorkerError, optimize
 from litdata_prep._job import make_staging

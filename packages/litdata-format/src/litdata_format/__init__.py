@@ -18,6 +18,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from litdata_format._checksum import ChecksumError as ChecksumError
+    from litdata_format._checksum import checksum_file as checksum_file
+    from litdata_format._checksum import verify_file as verify_file
     from litdata_format._dataset_index import INDEX_FILENAME as INDEX_FILENAME
     from litdata_format._dataset_index import ChunkInfo as ChunkInfo
     from litdata_format._dataset_index import DatasetIndex as DatasetIndex
