@@ -18,7 +18,6 @@ from __future__ import annotations
 import _ast
 import importlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 __all__ = ["lazy_module"]
@@ -41,7 +40,7 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
 
     def exports() -> dict[str, str]:
         if not found:
-            found.update(_read_exports(Path(namespace["__file__"])))
+            found.update(_read_exports(namespace["__file__"]))
             namespace["__all__"] = [*found, *(["__version__"] if "__version__" in namespace else [])]
         return found
 
@@ -62,10 +61,11 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
     return __getattr__, __dir__
 
 
-def _read_exports(path: Path) -> dict[str, str]:
+def _read_exports(path: str) -> dict[str, str]:
     """Public name -> the module defining it, from the ``if TYPE_CHECKING:`` block of the module at ``path``."""
-    # _ast (built in) rather than ast, whose import costs more than reading this block.
-    tree = compile(path.read_text(encoding="utf-8"), str(path), "exec", _ast.PyCF_ONLY_AST)
+    # _ast (built in) rather than ast, and open() rather than pathlib: either import costs more than this read.
+    with open(path, encoding="utf-8") as file:
+        tree = compile(file.read(), path, "exec", _ast.PyCF_ONLY_AST)
     exports: dict[str, str] = {}
     for node in tree.body if isinstance(tree, _ast.Module) else []:
         if not (isinstance(node, _ast.If) and isinstance(node.test, _ast.Name) and node.test.id == "TYPE_CHECKING"):
