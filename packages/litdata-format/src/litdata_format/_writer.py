@@ -230,15 +230,17 @@ class WriterOptions:
 
 
 def check_writer_options(
-    chunk_size: int | None = None,
+    chunk_size: object = None,
     chunk_bytes: int | str | None = None,
     compression: str | None = None,
     encryption: Any = None,
-    item_loader: BaseItemLoader | None = None,
+    item_loader: object = None,
     compression_level: str | None = None,
     compression_batch_size: int | None = None,
 ) -> WriterOptions:
     """Check :class:`BinaryWriter`'s options without writing anything (the writer checks its own with it).
+
+    ``chunk_size`` and ``item_loader`` may be anything (a user's value): their types are checked too.
 
     Args:
         chunk_size: as :class:`BinaryWriter`'s.
