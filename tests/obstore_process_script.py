@@ -82,7 +82,8 @@ def forced_fork(args: dict[str, Any]) -> None:
 
 
 def _child_after_everything(helper_fd: int, helper_inode: int, queue: Any) -> None:
-    from litdata_io import activity_begin, trace_instant
+    from litdata_io import trace_instant
+    from litdata_io.internal import activity_begin
 
     try:  # the descriptor's number may be reused already (multiprocessing opens /dev/null as stdin)
         helper_fd_closed = os.fstat(helper_fd).st_ino != helper_inode
@@ -112,7 +113,8 @@ _DATASET: list[StreamingDataset] = []
 
 def fork_after_everything(args: dict[str, Any]) -> None:
     """Use every per-process thing in this root process, fork, and let the child use them again."""
-    from litdata_io import ActivityBoard, _helper, activity, attach_activity, enable_tracer, trace_instant
+    from litdata_io import _helper, enable_tracer, trace_instant
+    from litdata_io.internal import ActivityBoard, activity, attach_activity
     from litdata_stream import StreamingDataset
 
     scratch = Path(args["scratch"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -208,3 +209,53 @@ def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
     assert _cycle(_module_imports(package)) is None
     (package / "_a.py").write_text("def f():\n    from pkg._b import B\n")
     assert _cycle(_module_imports(package)) == ["pkg._b", "pkg._a", "pkg._b"]
+
+
+# The packages' APIs: each package exports its users' API, documented in its README under "## Public API";
+# ``<package>.internal`` exports what its sibling packages need beyond that; ``_modules`` stay inside.
+USER_PACKAGES = ["litdata_format", "litdata_io", "litdata_stream", "litdata_raw", "litdata_prep"]
+_DOCUMENTED_NAME = re.compile(r"`([A-Za-z_]\w*)`")
+
+
+def _documented_api(package: str) -> set[str]:
+    """The names listed in the paragraph under ``## Public API`` of the package's README."""
+    readme = ROOT / "packages" / package.replace("_", "-") / "README.md"
+    section = readme.read_text().split("## Public API\n", 1)[1].strip().split("\n\n", 1)[0]
+    return set(_DOCUMENTED_NAME.findall(section)) - {"__all__"}
+
+
+@pytest.mark.parametrize("package", USER_PACKAGES)
+def test_the_user_api_is_the_documented_one(package: str) -> None:
+    module = importlib.import_module(package)
+    assert len(module.__all__) == len(set(module.__all__)), module.__all__
+    assert set(module.__all__) - {"__version__"} == _documented_api(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+@pytest.mark.parametrize("package", ["litdata_format", "litdata_io"])
+def test_the_sibling_api_is_apart_from_the_user_api(package: str) -> None:
+    user, internal = importlib.import_module(package), importlib.import_module(f"{package}.internal")
+    assert internal.__all__
+    assert not set(internal.__all__) & set(user.__all__)
+    for name in internal.__all__:
+        assert getattr(internal, name) is not None, name
+
+
+@pytest.mark.parametrize("package", sorted(RANK))
+def test_packages_use_each_other_only_through_their_public_modules(package: str) -> None:
+    """Another package's ``_modules`` are its own: a sibling imports ``pkg`` or ``pkg.<public module>``."""
+    bad = []
+    for path in _sources(package):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                top, *rest = name.split(".")
+                if top in RANK and top != package and any(part.startswith("_") for part in rest):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not bad, "\n".join(bad)

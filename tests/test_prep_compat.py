@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from litdata_format import (
-    BinaryWriter,
-    DatasetIndex,
-    TokensLoader,
-    load_index,
-    merge_indexes,
-    rank_index_name,
-    write_json_atomic,
-)
+from litdata_format import BinaryWriter, DatasetIndex, TokensLoader, load_index, merge_indexes
+from litdata_format.internal import rank_index_name, write_json_atomic
 from litdata_prep import merge_datasets, optimize
 from litdata_stream import StreamingDataset
 from tests import prep_e2e_fns as fns

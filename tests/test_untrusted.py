@@ -13,14 +13,8 @@ from typing import Any
 
 import pytest
 
-from litdata_format import (
-    BinaryWriter,
-    DatasetReader,
-    Graph,
-    PickleRefusedError,
-    PickleWriteWarning,
-    encode_chunk,
-)
+from litdata_format import BinaryWriter, DatasetReader, Graph, PickleRefusedError, PickleWriteWarning
+from litdata_format.internal import encode_chunk
 from litdata_stream import StreamingDataLoader, StreamingDataset
 
 

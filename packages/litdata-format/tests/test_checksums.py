@@ -14,11 +14,10 @@ from litdata_format import (
     FernetEncryption,
     checksum_file,
     complete_dataset,
-    decompress,
-    expected_checksum,
     load_index,
     verify_file,
 )
+from litdata_format.internal import decompress, expected_checksum
 
 FIXTURES = Path(__file__).parent / "fixtures" / "upstream-0.2.76"
 

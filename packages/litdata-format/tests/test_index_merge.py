@@ -19,14 +19,12 @@ from litdata_format import (
     ChunkInfo,
     DatasetIndex,
     DatasetReader,
-    chunk_name,
     complete_dataset,
     layout_differences,
     load_index,
     merge_indexes,
-    parse_chunk_name,
-    rank_index_name,
 )
+from litdata_format.internal import chunk_name, parse_chunk_name, rank_index_name
 
 
 def test_chunk_names_round_trip() -> None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from litdata_format import keys_parquet, normalize_key, read_keys
+from litdata_format.internal import keys_parquet, normalize_key, read_keys
 
 
 def test_rows_are_sorted_by_key_with_the_chunk_of_each_sample() -> None:

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from litdata_format import TreeSpec, register_namedtuple, tree_flatten, tree_unflatten
+from litdata_format import register_namedtuple
+from litdata_format._pytree import TreeSpec
+from litdata_format.internal import tree_flatten, tree_unflatten
 
 Point = collections.namedtuple("Point", ["x", "y"])
 register_namedtuple(Point, "test_pytree.Point")

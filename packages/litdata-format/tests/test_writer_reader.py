@@ -270,7 +270,7 @@ def test_atomic_files_leave_no_temporaries(tmp_path: Path) -> None:
 
 def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
     # What a process killed mid-write leaves: its owner recognises it by name and removes it.
-    from litdata_format import atomic_file, temp_target
+    from litdata_format.internal import atomic_file, temp_target
 
     for suffix in (".tmp", ".part"):
         with atomic_file(tmp_path / "index.json", suffix=suffix) as handle:
@@ -281,7 +281,7 @@ def test_the_temporary_file_of_a_write_names_its_target(tmp_path: Path) -> None:
 
 
 def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:
-    from litdata_format import write_file_atomic
+    from litdata_format.internal import write_file_atomic
 
     parts = [bytes([i % 256]) * (i % 7) for i in range(3000)]  # more parts than one gathered write takes
     write_file_atomic(tmp_path / "parts.bin", parts)
@@ -293,7 +293,7 @@ def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path)
     # the next write fail with EFBIG: the writer must fail, and leave neither chunk nor temporary.
     code = (
         "import resource, signal, sys\n"
-        "from litdata_format import write_file_atomic\n"
+        "from litdata_format.internal import write_file_atomic\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, resource.RLIM_INFINITY))\n"
         "try:\n"
@@ -303,3 +303,35 @@ def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path)
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "27" and os.listdir(tmp_path) == []  # EFBIG
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"chunk_size": 0}, "chunk_size must be a positive int, got 0"),
+        ({"chunk_bytes": "64 parsecs"}, "chunk_bytes"),
+        ({"compression": "zstd:99"}, "zstd"),
+        ({"compression_level": "frame"}, "compression_level must be None, 'chunk', 'batch' or 'sample'"),
+        ({"encryption": "secret"}, "encryption must be an Encryption"),
+    ],
+)
+def test_writer_options_are_checked_by_one_function_before_anything_is_written(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    from litdata_format.internal import check_writer_options
+
+    with pytest.raises(ValueError, match=message):
+        check_writer_options(**options)
+    with pytest.raises(ValueError, match=message):
+        BinaryWriter(tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()  # the writer refuses before it creates its folder
+
+
+def test_checked_writer_options_fill_in_the_writers_defaults() -> None:
+    from litdata_format import PyTreeLoader
+    from litdata_format.internal import check_writer_options
+
+    options = check_writer_options(chunk_bytes="1MB", compression="zstd", compression_batch_size=8)
+    assert (options.chunk_size, options.chunk_bytes, options.compression) == (None, 1_000_000, "zstd")
+    assert (options.compression_level, options.frame_rows, type(options.item_loader)) == ("batch", 8, PyTreeLoader)
+    assert check_writer_options().chunk_bytes == 1 << 26

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from litdata_format import ChunkInfo, compress
+from litdata_format import ChunkInfo
+from litdata_format.internal import compress
 from litdata_io import dataset_version, get_storage
 from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
 from litdata_io._cache_clear import cache_path, clear_cache

@@ -11,10 +11,11 @@ import botocore
 import botocore.config
 import pytest
 
-from litdata_io import Secret, get_storage
+from litdata_io import get_storage
 from litdata_io._aws_config import ca_bundle, read_profile, s3_client_config
 from litdata_io._obstore_backend import ObstoreStorage
 from litdata_io._options import normalize_options, parse_connection_string
+from litdata_io._secret import Secret
 
 KEY, SECRET, TOKEN = "AKIAEXAMPLEKEY", "example/secret+value", "example-session-token"
 

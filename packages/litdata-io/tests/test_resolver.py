@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from litdata_io import Dir, cache_dir_for, cache_root, expand_time_template, resolve_dir
+from litdata_io import Dir, cache_dir_for, cache_root, resolve_dir
+from litdata_io._resolver import expand_time_template
 
 
 def test_local_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,10 +10,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from litdata_io import IOSettings, StorageError
+from litdata_io import StorageError
 from litdata_io._errors import ErrorKind, classify, translate
 from litdata_io._retry import backoff_delay, retry_call
 from litdata_io._secret import Secret, redact
+from litdata_io._settings import IOSettings
 
 FAST = IOSettings(max_retries=3, backoff_base=0.001, backoff_max=0.002)
 

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 
 from litdata_io import (
-    TRACE_CATEGORIES,
-    TRACE_LEVELS,
     enable_tracer,
     trace_begin,
     trace_counter,
@@ -24,9 +22,9 @@ from litdata_io import (
     trace_end,
     trace_instant,
     trace_span,
-    traced,
     tracer_config,
 )
+from litdata_io._tracer import TRACE_CATEGORIES, TRACE_LEVELS, traced
 
 _VARS = ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES")
 

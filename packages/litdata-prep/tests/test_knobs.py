@@ -45,6 +45,32 @@ def test_optimize_refuses_a_level_without_compression_before_starting(tmp_path: 
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"chunk_size": 2, "chunk_bytes": "1MB"}, ValueError, "optimize: give either chunk_size or chunk_bytes"),
+        ({"chunk_bytes": "lots"}, ValueError, "optimize: .*chunk_bytes"),
+        ({"chunk_size": 2, "compression": "lz4"}, ValueError, "optimize: .*lz4"),
+        ({"chunk_size": 2, "item_loader": "tokens"}, TypeError, "optimize: item_loader must be an item loader"),
+        (
+            {"chunk_size": 2, "compression": "zstd", "compression_level": "sample", "item_loader": "TOKENS"},
+            ValueError,
+            "optimize: compression_level='sample' works with PyTreeLoader samples only",
+        ),
+    ],
+)
+def test_optimize_checks_the_writer_options_before_anything_starts(
+    tmp_path: Path, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    if options.get("item_loader") == "TOKENS":
+        from litdata_format import TokensLoader
+
+        options = {**options, "item_loader": TokensLoader()}
+    with pytest.raises(error, match=message):
+        optimize(fns.square, [1], tmp_path / "out", **options, **FORK)
+    assert not (tmp_path / "out").exists()  # refused before the output was opened
+
+
 def test_num_downloaders_must_be_a_count(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="num_downloaders must be a non-negative int, got -1"):
         optimize(fns.square, [1], tmp_path / "out", chunk_size=2, num_downloaders=-1, **FORK)

@@ -64,7 +64,8 @@ def test_map_style_dataloader_batches_through_getitems(tmp_path: Path, workers: 
 
 
 def _with_keys(path: Path) -> Path:
-    from litdata_format import KEYS_FILE, keys_parquet, load_index
+    from litdata_format import load_index
+    from litdata_format.internal import KEYS_FILE, keys_parquet
 
     _make(path)
     sizes = [c.chunk_size for c in load_index(path).chunks]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from litdata_format._registry import resolve_serializers
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter", "WriterOptions", "check_writer_options"]
 
 DEFAULT_CHUNK_BYTES = 1 << 26
 # Items at least this big on average are written as parts; for smaller ones the kernel's cost per
@@ -78,40 +79,17 @@ class BinaryWriter:
         compression_level: str | None = None,
         compression_batch_size: int | None = None,
     ) -> None:
-        if chunk_size is not None and chunk_bytes is not None:
-            raise ValueError("give either chunk_size or chunk_bytes, not both")
-        # Typed, yet checked: a float or a string from a config must fail here, not mid-write.
-        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        options = check_writer_options(
+            chunk_size, chunk_bytes, compression, encryption, item_loader, compression_level, compression_batch_size
+        )
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.chunk_size = chunk_size
-        self.chunk_bytes = (
-            parse_size(chunk_bytes, name="chunk_bytes")
-            if chunk_bytes is not None
-            else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
-        )
-        self.compression = check_compression(compression)
-        self.compression_level, self.frame_rows = check_compression_level(
-            self.compression, compression_level, compression_batch_size
-        )
+        self.chunk_size, self.chunk_bytes = options.chunk_size, options.chunk_bytes
+        self.compression, self.compression_level = options.compression, options.compression_level
+        self.frame_rows = options.frame_rows
         self.encryption = encryption
-        if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
-            raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
         self._encrypt_sample = encryption.encrypt if encryption is not None and encryption.level == "sample" else None
-        self.item_loader = item_loader if item_loader is not None else PyTreeLoader()
-        if self.compression_level in ("batch", "sample"):
-            # Upstream refuses these too, so no reader knows such a chunk encrypted or of tokens.
-            if encryption is not None:
-                raise ValueError(
-                    f"compression_level={self.compression_level!r} cannot be combined with encryption; "
-                    "use compression_level='chunk' (the whole file is encrypted, then compressed)"
-                )
-            if type(self.item_loader) is not PyTreeLoader:
-                raise ValueError(
-                    f"compression_level={self.compression_level!r} works with PyTreeLoader samples only, not "
-                    f"{type(self.item_loader).__name__}; use compression_level='chunk'"
-                )
+        self.item_loader = options.item_loader
         self.item_loader.start_writing(resolve_serializers(serializers))
         self.rank = rank
         self._chunk_index = chunk_index
@@ -242,3 +220,80 @@ class BinaryWriter:
     def index_path(self) -> Path:
         """Where the dataset's merged ``index.json`` is (or will be) written."""
         return self.output_dir / INDEX_FILENAME
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """A writer's options, checked and with their defaults filled in (:func:`check_writer_options`).
+
+    Attributes:
+        chunk_size: the most items per chunk, or None.
+        chunk_bytes: the most bytes per chunk, or None (with ``chunk_size``).
+        compression: None or a zstd string.
+        compression_level: None without compression, else ``"chunk"``, ``"batch"`` or ``"sample"``.
+        frame_rows: items per zstd frame with ``"batch"``, else None.
+        item_loader: the item loader (``PyTreeLoader()`` when none was given).
+    """
+
+    chunk_size: int | None
+    chunk_bytes: int | None
+    compression: str | None
+    compression_level: str | None
+    frame_rows: int | None
+    item_loader: BaseItemLoader
+
+
+def check_writer_options(
+    chunk_size: object = None,
+    chunk_bytes: int | str | None = None,
+    compression: str | None = None,
+    encryption: Any = None,
+    item_loader: object = None,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
+) -> WriterOptions:
+    """Check :class:`BinaryWriter`'s options without writing anything (the writer checks its own with it).
+
+    ``chunk_size`` and ``item_loader`` may be anything (a user's value): their types are checked too.
+
+    Args:
+        chunk_size: as :class:`BinaryWriter`'s.
+        chunk_bytes: as :class:`BinaryWriter`'s.
+        compression: as :class:`BinaryWriter`'s.
+        encryption: as :class:`BinaryWriter`'s.
+        item_loader: as :class:`BinaryWriter`'s.
+        compression_level: as :class:`BinaryWriter`'s.
+        compression_batch_size: as :class:`BinaryWriter`'s.
+
+    Raises:
+        ValueError, TypeError: an option is invalid or does not go with another; the message names it.
+    """
+    if chunk_size is not None and chunk_bytes is not None:
+        raise ValueError("give either chunk_size or chunk_bytes, not both")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
+        raise TypeError(f"item_loader must be an item loader such as TokensLoader(), got {item_loader!r}")
+    size_limit = (
+        parse_size(chunk_bytes, name="chunk_bytes")
+        if chunk_bytes is not None
+        else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
+    )
+    checked = check_compression(compression)
+    level, frame_rows = check_compression_level(checked, compression_level, compression_batch_size)
+    if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
+        raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
+    loader = item_loader if item_loader is not None else PyTreeLoader()
+    if level in ("batch", "sample"):
+        # Upstream refuses these too, so no reader knows such a chunk encrypted or of tokens.
+        if encryption is not None:
+            raise ValueError(
+                f"compression_level={level!r} cannot be combined with encryption; "
+                "use compression_level='chunk' (the whole file is encrypted, then compressed)"
+            )
+        if type(loader) is not PyTreeLoader:
+            raise ValueError(
+                f"compression_level={level!r} works with PyTreeLoader samples only, not "
+                f"{type(loader).__name__}; use compression_level='chunk'"
+            )
+    return WriterOptions(chunk_size, size_limit, checked, level, frame_rows, loader)

@@ -1,38 +1,86 @@
-"""Module attributes loaded on first use (PEP 562), for the litdata packages' ``__init__`` files.
+"""Module attributes loaded on first use (PEP 562), for the litdata packages' re-exporting modules.
 
-Internal to the litdata packages: each package's ``__init__`` maps its public names to the
-submodule defining them and gets its ``__getattr__`` / ``__dir__`` from :func:`lazy_module`.
+Internal to the litdata packages. A re-exporting module (a package's ``__init__``, its ``internal``
+module) lists each name it exports once, as an explicit re-export in an ``if TYPE_CHECKING:`` block::
+
+    if TYPE_CHECKING:
+        from litdata_format._writer import BinaryWriter as BinaryWriter
+
+and ends with ``__getattr__, __dir__ = lazy_module(globals())``. Type checkers read the block (the
+``X as X`` form is the typing spec's explicit re-export, so pyright users see the name as public);
+at run time the block is skipped, and :func:`lazy_module` reads it from the module's source (on the
+first attribute asked for, so a process that only imports the package pays nothing) to build the
+module's ``__all__`` and to import each name's module when the name is first used.
 """
 
 from __future__ import annotations
 
+import _ast
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["lazy_module"]
 
 
-def lazy_module(
-    namespace: dict[str, Any], exports: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The ``__getattr__`` and ``__dir__`` of a module whose names in ``exports`` load on first use.
+def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of a module whose ``TYPE_CHECKING`` re-exports load on first use.
+
+    The module's ``__all__`` is its re-exported names, plus ``__version__`` if it defines one.
 
     Args:
         namespace: the module's ``globals()``; a loaded name is stored there, so it loads once.
-        exports: public name -> the module that defines it.
+
+    Raises:
+        ImportError: (on first use) the ``TYPE_CHECKING`` block holds something other than
+            ``from module import name as name`` lines.
     """
-    module_name = namespace["__name__"]
+    module_name: str = namespace["__name__"]
+    found: dict[str, str] = {}  # public name -> the module defining it, once read
+
+    def exports() -> dict[str, str]:
+        if not found:
+            found.update(_read_exports(namespace["__file__"]))
+            namespace["__all__"] = [*found, *(["__version__"] if "__version__" in namespace else [])]
+        return found
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
+        if name == "__all__":
+            exports()
+            return namespace["__all__"]
+        source = exports().get(name)
+        if source is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(source), name)
         namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports))
+        return sorted(set(namespace) | set(exports()))
 
     return __getattr__, __dir__
+
+
+def _read_exports(path: str) -> dict[str, str]:
+    """Public name -> the module defining it, from the ``if TYPE_CHECKING:`` block of the module at ``path``."""
+    # _ast (built in) rather than ast, and open() rather than pathlib: either import costs more than this read.
+    with open(path, encoding="utf-8") as file:
+        tree = compile(file.read(), path, "exec", _ast.PyCF_ONLY_AST)
+    exports: dict[str, str] = {}
+    for node in tree.body if isinstance(tree, _ast.Module) else []:
+        if not (isinstance(node, _ast.If) and isinstance(node.test, _ast.Name) and node.test.id == "TYPE_CHECKING"):
+            continue
+        for statement in node.body:
+            if not isinstance(statement, _ast.ImportFrom) or statement.module is None or statement.level:
+                raise ImportError(
+                    f"{path}:{statement.lineno}: only `from package.module import name as name` lines "
+                    "may stand in the TYPE_CHECKING block of a lazy module"
+                )
+            for alias in statement.names:
+                if alias.asname != alias.name:  # type checkers take only `name as name` for a re-export
+                    raise ImportError(
+                        f"{path}:{statement.lineno}: write `{alias.name} as {alias.name}` (an explicit re-export, "
+                        "which type checkers and lazy_module both read; to rename, define the name in a module)"
+                    )
+                exports[alias.name] = statement.module
+    return exports

@@ -80,16 +80,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import (
-    ChecksumError,
-    ChunkInfo,
-    cached_chunk_sizes,
-    decompress,
-    expected_checksum,
-    parse_size,
-    plain_chunk_name,
-    verify_file,
-)
+from litdata_format import ChecksumError, ChunkInfo, verify_file
+from litdata_format.internal import cached_chunk_sizes, decompress, expected_checksum, parse_size, plain_chunk_name
 from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache_clear import CacheClearResult, clear_cache

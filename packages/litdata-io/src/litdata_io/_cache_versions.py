@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from litdata_format import write_file_atomic
+from litdata_format.internal import write_file_atomic
 from litdata_io._cache_clear import clear_cache
 
 __all__ = ["check_version", "claim_version", "dataset_version", "mark_version"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from litdata_format import atomic_file
+from litdata_format.internal import atomic_file
 from litdata_io import _process
 from litdata_io._options import BackendOptions, is_str_mapping
 from litdata_io._retry import retry_call

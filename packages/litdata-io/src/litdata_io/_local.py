@@ -13,7 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from litdata_format import atomic_file, write_file_atomic
+from litdata_format.internal import atomic_file, write_file_atomic
 from litdata_io._errors import StorageError
 from litdata_io._settings import IOSettings
 from litdata_io._storage import ObjectInfo, Storage, check_key

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-from litdata_format import atomic_file
+from litdata_format.internal import atomic_file
 from litdata_io import _process
 from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string

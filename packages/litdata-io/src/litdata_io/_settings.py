@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litdata_format import parse_size
+from litdata_format.internal import parse_size
 
 __all__ = ["IO_OPTION_NAMES", "IOSettings"]
 

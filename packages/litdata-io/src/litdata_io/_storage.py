@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litdata_format import atomic_file, write_file_atomic
+from litdata_format.internal import atomic_file, write_file_atomic
 from litdata_io._errors import ReadOnlyStorageError, StorageError
 from litdata_io._loop import run_sync
 from litdata_io._secret import Secret

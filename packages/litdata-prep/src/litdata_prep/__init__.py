@@ -17,49 +17,19 @@ from litdata_format.lazy import lazy_module
 
 __version__ = "0.1.0"
 
-# public name -> the module that defines it
-_EXPORTS: dict[str, str] = {
-    "ALL_DONE": "litdata_prep._engine",
-    "BaseReader": "litdata_prep._readers",
-    "DatasetExistsError": "litdata_prep._output",
-    "LitDataDatasink": "litdata_prep._ray_data",
-    "LitDataDatasource": "litdata_prep._ray_data",
-    "ParquetReader": "litdata_prep._readers",
-    "RayExecutor": "litdata_prep._ray",
-    "WorkerError": "litdata_prep._engine",
-    "complete_dataset": "litdata_format",
-    "map": "litdata_prep._map",
-    "merge_datasets": "litdata_prep._merge",
-    "optimize": "litdata_prep._optimize",
-    "walk": "litdata_prep._readers",
-}
-
 if TYPE_CHECKING:
-    from litdata_format import complete_dataset
-    from litdata_prep._engine import ALL_DONE, WorkerError
-    from litdata_prep._map import map
-    from litdata_prep._merge import merge_datasets
-    from litdata_prep._optimize import optimize
-    from litdata_prep._output import DatasetExistsError
-    from litdata_prep._ray import RayExecutor
-    from litdata_prep._ray_data import LitDataDatasink, LitDataDatasource
-    from litdata_prep._readers import BaseReader, ParquetReader, walk
+    from litdata_format import complete_dataset as complete_dataset
+    from litdata_prep._engine import ALL_DONE as ALL_DONE
+    from litdata_prep._engine import WorkerError as WorkerError
+    from litdata_prep._map import map as map
+    from litdata_prep._merge import merge_datasets as merge_datasets
+    from litdata_prep._optimize import optimize as optimize
+    from litdata_prep._output import DatasetExistsError as DatasetExistsError
+    from litdata_prep._ray import RayExecutor as RayExecutor
+    from litdata_prep._ray_data import LitDataDatasink as LitDataDatasink
+    from litdata_prep._ray_data import LitDataDatasource as LitDataDatasource
+    from litdata_prep._readers import BaseReader as BaseReader
+    from litdata_prep._readers import ParquetReader as ParquetReader
+    from litdata_prep._readers import walk as walk
 
-__all__ = [
-    "ALL_DONE",
-    "BaseReader",
-    "DatasetExistsError",
-    "LitDataDatasink",
-    "LitDataDatasource",
-    "ParquetReader",
-    "RayExecutor",
-    "WorkerError",
-    "__version__",
-    "complete_dataset",
-    "map",
-    "merge_datasets",
-    "optimize",
-    "walk",
-]
-
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_module(globals())

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, DatasetIndex, load_index, parse_chunk_name, parse_index, rank_index_name
+from litdata_format import INDEX_FILENAME, DatasetIndex, load_index, parse_index
+from litdata_format.internal import parse_chunk_name, rank_index_name
 from litdata_prep._output import Output
 
 __all__ = [

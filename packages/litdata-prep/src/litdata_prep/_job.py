@@ -332,64 +332,85 @@ class Job:
 
     @classmethod
     def prepare(
-        cls, kind: str, arguments: Mapping[str, Any], spawnable: Sequence[str] = (), queue: bool = False
+        cls,
+        kind: str,
+        *,
+        fn: Callable[..., Any],
+        inputs: Any,
+        output_dir: str | os.PathLike[str] | Dir,
+        input_dir: str | os.PathLike[str] | None,
+        weights: list[int] | None,
+        num_workers: int | None,
+        fast_dev_run: bool | int,
+        num_nodes: int | None,
+        machine: Any,
+        num_downloaders: int | None,
+        num_uploaders: int | None,
+        reorder_files: bool,
+        reader: Any,
+        batch_size: int | None,
+        start_method: str | None,
+        optimize_dns: bool | None,
+        broadcast_paths: bool,
+        storage_options: dict[str, Any] | None,
+        executor: Any = None,
+        spawnable: Mapping[str, Any] | None = None,
+        queue: bool = False,
     ) -> Job:
         """Check the arguments both jobs take, in the order a user fixes them, and open the output.
 
         Args:
             kind: ``"optimize"`` or ``"map"``.
-            arguments: the job function's arguments by name (its ``locals()``): both take ``fn``,
-                ``inputs``, ``output_dir``, ``input_dir``, ``weights``, ``num_workers``,
-                ``fast_dev_run``, ``num_nodes``, ``machine``, ``num_downloaders``, ``num_uploaders``,
-                ``reorder_files``, ``reader``, ``batch_size``, ``start_method``, ``optimize_dns``,
-                ``broadcast_paths`` and ``storage_options``, named as upstream's, and ``executor``.
-            spawnable: the names of other arguments the workers must be able to load.
+            fn: the user's function.
+            inputs: the user's inputs (not used when ``queue``).
+            output_dir: where the results go.
+            input_dir: where the input files live.
+            weights: one positive weight per input, or None.
+            num_workers: worker processes on this machine (None: one per CPU).
+            fast_dev_run: process only the first 10 inputs per worker (or this many).
+            num_nodes: the machine count the user expects.
+            machine: upstream's machine type (only checked against the launch).
+            num_downloaders: inputs whose files each worker downloads ahead of ``fn``.
+            num_uploaders: concurrent uploads per worker.
+            reorder_files: weight inputs by the size of the local files they name.
+            reader: remaps and reads inputs (e.g. ``ParquetReader``).
+            batch_size: give ``fn`` lists of this many inputs.
+            start_method: how workers are started (None: the platform's default).
+            optimize_dns: upstream's DNS knob (warned about, ignored).
+            broadcast_paths: upstream's path broadcast (warned about on several nodes, ignored).
+            storage_options: credentials and endpoint for the output and ``input_dir``.
+            executor: None, ``"processes"``, ``"ray"`` or a ``RayExecutor`` (see ``_ray.ray_executor``).
+            spawnable: other arguments the workers must be able to load, by name (for messages).
             queue: the inputs come from the user's queue (``inputs`` is not used).
         """
-        fn, reader, weights = arguments["fn"], arguments["reader"], arguments["weights"]
-        batch_size = arguments["batch_size"]
         if not callable(fn):
             raise TypeError(f"{kind}: fn must be callable, got {fn!r}")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"{kind}: batch_size must be a positive int, got {batch_size!r}")
-        inputs = arguments["inputs"]
         if not queue and inputs is not None:
             inputs, reader = streaming_inputs(kind, inputs, batch_size, reader, weights)
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
-        check_node_request(arguments["num_nodes"], arguments["machine"], nodes)
-        ray = ray_executor(arguments["executor"], kind)
+        check_node_request(num_nodes, machine, nodes)
+        ray = ray_executor(executor, kind)
         if ray is not None and nodes.num_nodes > 1:
             raise ValueError(
                 f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
                 f"says this process is node {nodes.node_rank} of {nodes.num_nodes}; start the script once, on the "
                 "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
             )
-        downloaders = check_knobs(
-            kind,
-            arguments["num_downloaders"],
-            arguments["optimize_dns"],
-            arguments["broadcast_paths"],
-            nodes.num_nodes,
-        )
-        if ray is not None and arguments["num_workers"] is None:
-            workers = ray.default_workers()
-        else:
-            workers = default_num_workers(arguments["num_workers"])
-        method = resolve_start_method(arguments["start_method"])
-        for name in ("fn", "reader", *spawnable):
-            if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
-                check_spawnable(name, arguments[name], method)
-        input_dir = arguments["input_dir"]
+        downloaders = check_knobs(kind, num_downloaders, optimize_dns, broadcast_paths, nodes.num_nodes)
+        workers = ray.default_workers() if ray is not None and num_workers is None else default_num_workers(num_workers)
+        method = resolve_start_method(start_method)
+        if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
+            for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():
+                check_spawnable(name, value, method)
         resolved = resolve_dir(input_dir) if input_dir is not None else None
         items: list[Any] = []
         if not queue:
-            items, weights = prepare_items(
-                kind, inputs, batch_size, reader, weights, workers, resolved, arguments["reorder_files"]
-            )
-        storage_options = arguments["storage_options"]
-        output = open_output(arguments["output_dir"], storage_options, kind)
+            items, weights = prepare_items(kind, inputs, batch_size, reader, weights, workers, resolved, reorder_files)
+        output = open_output(output_dir, storage_options, kind)
         return cls(
             kind=kind,
             fn=fn,
@@ -398,11 +419,11 @@ class Job:
             start_method=method,
             items=items,
             weights=weights,
-            limit=limit_for_dev_run(arguments["fast_dev_run"]),
+            limit=limit_for_dev_run(fast_dev_run),
             reader=reader,
             input_dir=resolved if resolved is not None and resolved.url else None,
             storage_options=dict(storage_options or {}),
-            upload_threads=arguments["num_uploaders"] or 2,
+            upload_threads=num_uploaders or 2,
             downloaders=downloaders,
             output=output,
             ray=ray,

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from litdata_format import KEYS_FILE, DatasetIndex, keys_parquet, parse_chunk_name, read_keys
+from litdata_format import DatasetIndex
+from litdata_format.internal import KEYS_FILE, keys_parquet, parse_chunk_name, read_keys
 from litdata_prep._output import Output
 
 __all__ = ["KEYS_DIR", "publish_keys", "read_rank_keys"]

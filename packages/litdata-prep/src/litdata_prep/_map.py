@@ -77,7 +77,28 @@ def map(
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
         WorkerError: ``fn`` raised on an input (the message names it) or a worker process died.
     """
-    job = Job.prepare("map", locals())
+    job = Job.prepare(
+        "map",
+        fn=fn,
+        inputs=inputs,
+        output_dir=output_dir,
+        input_dir=input_dir,
+        weights=weights,
+        num_workers=num_workers,
+        fast_dev_run=fast_dev_run,
+        num_nodes=num_nodes,
+        machine=machine,
+        num_downloaders=num_downloaders,
+        num_uploaders=num_uploaders,
+        reorder_files=reorder_files,
+        reader=reader,
+        batch_size=batch_size,
+        start_method=start_method,
+        optimize_dns=optimize_dns,
+        broadcast_paths=broadcast_paths,
+        storage_options=storage_options,
+        executor=executor,
+    )
     output = job.output
     if error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]

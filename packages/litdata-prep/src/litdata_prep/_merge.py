@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, DatasetIndex, chunk_name, merge_indexes, plain_chunk_name
+from litdata_format import INDEX_FILENAME, DatasetIndex, merge_indexes
+from litdata_format.internal import chunk_name, plain_chunk_name
 from litdata_io import Dir, resolve_dir
 from litdata_prep._job import open_output
 from litdata_prep._output import DatasetExistsError, Output

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import multiprocessing.queues
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from litdata_format import (
-    INDEX_FILENAME,
-    BaseItemLoader,
-    BinaryWriter,
-    DatasetIndex,
-    merge_indexes,
-    parse_chunk_name,
-    temp_target,
-)
+from litdata_format import INDEX_FILENAME, BaseItemLoader, DatasetIndex, merge_indexes
+from litdata_format.internal import check_writer_options, parse_chunk_name, temp_target
 from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
@@ -75,12 +66,8 @@ def _check_options(
 ) -> dict[str, Any]:
     if chunk_size is None and chunk_bytes is None:
         chunk_bytes = "64MB"  # upstream's documented default; its graph examples pass neither
-    if chunk_size is not None and chunk_bytes is not None:
-        raise ValueError("optimize: give chunk_size or chunk_bytes, not both")
     if align_chunking and chunk_size is None:
         raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
-    if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
-        raise TypeError(f"optimize: item_loader must be an item loader such as TokensLoader(), got {item_loader!r}")
     options = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes,
@@ -90,9 +77,10 @@ def _check_options(
         "encryption": encryption,
         "item_loader": item_loader,
     }
-    # The writer validates everything else (sizes, compression names and levels, encryption) right here.
-    with tempfile.TemporaryDirectory() as tmp:
-        BinaryWriter(tmp, **{**options, "item_loader": copy.deepcopy(item_loader)})
+    try:  # the writers' own check, here before any worker starts
+        check_writer_options(**options)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"optimize: {err}") from None
     return options
 
 
@@ -273,7 +261,30 @@ def optimize(
         encryption,
         item_loader,
     )
-    job = Job.prepare("optimize", locals(), spawnable=("key_fn", "item_loader", "encryption"), queue=queue is not None)
+    job = Job.prepare(
+        "optimize",
+        fn=fn,
+        inputs=inputs,
+        output_dir=output_dir,
+        input_dir=input_dir,
+        weights=weights,
+        num_workers=num_workers,
+        fast_dev_run=fast_dev_run,
+        num_nodes=num_nodes,
+        machine=machine,
+        num_downloaders=num_downloaders,
+        num_uploaders=num_uploaders,
+        reorder_files=reorder_files,
+        reader=reader,
+        batch_size=batch_size,
+        start_method=start_method,
+        optimize_dns=optimize_dns,
+        broadcast_paths=broadcast_paths,
+        storage_options=storage_options,
+        executor=executor,
+        spawnable={"key_fn": key_fn, "item_loader": item_loader, "encryption": encryption},
+        queue=queue is not None,
+    )
     if job.ray is not None:
         _optimize_on_ray(job, job.ray, options, mode, use_checkpoint, key_fn, verbose)
         return

@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_format import INDEX_FILENAME, DatasetIndex, atomic_file, parse_index, write_json_atomic
+from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
+from litdata_format.internal import atomic_file, write_json_atomic
 from litdata_io import Dir
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from litdata_format import tree_flatten
+from litdata_format.internal import tree_flatten
 
 __all__ = [
     "DEFAULT_FAST_DEV_RUN_ITEMS",

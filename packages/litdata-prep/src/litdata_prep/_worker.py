@@ -25,16 +25,8 @@ from pathlib import Path
 from types import GeneratorType
 from typing import Any
 
-from litdata_format import (
-    BinaryWriter,
-    ChunkInfo,
-    DatasetIndex,
-    normalize_key,
-    rank_index_name,
-    tree_flatten,
-    tree_unflatten,
-    write_json_atomic,
-)
+from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
+from litdata_format.internal import normalize_key, rank_index_name, tree_flatten, tree_unflatten, write_json_atomic
 from litdata_io import Dir
 from litdata_prep._checkpoint import WorkerCheckpoint
 from litdata_prep._output import Output

@@ -3,11 +3,22 @@
 :class:`StreamingRawDataset` is a map-style torch dataset over a local folder or a bucket: the
 listing is cached as ``index.json.zstd`` (:class:`FileIndexer`), and each batch's files are
 downloaded concurrently on an asyncio loop.
+Names load their module on first use (:mod:`litdata_format.lazy`), so ``import litdata_raw`` imports
+no torch until a name that needs it is used.
 """
 
-from litdata_raw._dataset import StreamingRawDataset
-from litdata_raw._index import BaseIndexer, FileIndexer, FileMetadata
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
 
 __version__ = "0.1.0"
 
-__all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset", "__version__"]
+if TYPE_CHECKING:
+    from litdata_raw._dataset import StreamingRawDataset as StreamingRawDataset
+    from litdata_raw._index import BaseIndexer as BaseIndexer
+    from litdata_raw._index import FileIndexer as FileIndexer
+    from litdata_raw._index import FileMetadata as FileMetadata
+
+__getattr__, __dir__ = lazy_module(globals())

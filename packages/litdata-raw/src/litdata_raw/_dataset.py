@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from torch.utils.data import Dataset, get_worker_info
 
-from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir, run_sync
+from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
+from litdata_io.internal import run_sync
 from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer, FileMetadata
 
 __all__ = ["StreamingRawDataset"]

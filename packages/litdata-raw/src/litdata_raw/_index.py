@@ -28,7 +28,7 @@ from typing import Any
 
 import zstandard
 
-from litdata_format import write_file_atomic
+from litdata_format.internal import write_file_atomic
 from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
 
 __all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "decode_index", "encode_index"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format import INDEX_FILENAME, BaseItemLoader, BinaryWriter, DatasetReader, Serializer, TokensLoader
+from litdata_format.internal import check_writer_options
 from litdata_io import Dir, resolve_dir
 from litdata_stream._env import DistributedEnv, WorkerEnv
 
@@ -57,8 +58,7 @@ class Cache:
                 f"Cache writes to and reads from a local folder; {input_dir!r} has none "
                 "(give a path, or Dir(path=..., url=...))"
             )
-        if chunk_size is not None and chunk_bytes is not None:
-            raise ValueError("give either chunk_size or chunk_bytes, not both")
+        check_writer_options(chunk_size, chunk_bytes, compression, encryption, item_loader)  # the writer's own check
         self._cache_dir = resolved.path
         self._writer_options: dict[str, Any] = {
             "chunk_size": chunk_size,

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
-from litdata_format import Graph, is_pyg_data
+from litdata_format import Graph
+from litdata_format.internal import is_pyg_data
 
 __all__ = [
     "ArrayBatch",

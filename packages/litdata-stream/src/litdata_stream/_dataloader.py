@@ -19,7 +19,8 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from litdata_io import ActivityBoard, attach_activity, start_forkserver, trace_begin, trace_end, trace_instant
+from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
+from litdata_io.internal import ActivityBoard, attach_activity
 from litdata_stream._collate import (
     ArrayBatch,
     BatchBundle,

@@ -15,16 +15,11 @@ from typing import Any, Protocol
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
-from litdata_format import (
-    BaseItemLoader,
-    ParquetLoader,
-    PyTreeLoader,
-    Serializer,
-    TokensLoader,
-    normalize_key,
-    resolve_serializers,
-)
-from litdata_io import activity_begin, activity_end, fork_generation, trace_begin, trace_enabled, trace_end, trace_span
+from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
+from litdata_format.internal import normalize_key
+from litdata_format.serializers import resolve_serializers
+from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
+from litdata_io.internal import activity_begin, activity_end, fork_generation
 from litdata_stream._collate import (
     BatchBundle,
     Batching,
@@ -695,7 +690,7 @@ class _GatheringTaker:
         self._opened: Any = None
         self._items: np.ndarray = np.empty(0, dtype=np.int64)
         self._taken = 0
-        self._reading = 0  # the activity token of the chunk being read (see litdata_io.activity)
+        self._reading = 0  # the activity token of the chunk being read (see litdata_io.internal.activity)
 
     def take(self, count: int) -> tuple[list[Any], int]:
         parts: list[Any] = []

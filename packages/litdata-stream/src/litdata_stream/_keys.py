@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from litdata_format import KEYS_FILE, read_keys
+from litdata_format.internal import KEYS_FILE, read_keys
 
 __all__ = ["load_keys"]
 

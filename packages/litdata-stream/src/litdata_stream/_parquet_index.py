@@ -23,16 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litdata_format import (
-    INDEX_FILENAME,
-    DatasetIndex,
-    IndexNotFoundError,
-    complete_dataset,
-    load_index,
-    parse_index,
-    write_file_atomic,
-)
-from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir, run_sync
+from litdata_format import INDEX_FILENAME, DatasetIndex, IndexNotFoundError, complete_dataset, load_index, parse_index
+from litdata_format.internal import write_file_atomic
+from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
+from litdata_io.internal import run_sync
 
 __all__ = [
     "index_hf_dataset",

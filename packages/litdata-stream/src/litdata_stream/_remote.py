@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, write_file_atomic
+from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
+from litdata_format.internal import Chunk, open_chunk, write_file_atomic
 from litdata_io import ChunkCache, Dir, Prefetcher, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
 from litdata_stream._parquet_index import local_dataset_index, remote_parquet_index, select_files
 from litdata_stream._source import ChunkOpener, ChunkSource, LocalSource, chunk_opener

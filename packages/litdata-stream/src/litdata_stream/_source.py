@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
+from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
+from litdata_format.internal import Chunk, open_chunk
 
 __all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener"]
 

@@ -2,7 +2,7 @@
 
 The watchdog: when the training loop has waited inside ``next()`` for ``watchdog_s`` seconds, a daemon
 thread of the main process reads what every DataLoader worker publishes on its
-:class:`~litdata_io.ActivityBoard` slot (the chunk download, decompression, lock or wait it is
+:class:`~litdata_io.internal.ActivityBoard` slot (the chunk download, decompression, lock or wait it is
 in) and reports it as a :class:`LoaderStallWarning` and a ``stall`` tracer event, again every
 ``watchdog_s`` seconds while the stall lasts. The time the loop spends between batches (its
 training step, an evaluation mid-epoch) is not a stall: the clock runs only inside ``next()``.
@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from litdata_io import ActivityBoard, attach_activity, trace_instant
+from litdata_io import trace_instant
+from litdata_io.internal import ActivityBoard, attach_activity
 
 __all__ = [
     "ENV_WATCHDOG",

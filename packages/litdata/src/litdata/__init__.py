@@ -6,121 +6,42 @@ A drop-in for upstream LitData. Names are re-exported lazily from the workspace 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
 
 __version__ = "0.1.0"
 
-# public name -> the module that owns the one real object
-_EXPORTS: dict[str, str] = {
-    "StreamingDataset": "litdata_stream",
-    "StreamingDataLoader": "litdata_stream",
-    "CombinedStreamingDataset": "litdata_stream",
-    "ParallelStreamingDataset": "litdata_stream",
-    "StreamingRawDataset": "litdata_raw",
-    "litdata_collate": "litdata_stream",
-    "train_test_split": "litdata_stream",
-    "index_parquet_dataset": "litdata_stream",
-    "index_hf_dataset": "litdata_stream",
-    "TokensLoader": "litdata_format",
-    "Audio": "litdata_format",
-    "File": "litdata_format",
-    "Graph": "litdata_format",
-    "Image": "litdata_format",
-    "Jpeg": "litdata_format",
-    "JpegArray": "litdata_format",
-    "Mesh": "litdata_format",
-    "Nifti": "litdata_format",
-    "Pdf": "litdata_format",
-    "Pil": "litdata_format",
-    "Tensor": "litdata_format",
-    "Text": "litdata_format",
-    "Tiff": "litdata_format",
-    "Video": "litdata_format",
-    "complete_dataset": "litdata_format",
-    "is_complete_dataset": "litdata_format",
-    "optimize": "litdata_prep",
-    "map": "litdata_prep",
-    "merge_datasets": "litdata_prep",
-    "walk": "litdata_prep",
-}
-
 if TYPE_CHECKING:
-    from litdata_format import (
-        Audio,
-        File,
-        Graph,
-        Image,
-        Jpeg,
-        JpegArray,
-        Mesh,
-        Nifti,
-        Pdf,
-        Pil,
-        Tensor,
-        Text,
-        Tiff,
-        TokensLoader,
-        Video,
-        complete_dataset,
-        is_complete_dataset,
-    )
-    from litdata_prep import map, merge_datasets, optimize, walk
-    from litdata_raw import StreamingRawDataset
-    from litdata_stream import (
-        CombinedStreamingDataset,
-        ParallelStreamingDataset,
-        StreamingDataLoader,
-        StreamingDataset,
-        index_hf_dataset,
-        index_parquet_dataset,
-        litdata_collate,
-        train_test_split,
-    )
+    from litdata_format import Audio as Audio
+    from litdata_format import File as File
+    from litdata_format import Graph as Graph
+    from litdata_format import Image as Image
+    from litdata_format import Jpeg as Jpeg
+    from litdata_format import JpegArray as JpegArray
+    from litdata_format import Mesh as Mesh
+    from litdata_format import Nifti as Nifti
+    from litdata_format import Pdf as Pdf
+    from litdata_format import Pil as Pil
+    from litdata_format import Tensor as Tensor
+    from litdata_format import Text as Text
+    from litdata_format import Tiff as Tiff
+    from litdata_format import TokensLoader as TokensLoader
+    from litdata_format import Video as Video
+    from litdata_format import complete_dataset as complete_dataset
+    from litdata_format import is_complete_dataset as is_complete_dataset
+    from litdata_prep import map as map
+    from litdata_prep import merge_datasets as merge_datasets
+    from litdata_prep import optimize as optimize
+    from litdata_prep import walk as walk
+    from litdata_raw import StreamingRawDataset as StreamingRawDataset
+    from litdata_stream import CombinedStreamingDataset as CombinedStreamingDataset
+    from litdata_stream import ParallelStreamingDataset as ParallelStreamingDataset
+    from litdata_stream import StreamingDataLoader as StreamingDataLoader
+    from litdata_stream import StreamingDataset as StreamingDataset
+    from litdata_stream import index_hf_dataset as index_hf_dataset
+    from litdata_stream import index_parquet_dataset as index_parquet_dataset
+    from litdata_stream import litdata_collate as litdata_collate
+    from litdata_stream import train_test_split as train_test_split
 
-__all__ = [
-    "Audio",
-    "File",
-    "Graph",
-    "Image",
-    "Jpeg",
-    "JpegArray",
-    "Mesh",
-    "Nifti",
-    "Pdf",
-    "Pil",
-    "Tensor",
-    "Text",
-    "Tiff",
-    "Video",
-    "CombinedStreamingDataset",
-    "ParallelStreamingDataset",
-    "StreamingDataLoader",
-    "StreamingDataset",
-    "StreamingRawDataset",
-    "TokensLoader",
-    "__version__",
-    "complete_dataset",
-    "index_hf_dataset",
-    "index_parquet_dataset",
-    "is_complete_dataset",
-    "litdata_collate",
-    "map",
-    "merge_datasets",
-    "optimize",
-    "walk",
-    "train_test_split",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'litdata' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,12 @@
 """Upstream's ``litdata.debugger`` import path: the pipeline tracer (see ``docs/tracing.md``)."""
 
-from litdata_io import enable_tracer
+from __future__ import annotations
 
-__all__ = ["enable_tracer"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_io import enable_tracer as enable_tracer
+
+__getattr__, __dir__ = lazy_module(globals())

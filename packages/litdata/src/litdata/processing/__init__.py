@@ -1,5 +1,14 @@
 """Upstream's ``litdata.processing`` import path."""
 
-from litdata_prep import map, merge_datasets, optimize
+from __future__ import annotations
 
-__all__ = ["map", "merge_datasets", "optimize"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_prep import map as map
+    from litdata_prep import merge_datasets as merge_datasets
+    from litdata_prep import optimize as optimize
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,12 @@
 """Upstream's ``litdata.processing.data_processor`` import path (the queue sentinel)."""
 
-from litdata_prep import ALL_DONE
+from __future__ import annotations
 
-__all__ = ["ALL_DONE"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_prep import ALL_DONE as ALL_DONE
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,15 @@
 """Upstream's ``litdata.processing.functions`` import path."""
 
-from litdata_prep import map, merge_datasets, optimize, walk
+from __future__ import annotations
 
-__all__ = ["map", "merge_datasets", "optimize", "walk"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_prep import map as map
+    from litdata_prep import merge_datasets as merge_datasets
+    from litdata_prep import optimize as optimize
+    from litdata_prep import walk as walk
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,12 @@
 """Upstream's ``litdata.raw.dataset`` import path."""
 
-from litdata_raw import StreamingRawDataset
+from __future__ import annotations
 
-__all__ = ["StreamingRawDataset"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_raw import StreamingRawDataset as StreamingRawDataset
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,14 @@
 """Upstream's ``litdata.raw.indexer`` import path."""
 
-from litdata_raw import BaseIndexer, FileIndexer, FileMetadata
+from __future__ import annotations
 
-__all__ = ["BaseIndexer", "FileIndexer", "FileMetadata"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_raw import BaseIndexer as BaseIndexer
+    from litdata_raw import FileIndexer as FileIndexer
+    from litdata_raw import FileMetadata as FileMetadata
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,19 +1,17 @@
 """Upstream's ``litdata.streaming`` import path."""
 
-from litdata_format import TokensLoader
-from litdata_stream import (
-    Cache,
-    CombinedStreamingDataset,
-    ParallelStreamingDataset,
-    StreamingDataLoader,
-    StreamingDataset,
-)
+from __future__ import annotations
 
-__all__ = [
-    "Cache",
-    "CombinedStreamingDataset",
-    "ParallelStreamingDataset",
-    "StreamingDataLoader",
-    "StreamingDataset",
-    "TokensLoader",
-]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_format import TokensLoader as TokensLoader
+    from litdata_stream import Cache as Cache
+    from litdata_stream import CombinedStreamingDataset as CombinedStreamingDataset
+    from litdata_stream import ParallelStreamingDataset as ParallelStreamingDataset
+    from litdata_stream import StreamingDataLoader as StreamingDataLoader
+    from litdata_stream import StreamingDataset as StreamingDataset
+
+__getattr__, __dir__ = lazy_module(globals())

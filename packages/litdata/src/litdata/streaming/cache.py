@@ -1,6 +1,13 @@
 """Upstream's ``litdata.streaming.cache`` import path."""
 
-from litdata_io import Dir
-from litdata_stream import Cache
+from __future__ import annotations
 
-__all__ = ["Cache", "Dir"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_io import Dir as Dir
+    from litdata_stream import Cache as Cache
+
+__getattr__, __dir__ = lazy_module(globals())

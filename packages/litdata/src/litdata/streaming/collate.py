@@ -1,5 +1,12 @@
 """Upstream's ``litdata.streaming.collate`` import path."""
 
-from litdata_stream import litdata_collate
+from __future__ import annotations
 
-__all__ = ["litdata_collate"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_stream import litdata_collate as litdata_collate
+
+__getattr__, __dir__ = lazy_module(globals())

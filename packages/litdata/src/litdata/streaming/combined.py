@@ -1,5 +1,12 @@
 """Upstream's ``litdata.streaming.combined`` import path."""
 
-from litdata_stream import CombinedStreamingDataset
+from __future__ import annotations
 
-__all__ = ["CombinedStreamingDataset"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_stream import CombinedStreamingDataset as CombinedStreamingDataset
+
+__getattr__, __dir__ = lazy_module(globals())

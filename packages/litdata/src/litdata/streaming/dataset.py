@@ -1,5 +1,12 @@
 """Upstream's ``litdata.streaming.dataset`` import path."""
 
-from litdata_stream import StreamingDataset
+from __future__ import annotations
 
-__all__ = ["StreamingDataset"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_stream import StreamingDataset as StreamingDataset
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,12 @@
 """Upstream's ``litdata.streaming.parallel`` import path."""
 
-from litdata_stream import ParallelStreamingDataset
+from __future__ import annotations
 
-__all__ = ["ParallelStreamingDataset"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_stream import ParallelStreamingDataset as ParallelStreamingDataset
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,13 @@
 """Upstream's ``litdata.streaming.resolver`` import path."""
 
-from litdata_io import Dir, resolve_dir
+from __future__ import annotations
 
-__all__ = ["Dir", "resolve_dir"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_io import Dir as Dir
+    from litdata_io import resolve_dir as resolve_dir
+
+__getattr__, __dir__ = lazy_module(globals())

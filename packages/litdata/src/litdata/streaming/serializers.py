@@ -1,61 +1,38 @@
 """Upstream's ``litdata.streaming.serializers`` import path."""
 
-from litdata_format.serializers import (
-    AudioSerializer,
-    BooleanSerializer,
-    BytesSerializer,
-    FileSerializer,
-    FloatSerializer,
-    GraphSerializer,
-    ImageSerializer,
-    IntegerSerializer,
-    JPEGArraySerializer,
-    JPEGSerializer,
-    JsonSerializer,
-    MeshSerializer,
-    NiftiSerializer,
-    NoHeaderNumpySerializer,
-    NoHeaderTensorSerializer,
-    NumpySerializer,
-    PDFSerializer,
-    PickleSerializer,
-    PILSerializer,
-    Serializer,
-    StringSerializer,
-    TensorSerializer,
-    TextSerializer,
-    TIFFSerializer,
-    VideoSerializer,
-    default_serializers,
-    resolve_serializers,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AudioSerializer",
-    "BooleanSerializer",
-    "BytesSerializer",
-    "FileSerializer",
-    "FloatSerializer",
-    "GraphSerializer",
-    "ImageSerializer",
-    "IntegerSerializer",
-    "JPEGArraySerializer",
-    "JPEGSerializer",
-    "JsonSerializer",
-    "MeshSerializer",
-    "NiftiSerializer",
-    "NoHeaderNumpySerializer",
-    "NoHeaderTensorSerializer",
-    "NumpySerializer",
-    "PDFSerializer",
-    "PILSerializer",
-    "PickleSerializer",
-    "Serializer",
-    "StringSerializer",
-    "TIFFSerializer",
-    "TensorSerializer",
-    "TextSerializer",
-    "VideoSerializer",
-    "default_serializers",
-    "resolve_serializers",
-]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_format.serializers import AudioSerializer as AudioSerializer
+    from litdata_format.serializers import BooleanSerializer as BooleanSerializer
+    from litdata_format.serializers import BytesSerializer as BytesSerializer
+    from litdata_format.serializers import FileSerializer as FileSerializer
+    from litdata_format.serializers import FloatSerializer as FloatSerializer
+    from litdata_format.serializers import GraphSerializer as GraphSerializer
+    from litdata_format.serializers import ImageSerializer as ImageSerializer
+    from litdata_format.serializers import IntegerSerializer as IntegerSerializer
+    from litdata_format.serializers import JPEGArraySerializer as JPEGArraySerializer
+    from litdata_format.serializers import JPEGSerializer as JPEGSerializer
+    from litdata_format.serializers import JsonSerializer as JsonSerializer
+    from litdata_format.serializers import MeshSerializer as MeshSerializer
+    from litdata_format.serializers import NiftiSerializer as NiftiSerializer
+    from litdata_format.serializers import NoHeaderNumpySerializer as NoHeaderNumpySerializer
+    from litdata_format.serializers import NoHeaderTensorSerializer as NoHeaderTensorSerializer
+    from litdata_format.serializers import NumpySerializer as NumpySerializer
+    from litdata_format.serializers import PDFSerializer as PDFSerializer
+    from litdata_format.serializers import PickleSerializer as PickleSerializer
+    from litdata_format.serializers import PILSerializer as PILSerializer
+    from litdata_format.serializers import Serializer as Serializer
+    from litdata_format.serializers import StringSerializer as StringSerializer
+    from litdata_format.serializers import TensorSerializer as TensorSerializer
+    from litdata_format.serializers import TextSerializer as TextSerializer
+    from litdata_format.serializers import TIFFSerializer as TIFFSerializer
+    from litdata_format.serializers import VideoSerializer as VideoSerializer
+    from litdata_format.serializers import default_serializers as default_serializers
+    from litdata_format.serializers import resolve_serializers as resolve_serializers
+
+__getattr__, __dir__ = lazy_module(globals())

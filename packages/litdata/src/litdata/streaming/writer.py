@@ -1,6 +1,13 @@
 """Upstream's ``litdata.streaming.writer`` import path."""
 
-from litdata_format import BinaryWriter
-from litdata_stream import index_parquet_dataset
+from __future__ import annotations
 
-__all__ = ["BinaryWriter", "index_parquet_dataset"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_format import BinaryWriter as BinaryWriter
+    from litdata_stream import index_parquet_dataset as index_parquet_dataset
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,5 +1,14 @@
 """Upstream's ``litdata.utilities.encryption`` import path."""
 
-from litdata_format import Encryption, FernetEncryption, RSAEncryption
+from __future__ import annotations
 
-__all__ = ["Encryption", "FernetEncryption", "RSAEncryption"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_format import Encryption as Encryption
+    from litdata_format import FernetEncryption as FernetEncryption
+    from litdata_format import RSAEncryption as RSAEncryption
+
+__getattr__, __dir__ = lazy_module(globals())

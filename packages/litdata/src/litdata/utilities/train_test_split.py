@@ -1,5 +1,12 @@
 """Upstream's ``litdata.utilities.train_test_split`` import path."""
 
-from litdata_stream import train_test_split
+from __future__ import annotations
 
-__all__ = ["train_test_split"]
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_stream import train_test_split as train_test_split
+
+__getattr__, __dir__ = lazy_module(globals())

@@ -1,0 +1,43 @@
+"""Internal to the litdata packages: what litdata-io, -stream, -raw and -prep need from litdata-format.
+
+Not the user API (that is :mod:`litdata_format`): these helpers change with the packages that use
+them, which pin litdata-format exactly. The rule, for every litdata package: ``litdata_x`` exports
+what its users need, ``litdata_x.internal`` what the other litdata packages need beyond that, and
+``_underscore`` modules are imported only by their own package and its tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from litdata_format.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from litdata_format._atomic import atomic_file as atomic_file
+    from litdata_format._atomic import temp_target as temp_target
+    from litdata_format._atomic import write_file_atomic as write_file_atomic
+    from litdata_format._checksum import expected_checksum as expected_checksum
+    from litdata_format._chunk import Chunk as Chunk
+    from litdata_format._chunk import ChunkView as ChunkView
+    from litdata_format._chunk import encode_chunk as encode_chunk
+    from litdata_format._compression import compress as compress
+    from litdata_format._compression import decompress as decompress
+    from litdata_format._index import cached_chunk_sizes as cached_chunk_sizes
+    from litdata_format._index import chunk_name as chunk_name
+    from litdata_format._index import parse_chunk_name as parse_chunk_name
+    from litdata_format._index import plain_chunk_name as plain_chunk_name
+    from litdata_format._index import rank_index_name as rank_index_name
+    from litdata_format._index import write_json_atomic as write_json_atomic
+    from litdata_format._keys import KEYS_FILE as KEYS_FILE
+    from litdata_format._keys import keys_parquet as keys_parquet
+    from litdata_format._keys import normalize_key as normalize_key
+    from litdata_format._keys import read_keys as read_keys
+    from litdata_format._layouts import open_chunk as open_chunk
+    from litdata_format._media import is_pyg_data as is_pyg_data
+    from litdata_format._pytree import tree_flatten as tree_flatten
+    from litdata_format._pytree import tree_unflatten as tree_unflatten
+    from litdata_format._sizes import parse_size as parse_size
+    from litdata_format._writer import WriterOptions as WriterOptions
+    from litdata_format._writer import check_writer_options as check_writer_options
+
+__getattr__, __dir__ = lazy_module(globals())
