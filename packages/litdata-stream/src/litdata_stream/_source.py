@@ -2,7 +2,8 @@
 
 A source hands out opened chunks by number, takes a reading order as a prefetch hint, and is
 told when a chunk is no longer needed (so the cache may evict it). Sources are created lazily in
-the process that reads (never pickled open), so DataLoader workers each get their own.
+the process that reads (never pickled open), from the dataset's ``ChunkOrigin`` (``_origin``),
+so DataLoader workers each get their own.
 """
 
 from __future__ import annotations
@@ -14,25 +15,10 @@ from typing import Any, Protocol
 
 from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
 
-__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener"]
+__all__ = ["ChunkOpener", "ChunkSource", "LocalSource"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
-
-
-def chunk_opener(dataset: Any) -> ChunkOpener:
-    """Open chunks the way the dataset's item loader says (Parquet files are not chunk files).
-
-    Looked up at each open: the first source is made before the dataset has chosen its loader.
-    """
-
-    def open_with_loader(path: Path, info: ChunkInfo, index: DatasetIndex, encryption: Any) -> Chunk:
-        loader = dataset.__dict__.get("item_loader")
-        if loader is None:
-            return open_chunk(path, info, index, encryption)
-        return loader.open_chunk(path, info, index, encryption)
-
-    return open_with_loader
 
 
 class ChunkSource(Protocol):

@@ -1,0 +1,126 @@
+"""Where a dataset's chunks come from, resolved once, when the dataset is made.
+
+A :class:`ChunkOrigin` is a small frozen record: the parsed index, the local folder read in place
+or the URL read through the chunk cache (with its cache folder and the index's version), and the
+options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
+with it (forked or pickled): a worker opens its own source from it (:func:`open_source`) and
+never downloads or parses ``index.json`` again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litdata_format import DatasetIndex
+from litdata_io import Dir, cache_dir_for, get_storage, resolve_dir
+from litdata_stream._parquet_index import local_dataset_index, select_files
+from litdata_stream._remote import RemoteSource, fetch_index
+from litdata_stream._source import ChunkOpener, ChunkSource, LocalSource
+
+__all__ = ["ChunkOrigin", "locate_chunks", "open_source"]
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkOrigin:
+    """Where a dataset's chunks come from (see the module docstring).
+
+    Attributes:
+        index: the dataset's parsed index (its file pattern applied).
+        directory: the local folder read in place, or None when the chunks come through the cache.
+        url: the URL the chunks are fetched from (``s3://...``, ``local:/drive``), or None.
+        cache_dir: the folder the fetched chunks are kept in (a URL's only).
+        version: the subfolder of ``cache_dir`` holding this index's chunks (a URL's only).
+        index_path: where the index was read from, when not from the dataset's folder.
+        storage_options: credentials and endpoint for the object store.
+        session_options: boto3-style session options.
+        max_cache_size: the byte cap of the chunk cache.
+        max_pre_download: chunks fetched ahead of the one being read.
+        encryption: the key for encrypted datasets.
+        verify: check local chunks against their recorded checksums when first opened.
+    """
+
+    index: DatasetIndex
+    directory: Path | None = None
+    url: str | None = None
+    cache_dir: Path | None = None
+    version: str | None = None
+    index_path: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    session_options: Mapping[str, Any] | None = None
+    max_cache_size: int | float | str | None = None
+    max_pre_download: int = 2
+    encryption: Any = None
+    verify: bool = False
+
+
+def locate_chunks(
+    input_dir: Any,
+    *,
+    in_place: bool = True,
+    cache_dir: Any = None,
+    index_path: str | None = None,
+    file_pattern: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    session_options: Mapping[str, Any] | None = None,
+    max_cache_size: int | float | str | None = None,
+    max_pre_download: int = 2,
+    encryption: Any = None,
+    verify: bool = False,
+) -> ChunkOrigin:
+    """Resolve ``input_dir`` and read its index (fetching it into the cache folder for a URL).
+
+    Args:
+        input_dir: a local folder, a URL or a ``Dir``.
+        in_place: read a local folder in place (False: copy its chunks through the cache, as a
+            ``local:`` network drive is).
+        cache_dir: the cache root or folder the user chose (a ``Dir`` counts by its path).
+        index_path: read the index from there instead of the dataset's folder.
+        file_pattern: keep only the chunks whose file name matches this shell pattern.
+        storage_options: credentials and endpoint for the object store.
+        session_options: boto3-style session options.
+        max_cache_size: the byte cap of the chunk cache.
+        max_pre_download: chunks fetched ahead of the one being read.
+        encryption: the key for encrypted datasets.
+        verify: check local chunks against their recorded checksums when first opened.
+
+    Raises:
+        FileNotFoundError: a local ``input_dir`` is not a directory.
+    """
+    cache_setting = cache_dir.path if isinstance(cache_dir, Dir) else cache_dir
+    options = {
+        "index_path": index_path,
+        "storage_options": storage_options,
+        "session_options": session_options,
+        "max_cache_size": max_cache_size,
+        "max_pre_download": max_pre_download,
+        "encryption": encryption,
+    }
+    resolved = resolve_dir(input_dir)
+    if resolved.url is None and resolved.path is not None:
+        directory = Path(resolved.path)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"input_dir {str(input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
+            )
+        if in_place:
+            index = select_files(local_dataset_index(directory, index_path, cache_setting), file_pattern)
+            return ChunkOrigin(index, directory=directory, verify=bool(verify), **options)
+        resolved = resolve_dir("local:" + str(directory))  # LITDATA_POSIX_FAST=0: through the cache
+    url = resolved.url
+    if url is None:
+        raise ValueError(f"input_dir {input_dir!r} resolved to no URL")
+    folder = Path(resolved.path) if resolved.path is not None else cache_dir_for(url, cache_setting)
+    storage = get_storage(url, storage_options, session_options)
+    index, version, _ = fetch_index(storage, folder, index_path)
+    index = select_files(index, file_pattern)
+    return ChunkOrigin(index, url=url, cache_dir=folder, version=version, **options)
+
+
+def open_source(origin: ChunkOrigin, opener: ChunkOpener) -> ChunkSource:
+    """A new chunk source over ``origin`` for this process, opening chunks with ``opener``."""
+    if origin.directory is not None:
+        return LocalSource(origin.directory, origin.index, origin.encryption, opener=opener, verify=origin.verify)
+    return RemoteSource.open(origin, opener)
