@@ -57,18 +57,7 @@ class ChunkOrigin:
 
 
 def locate_chunks(
-    input_dir: Any,
-    *,
-    in_place: bool = True,
-    cache_dir: Any = None,
-    index_path: str | None = None,
-    file_pattern: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    session_options: Mapping[str, Any] | None = None,
-    max_cache_size: int | float | str | None = None,
-    max_pre_download: int = 2,
-    encryption: Any = None,
-    verify: bool = False,
+    input_dir: Any, *, in_place: bool = True, cache_dir: Any = None, file_pattern: str | None = None, **options: Any
 ) -> ChunkOrigin:
     """Resolve ``input_dir`` and read its index (fetching it into the cache folder for a URL).
 
@@ -77,27 +66,15 @@ def locate_chunks(
         in_place: read a local folder in place (False: copy its chunks through the cache, as a
             ``local:`` network drive is).
         cache_dir: the cache root or folder the user chose (a ``Dir`` counts by its path).
-        index_path: read the index from there instead of the dataset's folder.
         file_pattern: keep only the chunks whose file name matches this shell pattern.
-        storage_options: credentials and endpoint for the object store.
-        session_options: boto3-style session options.
-        max_cache_size: the byte cap of the chunk cache.
-        max_pre_download: chunks fetched ahead of the one being read.
-        encryption: the key for encrypted datasets.
-        verify: check local chunks against their recorded checksums when first opened.
+        **options: the other fields of :class:`ChunkOrigin` (``index_path``, ``storage_options``,
+            ``encryption``, ...), kept on it as given.
 
     Raises:
         FileNotFoundError: a local ``input_dir`` is not a directory.
     """
     cache_setting = cache_dir.path if isinstance(cache_dir, Dir) else cache_dir
-    options = {
-        "index_path": index_path,
-        "storage_options": storage_options,
-        "session_options": session_options,
-        "max_cache_size": max_cache_size,
-        "max_pre_download": max_pre_download,
-        "encryption": encryption,
-    }
+    index_path = options.get("index_path")
     resolved = resolve_dir(input_dir)
     if resolved.url is None and resolved.path is not None:
         directory = Path(resolved.path)
@@ -107,13 +84,13 @@ def locate_chunks(
             )
         if in_place:
             index = select_files(local_dataset_index(directory, index_path, cache_setting), file_pattern)
-            return ChunkOrigin(index, directory=directory, verify=bool(verify), **options)
+            return ChunkOrigin(index, directory=directory, **options)
         resolved = resolve_dir("local:" + str(directory))  # LITDATA_POSIX_FAST=0: through the cache
     url = resolved.url
     if url is None:
         raise ValueError(f"input_dir {input_dir!r} resolved to no URL")
     folder = Path(resolved.path) if resolved.path is not None else cache_dir_for(url, cache_setting)
-    storage = get_storage(url, storage_options, session_options)
+    storage = get_storage(url, options.get("storage_options"), options.get("session_options"))
     index, version, _ = fetch_index(storage, folder, index_path)
     index = select_files(index, file_pattern)
     return ChunkOrigin(index, url=url, cache_dir=folder, version=version, **options)
