@@ -29,7 +29,7 @@ from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._fetch import fetch_many
-from litdata_stream._origin import ChunkOrigin, locate_chunks, open_source
+from litdata_stream._origin import locate_chunks, open_source
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
     EpochOrder,
@@ -46,7 +46,7 @@ from litdata_stream._plan import (
 from litdata_stream._posix import PosixProfile, detect_posix
 from litdata_stream._protocol import LoaderPlan
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkSource
+from litdata_stream._source import ChunkOrigin, ChunkSource
 from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading, sent
 from litdata_stream._upstream_state import (
     UpstreamOrder,
@@ -389,8 +389,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's)."""
         self.load_state_dict(state["dataset"])
 
-    # -- iteration ------------------------------------------------------------------------------
+    # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
     def epoch_order(self, epoch: int) -> EpochOrder:
+        """The order of the samples in a pass of ``epoch`` (the mixing datasets read their
+        sub-datasets' stretches in it; internal to the litdata packages)."""
         upstream = self._upstream
         if upstream is not None and upstream[0] == epoch:
             found = self.__dict__.get("_upstream_order")

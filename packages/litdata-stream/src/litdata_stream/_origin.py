@@ -1,59 +1,23 @@
 """Where a dataset's chunks come from, resolved once, when the dataset is made.
 
-A :class:`ChunkOrigin` is a small frozen record: the parsed index, the local folder read in place
-or the URL read through the chunk cache (with its cache folder and the index's version), and the
-options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
+A ``ChunkOrigin`` (``_source``) is a small frozen record: the parsed index, the local folder read
+in place or the URL read through the chunk cache (with its cache folder and the index's version),
+and the options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
 with it (forked or pickled): a worker opens its own source from it (:func:`open_source`) and
 never downloads or parses ``index.json`` again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litdata_format import DatasetIndex
 from litdata_io import Dir, cache_dir_for, get_storage, resolve_dir
 from litdata_stream._parquet_index import local_dataset_index, select_files
 from litdata_stream._remote import RemoteSource, fetch_index
-from litdata_stream._source import ChunkOpener, ChunkSource, LocalSource
+from litdata_stream._source import ChunkOpener, ChunkOrigin, ChunkSource, LocalSource
 
-__all__ = ["ChunkOrigin", "locate_chunks", "open_source"]
-
-
-@dataclass(frozen=True, eq=False)
-class ChunkOrigin:
-    """Where a dataset's chunks come from (see the module docstring).
-
-    Attributes:
-        index: the dataset's parsed index (its file pattern applied).
-        directory: the local folder read in place, or None when the chunks come through the cache.
-        url: the URL the chunks are fetched from (``s3://...``, ``local:/drive``), or None.
-        cache_dir: the folder the fetched chunks are kept in (a URL's only).
-        version: the subfolder of ``cache_dir`` holding this index's chunks (a URL's only).
-        index_path: where the index was read from, when not from the dataset's folder.
-        storage_options: credentials and endpoint for the object store.
-        session_options: boto3-style session options.
-        max_cache_size: the byte cap of the chunk cache.
-        max_pre_download: chunks fetched ahead of the one being read.
-        encryption: the key for encrypted datasets.
-        verify: check local chunks against their recorded checksums when first opened.
-    """
-
-    index: DatasetIndex
-    directory: Path | None = None
-    url: str | None = None
-    cache_dir: Path | None = None
-    version: str | None = None
-    index_path: str | None = None
-    storage_options: Mapping[str, Any] | None = None
-    session_options: Mapping[str, Any] | None = None
-    max_cache_size: int | float | str | None = None
-    max_pre_download: int = 2
-    encryption: Any = None
-    verify: bool = False
+__all__ = ["locate_chunks", "open_source"]
 
 
 def locate_chunks(

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from litdata_format import INDEX_FILENAME, Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, write_file_atomic
 from litdata_io import ChunkCache, Prefetcher, Storage, dataset_version, get_storage
 from litdata_stream._parquet_index import remote_parquet_index
-from litdata_stream._source import ChunkOpener
-
-if TYPE_CHECKING:
-    from litdata_stream._origin import ChunkOrigin
+from litdata_stream._source import ChunkOpener, ChunkOrigin
 
 __all__ = ["RemoteSource", "fetch_index"]
 

@@ -9,16 +9,50 @@ so DataLoader workers each get their own.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from litdata_format import Chunk, ChunkInfo, DatasetIndex, load_index, open_chunk, verify_file
 
-__all__ = ["ChunkOpener", "ChunkSource", "LocalSource"]
+__all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkOrigin:
+    """Where a dataset's chunks come from (see ``_origin``).
+
+    Attributes:
+        index: the dataset's parsed index (its file pattern applied).
+        directory: the local folder read in place, or None when the chunks come through the cache.
+        url: the URL the chunks are fetched from (``s3://...``, ``local:/drive``), or None.
+        cache_dir: the folder the fetched chunks are kept in (a URL's only).
+        version: the subfolder of ``cache_dir`` holding this index's chunks (a URL's only).
+        index_path: where the index was read from, when not from the dataset's folder.
+        storage_options: credentials and endpoint for the object store.
+        session_options: boto3-style session options.
+        max_cache_size: the byte cap of the chunk cache.
+        max_pre_download: chunks fetched ahead of the one being read.
+        encryption: the key for encrypted datasets.
+        verify: check local chunks against their recorded checksums when first opened.
+    """
+
+    index: DatasetIndex
+    directory: Path | None = None
+    url: str | None = None
+    cache_dir: Path | None = None
+    version: str | None = None
+    index_path: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    session_options: Mapping[str, Any] | None = None
+    max_cache_size: int | float | str | None = None
+    max_pre_download: int = 2
+    encryption: Any = None
+    verify: bool = False
 
 
 class ChunkSource(Protocol):
