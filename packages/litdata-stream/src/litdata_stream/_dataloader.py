@@ -222,6 +222,7 @@ class StreamingDataLoader(DataLoader):
                 # without its ~25 us of bookkeeping per batch.
                 dataset.hand_pass(LoaderPass(token, batching))
                 batches: Iterator[Any] = iter(dataset)
+                dataset.hand_pass(None)  # taken: a `for sample in dataset` meanwhile is a pass of its own
             else:
                 context = self.multiprocessing_context
                 if self.num_workers and context is not None and context.get_start_method() == "forkserver":
