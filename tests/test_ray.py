@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import litdata_prep
-from litdata_format import INDEX_FILENAME, DatasetReader, load_index, parse_chunk_name
+from litdata_format import INDEX_FILENAME, DatasetReader, load_index
+from litdata_format.internal import parse_chunk_name
 from tests import ray_driver
 from tests.upstream_venv import run_upstream
 

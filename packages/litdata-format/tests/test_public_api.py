@@ -40,7 +40,10 @@ def test_a_name_is_the_one_object_of_its_module() -> None:
 
     assert litdata_format.BinaryWriter is _writer.BinaryWriter
     assert litdata_format.internal.write_file_atomic is _atomic.write_file_atomic
-    assert "__version__" in litdata_format.__all__ and "__version__" not in litdata_format.internal.__all__
+    assert (
+        "__version__" in vars(litdata_format)["__all__"]
+        and "__version__" not in vars(litdata_format.internal)["__all__"]
+    )
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -32,7 +32,7 @@ def test_top_level_names() -> None:
     import litdata_stream
 
     for name in ("CombinedStreamingDataset", "ParallelStreamingDataset"):
-        assert name in litdata.__all__
+        assert name in vars(litdata)["__all__"]
         assert getattr(litdata, name) is getattr(litdata_stream, name)
     from litdata.streaming.cache import Dir
     from litdata.streaming.resolver import Dir as ResolverDir

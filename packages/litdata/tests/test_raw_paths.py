@@ -25,5 +25,5 @@ def test_raw_shims(path: str) -> None:
 
 
 def test_top_level_export() -> None:
-    assert "StreamingRawDataset" in litdata.__all__
+    assert "StreamingRawDataset" in vars(litdata)["__all__"]
     assert litdata.StreamingRawDataset is litdata_raw.StreamingRawDataset

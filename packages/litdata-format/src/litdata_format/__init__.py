@@ -60,4 +60,5 @@ if TYPE_CHECKING:
     from litdata_format._writer import DEFAULT_CHUNK_BYTES as DEFAULT_CHUNK_BYTES
     from litdata_format._writer import BinaryWriter as BinaryWriter
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -54,7 +54,7 @@ def is_pyg_data(value: object) -> bool:
 
 
 @dataclass
-class _MediaRef:
+class MediaRef:
     """A file given by path or by its bytes (with ``path`` then only naming the extension)."""
 
     path: str | None = None
@@ -91,7 +91,7 @@ def _check_quality(owner: str, quality: int | None, max_quality: int | None) -> 
 
 
 @dataclass
-class Image(_MediaRef):
+class Image(MediaRef):
     """An image: ``path=``, ``bytes=``, a pixel ``array=`` (numpy or tensor, HWC) or a PIL ``image=``.
 
     Path and bytes are stored as they are. Pixels, a PIL image, or any of ``mode``, ``format``,
@@ -113,7 +113,7 @@ class Image(_MediaRef):
 
 
 @dataclass
-class Jpeg(_MediaRef):
+class Jpeg(MediaRef):
     """A JPEG: like :class:`Image` but always JPEG, with ``max_quality`` defaulting to 95.
 
     ``Jpeg(quality=80)`` re-encodes at 80 (the default cap is dropped). Reading gives an RGB
@@ -148,7 +148,7 @@ class JpegArray:
 
 
 @dataclass
-class Pil(_MediaRef):
+class Pil(MediaRef):
     """An image stored as raw pixels (mode, size, bytes); reading gives a PIL image back."""
 
     array: Any = None
@@ -157,7 +157,7 @@ class Pil(_MediaRef):
 
 
 @dataclass
-class Tiff(_MediaRef):
+class Tiff(MediaRef):
     """A TIFF file, or an ``array=``/``image=`` written with tifffile; reading gives a numpy array."""
 
     array: Any = None
@@ -165,19 +165,19 @@ class Tiff(_MediaRef):
 
 
 @dataclass
-class Text(_MediaRef):
+class Text(MediaRef):
     """UTF-8 text from ``text=``, a file ``path=`` or ``bytes=``; reading gives a ``str``."""
 
     text: str | None = None
 
 
 @dataclass
-class File(_MediaRef):
+class File(MediaRef):
     """Any file, stored and returned as bytes; its extension is kept in the data_format."""
 
 
 @dataclass
-class Mesh(_MediaRef):
+class Mesh(MediaRef):
     """A 3D mesh file (.glb, .ply, .stl) or a trimesh ``mesh=`` exported as ``file_type``."""
 
     mesh: Any = None
@@ -185,14 +185,14 @@ class Mesh(_MediaRef):
 
 
 @dataclass
-class Pdf(_MediaRef):
+class Pdf(MediaRef):
     """A PDF file, its bytes, or an open ``pdf=`` (pypdf reader or pdfplumber document)."""
 
     pdf: Any = None
 
 
 @dataclass
-class Nifti(_MediaRef):
+class Nifti(MediaRef):
     """A NIfTI volume: a file, its bytes, a nibabel ``image=``, or ``array=`` with an ``affine=``."""
 
     image: Any = None
@@ -201,7 +201,7 @@ class Nifti(_MediaRef):
 
 
 @dataclass
-class Audio(_MediaRef):
+class Audio(MediaRef):
     """Audio: a file, its bytes, or a waveform ``array=`` with its ``sampling_rate=`` (stored as WAV)."""
 
     array: Any = None
@@ -211,7 +211,7 @@ class Audio(_MediaRef):
 
 
 @dataclass
-class Video(_MediaRef):
+class Video(MediaRef):
     """Video: a file, its bytes, or a frame ``array=`` (N, H, W, C) encoded to MP4 at ``fps``.
 
     The decoder options (``dimension_order``, ``seek_mode``, ...) are kept for source
@@ -228,7 +228,7 @@ class Video(_MediaRef):
 
 
 @dataclass
-class Tensor(_MediaRef):
+class Tensor(MediaRef):
     """A tensor leaf: ``array=`` (tensor or numpy), or raw ``path=``/``bytes=`` with a torch ``dtype=``.
 
     1-D arrays use the header-less layout (the one TokensLoader reads).
@@ -313,7 +313,7 @@ def media_extension(path: str | None, default: str = "") -> str:
 
 def media_path_and_bytes(item: Any) -> tuple[str | None, builtins.bytes | None]:
     """``(path, bytes)`` of a wrapper or of a Hugging Face style ``{"path", "bytes"}`` dict."""
-    if isinstance(item, _MediaRef):
+    if isinstance(item, MediaRef):
         return item.path, item.bytes
     if is_str_dict(item):
         payload = item.get("bytes")
@@ -329,7 +329,7 @@ def read_media_bytes(item: Any) -> tuple[builtins.bytes, str]:
     path, payload = media_path_and_bytes(item)
     if payload is not None:
         return payload, media_extension(path)
-    if isinstance(item, _MediaRef) and item.path is None:
+    if isinstance(item, MediaRef) and item.path is None:
         given = [name for name in ("array", "image", "mesh", "pdf", "text") if getattr(item, name, None) is not None]
         if given:
             raise TypeError(
@@ -358,7 +358,7 @@ def has_media_extension(item: Any, extensions: tuple[str, ...]) -> bool:
     A wrapper or a ``{"path"}`` dict only needs the extension; a plain string must also be an
     existing file (otherwise it is text).
     """
-    if isinstance(item, _MediaRef):
+    if isinstance(item, MediaRef):
         return bool(item.path) and media_extension(item.path) in extensions
     if is_str_dict(item):
         path = item.get("path")

@@ -36,6 +36,7 @@ from litdata_format._media import (
     Image,
     Jpeg,
     JpegArray,
+    MediaRef,
     Mesh,
     Nifti,
     Pdf,
@@ -43,7 +44,6 @@ from litdata_format._media import (
     Tensor,
     Text,
     Tiff,
-    _MediaRef,  # pyright: ignore[reportPrivateUsage]  # the wrappers' base class, shared with their serializers
     check_decode,
     has_media_extension,
     import_optional,
@@ -102,7 +102,7 @@ class FileSerializer(Serializer):
     """:class:`File` bytes as they are, named ``file:{extension}``; reads the bytes."""
 
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
-        if isinstance(data, _MediaRef):
+        if isinstance(data, MediaRef):
             payload, ext = read_media_bytes(data)
             return payload, (f"file:{ext}" if ext else "file")
         with open(data, "rb") as handle:
@@ -337,7 +337,7 @@ class JPEGArraySerializer(Serializer):
                 files.append(jpeg.serialize(own)[0])
             elif isinstance(image, Image):
                 files.append(ImageSerializer().serialize(image)[0])
-            elif isinstance(image, (bytes, bytearray, str, dict, _MediaRef)):
+            elif isinstance(image, (bytes, bytearray, str, dict, MediaRef)):
                 files.append(read_media_bytes(image)[0])
             else:
                 files.append(jpeg.serialize(image)[0])

@@ -40,4 +40,5 @@ if TYPE_CHECKING:
     from litdata_format._writer import WriterOptions as WriterOptions
     from litdata_format._writer import check_writer_options as check_writer_options
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

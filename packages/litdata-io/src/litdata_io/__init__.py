@@ -50,4 +50,5 @@ if TYPE_CHECKING:
     from litdata_io._tracer import trace_span as trace_span
     from litdata_io._tracer import tracer_config as tracer_config
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

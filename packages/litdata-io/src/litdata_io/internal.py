@@ -25,4 +25,5 @@ if TYPE_CHECKING:
     from litdata_io._prefetch import min_pre_download as min_pre_download
     from litdata_io._process import fork_generation as fork_generation
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -32,4 +32,5 @@ if TYPE_CHECKING:
     from litdata_prep._readers import ParquetReader as ParquetReader
     from litdata_prep._readers import walk as walk
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from litdata_format import DatasetIndex, load_index, parse_index, rank_index_name
+from litdata_format import DatasetIndex, load_index, parse_index
+from litdata_format.internal import rank_index_name
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import WorkerError, _Progress
 from litdata_prep._output import Output

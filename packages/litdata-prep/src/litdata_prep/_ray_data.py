@@ -28,10 +28,9 @@ from litdata_format import (
     DatasetReader,
     load_index,
     merge_indexes,
-    parse_chunk_name,
     parse_index,
-    rank_index_name,
 )
+from litdata_format.internal import parse_chunk_name, rank_index_name
 from litdata_io import Dir, resolve_dir
 from litdata_prep._indexes import LAYOUT_HINT
 from litdata_prep._output import DatasetExistsError, Output

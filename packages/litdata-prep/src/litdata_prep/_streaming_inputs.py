@@ -65,7 +65,7 @@ def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any
                 f"{what}: inputs=StreamingDataLoader over a {type(dataset).__name__} is not supported: the loader "
                 "must read one StreamingDataset"
             )
-        source = StreamingInputReader(dataset, inputs.batch_size, inputs._collate, inputs.drop_last)
+        source = StreamingInputReader(dataset, inputs.batch_size, inputs.user_collate_fn, inputs.drop_last)
     count = source.count
     if count == 0:
         raise ValueError(f"{what}: inputs={name} is empty; there is nothing to process")

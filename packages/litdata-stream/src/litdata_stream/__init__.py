@@ -28,4 +28,5 @@ if TYPE_CHECKING:
     from litdata_stream._watchdog import LoaderStallWarning as LoaderStallWarning
     from litdata_stream._watchdog import LoaderStats as LoaderStats
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

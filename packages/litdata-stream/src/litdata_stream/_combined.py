@@ -14,6 +14,7 @@ starts a new *segment* of draws on it: nothing is repeated and nothing is skippe
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
@@ -21,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
-from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
+from litdata_stream._dataset import StreamingDataset
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, round_robin
@@ -32,8 +33,11 @@ from litdata_stream._plan import (
     WorkerPlan,
     batch_count,
     remaining_base,
+    skip_samples,
     split_base,
 )
+from litdata_stream._protocol import LoaderPlan
+from litdata_stream._takers import Taker, sent
 from litdata_stream._upstream_state import upstream_plans
 
 __all__ = ["CombinedStreamingDataset"]
@@ -105,14 +109,14 @@ class CombinedStreamingDataset(MixedDataset):
 
     # -- the plan of a run ----------------------------------------------------------------------
     def _sub_topologies(self, topology: Topology) -> list[Topology]:
-        return [d._topology(topology.num_workers, topology.batch_size) for d in self._datasets]
+        return [dataclasses.replace(topology, drop_last=d.drop_last) for d in self._datasets]
 
     def _segment(self, topology: Topology) -> tuple[int, list[list[Interval]], int]:
         """(segment, each sub-dataset's base, batches this rank already delivered in the segment)."""
         resume = self._resume
         if resume is None or resume["epoch"] != self.current_epoch:
             return 0, [[(0, d.num_samples)] for d in self._datasets], 0
-        if resume["topology"] == _topology_key(topology):
+        if resume["topology"] == topology.key:
             return resume["segment"], resume["bases"], resume["batches"]
         return resume["segment"] + 1, resume["remaining"], 0
 
@@ -134,7 +138,7 @@ class CombinedStreamingDataset(MixedDataset):
         unit = self._unit(topology)
         lengths = []
         for w, size in enumerate(sizes):
-            key = (self.current_epoch, segment, _topology_key(topology), rank, w, tuple(size))
+            key = (self.current_epoch, segment, topology.key, rank, w, tuple(size))
             found = self._lengths.get(key)
             if found is None:
                 found = stream_length(size, self.weights, unit, self.iterate_over_all, self._rng(segment, rank, w))
@@ -163,14 +167,18 @@ class CombinedStreamingDataset(MixedDataset):
         after = _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
         return after - before
 
-    def _batches_left(self) -> int:
-        _, _, delivered, _, per_rank = self._progress(self._topology())
-        return max(0, per_rank - delivered)
-
-    def _batch_limit(self) -> int | None:
+    def loader_plan(self) -> LoaderPlan:
+        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id);
+        stopping at its first exhausted dataset on several ranks, every rank stops together.
+        """
+        topology = self._topology()
+        run = self._run(topology)
+        roles = [run.role(w) for w in range(topology.num_workers)]
+        worker_batches = tuple(run.batches[role] - run.done[role] for role in roles)
         if self.iterate_over_all or self.distributed_env.world_size == 1:
-            return None
-        return self._batches_left()
+            return LoaderPlan(worker_batches)
+        _, _, delivered, _, per_rank = self._progress(topology)
+        return LoaderPlan(worker_batches, limit=max(0, per_rank - delivered))
 
     # -- iteration ------------------------------------------------------------------------------
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
@@ -191,21 +199,14 @@ class CombinedStreamingDataset(MixedDataset):
 
         def stretch(d: int) -> tuple[StreamingDataset, EpochOrder, list[Interval]]:
             dataset = self._datasets[d]
-            order = dataset._order(this_pass.epoch)
-            return dataset, order, _skip(order.read_order(plans[d][role].intervals), consumed[d])
+            order = dataset.epoch_order(this_pass.epoch)
+            return dataset, order, skip_samples(order.read_order(plans[d][role].intervals), consumed[d])
 
         if batching is None:
             yield from self._samples(todo, stretch)
         else:
             yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
         self._epochs.finish(this_pass)
-
-    def _worker_batches(self) -> list[int]:
-        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
-        topology = self._topology()
-        run = self._run(topology)
-        roles = [run.role(w) for w in range(topology.num_workers)]
-        return [run.batches[role] - run.done[role] for role in roles]
 
     def _run(self, topology: Topology) -> _RankRun:
         """This rank's part of the run: its streams, and how far each worker got before a resume."""
@@ -222,7 +223,7 @@ class CombinedStreamingDataset(MixedDataset):
                 reader = readers[d]
                 if reader is None:
                     dataset, order, intervals = stretch(d)
-                    reader = readers[d] = dataset._read(order, intervals)
+                    reader = readers[d] = dataset.read_stretch(order, intervals)
                 sample = next(reader, _END)
                 if sample is _END:
                     raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
@@ -244,7 +245,7 @@ class CombinedStreamingDataset(MixedDataset):
                 taker = takers[d]
                 if taker is None:
                     dataset, order, intervals = stretch(d)
-                    taker = takers[d] = dataset._taker(order, intervals, collate)
+                    taker = takers[d] = dataset.stretch_taker(order, intervals, collate)
                 shares[d], got = taker.take(wanted)
                 if got < wanted:
                     raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
@@ -320,13 +321,13 @@ class CombinedStreamingDataset(MixedDataset):
         # under another topology, from what each sub-dataset had not consumed.
         replayable = all(state[field] == getattr(self, field) for field in fields)
         epoch = int(state["epoch"])
-        self._start_epoch(epoch)
+        self.reset_to_epoch(epoch)
         bases, remaining = [], []
         for d, dataset in enumerate(self._datasets):
             sub = state["datasets"][str(d)]
             base = [(int(a), int(b)) for a, b in sub["base"]]
             plans = split_base(base, Topology(*sub["topology"]))
-            remaining.append(remaining_base(plans, sub["consumed"], dataset._order(epoch)))
+            remaining.append(remaining_base(plans, sub["consumed"], dataset.epoch_order(epoch)))
             bases.append(base)
         self._resume = {
             "epoch": epoch,
@@ -352,7 +353,7 @@ class CombinedStreamingDataset(MixedDataset):
                 f"the upstream state dict was recorded on a CombinedStreamingDataset of {len(subs)} datasets but "
                 f"this one has {len(self._datasets)}"
             )
-        found = [d._adopt_upstream(subs[str(i)]) for i, d in enumerate(self._datasets)]
+        found = [d.adopt_upstream_order(subs[str(i)]) for i, d in enumerate(self._datasets)]
         topology, epoch = found[0].topology, found[0].epoch
         if topology.world_size > 1:
             raise ValueError(
@@ -364,15 +365,15 @@ class CombinedStreamingDataset(MixedDataset):
         none = [0] * len(self._datasets)
         bases, remaining = [], []
         for d, dataset in enumerate(self._datasets):
-            length = len(dataset._order(epoch))
+            length = len(dataset.epoch_order(epoch))
             consumed = [[taken.get(w, none)[d] for w in range(topology.num_workers)]]
             remaining.append(remaining_base(upstream_plans(length, topology), consumed))
             bases.append([(0, length)])
-        self._start_epoch(epoch)
+        self.reset_to_epoch(epoch)
         delivered = sum(sum(counts) for counts in taken.values())
-        key = _topology_key(topology)
+        key = topology.key
         replays = (
-            key == _topology_key(self._topology())
+            key == self._topology().key
             and topology.num_workers == 1
             and epoch == 1
             and count_draws(

@@ -15,9 +15,9 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
 from litdata_io.internal import ActivityBoard, attach_activity
@@ -30,13 +30,8 @@ from litdata_stream._collate import (
     bundle_size,
     litdata_collate,
 )
-from litdata_stream._combined import CombinedStreamingDataset
-from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import LoaderPass, new_token, worker_token
-from litdata_stream._mixing import MixedDataset
-from litdata_stream._parallel import ParallelStreamingDataset
-from litdata_stream._plan import batches_left
 from litdata_stream._profiling import (
     ProfiledCollate,
     ProfiledWorkerInit,
@@ -44,6 +39,7 @@ from litdata_stream._profiling import (
     profile_settings,
     worker_batch_done,
 )
+from litdata_stream._protocol import LoaderDataset
 from litdata_stream._watchdog import (
     LoaderStats,
     PassTimes,
@@ -84,7 +80,7 @@ class StreamingDataLoader(DataLoader):
 
     def __init__(
         self,
-        dataset: StreamingDataset | MixedDataset,
+        dataset: LoaderDataset,
         *args: Any,
         batch_size: int = 1,
         num_workers: int = 0,
@@ -98,7 +94,7 @@ class StreamingDataLoader(DataLoader):
         watchdog_s: float | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, (StreamingDataset, MixedDataset)):
+        if not isinstance(dataset, LoaderDataset):
             raise TypeError(
                 "StreamingDataLoader needs a StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset, "
                 f"got {type(dataset).__name__}"
@@ -145,17 +141,14 @@ class StreamingDataLoader(DataLoader):
         # The datasets make the batches themselves (in the worker), so torch moves whole batches:
         # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
-        self._batches_in_dataset = any(
-            isinstance(dataset, kind) and type(dataset).__iter__ is kind.__iter__
-            for kind in (StreamingDataset, CombinedStreamingDataset, ParallelStreamingDataset)
-        )
+        self._batches_in_dataset = dataset.batches_in_workers
         in_dataset = self._batches_in_dataset
         if in_dataset:
             collate_fn = CollatedInDataset(collate_fn)
         elif self._profiled:
             collate_fn = ProfiledCollate(collate_fn)  # counts worker 0's batches for its profiler
         super().__init__(
-            dataset,
+            cast("IterableDataset[Any]", dataset),
             *args,
             batch_size=None if in_dataset else batch_size,
             num_workers=num_workers,
@@ -182,28 +175,35 @@ class StreamingDataLoader(DataLoader):
         pass
 
     @property
-    def streaming_dataset(self) -> StreamingDataset | MixedDataset:
-        dataset = self.dataset
-        assert isinstance(dataset, (StreamingDataset, MixedDataset))
-        return dataset
+    def streaming_dataset(self) -> LoaderDataset:
+        """The dataset, as the loader talks to it."""
+        return cast(LoaderDataset, self.dataset)  # checked in __init__ (torch forbids replacing it)
+
+    @property
+    def user_collate_fn(self) -> Callable[[list[Any]], Any]:
+        """What makes a batch of samples: the ``collate_fn`` given, or the default (``collate_fn``
+        itself may wrap it when the dataset makes the batches in the workers).
+        """
+        return self._collate
 
     def __len__(self) -> int:
-        dataset = self.streaming_dataset
-        if isinstance(dataset, MixedDataset):
-            return dataset._batches_left()
-        return sum(_worker_batches(dataset))
+        batches = self.streaming_dataset.loader_plan().batches
+        if batches is None:
+            raise TypeError(f"an endless {type(self.dataset).__name__} (length=float('inf')) has no len()")
+        return batches
 
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self.streaming_dataset
         # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
         # whether a loaded state resumes) that the plans below and the workers all use.
         source, token = self._pass_tokens()
-        run = dataset._epochs.begin(token)
+        run = dataset.epochs.begin(token)
         self.current_epoch = run.epoch
         self._delivered = 0
         self._epoch_complete = False
+        plan = dataset.loader_plan()
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
-        limit = dataset._batch_limit() if isinstance(dataset, MixedDataset) else None
+        limit = plan.limit
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
         times = self._times = PassTimes(self.current_epoch, self.num_workers)
         watchdog = self._watchdog
@@ -212,17 +212,19 @@ class StreamingDataLoader(DataLoader):
         batching, counts = None, None
         if self._batches_in_dataset:
             arrays, bundle = not self.pin_memory, 1
-            endless = isinstance(dataset, ParallelStreamingDataset) and dataset.is_infinite()
-            if self.num_workers and arrays and not endless and dataset._gathers(self._collate):
-                bundle = bundle_size(dataset._sample_bytes * dataset.batch_size)
-                counts = _worker_batches(dataset) if bundle > 1 else None
+            sample_bytes = dataset.gathered_sample_bytes(self._collate)
+            if self.num_workers and arrays and plan.worker_batches is not None and sample_bytes is not None:
+                bundle = bundle_size(sample_bytes * dataset.batch_size)
+                counts = list(plan.worker_batches) if bundle > 1 else None
             on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
             batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
         try:
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
                 # What torch's single-process iterator does when the dataset makes the batches,
                 # without its ~25 us of bookkeeping per batch.
-                batches: Iterator[Any] = dataset._iterate(token, batching)
+                dataset.hand_pass(LoaderPass(token, batching))
+                batches: Iterator[Any] = iter(dataset)
+                dataset.hand_pass(None)  # taken: a `for sample in dataset` meanwhile is a pass of its own
             else:
                 context = self.multiprocessing_context
                 if self.num_workers and context is not None and context.get_start_method() == "forkserver":
@@ -230,14 +232,14 @@ class StreamingDataLoader(DataLoader):
                 # The workers take their copy of the dataset, and with it the pass to join, as the
                 # iterator starts; torch's single-process iterator (or a subclass's own __iter__)
                 # may look at it later.
-                dataset._loader_pass = LoaderPass(source if self.num_workers else token, batching)
+                dataset.hand_pass(LoaderPass(source if self.num_workers else token, batching))
                 batches = super().__iter__()  # workers start here, before the main profiler does
                 if self.num_workers and self._batches_in_dataset:
                     _widen_result_pipe(batches)
                 if counts is not None:
                     batches = _unbundled(batches, counts)
-            if counts is None and self.num_workers and isinstance(dataset, _PLANNED):
-                counts = _worker_batches(dataset)  # which worker each batch comes from, for stats()
+            if counts is None and self.num_workers and plan.worker_batches is not None:
+                counts = list(plan.worker_batches)  # which worker each batch comes from, for stats()
             workers = worker_order(counts, self.num_workers)
             if watchdog is not None:
                 watchdog.start(self.current_epoch)
@@ -257,7 +259,7 @@ class StreamingDataLoader(DataLoader):
                     if limit is not None and self._delivered >= limit:
                         break
             self._epoch_complete = True
-            dataset._epochs.finish(run)  # (also when it stopped at the limit)
+            dataset.epochs.finish(run)  # (also when it stopped at the limit)
         finally:
             if watchdog is not None:
                 watchdog.stop()
@@ -265,7 +267,7 @@ class StreamingDataLoader(DataLoader):
                     attach_activity(None)
             times.ended = time.monotonic()
             times.trace()
-            dataset.__dict__.pop("_loader_pass", None)
+            dataset.hand_pass(None)
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
 
     def stats(self) -> LoaderStats:
@@ -316,31 +318,9 @@ class StreamingDataLoader(DataLoader):
         self._epoch_complete = bool(state.get("epoch_complete"))
         self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
         self._pool = None
-        upstream = isinstance(state.get("num_samples_yielded"), dict)  # upstream LitData's, of a mixed dataset
-        if upstream and isinstance(dataset, CombinedStreamingDataset):
-            dataset.load_upstream_state(state)  # what each worker took of each dataset
-        elif upstream and isinstance(dataset, ParallelStreamingDataset):
-            raise ValueError(
-                "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
-                "each worker's samples and cycles in its own order of the datasets, which this library does not "
-                "rebuild; finish the epoch with upstream LitData, then switch (see docs/streaming.md)"
-            )
-        else:
-            dataset.load_state_dict(state["dataset"])
+        dataset.load_loader_state(state)
         if self._epoch_complete or self.current_epoch == 0:
-            dataset._start_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
-
-
-_PLANNED = (StreamingDataset, CombinedStreamingDataset)
-
-
-def _worker_batches(dataset: StreamingDataset | MixedDataset) -> list[int]:
-    """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
-    if isinstance(dataset, CombinedStreamingDataset):
-        return dataset._worker_batches()
-    assert isinstance(dataset, (StreamingDataset, ParallelStreamingDataset))  # (a finite one)
-    topology = dataset._topology()
-    return [batches_left(plan, done, topology) for plan, done in dataset.rank_plans(topology)]
+            dataset.reset_to_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
 
 
 def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:

@@ -10,28 +10,22 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
 from litdata_format.internal import normalize_key
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_io.internal import activity_begin, activity_end, fork_generation
-from litdata_stream._collate import (
-    BatchBundle,
-    Batching,
-    concat_batches,
-    finish_batch,
-    litdata_collate,
-    unbatch,
-)
+from litdata_stream._collate import Batching, concat_batches, finish_batch, litdata_collate, unbatch
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._fetch import fetch_many
+from litdata_stream._origin import locate_chunks, open_source
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
     EpochOrder,
@@ -39,14 +33,17 @@ from litdata_stream._plan import (
     Topology,
     WorkerPlan,
     batch_count,
+    batches_left,
     consumed_per_worker,
     remaining_base,
+    skip_samples,
     split_base,
 )
 from litdata_stream._posix import PosixProfile, detect_posix
-from litdata_stream._remote import open_source
+from litdata_stream._protocol import LoaderPlan
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkSource
+from litdata_stream._source import ChunkOrigin, ChunkSource
+from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading, sent
 from litdata_stream._upstream_state import (
     UpstreamOrder,
     UpstreamResume,
@@ -127,6 +124,21 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             always checked, as downloaded; see docs/cache.md.
     """
 
+    # Whether a sample is exactly what the item loader reads: then reads skip ``__getitem__`` and
+    # batches of fixed-size samples may be gathered as arrays. A subclass defining its own
+    # ``__getitem__`` decides what a sample is, so there it is False (unless the subclass sets it).
+    samples_are_items: ClassVar[bool] = True
+    # Whether a subclass defines ``transform``: it then runs on every sample, ``transform=`` or not.
+    transform_overridden: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if "__getitem__" in own and "samples_are_items" not in own:
+            cls.samples_are_items = False
+        if "transform" in own:
+            cls.transform_overridden = True
+
     def __init__(
         self,
         input_dir: Any,
@@ -187,19 +199,26 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 stacklevel=2,
             )
         self.posix: PosixProfile = detect_posix(_local_path(input_dir))
-        source = self._source()
-        index = source.index
+        # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
+        self.origin: ChunkOrigin = locate_chunks(
+            input_dir, in_place=self.posix.in_place, cache_dir=cache_dir, index_path=index_path,
+            file_pattern=self.file_pattern, storage_options=storage_options, session_options=session_options,
+            max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
+            verify=self.verify_chunks,
+        )  # fmt: skip
+        index = self.origin.index
         self._fingerprint = _fingerprint(index)
         if item_loader is None:
             item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
         self.item_loader = item_loader
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
+        self._source()  # a cache folder that cannot be used fails here, not at the first read
         base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
         self._items = _subsample_lists(base_lengths, self.subsample, self.seed, self.shuffle)
         self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
         samples = sum(base_lengths)
         # Uncompressed bytes per sample on average (the chunks' offset tables included).
-        self._sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
+        self.sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
 
         self._epochs = Epochs()
         self.batch_size = 1
@@ -220,7 +239,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         # The fork generation changes in a forked child; comparing it costs no syscall per sample.
         found = self.__dict__.get("_chunk_source")
         if found is None or found[0] != fork_generation():
-            found = (fork_generation(), open_source(self))
+            found = (fork_generation(), open_source(self.origin, self.item_loader.open_chunk))
             self.__dict__["_chunk_source"] = found
         return found[1]
 
@@ -240,19 +259,19 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         chunk = bisect.bisect_right(self._starts, index) - 1
         return chunk, index - self._starts[chunk]
 
-    def _item_position(self, chunk: int, position: int) -> int:
-        kept = self._items[chunk]
-        return position if kept is None else int(kept[position])
-
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, str):
             return self.get_by_key(index)  # an int stays a position: get_by_key(5) finds the int key 5
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._starts[-1]))]
         chunk, position = self._locate(int(index))
-        opened = self._source().chunk(chunk)
-        item = self._item_position(chunk, position)
-        return self._transformed(self.item_loader.load(opened, item), int(index), opened, item)
+        return self._sample_at(self._source().chunk(chunk), chunk, position, int(index))
+
+    def _sample_at(self, opened: Any, chunk: int, position: int, index: int) -> Any:
+        """Sample ``index``, the ``position``-th kept item of chunk ``chunk`` (``opened``), transformed."""
+        kept = self._items[chunk]
+        item = position if kept is None else int(kept[position])
+        return self._transformed(self.item_loader.load(opened, item), index, opened, item)
 
     def get_by_key(self, key: Any) -> Any:
         """The sample whose key is ``key`` (what ``optimize(key_fn=...)`` returned for it).
@@ -285,9 +304,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         Reads every chunk once per call: the indexes are grouped by chunk and the samples come
         back in the order asked for.
         """
-        if type(self).__getitem__ is not StreamingDataset.__getitem__:
+        if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
-        return fetch_many(self, indices)
+        return fetch_many(indices, self._starts, self._source(), self._sample_at)
 
     def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
         """``transform(data)``; an error names the sample and where it is stored."""
@@ -303,7 +322,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     @property
     def _has_transform(self) -> bool:
-        return bool(self._transforms) or type(self).transform is not StreamingDataset.transform
+        return bool(self._transforms) or self.transform_overridden
 
     def transform(self, sample: Any) -> Any:
         """Apply the ``transform`` callables to a sample; subclasses may override it."""
@@ -324,6 +343,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def num_samples(self) -> int:
         """All samples of the dataset (after subsampling), across ranks."""
         return self._starts[-1]
+
+    @property
+    def samples_per_chunk(self) -> list[int]:
+        """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
+        return list(self._lengths)
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
@@ -347,8 +371,25 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             self.drop_last,
         )
 
-    # -- iteration ------------------------------------------------------------------------------
-    def _order(self, epoch: int) -> EpochOrder:
+    # -- what a StreamingDataLoader asks (``_protocol.LoaderDataset``) ----------------------------
+    def loader_plan(self) -> LoaderPlan:
+        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
+        topology = self._topology()
+        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology)))
+
+    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+        """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays."""
+        return self.sample_bytes if self.gathers(collate) else None
+
+    def load_loader_state(self, state: dict[str, Any]) -> None:
+        """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's)."""
+        self.load_state_dict(state["dataset"])
+
+    # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """The order of the samples in a pass of ``epoch`` (the mixing datasets read their
+        sub-datasets' stretches in it; internal to the litdata packages).
+        """
         upstream = self._upstream
         if upstream is not None and upstream[0] == epoch:
             found = self.__dict__.get("_upstream_order")
@@ -373,9 +414,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         resume = self._resume
         if resume is None or resume["epoch"] != epoch:
             return [(0, self._starts[-1])], 0, 0
-        if resume["topology"] == _topology_key(topology):
+        if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
-        return _rebase(resume, self._order(resume["epoch"])), 0, 0
+        return _rebase(resume, self.epoch_order(resume["epoch"])), 0, 0
 
     def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done)
@@ -398,15 +439,15 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
         plan, done = self.rank_plans(topology, run.epoch)[worker.rank]
-        order = self._order(run.epoch)
-        intervals = _skip(order.read_order(plan.intervals), done)
+        order = self.epoch_order(run.epoch)
+        intervals = skip_samples(order.read_order(plan.intervals), done)
         if batching is None:
-            yield from self._read(order, intervals)
+            yield from self.read_stretch(order, intervals)
         else:
             yield from sent(self._read_batches(order, intervals, batching), batching, worker.rank)
         self._epochs.finish(run)
 
-    def _read(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
+    def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
         read their sub-datasets' stretches through this too).
         """
@@ -414,13 +455,13 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         source = self._source()
         source.schedule([p.chunk for p in pieces])
         # A subclass overriding __getitem__ decides what a sample is; otherwise read directly.
-        direct = type(self).__getitem__ is StreamingDataset.__getitem__ and not trace_enabled("sample")
+        direct = self.samples_are_items and not trace_enabled("sample")
         load = self.item_loader.load
         for piece in pieces:
             within = order.within(piece.chunk)[piece.lo : piece.hi]
             start = self._starts[piece.chunk]
             trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
-            reading = activity_begin(_reading(source, piece.chunk))
+            reading_token = activity_begin(reading(source, piece.chunk))
             if direct:
                 kept = self._items[piece.chunk]
                 items = within.tolist() if kept is None else kept[within].tolist()
@@ -436,38 +477,40 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 for position in within.tolist():
                     yield self[start + position]
             trace_end("read", "read", chunk=piece.chunk)
-            activity_end(reading)
+            activity_end(reading_token)
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`_read` yields, already grouped into collated batches (a StreamingDataLoader
+        """What :meth:`read_stretch` yields, already grouped into collated batches (a StreamingDataLoader
         has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
         instead of a decode per sample). The batches are exactly those the DataLoader would have
-        made from :meth:`_read`.
+        made from :meth:`read_stretch`.
         """
         size, collate = batching.batch_size, batching.collate
-        taker = self._taker(order, intervals, collate)
+        taker = self.stretch_taker(order, intervals, collate)
         while True:
             parts, count = taker.take(size)
             if not count or (batching.drop_last and count < size):
                 return
             yield self._batch_of(parts, batching)
 
-    def _taker(self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]) -> Taker:
+    def stretch_taker(
+        self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
+    ) -> Taker:
         """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
-        arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch through this).
+        arrays where :meth:`gathers`, else read one by one (the mixing datasets batch through this).
         """
-        if self._gathers(collate):
-            return _GatheringTaker(self, order, intervals)
-        return _SampleTaker(self._read(order, intervals))
+        if self.gathers(collate):
+            return GatheringTaker(self._source(), order, intervals, self._items, self._gathered)
+        return SampleTaker(self.read_stretch(order, intervals))
 
-    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether batches may be gathered as arrays: the default collate, and samples that are
         exactly what the item loader reads (no transform, no overridden ``__getitem__``).
         """
         return (
             collate is litdata_collate
-            and type(self).__getitem__ is StreamingDataset.__getitem__
+            and self.samples_are_items
             and not self._has_transform
             and not trace_enabled("sample")
             and type(self.item_loader).gather is not BaseItemLoader.gather
@@ -512,7 +555,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "subsample": self.subsample,
             "num_samples": self._starts[-1],
             "base": [list(i) for i in base],
-            "topology": list(_topology_key(topology)),
+            "topology": list(topology.key),
             "batches": delivered + batches_delivered,
             "first_worker": first,
             "num_samples_yielded": num_samples_yielded,
@@ -567,7 +610,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         order = state.get("upstream_order")
         self._upstream = (int(order[0]), list(order[1])) if order else None
 
-    def _adopt_upstream(self, state: dict[str, Any]) -> UpstreamResume:
+    def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
         """Read the epoch of upstream's ``state`` in upstream's order; what the state says."""
         found = upstream_resume(state, f"StreamingDataset({self.input_dir!r})", self._lengths, self.shuffle, self.seed)
         self._upstream = (found.epoch, found.order_key())
@@ -575,20 +618,20 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
-        found = self._adopt_upstream(state)
+        found = self.adopt_upstream_order(state)
         where = f"StreamingDataset({self.input_dir!r})"
-        base, batches, exact = resume_point(len(self._order(found.epoch)), found)
+        base, batches, exact = resume_point(len(self.epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)
         self._resume = {
             "epoch": found.epoch,
             "base": base,
-            "topology": _topology_key(recorded),
+            "topology": recorded.key,
             "batches": batches,
             "first_worker": 0,
         }
         now = self._topology()
-        if _topology_key(now) != _topology_key(recorded):
+        if now.key != recorded.key:
             why = (
                 f"it was recorded with world_size={recorded.world_size}, num_workers={recorded.num_workers}, "
                 f"batch_size={recorded.batch_size}, drop_last={recorded.drop_last} and is resumed with "
@@ -596,7 +639,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             )
         else:
             why = "upstream splits an epoch over several ranks without drop_last otherwise than this library"
-        if not exact or _topology_key(now) != _topology_key(recorded):
+        if not exact or now.key != recorded.key:
             warnings.warn(
                 f"{where}: resuming an upstream LitData state dict: the rest of epoch {found.epoch} holds exactly "
                 f"the samples upstream had not delivered, but not in the order upstream would give them ({why})",
@@ -629,10 +672,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return clone
 
 
-def _topology_key(topology: Topology) -> tuple[int, int, int, bool]:
-    return (topology.world_size, topology.num_workers, topology.batch_size, topology.drop_last)
-
-
 def _rebase(resume: dict[str, Any], order: EpochOrder) -> list[Interval]:
     """What the interrupted run (with its own topology) had not consumed."""
     world, workers, batch, drop_last = resume["topology"]
@@ -642,107 +681,6 @@ def _rebase(resume: dict[str, Any], order: EpochOrder) -> list[Interval]:
         consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
     ]
     return remaining_base(plans, consumed, order)
-
-
-def _skip(intervals: Sequence[Interval], count: int) -> list[Interval]:
-    out = []
-    for start, end in intervals:
-        if count >= end - start:
-            count -= end - start
-            continue
-        out.append((start + count, end))
-        count = 0
-    return out
-
-
-class Taker(Protocol):
-    """Reads one stretch of a dataset a batch's share at a time (see ``StreamingDataset._taker``)."""
-
-    def take(self, count: int) -> tuple[list[Any], int]:
-        """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
-        ...
-
-
-class _SampleTaker:
-    """Samples read one by one; a batch's share is one part: the list of them."""
-
-    def __init__(self, samples: Iterator[Any]) -> None:
-        self._samples = samples
-
-    def take(self, count: int) -> tuple[list[Any], int]:
-        samples = list(itertools.islice(self._samples, count))
-        return ([samples] if samples else []), len(samples)
-
-
-class _GatheringTaker:
-    """Samples gathered as arrays: one part per run of samples from the same chunk. A chunk is
-    released as soon as its last sample is taken (parts are copies: nothing refers to it).
-    """
-
-    def __init__(self, dataset: StreamingDataset, order: EpochOrder, intervals: Sequence[Interval]) -> None:
-        self._dataset = dataset
-        self._order = order
-        pieces = order.pieces(intervals)
-        self._source = dataset._source()
-        self._source.schedule([p.chunk for p in pieces])
-        self._pieces = iter(pieces)
-        self._chunk = -1
-        self._opened: Any = None
-        self._items: np.ndarray = np.empty(0, dtype=np.int64)
-        self._taken = 0
-        self._reading = 0  # the activity token of the chunk being read (see litdata_io.internal.activity)
-
-    def take(self, count: int) -> tuple[list[Any], int]:
-        parts: list[Any] = []
-        got = 0
-        while got < count:
-            if self._taken == len(self._items) and not self._next_piece():
-                break
-            step = min(count - got, len(self._items) - self._taken)
-            if step:
-                parts.append(self._dataset._gathered(self._opened, self._items[self._taken : self._taken + step]))
-                self._taken += step
-                got += step
-            if self._taken == len(self._items):  # this chunk is done (an empty piece at once)
-                trace_end("read", "read", chunk=self._chunk)
-                activity_end(self._reading)
-                self._source.release(self._chunk)
-        return parts, got
-
-    def _next_piece(self) -> bool:
-        piece = next(self._pieces, None)
-        if piece is None:
-            return False
-        within = self._order.within(piece.chunk)[piece.lo : piece.hi]
-        kept = self._dataset._items[piece.chunk]
-        self._chunk, self._taken = piece.chunk, 0
-        self._items = within if kept is None else kept[within]
-        self._opened = self._source.chunk(piece.chunk)
-        trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
-        self._reading = activity_begin(_reading(self._source, piece.chunk))
-        return True
-
-
-def _reading(source: ChunkSource, chunk: int) -> str:
-    """What a worker reading ``chunk`` publishes for the hang watchdog (opening it waits for it)."""
-    return f"read chunk {chunk} ({source.index.chunks[chunk].filename}: wait, open, decode, transform)"
-
-
-def sent(batches: Iterator[Any], batching: Batching, worker: int) -> Iterator[Any]:
-    """``batches`` as a worker sends them: counted for the profiler, and bundled (see BatchBundle)."""
-    if batching.on_batch is not None:
-        batches = _noting(batches, batching.on_batch)
-    if batching.bundle > 1 and get_worker_info() is not None:
-        while bundle := list(itertools.islice(batches, batching.bundle)):
-            yield BatchBundle(worker, bundle)
-    else:
-        yield from batches
-
-
-def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
-    for batch in batches:
-        on_batch()
-        yield batch
 
 
 def _local_path(input_dir: Any) -> str | None:

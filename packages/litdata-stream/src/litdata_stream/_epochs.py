@@ -32,7 +32,7 @@ import tempfile
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from torch.utils.data import get_worker_info
 
@@ -166,13 +166,27 @@ class Epochs:
 
 class EpochsOwner:
     """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``
-    as one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed its workers.
+    as one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed it (``hand_pass``).
     """
 
     _epochs: Epochs
     _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
     # Set by a StreamingDataLoader while it starts its workers, so that they join its pass.
     _loader_pass: LoaderPass | None = None
+    # Whether ``__iter__`` makes the batches itself when handed a pass with a batching (see
+    # ``_protocol.LoaderDataset``): a subclass that defines its own ``__iter__`` yields samples,
+    # which the DataLoader then batches. Such a subclass may declare it True itself.
+    batches_in_workers: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__iter__" in vars(cls) and "batches_in_workers" not in vars(cls):
+            cls.batches_in_workers = False
+
+    @property
+    def epochs(self) -> Epochs:
+        """The record of which epoch a pass reads (a StreamingDataLoader begins and finishes its passes on it)."""
+        return self._epochs
 
     @property
     def current_epoch(self) -> int:
@@ -192,12 +206,21 @@ class EpochsOwner:
         resume = self._resume
         if resume is not None and self._epochs.pending == resume["epoch"]:
             return
-        self._start_epoch(int(current_epoch))
+        self.reset_to_epoch(int(current_epoch))
 
-    def _start_epoch(self, epoch: int) -> None:
+    def reset_to_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
         self._resume = None
         self._epochs.set(epoch)
+
+    def hand_pass(self, handed: LoaderPass | None) -> None:
+        """Make the next ``iter()`` of this dataset (here, or in a DataLoader worker taking its copy
+        now) join a StreamingDataLoader's pass ``handed``; None when that pass is over.
+        """
+        if handed is None:
+            self.__dict__.pop("_loader_pass", None)
+        else:
+            self._loader_pass = handed
 
     def __iter__(self) -> Iterator[Any]:
         handed = self._loader_pass

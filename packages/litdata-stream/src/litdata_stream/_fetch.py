@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from litdata_stream._dataset import StreamingDataset
+from litdata_format.internal import Chunk
+from litdata_stream._source import ChunkSource
 
 __all__ = ["fetch_many"]
 
 
-def fetch_many(dataset: StreamingDataset, indices: Sequence[int]) -> list[Any]:
+def fetch_many(indices: Sequence[int], starts: Sequence[int], source: ChunkSource,
+               read: Callable[[Chunk, int, int, int], Any]) -> list[Any]:  # fmt: skip
     """``[dataset[i] for i in indices]``, reading the samples chunk by chunk.
 
     Args:
-        dataset: the dataset to read from.
         indices: global sample indexes (negative ones count from the end).
+        starts: the global index of each chunk's first sample, then the number of samples.
+        source: where the chunks are opened.
+        read: ``read(opened chunk, chunk number, position in the chunk, global index)``: the sample.
     """
     wanted = np.asarray(indices, dtype=np.int64).reshape(-1)
-    total = dataset.num_samples
+    total = int(starts[-1])
     if wanted.size == 0:
         return []
     wanted = np.where(wanted < 0, wanted + total, wanted)
@@ -29,14 +32,10 @@ def fetch_many(dataset: StreamingDataset, indices: Sequence[int]) -> list[Any]:
     if bad.any():
         first = int(np.asarray(indices).reshape(-1)[int(np.argmax(bad))])
         raise IndexError(f"sample {first} is out of range: the dataset has {total} samples")
-    starts = np.asarray(dataset._starts, dtype=np.int64)
-    chunks = np.searchsorted(starts, wanted, side="right") - 1
+    first_samples = np.asarray(starts, dtype=np.int64)
+    chunks = np.searchsorted(first_samples, wanted, side="right") - 1
     by_chunk = np.argsort(chunks, kind="stable")
-    source = dataset._source()
-    load = dataset.item_loader.load
     out: list[Any] = [None] * len(wanted)
     for slot, chunk, index in zip(by_chunk.tolist(), chunks[by_chunk].tolist(), wanted[by_chunk].tolist()):
-        item = dataset._item_position(chunk, index - int(starts[chunk]))
-        opened = source.chunk(chunk)
-        out[slot] = dataset._transformed(load(opened, item), index, opened, item)
+        out[slot] = read(source.chunk(chunk), chunk, index - int(first_samples[chunk]), index)
     return out

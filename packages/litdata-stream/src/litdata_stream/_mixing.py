@@ -14,6 +14,7 @@ from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
+from litdata_stream._protocol import LoaderPlan
 from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
@@ -114,22 +115,22 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def _samples_left(self, topology: Topology) -> int:
         raise NotImplementedError
 
-    def _batches_left(self) -> int:
-        """Batches this rank's loader delivers in this run."""
+    def loader_plan(self) -> LoaderPlan:
+        """This rank's share of the loader's pass of the current epoch (see ``_protocol``)."""
         raise NotImplementedError
 
-    def _batch_limit(self) -> int | None:
-        """Stop this rank's loader after that many batches (so every rank delivers as many)."""
-        return None
-
     @property
-    def _sample_bytes(self) -> float:
+    def sample_bytes(self) -> float:
         """Uncompressed bytes of one item, about (the loader sizes its messages by it)."""
-        return max(d._sample_bytes for d in self._datasets)
+        return max(d.sample_bytes for d in self._datasets)
 
-    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether every sub-dataset's share of a batch is gathered as arrays."""
-        return all(d._gathers(collate) for d in self._datasets)
+        return all(d.gathers(collate) for d in self._datasets)
+
+    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+        """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays."""
+        return self.sample_bytes if self.gathers(collate) else None
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -138,6 +139,17 @@ class MixedDataset(EpochsOwner, IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def load_upstream_state(self, state: dict[str, Any]) -> None:
+        """Resume from the whole state dict of an upstream LitData ``StreamingDataLoader``."""
+        raise NotImplementedError
+
+    def load_loader_state(self, state: dict[str, Any]) -> None:
+        """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's)."""
+        if isinstance(state.get("num_samples_yielded"), dict):  # upstream's: what each worker took of each dataset
+            self.load_upstream_state(state)
+        else:
+            self.load_state_dict(state["dataset"])
 
     def _state_header(self, topology: Topology) -> dict[str, Any]:
         return {
@@ -186,7 +198,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
                 raise ValueError(f"{self.kind} datasets[{i}]: {error}") from error
             finally:
                 dataset.force_override_state_dict = forced
-                dataset._resume = None
+            dataset.reset_to_epoch(dataset.current_epoch)  # the epoch it loaded, without a resume point
         if not self.force_override_state_dict:
             for field in fields:
                 if state[field] != getattr(self, field):

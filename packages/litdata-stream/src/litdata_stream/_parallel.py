@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from litdata_stream._collate import Batching, concat_batches, finish_batch, unbatch
-from litdata_stream._dataset import StreamingDataset, Taker, _skip, _topology_key, sent
+from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import (
@@ -42,8 +42,11 @@ from litdata_stream._plan import (
     batches_left,
     consumed_per_worker,
     remaining_base,
+    skip_samples,
     split_base,
 )
+from litdata_stream._protocol import LoaderPlan
+from litdata_stream._takers import Taker, sent
 
 __all__ = ["ParallelStreamingDataset"]
 
@@ -193,7 +196,7 @@ class ParallelStreamingDataset(MixedDataset):
         resume = self._resume
         if resume is None or resume["epoch"] != self.current_epoch:
             return [(0, self._epoch_length())], 0, 0
-        if resume["topology"] == _topology_key(topology):
+        if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
         if self._infinite:
             raise ValueError(_endless_topology_error(resume["topology"], topology))
@@ -216,16 +219,17 @@ class ParallelStreamingDataset(MixedDataset):
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
         return sum(plan.num_samples - done for plan, done in self.rank_plans(topology))
 
-    def _batches_left(self) -> int:
-        topology = self._topology()
+    def loader_plan(self) -> LoaderPlan:
+        """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""
         if self._infinite:
-            raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
-        return sum(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology))
+            return LoaderPlan(None)
+        topology = self._topology()
+        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology)))
 
     # -- iteration ------------------------------------------------------------------------------
     @property
-    def _sample_bytes(self) -> float:
-        return sum(d._sample_bytes for d in self._datasets)
+    def sample_bytes(self) -> float:
+        return sum(d.sample_bytes for d in self._datasets)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``): its tuples, or its batches when
@@ -239,11 +243,11 @@ class ParallelStreamingDataset(MixedDataset):
             stretches: Iterator[Interval] = self._endless_stretches(topology, worker.rank)
         else:
             plan, done = self.rank_plans(topology)[worker.rank]
-            stretches = iter(_skip(plan.intervals, done))
+            stretches = iter(skip_samples(plan.intervals, done))
         offset = self._offset(self.current_epoch)
         if batching is None:
             yield from self._tuples(stretches, offset)
-        elif self.transform is None and self._gathers(batching.collate):
+        elif self.transform is None and self.gathers(batching.collate):
             yield from sent(self._gathered(stretches, offset, batching), batching, worker.rank)
         else:
             yield from sent(_grouped(self._tuples(stretches, offset), batching), batching, worker.rank)
@@ -310,8 +314,8 @@ class ParallelStreamingDataset(MixedDataset):
             order = orders.get(epoch)
             if order is None:
                 orders.clear()  # one epoch order at a time: cycling moves forward
-                order = orders[epoch] = dataset._order(epoch)
-            yield from dataset._read(order, [(within, within + count)])
+                order = orders[epoch] = dataset.epoch_order(epoch)
+            yield from dataset.read_stretch(order, [(within, within + count)])
             position += count
 
     def _endless_stretches(self, topology: Topology, worker: int) -> Iterator[Interval]:
@@ -364,6 +368,14 @@ class ParallelStreamingDataset(MixedDataset):
     def _length_key(self) -> Any:
         return "inf" if self._infinite else self.length
 
+    def load_upstream_state(self, state: dict[str, Any]) -> None:
+        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here."""
+        raise ValueError(
+            "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
+            "each worker's samples and cycles in its own order of the datasets, which this library does not "
+            "rebuild; finish the epoch with upstream LitData, then switch (see docs/streaming.md)"
+        )
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict`."""
         self._check_state(state, ("seed", "resume", "reset_rngs"))
@@ -372,10 +384,10 @@ class ParallelStreamingDataset(MixedDataset):
                 f"the state dict was recorded with length={state['length']!r} but this ParallelStreamingDataset "
                 f"has length={self._length_key!r}; use the same value or force_override_state_dict=True"
             )
-        if self._infinite and tuple(state["topology"]) != _topology_key(self._topology()):
+        if self._infinite and tuple(state["topology"]) != self._topology().key:
             raise ValueError(_endless_topology_error(state["topology"], self._topology()))
         epoch = int(state["epoch"])
-        self._start_epoch(epoch)
+        self.reset_to_epoch(epoch)
         self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
         self._resume = {
             "epoch": epoch,
@@ -388,7 +400,7 @@ class ParallelStreamingDataset(MixedDataset):
 
 class _SpanTaker:
     """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``), a batch's
-    share at a time, gathered as arrays (see ``StreamingDataset._taker``).
+    share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
     """
 
     def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:
@@ -401,7 +413,7 @@ class _SpanTaker:
         position, end = self._offset + start, self._offset + end
         while position < end:
             epoch, within = self._parallel._locate(self._d, position)
-            count = min(end - position, self._parallel._datasets[self._d].num_samples - within)
+            count = min(end - position, self._parallel.datasets[self._d].num_samples - within)
             self._spans.append((epoch, within, count))
             position += count
 
@@ -418,10 +430,10 @@ class _SpanTaker:
             if not self._spans:
                 break
             epoch, within, length = self._spans.popleft()
-            dataset = self._parallel._datasets[self._d]
+            dataset = self._parallel.datasets[self._d]
             if self._order is None or self._order.epoch != epoch:
-                self._order = dataset._order(epoch)
-            self._taker = dataset._taker(self._order, [(within, within + length)], self._collate)
+                self._order = dataset.epoch_order(epoch)
+            self._taker = dataset.stretch_taker(self._order, [(within, within + length)], self._collate)
         return parts, got
 
 
@@ -443,5 +455,5 @@ def _next(reader: Iterator[Any], d: int) -> Any:
 def _endless_topology_error(recorded: Sequence[Any], topology: Topology) -> str:
     return (
         "an endless ParallelStreamingDataset resumes only with the topology it was recorded with: (world size, "
-        f"workers, batch size, drop_last) = {tuple(recorded)}, not {_topology_key(topology)}"
+        f"workers, batch size, drop_last) = {tuple(recorded)}, not {topology.key}"
     )

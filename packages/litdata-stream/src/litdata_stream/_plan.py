@@ -39,6 +39,7 @@ __all__ = [
     "batches_left",
     "consumed_per_worker",
     "remaining_base",
+    "skip_samples",
     "split_base",
 ]
 
@@ -59,6 +60,11 @@ class Topology:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+    @property
+    def key(self) -> tuple[int, int, int, bool]:
+        """(world size, workers, batch size, drop_last): how state dicts record a topology."""
+        return (self.world_size, self.num_workers, self.batch_size, self.drop_last)
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,18 @@ def batch_count(samples: int, batch_size: int, drop_last: bool = False) -> int:
     """
     full, rest = divmod(samples, batch_size)
     return full + (1 if rest and not drop_last else 0)
+
+
+def skip_samples(intervals: Sequence[Interval], count: int) -> list[Interval]:
+    """``intervals`` without their first ``count`` samples."""
+    out = []
+    for start, end in intervals:
+        if count >= end - start:
+            count -= end - start
+            continue
+        out.append((start + count, end))
+        count = 0
+    return out
 
 
 def batches_left(plan: WorkerPlan, done: int, topology: Topology) -> int:

@@ -3,10 +3,8 @@
 The index is fetched into the dataset's cache folder, in the subfolder of its version (a digest
 of the URL and the index's bytes, so a dataset rewritten at the same URL, or another dataset
 sharing the folder, never reads these chunks). Every process of one dataset object reads the
-version the first one found. Chunks are fetched ahead of the reader by the io prefetcher, pinned
-while read, and marked consumed afterwards so the byte-capped cache can evict them.
-:func:`open_source` picks a dataset's source: a local folder is read in place
-(:class:`~litdata_stream._source.LocalSource`), anything else goes through the cache.
+version the first one found (``_origin``). Chunks are fetched ahead of the reader by the io
+prefetcher, pinned while read, and marked consumed afterwards so the byte-capped cache can evict them.
 """
 
 from __future__ import annotations
@@ -17,11 +15,11 @@ from typing import Any
 
 from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
 from litdata_format.internal import Chunk, open_chunk, write_file_atomic
-from litdata_io import ChunkCache, Dir, Prefetcher, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
-from litdata_stream._parquet_index import local_dataset_index, remote_parquet_index, select_files
-from litdata_stream._source import ChunkOpener, ChunkSource, LocalSource, chunk_opener
+from litdata_io import ChunkCache, Prefetcher, Storage, dataset_version, get_storage
+from litdata_stream._parquet_index import remote_parquet_index
+from litdata_stream._source import ChunkOpener, ChunkOrigin
 
-__all__ = ["RemoteSource", "open_source"]
+__all__ = ["RemoteSource", "fetch_index"]
 
 
 class RemoteSource:
@@ -38,22 +36,27 @@ class RemoteSource:
         self._open: dict[int, Chunk] = {}
 
     @classmethod
-    def open(cls, dataset: Any, url: str | None = None) -> RemoteSource:
-        """The source for ``dataset.input_dir`` (a URL or a ``Dir`` with a URL), or for ``url`` if given."""
-        resolved = resolve_dir(url if url is not None else dataset.input_dir)
-        cache_setting = dataset.cache_dir
-        if isinstance(cache_setting, Dir):
-            cache_setting = cache_setting.path
-        url = resolved.url
-        if url is None:
-            raise ValueError(f"input_dir {dataset.input_dir!r} resolved to no URL")
-        cache_dir = Path(resolved.path) if resolved.path is not None else cache_dir_for(url, cache_setting)
-        storage = get_storage(url, dataset.storage_options, dataset.session_options)
-        index, version = _versioned_index(dataset, storage, cache_dir)
-        index = select_files(index, getattr(dataset, "file_pattern", None))
-        cache = ChunkCache(cache_dir, storage, dataset.max_cache_size, compression=index.compression, version=version)
-        prefetcher = Prefetcher(cache, max(1, int(dataset.max_pre_download)))
-        return cls(index, cache, prefetcher, dataset.encryption, opener=chunk_opener(dataset))
+    def open(cls, origin: ChunkOrigin, opener: ChunkOpener = open_chunk) -> RemoteSource:
+        """The source for ``origin`` (a URL), in this process.
+
+        The index comes with ``origin``; only when its copy in the cache folder is gone (the cache
+        was cleared) is the index fetched again, to tell whether the dataset was rewritten since.
+        """
+        assert origin.url is not None and origin.cache_dir is not None and origin.version is not None
+        storage = get_storage(origin.url, origin.storage_options, origin.session_options)
+        if not (origin.cache_dir / origin.version / INDEX_FILENAME).is_file():
+            _, version, where = fetch_index(storage, origin.cache_dir, origin.index_path)
+            if version != origin.version:
+                raise RuntimeError(
+                    f"{where} changed since this dataset was opened (its copy in {origin.cache_dir / origin.version} "
+                    "is gone): the dataset was rewritten. Create a new StreamingDataset to read the new data"
+                )
+        index = origin.index
+        cache = ChunkCache(
+            origin.cache_dir, storage, origin.max_cache_size, compression=index.compression, version=origin.version
+        )
+        prefetcher = Prefetcher(cache, max(1, int(origin.max_pre_download)))
+        return cls(index, cache, prefetcher, origin.encryption, opener=opener)
 
     def schedule(self, chunks: list[int]) -> None:
         self.prefetcher.schedule([self.index.chunks[c] for c in chunks])
@@ -97,36 +100,23 @@ class RemoteSource:
         self.prefetcher.close()
 
 
-def _versioned_index(dataset: Any, storage: Storage, cache_dir: Path) -> tuple[DatasetIndex, str]:
-    """The dataset's index and its version (the subfolder of ``cache_dir`` it is kept in).
+def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tuple[DatasetIndex, str, str]:
+    """Fetch the index of the dataset at ``storage`` into its version's subfolder of ``cache_dir``.
 
-    The first process of a dataset object records the version on it; its DataLoader workers
-    read that index from the cache folder, so they see what the main process saw.
+    Returns:
+        The index, its version, and where it was read from (for messages). A folder of Parquet
+        files without an index gets one built from the files' footers.
     """
-    known = vars(dataset).get("_cache_version")
-    if known is not None and (cache_dir / known / INDEX_FILENAME).is_file():
-        return load_index(cache_dir / known / INDEX_FILENAME), known
-    data: bytes | None = None
     try:
-        data = _index_bytes(dataset.index_path) if dataset.index_path else storage.get(INDEX_FILENAME)
+        data = _index_bytes(index_path) if index_path else storage.get(INDEX_FILENAME)
     except FileNotFoundError:
-        if dataset.index_path:
+        if index_path:
             raise
         index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
-    else:
-        version = dataset_version(storage.url, data)
-        write_file_atomic(cache_dir / version / INDEX_FILENAME, data)
-        index = load_index(cache_dir / version / INDEX_FILENAME)
-    if known is not None and version != known:
-        where = dataset.index_path or (
-            storage.url_for(INDEX_FILENAME) if data is not None else f"the files of {storage.url}"
-        )
-        raise RuntimeError(
-            f"{where} changed since this dataset was opened (its copy in {cache_dir / known} is gone): the "
-            "dataset was rewritten. Create a new StreamingDataset to read the new data"
-        )
-    vars(dataset)["_cache_version"] = version
-    return index, version
+        return index, version, f"the files of {storage.url}"
+    version = dataset_version(storage.url, data)
+    write_file_atomic(cache_dir / version / INDEX_FILENAME, data)
+    return load_index(cache_dir / version / INDEX_FILENAME), version, index_path or storage.url_for(INDEX_FILENAME)
 
 
 def _index_bytes(index_path: str) -> bytes:
@@ -139,30 +129,3 @@ def _index_bytes(index_path: str) -> bytes:
         return path.read_bytes()
     head, _, name = index_path.rstrip("/").rpartition("/")
     return get_storage(head).get(name)
-
-
-def _cache_root(dataset: Any) -> Any:
-    setting = getattr(dataset, "cache_dir", None)
-    return getattr(setting, "path", setting)
-
-
-def open_source(dataset: Any) -> ChunkSource:
-    """The chunk source for a StreamingDataset's ``input_dir``: local folders are read in place,
-    URLs and ``local:`` network drives go through the io cache.
-    """
-    resolved = resolve_dir(dataset.input_dir)
-    url = None
-    if resolved.url is None and resolved.path is not None:
-        directory = Path(resolved.path)
-        if not directory.is_dir():
-            raise FileNotFoundError(
-                f"input_dir {str(dataset.input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
-            )
-        profile = getattr(dataset, "posix", None)
-        if profile is None or profile.in_place:
-            index = local_dataset_index(directory, getattr(dataset, "index_path", None), _cache_root(dataset))
-            index = select_files(index, getattr(dataset, "file_pattern", None))
-            verify = getattr(dataset, "verify_chunks", False)
-            return LocalSource(directory, index, dataset.encryption, opener=chunk_opener(dataset), verify=verify)
-        url = "local:" + str(directory)  # LITDATA_POSIX_FAST=0: copy through the cache like a network drive
-    return RemoteSource.open(dataset, url)

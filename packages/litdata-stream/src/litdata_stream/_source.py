@@ -2,38 +2,58 @@
 
 A source hands out opened chunks by number, takes a reading order as a prefetch hint, and is
 told when a chunk is no longer needed (so the cache may evict it). Sources are created lazily in
-the process that reads (never pickled open), so DataLoader workers each get their own.
+the process that reads (never pickled open), from the dataset's ``ChunkOrigin`` (``_origin``),
+so DataLoader workers each get their own.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
 from litdata_format.internal import Chunk, open_chunk
 
-__all__ = ["ChunkOpener", "ChunkSource", "LocalSource", "chunk_opener"]
+__all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
 
 
-def chunk_opener(dataset: Any) -> ChunkOpener:
-    """Open chunks the way the dataset's item loader says (Parquet files are not chunk files).
+@dataclass(frozen=True, eq=False)
+class ChunkOrigin:
+    """Where a dataset's chunks come from (see ``_origin``).
 
-    Looked up at each open: the first source is made before the dataset has chosen its loader.
+    Attributes:
+        index: the dataset's parsed index (its file pattern applied).
+        directory: the local folder read in place, or None when the chunks come through the cache.
+        url: the URL the chunks are fetched from (``s3://...``, ``local:/drive``), or None.
+        cache_dir: the folder the fetched chunks are kept in (a URL's only).
+        version: the subfolder of ``cache_dir`` holding this index's chunks (a URL's only).
+        index_path: where the index was read from, when not from the dataset's folder.
+        storage_options: credentials and endpoint for the object store.
+        session_options: boto3-style session options.
+        max_cache_size: the byte cap of the chunk cache.
+        max_pre_download: chunks fetched ahead of the one being read.
+        encryption: the key for encrypted datasets.
+        verify: check local chunks against their recorded checksums when first opened.
     """
 
-    def open_with_loader(path: Path, info: ChunkInfo, index: DatasetIndex, encryption: Any) -> Chunk:
-        loader = dataset.__dict__.get("item_loader")
-        if loader is None:
-            return open_chunk(path, info, index, encryption)
-        return loader.open_chunk(path, info, index, encryption)
-
-    return open_with_loader
+    index: DatasetIndex
+    directory: Path | None = None
+    url: str | None = None
+    cache_dir: Path | None = None
+    version: str | None = None
+    index_path: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    session_options: Mapping[str, Any] | None = None
+    max_cache_size: int | float | str | None = None
+    max_pre_download: int = 2
+    encryption: Any = None
+    verify: bool = False
 
 
 class ChunkSource(Protocol):

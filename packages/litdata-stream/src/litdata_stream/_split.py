@@ -47,8 +47,8 @@ def train_test_split(
     if math.fsum(fractions) > 1 + 1e-9:
         raise ValueError(f"the splits sum to {math.fsum(fractions):g}; they must sum to at most 1")
 
-    lengths = np.asarray(dataset._lengths, dtype=np.int64)
-    starts = np.asarray(dataset._starts[:-1], dtype=np.int64)
+    lengths = np.asarray(dataset.samples_per_chunk, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     chunks = np.random.default_rng([seed]).permutation(len(lengths)) if shuffle else np.arange(len(lengths))
     # Global sample indexes, chunk by chunk in the drawn order.
     ordered = np.concatenate([np.arange(starts[c], starts[c] + lengths[c]) for c in chunks.tolist()] or [[]])

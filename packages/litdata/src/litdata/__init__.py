@@ -44,4 +44,5 @@ if TYPE_CHECKING:
     from litdata_stream import litdata_collate as litdata_collate
     from litdata_stream import train_test_split as train_test_split
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

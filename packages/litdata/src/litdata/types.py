@@ -22,4 +22,5 @@ if TYPE_CHECKING:
     from litdata_format import Tiff as Tiff
     from litdata_format import Video as Video
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

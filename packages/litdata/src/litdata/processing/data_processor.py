@@ -9,4 +9,5 @@ from litdata_format.lazy import lazy_module
 if TYPE_CHECKING:
     from litdata_prep import ALL_DONE as ALL_DONE
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

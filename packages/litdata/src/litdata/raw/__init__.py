@@ -10,4 +10,5 @@ if TYPE_CHECKING:
     from litdata_raw import FileMetadata as FileMetadata
     from litdata_raw import StreamingRawDataset as StreamingRawDataset
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

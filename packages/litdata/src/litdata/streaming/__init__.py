@@ -14,4 +14,5 @@ if TYPE_CHECKING:
     from litdata_stream import StreamingDataLoader as StreamingDataLoader
     from litdata_stream import StreamingDataset as StreamingDataset
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

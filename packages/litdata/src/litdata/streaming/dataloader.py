@@ -11,4 +11,5 @@ if TYPE_CHECKING:
     from litdata_stream import LoaderStats as LoaderStats
     from litdata_stream import StreamingDataLoader as StreamingDataLoader
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -12,4 +12,5 @@ if TYPE_CHECKING:
     from litdata_format import PyTreeLoader as PyTreeLoader
     from litdata_format import TokensLoader as TokensLoader
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -9,4 +9,5 @@ from litdata_format.lazy import lazy_module
 if TYPE_CHECKING:
     from litdata_stream import ParallelStreamingDataset as ParallelStreamingDataset
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

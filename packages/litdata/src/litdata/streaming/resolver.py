@@ -10,4 +10,5 @@ if TYPE_CHECKING:
     from litdata_io import Dir as Dir
     from litdata_io import resolve_dir as resolve_dir
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -35,4 +35,5 @@ if TYPE_CHECKING:
     from litdata_format.serializers import default_serializers as default_serializers
     from litdata_format.serializers import resolve_serializers as resolve_serializers
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -10,4 +10,5 @@ if TYPE_CHECKING:
     from litdata_format import BinaryWriter as BinaryWriter
     from litdata_stream import index_parquet_dataset as index_parquet_dataset
 
-__getattr__, __dir__ = lazy_module(globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
+    __getattr__, __dir__ = lazy_module(globals())

@@ -1,0 +1,67 @@
+"""Where a dataset's chunks come from, resolved once, when the dataset is made.
+
+A ``ChunkOrigin`` (``_source``) is a small frozen record: the parsed index, the local folder read
+in place or the URL read through the chunk cache (with its cache folder and the index's version),
+and the options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
+with it (forked or pickled): a worker opens its own source from it (:func:`open_source`) and
+never downloads or parses ``index.json`` again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from litdata_io import Dir, cache_dir_for, get_storage, resolve_dir
+from litdata_stream._parquet_index import local_dataset_index, select_files
+from litdata_stream._remote import RemoteSource, fetch_index
+from litdata_stream._source import ChunkOpener, ChunkOrigin, ChunkSource, LocalSource
+
+__all__ = ["locate_chunks", "open_source"]
+
+
+def locate_chunks(
+    input_dir: Any, *, in_place: bool = True, cache_dir: Any = None, file_pattern: str | None = None, **options: Any
+) -> ChunkOrigin:
+    """Resolve ``input_dir`` and read its index (fetching it into the cache folder for a URL).
+
+    Args:
+        input_dir: a local folder, a URL or a ``Dir``.
+        in_place: read a local folder in place (False: copy its chunks through the cache, as a
+            ``local:`` network drive is).
+        cache_dir: the cache root or folder the user chose (a ``Dir`` counts by its path).
+        file_pattern: keep only the chunks whose file name matches this shell pattern.
+        **options: the other fields of :class:`ChunkOrigin` (``index_path``, ``storage_options``,
+            ``encryption``, ...), kept on it as given.
+
+    Raises:
+        FileNotFoundError: a local ``input_dir`` is not a directory.
+    """
+    cache_setting = cache_dir.path if isinstance(cache_dir, Dir) else cache_dir
+    index_path = options.get("index_path")
+    resolved = resolve_dir(input_dir)
+    if resolved.url is None and resolved.path is not None:
+        directory = Path(resolved.path)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"input_dir {str(input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
+            )
+        if in_place:
+            index = select_files(local_dataset_index(directory, index_path, cache_setting), file_pattern)
+            return ChunkOrigin(index, directory=directory, **options)
+        resolved = resolve_dir("local:" + str(directory))  # LITDATA_POSIX_FAST=0: through the cache
+    url = resolved.url
+    if url is None:
+        raise ValueError(f"input_dir {input_dir!r} resolved to no URL")
+    folder = Path(resolved.path) if resolved.path is not None else cache_dir_for(url, cache_setting)
+    storage = get_storage(url, options.get("storage_options"), options.get("session_options"))
+    index, version, _ = fetch_index(storage, folder, index_path)
+    index = select_files(index, file_pattern)
+    return ChunkOrigin(index, url=url, cache_dir=folder, version=version, **options)
+
+
+def open_source(origin: ChunkOrigin, opener: ChunkOpener) -> ChunkSource:
+    """A new chunk source over ``origin`` for this process, opening chunks with ``opener``."""
+    if origin.directory is not None:
+        return LocalSource(origin.directory, origin.index, origin.encryption, opener=opener, verify=origin.verify)
+    return RemoteSource.open(origin, opener)
