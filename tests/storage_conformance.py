@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from litdata_format import checksum_file
 from litdata_io import ObjectInfo, Storage
 
 __all__ = ["StorageConformance"]
@@ -151,6 +152,19 @@ class StorageConformance:
         assert storage.download("big.bin", destination) == len(data)
         assert destination.read_bytes() == data
         assert [p.name for p in destination.parent.iterdir()] == ["big.bin"]
+
+    def test_hashed_download_gives_the_files_checksum(
+        self, storage_factory: StorageFactory, seed: Callable[[str, bytes], None], tmp_path: Path
+    ) -> None:
+        # Streamed in one GET, and in parallel ranged parts (a small part size makes them arrive out of order).
+        storage = storage_factory(parallel_threshold=20_000, part_size=4096, max_concurrency=4)
+        for name, size in (("small.bin", 3000), ("big.bin", 50_000), ("empty.bin", 0)):
+            data = _payload(size, seed=size)
+            seed(name, data)
+            destination = tmp_path / "hashed" / name
+            assert storage.download_hashed(name, destination) == (size, checksum_file(destination))
+            assert destination.read_bytes() == data
+        assert checksum_file(destination) != checksum_file(tmp_path / "hashed" / "small.bin")
 
     def test_async_methods_and_sync_inside_a_running_loop(
         self, storage: Storage, seed: Callable[[str, bytes], None]

@@ -29,6 +29,7 @@ EXPECTED = {
     "Video",
     "BaseItemLoader",
     "BinaryWriter",
+    "Checksum",
     "ChecksumError",
     "Chunk",
     "ChunkInfo",

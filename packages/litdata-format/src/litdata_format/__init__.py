@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "atomic_file": "litdata_format._atomic",
     "temp_target": "litdata_format._atomic",
     "write_file_atomic": "litdata_format._atomic",
+    "Checksum": "litdata_format._checksum",
     "ChecksumError": "litdata_format._checksum",
     "checksum_file": "litdata_format._checksum",
     "expected_checksum": "litdata_format._checksum",
@@ -87,7 +88,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from litdata_format._atomic import atomic_file, temp_target, write_file_atomic
-    from litdata_format._checksum import ChecksumError, checksum_file, expected_checksum, verify_file
+    from litdata_format._checksum import Checksum, ChecksumError, checksum_file, expected_checksum, verify_file
     from litdata_format._chunk import Chunk, ChunkView, encode_chunk
     from litdata_format._compression import compress, decompress
     from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
@@ -164,6 +165,7 @@ __all__ = [
     "Video",
     "BaseItemLoader",
     "BinaryWriter",
+    "Checksum",
     "ChecksumError",
     "Chunk",
     "ChunkInfo",

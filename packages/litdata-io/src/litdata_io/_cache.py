@@ -55,12 +55,13 @@ cover the whole ``cache_dir``. Opening a version clears the other versions of th
 Sizes and checksums. A cached chunk whose size is not the one the index gives
 (``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
 is deleted and fetched again, and a download of the wrong size is never published. When the index
-records checksums (``litdata_format._checksum``), a download is hashed as fetched, before it is
-decompressed or published; a mismatch is fetched once more, then fails naming the chunk, the URL
-and both hashes. A chunk already in the cache is hashed the first time each process pins it
-(``ChunkCache._whole``; the files this process downloaded itself count as checked), so a byte
-altered on disk after download is caught before its samples are read, and the file is fetched
-again. A file altered while a process already holds it checked is not seen by that process.
+records checksums (``litdata_format._checksum``), a download is hashed as its bytes arrive
+(:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published; a
+mismatch is fetched once more, then fails naming the chunk, the URL and both hashes. A chunk
+already in the cache is hashed the first time each process pins it (``ChunkCache._whole``; the
+files this process downloaded itself count as checked), so a byte altered on disk after
+download is caught before its samples are read, and the file is fetched again. A file altered
+while a process already holds it checked is not seen by that process.
 
 Fork. Descriptors and in-process state are reset in a forked child (:func:`litdata_io._process.on_fork_in_child`),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
@@ -510,23 +511,24 @@ class ChunkCache:
         A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
         error says more than two hashes.
         """
+        expected = expected_checksum(info)
         for attempt in (1, 2):
             with trace_span("download", chunk=info.filename) as span, activity(f"download {url}"):
-                span.set(bytes=await self.storage.adownload(info.filename, fetched))
-            if plain and not _intact(info, fetched.stat().st_size):
+                if expected is None:
+                    size, found = await self.storage.adownload(info.filename, fetched), None
+                else:  # hashed as the bytes arrive, where the storage can: no second pass over the file
+                    size, found = await self.storage.adownload_hashed(info.filename, fetched)
+                span.set(bytes=size)
+            if (plain and not _intact(info, size)) or found == expected:
                 return
-            try:
-                await asyncio.to_thread(verify_file, fetched, info, url)
-                return
-            except ChecksumError as err:
-                if attempt == 2:
-                    raise ChunkDownloadError(
-                        f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {err.found} but "
-                        f"index.json records {err.expected}; the stored object is damaged or belongs to another "
-                        "version of the dataset: rewrite the chunk (or the dataset) at the source"
-                    ) from None
-                trace_instant("refetch", "delete", chunk=info.filename, found=err.found, expected=err.expected)
-                fetched.unlink()
+            if attempt == 2:
+                raise ChunkDownloadError(
+                    f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {found} but "
+                    f"index.json records {expected}; the stored object is damaged or belongs to another "
+                    "version of the dataset: rewrite the chunk (or the dataset) at the source"
+                )
+            trace_instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
+            fetched.unlink()
 
     # -- the cap --------------------------------------------------------------------------------
     def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int, bool]]:
