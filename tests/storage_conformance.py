@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from litdata_format import checksum_file
 from litdata_io import ObjectInfo, Storage
 
 __all__ = ["StorageConformance"]
@@ -151,6 +152,20 @@ class StorageConformance:
         assert storage.download("big.bin", destination) == len(data)
         assert destination.read_bytes() == data
         assert [p.name for p in destination.parent.iterdir()] == ["big.bin"]
+
+    def test_hashed_download_gives_the_files_checksum(
+        self, storage_factory: StorageFactory, seed: Callable[[str, bytes], None], tmp_path: Path
+    ) -> None:
+        # Streamed in one GET, and in parallel ranged parts (a small part size makes them arrive out of order).
+        storage = storage_factory(parallel_threshold=20_000, part_size=4096, max_concurrency=4)
+        objects = {"small.bin": _payload(3000, seed=1), "big.bin": _payload(50_000, seed=2), "empty.bin": b""}
+        for name, data in objects.items():  # all seeded first: some stores cache their listings
+            seed(name, data)
+        for name, data in objects.items():
+            destination = tmp_path / "hashed" / name
+            assert storage.download_hashed(name, destination) == (len(data), checksum_file(destination))
+            assert destination.read_bytes() == data
+        assert checksum_file(tmp_path / "hashed" / "big.bin") != checksum_file(tmp_path / "hashed" / "small.bin")
 
     def test_async_methods_and_sync_inside_a_running_loop(
         self, storage: Storage, seed: Callable[[str, bytes], None]

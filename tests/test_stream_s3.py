@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,16 @@ def _cached_bytes(root: Path) -> int:
 
 def _indexes(batches: list[Any]) -> list[int]:
     return [int(i) for batch in batches for i in batch["index"]]
+
+
+def _folder_bytes(root: Path) -> int:
+    """Bytes of every file under ``root``, hidden ones and downloads being staged included."""
+    total = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(os.path.join(folder, name)).st_size
+    return total
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
@@ -101,3 +112,37 @@ def test_cache_stays_under_the_cap(tmp_path: Path, s3_server: S3Server, s3_bucke
         assert len(sample["index"]) == 5
     # in use (one per worker and the prefetch window) may exceed the cap briefly; never the whole dataset
     assert peak <= cap + 3 * chunk_bytes
+
+
+def test_the_whole_cache_folder_stays_under_the_cap_index_included(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    # 200 chunks of ~1 KB: the dataset's index.json (kept in the cache folder) weighs ~30 chunks.
+    url = _upload_dataset(tmp_path, s3_server, s3_bucket, n=2000)
+    local = tmp_path / "local"
+    chunk_bytes = max(p.stat().st_size for p in local.glob("chunk-*"))
+    cap = (local / "index.json").stat().st_size + 30 * chunk_bytes
+    cache = tmp_path / "cache"
+    ds = StreamingDataset(
+        url, cache_dir=str(cache), storage_options=s3_server.storage_options(), max_cache_size=cap, shuffle=True
+    )
+    peak, done = 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _folder_bytes(cache))
+            done.wait(0.002)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        seen = [int(i) for batch in StreamingDataLoader(ds, batch_size=20, num_workers=2) for i in batch["index"]]
+    finally:
+        done.set()
+        sampler.join()
+    assert sorted(seen) == list(range(2000))
+    assert peak > cap // 2  # the sampler saw the cache at work
+    # The folder as a whole (index, chunks, downloads in flight, the cache's hidden bookkeeping) never
+    # holds more than the cap and one chunk per worker: the index's bytes are taken from the chunks' share.
+    assert peak <= cap + 2 * chunk_bytes

@@ -233,6 +233,21 @@ def test_image_round_trips_and_decode_modes(tmp_path: Path) -> None:
     assert round_trip(Image(array=rgba))[0].shape == (3, 6, 8)
 
 
+@pytest.mark.parametrize(
+    ("mode", "fmt"), [("RGB", "JPEG"), ("L", "JPEG"), ("RGB", "PNG"), ("P", "PNG"), ("RGBA", "PNG")]
+)
+def test_decoded_pixels_are_contiguous_rgb_planes_of_any_mode(mode: str, fmt: str) -> None:
+    rng = np.random.default_rng(7)
+    image = PILImage.fromarray(rng.integers(0, 255, (5, 9, 3), dtype=np.uint8)).convert(mode)
+    stored = io.BytesIO()
+    image.save(stored, fmt)
+    expected = np.asarray(PILImage.open(stored).convert("RGB")).transpose(2, 0, 1)
+    tensor, array = decode_image(stored.getvalue()), decode_image(stored.getvalue(), "numpy")
+    assert tensor.dtype == torch.uint8 and tensor.is_contiguous() and tuple(tensor.shape) == (3, 5, 9)
+    assert np.array_equal(tensor.numpy(), expected) and np.array_equal(array, expected)
+    assert array.flags.c_contiguous and array.flags.writeable
+
+
 def test_exif_orientation_is_applied_to_jpegs(tmp_path: Path) -> None:
     image = PILImage.fromarray(CASES_MODULE.pixels())
     exif = image.getexif()

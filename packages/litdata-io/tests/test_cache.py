@@ -502,7 +502,7 @@ def test_clear_keeps_chunks_in_use_and_leaves_nothing_behind(tmp_path: Path) -> 
     (root / "ds" / ".chunk-0-7.bin.lock").write_text("")  # left by a crash
     (root / "ds" / ".chunk-0-7.bin.partial").mkdir()
     (root / "ds" / ".chunk-0-7.bin.partial" / "chunk-0-7.bin").write_bytes(b"half")
-    assert cache.size() == 300  # index files and leftovers do not count
+    assert cache.size() == 302  # the index counts; hidden leftovers do not
     with cache.use(infos[0]) as path:
         result = cache.clear()
         assert result.in_use == [path] and path.read_bytes() == contents["chunk-0-0.bin"]
@@ -631,6 +631,24 @@ def test_a_new_version_clears_the_old_one_but_not_chunks_in_use_nor_other_urls(t
     ChunkCache(root, FolderStorage(tmp_path / "src"), "1GB", version="v-new")
     assert not (root / "v-old").exists()
     assert (root / "v-other" / "chunk-0-0.bin").is_file() and (root / "v-new" / "chunk-0-0.bin").is_file()
+
+
+def test_the_cap_counts_the_index_files_the_folder_holds(tmp_path: Path) -> None:
+    infos = infos_of(make_chunks(tmp_path / "src", 6, 1000))
+    root = tmp_path / "cache"
+    (root / "v-a").mkdir(parents=True)
+    index = root / "v-a" / "index.json"
+    index.write_bytes(b"x" * 1500)  # what a dataset keeps next to its chunks
+    cache = ChunkCache(root, FolderStorage(tmp_path / "src"), 3500, version="v-a")
+    for info in infos:
+        with cache.use(info) as path:
+            assert path.is_file()
+        cache.mark_consumed(info)
+        visible = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+        assert visible <= 3500  # the folder as a whole, index included: chunks get 2000 of the 3500
+    assert index.read_bytes() == b"x" * 1500  # never evicted
+    assert len(list(root.rglob("chunk-*.bin"))) == 2 and cache.size() == 3500
+    assert cache.evict(incoming=3500) == 2000 and cache.size() == 1500 and index.is_file()
 
 
 def test_the_cap_covers_every_version_in_the_folder(tmp_path: Path) -> None:

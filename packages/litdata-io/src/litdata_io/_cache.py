@@ -23,13 +23,16 @@ download is pinned before it is published (the staging file is locked, then rena
 other process can evict it between publication and use. The kernel drops the locks of a process
 that dies, so a crashed reader never pins a chunk forever.
 
-Eviction. Everything in the folder except hidden files and index files (``*.json``,
-``*.json.zstd``) counts towards ``max_cache_size``, and so does every download in progress, from
-any process: a download writes the bytes it will add into the lock file it holds, and eviction
-counts that reservation while the lock is held (a crashed download's lock is free, so its
-leftover counts nothing). When the total exceeds the cap, unpinned chunks are deleted, consumed
-ones first (:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which every process sees),
-then the oldest. So downloads running side by side never each make room only for themselves.
+Eviction. Every visible file in the folder counts towards ``max_cache_size``, index files
+(``*.json``, ``*.json.zstd``) included, so the folder as a whole stays under the cap and chunks
+get what the indexes leave; so does every download in progress, from any process: a download
+writes the bytes it will add into the lock file it holds, and eviction counts that reservation
+while the lock is held (a crashed download's lock is free, so its leftover counts nothing).
+Hidden files are the cache's own bookkeeping (the ledger, locks, version marks: a few dozen bytes
+each) and staging folders, which their reservation covers. When the total exceeds the cap,
+unpinned chunks are deleted (never an index), consumed ones first
+(:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which every process sees), then the
+oldest. So downloads running side by side never each make room only for themselves.
 Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use (read, or
 prefetched and waiting to be read) and the downloads in flight.
 
@@ -52,12 +55,13 @@ cover the whole ``cache_dir``. Opening a version clears the other versions of th
 Sizes and checksums. A cached chunk whose size is not the one the index gives
 (``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
 is deleted and fetched again, and a download of the wrong size is never published. When the index
-records checksums (``litdata_format._checksum``), a download is hashed as fetched, before it is
-decompressed or published; a mismatch is fetched once more, then fails naming the chunk, the URL
-and both hashes. A chunk already in the cache is hashed the first time each process pins it
-(``ChunkCache._whole``; the files this process downloaded itself count as checked), so a byte
-altered on disk after download is caught before its samples are read, and the file is fetched
-again. A file altered while a process already holds it checked is not seen by that process.
+records checksums (``litdata_format._checksum``), a download is hashed as its bytes arrive
+(:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published; a
+mismatch is fetched once more, then fails naming the chunk, the URL and both hashes. A chunk
+already in the cache is hashed the first time each process pins it (``ChunkCache._whole``; the
+files this process downloaded itself count as checked), so a byte altered on disk after
+download is caught before its samples are read, and the file is fetched again. A file altered
+while a process already holds it checked is not seen by that process.
 
 Fork. Descriptors and in-process state are reset in a forked child (:func:`litdata_io._process.on_fork_in_child`),
 so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
@@ -168,9 +172,9 @@ def resolve_max_cache_size(value: int | float | str | None, cache_dir: str | os.
     raise TypeError(f"{source} must be None, a size such as '100GB', or a fraction such as 0.9, not {value!r}")
 
 
-def _is_cached_file(name: str) -> bool:
-    """Whether a file name in a cache folder is cached data that counts towards the cap."""
-    return not name.startswith(".") and not name.endswith(".json") and ".json." not in name
+def _is_evictable(name: str) -> bool:
+    """Whether a visible file of a cache folder is cached data eviction may delete (not an index)."""
+    return not name.endswith(".json") and ".json." not in name
 
 
 # -- per-process state ----------------------------------------------------------------------------
@@ -534,31 +538,32 @@ class ChunkCache:
         A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
         error says more than two hashes.
         """
+        expected = expected_checksum(info)
         for attempt in (1, 2):
             with trace_span("download", chunk=info.filename) as span, activity(f"download {url}"):
-                span.set(bytes=await self.storage.adownload(info.filename, fetched))
-            if plain and not _intact(info, fetched.stat().st_size):
+                if expected is None:
+                    size, found = await self.storage.adownload(info.filename, fetched), None
+                else:  # hashed as the bytes arrive, where the storage can: no second pass over the file
+                    size, found = await self.storage.adownload_hashed(info.filename, fetched)
+                span.set(bytes=size)
+            if (plain and not _intact(info, size)) or found == expected:
                 return
-            try:
-                await asyncio.to_thread(verify_file, fetched, info, url)
-                return
-            except ChecksumError as err:
-                if attempt == 2:
-                    raise ChunkDownloadError(
-                        f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {err.found} but "
-                        f"index.json records {err.expected}; the stored object is damaged or belongs to another "
-                        "version of the dataset: rewrite the chunk (or the dataset) at the source"
-                    ) from None
-                trace_instant("refetch", "delete", chunk=info.filename, found=err.found, expected=err.expected)
-                fetched.unlink()
+            if attempt == 2:
+                raise ChunkDownloadError(
+                    f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {found} but "
+                    f"index.json records {expected}; the stored object is damaged or belongs to another "
+                    "version of the dataset: rewrite the chunk (or the dataset) at the source"
+                )
+            trace_instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
+            fetched.unlink()
 
     # -- the cap --------------------------------------------------------------------------------
-    def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int]]:
-        """(path, size, mtime_ns) of every cached data file, hidden staging folders excluded.
+    def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int, bool]]:
+        """(path, size, mtime_ns, evictable) of every visible file, hidden staging folders excluded.
 
         The download lock files found are appended to ``locks`` if given.
         """
-        found: list[tuple[Path, int, int]] = []
+        found: list[tuple[Path, int, int, bool]] = []
         stack = [self.cache_dir]
         while stack:
             folder = stack.pop()
@@ -574,16 +579,16 @@ class ChunkCache:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
-                    elif _is_cached_file(entry.name):
+                    else:
                         stat = entry.stat(follow_symlinks=False)
-                        found.append((Path(entry.path), stat.st_size, stat.st_mtime_ns))
+                        found.append((Path(entry.path), stat.st_size, stat.st_mtime_ns, _is_evictable(entry.name)))
                 except FileNotFoundError:
                     continue
         return found
 
     def size(self) -> int:
-        """Bytes of cached chunks in ``cache_dir`` right now, from every process using it."""
-        return sum(size for _, size, _ in self._scan())
+        """Bytes counted against the cap in ``cache_dir`` right now (chunks and indexes), from every process."""
+        return sum(entry[1] for entry in self._scan())
 
     def mark_consumed(self, info: ChunkInfo) -> None:
         """Say the chunk has been read: it is evicted first, once no process uses it.
@@ -618,13 +623,15 @@ class ChunkCache:
                 return 0  # another process counted while we waited for the lock
             locks: list[Path] = []
             entries = self._scan(locks)
-            total = sum(size for _, size, _ in entries) + sum(reservation(lock) for lock in locks)
+            total = sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
             freed = 0
             if total > budget:
                 with self._state.lock:
                     pinned = set(self._state.pins)
                 low = budget - self.max_cache_size // _MARGIN
-                for path, size, _ in sorted(entries, key=lambda entry: entry[2]):
+                for path, size, _, evictable in sorted(entries, key=lambda entry: entry[2]):
+                    if not evictable:  # an index: its dataset needs it
+                        continue
                     # Enough room for what comes; then go on into the margin with chunks that fit in it.
                     if total <= budget and total - size < low:
                         break

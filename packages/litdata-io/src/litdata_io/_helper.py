@@ -53,7 +53,9 @@ from litdata_io._loop import io_loop
 __all__ = ["call_in_helper"]
 
 _HEADER = struct.Struct("!Q")
-_METHODS = frozenset({"ahead", "alist", "aget", "aget_range", "aput", "adelete", "aupload", "acopy", "adownload"})
+_METHODS = frozenset(
+    {"ahead", "alist", "aget", "aget_range", "aput", "adelete", "aupload", "acopy", "adownload", "adownload_hashed"}
+)
 _MAX_STORES = 64  # clients the helper keeps; a long test session opens many storages, a job a few
 _SIGKILL = 9
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-from litdata_format.internal import atomic_file
+from litdata_format.internal import Checksum, atomic_file
 from litdata_io import _process
 from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
@@ -309,15 +309,25 @@ class ObstoreStorage(Storage):
 
     @_served(local_path=1)
     async def adownload(self, key: str, destination: str | Path) -> int:
+        return (await self._download(key, Path(destination), hashed=False))[0]
+
+    @_served(local_path=1)
+    async def adownload_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
+        size, checksum = await self._download(key, Path(destination), hashed=True)
+        assert checksum is not None
+        return size, checksum
+
+    async def _download(self, key: str, destination: Path, hashed: bool) -> tuple[int, str | None]:
         key = check_key(self.url, key)
-        destination = Path(destination)
         # One GET both learns the size and, for a small object, streams it to disk: no HEAD first.
-        outcome = await self._call("GET", key, lambda: self._stream_to(key, destination))
+        outcome = await self._call("GET", key, lambda: self._stream_to(key, destination, hashed))
         if isinstance(outcome, ObjectInfo):
-            return await self._download_parts(key, destination, outcome)
+            checksum = Checksum() if hashed else None
+            size = await self._download_parts(key, destination, outcome, checksum)
+            return size, checksum.text() if checksum is not None else None
         return outcome
 
-    async def _stream_to(self, key: str, destination: Path) -> int | ObjectInfo:
+    async def _stream_to(self, key: str, destination: Path, hashed: bool) -> tuple[int, str | None] | ObjectInfo:
         obstore = _import_obstore()
         result = await obstore.get_async(self._client(), key)
         info = _meta_info(result.meta)
@@ -325,12 +335,15 @@ class ObstoreStorage(Storage):
             del result  # dropping the response closes its connection; the parts are fetched in parallel
             return ObjectInfo(key, info.size, info.etag, info.mtime)
         received = 0
+        checksum = Checksum() if hashed else None  # a fresh one per attempt: a retry starts over
         with atomic_file(destination, suffix=".part") as handle:
             async for chunk in result.stream(min_chunk_size=_MiB):
                 handle.write(chunk)
+                if checksum is not None:
+                    checksum.update(chunk)  # while the piece is still in the CPU's cache
                 received += len(chunk)
             self._check_size(key, received, info.size)
-        return received
+        return received, checksum.text() if checksum is not None else None
 
     async def _get_part(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
         obstore = _import_obstore()

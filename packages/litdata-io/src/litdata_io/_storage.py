@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litdata_format.internal import atomic_file, write_file_atomic
+from litdata_format import checksum_file
+from litdata_format.internal import Checksum, atomic_file, write_file_atomic
 from litdata_io._errors import ReadOnlyStorageError, StorageError
 from litdata_io._loop import run_sync
 from litdata_io._secret import Secret
@@ -171,6 +172,15 @@ class Storage(ABC):
         await asyncio.to_thread(write_file_atomic, Path(destination), data)
         return len(data)
 
+    async def adownload_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
+        """:meth:`adownload`, and the file's checksum (what :func:`litdata_format.checksum_file` gives).
+
+        Backends that receive the object in pieces hash each piece as it arrives, so checking a
+        download costs no second pass over the file; this default reads the file again.
+        """
+        size = await self.adownload(key, destination)
+        return size, await asyncio.to_thread(checksum_file, destination)
+
     async def aupload(self, source: str | Path, key: str) -> None:
         """Upload the local file ``source`` to ``key``.
 
@@ -197,18 +207,33 @@ class Storage(ABC):
             # A body cut short without the connection noticing; the caller's retry fetches it again.
             raise ConnectionResetError(f"{self.url_for(key)}: received {got} bytes, expected {expected}")
 
-    async def _download_parts(self, key: str, destination: Path, info: ObjectInfo) -> int:
-        """Download ``info.size`` bytes of ``key`` with parallel ranged gets into ``destination``."""
+    async def _download_parts(
+        self, key: str, destination: Path, info: ObjectInfo, checksum: Checksum | None = None
+    ) -> int:
+        """Download ``info.size`` bytes of ``key`` with parallel ranged gets into ``destination``.
+
+        With ``checksum``, each part is hashed as soon as the parts before it were (a part that
+        arrives early is kept until then).
+        """
         size, part = info.size, self.settings.part_size
         gate = asyncio.Semaphore(self.settings.max_concurrency)
         write_lock = threading.Lock()
+        early: dict[int, Any] = {}  # parts received before their turn to be hashed, by offset
+        hashed = 0
         with atomic_file(destination, suffix=".part") as handle:
             fd = handle.fileno()
 
             async def fetch(start: int) -> None:
+                nonlocal hashed
                 end = min(start + part, size)
                 async with gate:
                     data = await self._get_part(key, start, end, info.etag)
+                if checksum is not None:
+                    early[start] = data
+                    while hashed in early:
+                        piece = early.pop(hashed)
+                        checksum.update(piece)
+                        hashed += len(piece)
                 await asyncio.to_thread(_pwrite, fd, data, start, write_lock)
 
             os.ftruncate(fd, size)
@@ -262,6 +287,10 @@ class Storage(ABC):
     def download(self, key: str, destination: str | Path) -> int:
         """Sync twin of :meth:`adownload`."""
         return run_sync(self.adownload(key, destination))
+
+    def download_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
+        """Sync twin of :meth:`adownload_hashed`."""
+        return run_sync(self.adownload_hashed(key, destination))
 
     def upload(self, source: str | Path, key: str) -> None:
         """Sync twin of :meth:`aupload`."""
