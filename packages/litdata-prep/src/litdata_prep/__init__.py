@@ -20,10 +20,13 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "ALL_DONE": "litdata_prep._engine",
     "BaseReader": "litdata_prep._readers",
+    "DatasetUpdate": "litdata_prep._keyed",
     "DatasetExistsError": "litdata_prep._output",
     "ParquetReader": "litdata_prep._readers",
     "WorkerError": "litdata_prep._engine",
+    "build_keys_index": "litdata_prep._keyed",
     "complete_dataset": "litdata_format",
+    "dataset_update": "litdata_prep._keyed",
     "map": "litdata_prep._map",
     "merge_datasets": "litdata_prep._merge",
     "optimize": "litdata_prep._optimize",
@@ -33,6 +36,7 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:
     from litdata_format import complete_dataset
     from litdata_prep._engine import ALL_DONE, WorkerError
+    from litdata_prep._keyed import DatasetUpdate, build_keys_index, dataset_update
     from litdata_prep._map import map
     from litdata_prep._merge import merge_datasets
     from litdata_prep._optimize import optimize
@@ -43,10 +47,13 @@ __all__ = [
     "ALL_DONE",
     "BaseReader",
     "DatasetExistsError",
+    "DatasetUpdate",
     "ParquetReader",
     "WorkerError",
     "__version__",
+    "build_keys_index",
     "complete_dataset",
+    "dataset_update",
     "map",
     "merge_datasets",
     "optimize",

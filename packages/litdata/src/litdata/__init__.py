@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "optimize": "litdata_prep",
     "map": "litdata_prep",
     "merge_datasets": "litdata_prep",
+    "build_keys_index": "litdata_prep",
+    "dataset_update": "litdata_prep",
     "walk": "litdata_prep",
 }
 
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
         complete_dataset,
         is_complete_dataset,
     )
-    from litdata_prep import map, merge_datasets, optimize, walk
+    from litdata_prep import build_keys_index, dataset_update, map, merge_datasets, optimize, walk
     from litdata_raw import StreamingRawDataset
     from litdata_stream import (
         CombinedStreamingDataset,
@@ -100,7 +102,9 @@ __all__ = [
     "StreamingRawDataset",
     "TokensLoader",
     "__version__",
+    "build_keys_index",
     "complete_dataset",
+    "dataset_update",
     "index_hf_dataset",
     "index_parquet_dataset",
     "is_complete_dataset",
