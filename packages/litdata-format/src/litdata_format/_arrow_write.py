@@ -1,9 +1,9 @@
-"""Writing upstream 0.2.76's Arrow rows chunks (``LDARW01``) from dicts of JSON-like values.
+r"""Writing upstream 0.2.76's Arrow rows chunks (``LDARW01``) from dicts of JSON-like values.
 
 A writer whose first sample is a plain dict of JSON-like values (None, bool, int, float, str,
 bytes, lists and dicts of them, ``JsonLeaf``) stores its chunks the way upstream 0.2.76 does::
 
-    u32 N | u32 offsets[N+1], all equal to the header size | Arrow IPC file | u32 ipc_len | b"LDARW01\\0"
+    u32 N | u32 offsets[N+1], all equal to the header size | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
 
 The IPC file holds one column per key (the union of the chunk's rows' keys in first-seen order,
 a missing key as null) in record batches of 256 rows: upstream's reader finds row i in batch
@@ -14,10 +14,11 @@ coerce or refuse it; :func:`pack_arrow_rows` builds the chunk. pyarrow is import
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
 from litdata_format._compression import zstd_level
@@ -75,15 +76,16 @@ class RowScan:
     def walk(self, value: Any, path: str) -> Kind:
         if value is None:
             return NULL
-        kind = _SCALARS.get(type(value))
+        kind = _SCALARS.get(value.__class__)
         if kind is not None:
             self.size += len(value) if kind in ("str", "bytes") else 8
             return kind
         if type(value) is list:
-            return self._list(value, path)  # pyright: ignore[reportUnknownArgumentType]
+            return self._list(cast("list[Any]", value), path)
         if type(value) is dict:
             fields: list[tuple[str, Kind]] = []
-            for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
+            items = cast("dict[Any, Any]", value).items()
+            for key, item in items:
                 if type(key) is not str:
                     raise NotARow(f"{_where(path)} has the key {key!r}, which is not a str")
                 fields.append((key, self.walk(item, f"{path}[{key!r}]")))
@@ -94,7 +96,7 @@ class RowScan:
         raise NotARow(f"{_where(path)} is a {type(value).__qualname__}")
 
     def _list(self, value: list[Any], path: str) -> Kind:
-        types = {type(item) for item in value}
+        types: set[type] = {type(item) for item in value}
         if len(types) == 1:
             (only,) = types
             kind = _SCALARS.get(only)
@@ -175,10 +177,17 @@ def unwrap_leaves(value: Any) -> Any:
     if type(value) is JsonLeaf:
         return unwrap_leaves(value.value)
     if type(value) is dict:
-        return {key: unwrap_leaves(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return {key: unwrap_leaves(item) for key, item in cast("dict[Any, Any]", value).items()}
     if type(value) is list:
-        return [unwrap_leaves(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+        return [unwrap_leaves(item) for item in cast("list[Any]", value)]
     return value
+
+
+def _pyarrow() -> Any:
+    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
+
+    importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
+    return pyarrow
 
 
 def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[bytes]:
@@ -190,9 +199,7 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
     Raises:
         ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
     """
-    import pyarrow as pa
-    import pyarrow.ipc
-
+    pa = _pyarrow()
     keys = [key for key, _ in kind[1]] if isinstance(kind, tuple) and kind[0] == "struct" else []
     try:
         table = pa.table({key: pa.array([row.get(key) for row in rows]) for key in keys})
@@ -206,7 +213,7 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
     with pa.ipc.new_file(sink, table.schema, options=options) as writer:
         for batch in table.to_batches(max_chunksize=ROW_BATCH):
             writer.write_batch(batch)
-    ipc: bytes = sink.getvalue().to_pybytes()
+    ipc = bytes(sink.getvalue().to_pybytes())
     count = len(rows)
     head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
     if len(head) + len(ipc) > 0xFFFFFFFF:
