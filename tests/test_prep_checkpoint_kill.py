@@ -52,9 +52,22 @@ def _samples(path: Path) -> list[tuple[int, int, bytes]]:
     return [(s["i"], s["k"], s["payload"]) for s in StreamingDataset(str(path))]
 
 
-def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
+KEYED = SCRIPT.replace("use_checkpoint=True,", "use_checkpoint=True, key_fn=key,").replace(
+    'if __name__ == "__main__":',
+    "def key(sample):\n    return f\"{sample['i']}-{sample['k']}\"\n\nif __name__ == \"__main__\":",
+)
+
+
+def _key_index(path: Path) -> dict[str, list[object]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "key_fn"])
+def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path, keyed: bool) -> None:
     script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
+    script.write_text(KEYED if keyed else SCRIPT)
     n = 400
     assert _run(script, tmp_path / "reference", n) == 0
     reference = _samples(tmp_path / "reference")
@@ -74,6 +87,9 @@ def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
     assert _samples(out) == reference
     # The same files as the uninterrupted run's, nothing more: no checkpoint, staging or temporary file left.
     assert _files(out) == _files(tmp_path / "reference")
+    if keyed:  # keys, positions, chunk numbers: as if never killed (the kept chunk keys went with the checkpoints)
+        assert _key_index(out) == _key_index(tmp_path / "reference")
+        assert StreamingDataset(str(out))["58-1"] == {"i": 58, "k": 1, "payload": bytes([58]) * (50 + 58 % 13)}
 
 
 def _files(root: Path) -> list[str]:
@@ -106,38 +122,3 @@ def test_a_job_killed_after_publishing_its_index_only_cleans_up_when_run_again(t
     command = [sys.executable, str(script), str(out), "100"]
     other = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
     assert other.returncode != 0 and "already holds an optimized dataset" in other.stderr  # another job is refused
-
-
-KEYED = SCRIPT.replace("use_checkpoint=True,", "use_checkpoint=True, key_fn=key,").replace(
-    'if __name__ == "__main__":',
-    "def key(sample):\n    return f\"{sample['i']}-{sample['k']}\"\n\nif __name__ == \"__main__\":",
-)
-
-
-def _key_index(path: Path) -> dict[str, list[object]]:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()
-
-
-def test_killed_keyed_optimize_resumes_to_the_same_key_index(tmp_path: Path) -> None:
-    script = tmp_path / "job.py"
-    script.write_text(KEYED)
-    n = 400
-    assert _run(script, tmp_path / "reference", n) == 0
-    reference = _key_index(tmp_path / "reference")
-    assert len(reference["key"]) == sum(i % 4 for i in range(n))
-
-    out = tmp_path / "resumed"
-    killed = 0
-    rng = random.Random()
-    for _ in range(2):
-        if _run(script, out, n, kill_after=rng.uniform(0.05, 0.4)) == -signal.SIGKILL:
-            killed += 1
-    assert killed >= 1
-    assert _run(script, out, n) == 0
-    assert _samples(out) == _samples(tmp_path / "reference")
-    assert _key_index(out) == reference  # keys, positions, chunk numbers: as if never killed
-    assert _files(out) == _files(tmp_path / "reference")  # the kept chunk keys are gone with the checkpoints
-    ds = StreamingDataset(str(out))
-    assert ds["58-1"] == {"i": 58, "k": 1, "payload": bytes([58]) * (50 + 58 % 13)}
