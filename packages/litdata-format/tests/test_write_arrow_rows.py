@@ -162,14 +162,14 @@ def test_a_later_sample_that_is_not_a_row_names_itself(tmp_path: Path) -> None:
 
 
 class Tagged(Serializer):
-    def serialize(self, item: Any) -> tuple[bytes, str | None]:
-        return f"tag:{item}".encode(), None
+    def serialize(self, data: Any) -> tuple[bytes, str | None]:
+        return f"tag:{data}".encode(), None
 
     def deserialize(self, data: Any) -> Any:
         return int(bytes(data).decode()[4:])
 
-    def can_serialize(self, item: Any) -> bool:
-        return type(item) is int
+    def can_serialize(self, data: Any) -> bool:
+        return type(data) is int
 
 
 @pytest.mark.parametrize(
