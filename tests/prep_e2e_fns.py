@@ -106,6 +106,15 @@ def named(index: int) -> dict[str, Any]:
     return {"name": f"item-{index}", "value": index * 3}
 
 
+def named_failing_once(index: int) -> dict[str, Any]:
+    """``named``, but input 29 fails the first time (a marker file named by an environment variable)."""
+    marker = os.environ["LITDATA_TEST_FAIL_ONCE"]
+    if index == 29 and not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("failing once")
+    return named(index)
+
+
 def name_key(sample: dict[str, Any]) -> str:
     return sample["name"]
 

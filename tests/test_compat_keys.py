@@ -87,5 +87,31 @@ def test_a_bad_key_names_the_input(tmp_path: Path) -> None:
     with pytest.raises(WorkerError, match=r"refused for input 0 .*key_fn returned a dict"):
         optimize(fns.named, list(range(3)), tmp_path / "ds", chunk_size=4, num_workers=1, key_fn=fns.identity_key,
                  **FORK)  # fmt: skip
-    with pytest.raises(ValueError, match="key_fn cannot be combined with use_checkpoint"):
-        optimize(fns.named, [1], tmp_path / "ds2", chunk_size=4, key_fn=fns.name_key, use_checkpoint=True, **FORK)
+
+
+def test_key_fn_with_use_checkpoint_resumes_to_the_same_key_index(tmp_path: Path, monkeypatch: Any) -> None:
+    opts: dict[str, Any] = {"chunk_size": 4, "num_workers": 2, "key_fn": fns.name_key, "use_checkpoint": True, **FORK}
+    optimize(fns.named, list(range(40)), tmp_path / "clean", **opts)
+    monkeypatch.setenv("LITDATA_TEST_FAIL_ONCE", str(tmp_path / "failed-once"))
+    out = tmp_path / "resumed"
+    with pytest.raises(WorkerError, match="input 29"):
+        optimize(fns.named_failing_once, list(range(40)), out, **opts)
+    assert list(out.glob(".checkpoints/keys-chunk-*.json"))  # the published chunks' keys are kept
+    optimize(fns.named_failing_once, list(range(40)), out, **opts)
+    assert _key_rows(out) == _key_rows(tmp_path / "clean")
+    assert not (out / ".checkpoints").exists()
+    assert StreamingDataset(str(out))["item-31"] == {"name": "item-31", "value": 93}
+
+    # Checkpoints of a run without key_fn cannot give the keys of what it wrote: said, not guessed.
+    other = tmp_path / "unkeyed"
+    (tmp_path / "failed-once").unlink()
+    with pytest.raises(WorkerError):
+        optimize(fns.named_failing_once, list(range(40)), other, **{**opts, "key_fn": None})
+    with pytest.raises(WorkerError, match="did it run without key_fn"):
+        optimize(fns.named, list(range(40)), other, **opts)
+
+
+def _key_rows(path: Path) -> dict[str, list[Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()

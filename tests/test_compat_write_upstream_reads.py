@@ -73,6 +73,16 @@ def _nested_sample(i: int) -> dict[str, Any]:
     return {"a": [i, {"b": f"n{i}"}], "t": (i / 2, i)}
 
 
+def _record(i: int) -> dict[str, Any]:
+    """Arrow rows whose fields vary: list lengths, None vs str, nested dicts, bytes."""
+    return {"id": i, "tags": ["t"] * (i % 4), "note": None if i % 3 else f"n{i}", "meta": {"k": i}, "raw": b"x" * i}
+
+
+def _disagreeing(i: int) -> dict[str, Any]:
+    """A field that is an int in some samples and a str in others: those chunks are stored as JSON."""
+    return {"id": i, "value": i if i % 5 else f"v{i}"}
+
+
 CASES: dict[str, tuple[Callable[[int], Any], dict[str, Any]]] = {
     "dict": (_dict_sample, {"chunk_size": 4}),
     "arrays": (_arrays_sample, {"chunk_bytes": 400}),
@@ -87,7 +97,14 @@ CASES: dict[str, tuple[Callable[[int], Any], dict[str, Any]]] = {
     "batch_dict": (_dict_sample, {"chunk_bytes": 300, "compression": "zstd", "compression_level": "batch"}),
     "batch_tuple": (_tuple_sample, {"chunk_size": 6, "compression": "zstd", "compression_batch_size": 4}),
     "sample_level": (_nested_sample, {"chunk_size": 4, "compression": "zstd:7", "compression_level": "sample"}),
+    # Dicts of JSON-like values: Arrow rows, with any compression (it goes into the Arrow buffers).
+    "rows": (_record, {"chunk_size": 5}),
+    "rows_zstd": (_record, {"chunk_bytes": 200, "compression": "zstd:9"}),
+    "rows_json_fallback": (_disagreeing, {"chunk_size": 3, "compression": "zstd", "compression_level": "batch"}),
 }
+
+
+ARROW_ROWS_CASES = {"dict", "zstd", "batch_dict", "rows", "rows_zstd"}
 
 
 def _assert_same(expected: Any, got: Any, where: str) -> None:
@@ -125,12 +142,11 @@ def test_upstream_reads_our_dataset(tmp_path: Path, case: str) -> None:
     # Upstream ignores the chunk entries' checksum fields (and reads everything else the same).
     for info in load_index(tmp_path / "ds").chunks:
         assert info.extra["checksum"].startswith("xxh3_64:")
-        whole_file = (
-            "compression" in options
-            and options.get("compression_level", "chunk") == "chunk"
-            and "compression_batch_size" not in options
-        )
-        assert ("plain_checksum" in info.extra) == whole_file
+        assert ("plain_checksum" in info.extra) == (".zstd" in info.filename)  # whole-file compressed
+    layouts = {
+        (tmp_path / "ds" / c.filename).read_bytes().endswith(b"LDARW01\x00") for c in load_index(tmp_path / "ds").chunks
+    }
+    assert layouts == ({True, False} if case == "rows_json_fallback" else {case in ARROW_ROWS_CASES})
     got = run_upstream(READ_ALL, str(tmp_path / "ds"))
     assert len(got) == len(samples)
     for i, (expected, value) in enumerate(zip(samples, got)):

@@ -52,9 +52,22 @@ def _samples(path: Path) -> list[tuple[int, int, bytes]]:
     return [(s["i"], s["k"], s["payload"]) for s in StreamingDataset(str(path))]
 
 
-def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
+KEYED = SCRIPT.replace("use_checkpoint=True,", "use_checkpoint=True, key_fn=key,").replace(
+    'if __name__ == "__main__":',
+    "def key(sample):\n    return f\"{sample['i']}-{sample['k']}\"\n\nif __name__ == \"__main__\":",
+)
+
+
+def _key_index(path: Path) -> dict[str, list[object]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "key_fn"])
+def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path, keyed: bool) -> None:
     script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
+    script.write_text(KEYED if keyed else SCRIPT)
     n = 400
     assert _run(script, tmp_path / "reference", n) == 0
     reference = _samples(tmp_path / "reference")
@@ -74,6 +87,9 @@ def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path) -> None:
     assert _samples(out) == reference
     # The same files as the uninterrupted run's, nothing more: no checkpoint, staging or temporary file left.
     assert _files(out) == _files(tmp_path / "reference")
+    if keyed:  # keys, positions, chunk numbers: as if never killed (the kept chunk keys went with the checkpoints)
+        assert _key_index(out) == _key_index(tmp_path / "reference")
+        assert StreamingDataset(str(out))["58-1"] == {"i": 58, "k": 1, "payload": bytes([58]) * (50 + 58 % 13)}
 
 
 def _files(root: Path) -> list[str]:

@@ -46,10 +46,10 @@ def test_bad_compression(tmp_path: Path) -> None:
 
 
 def test_structure_change(tmp_path: Path) -> None:
-    writer = BinaryWriter(tmp_path, chunk_size=3)
-    writer.write({"a": 1})
+    writer = BinaryWriter(tmp_path, chunk_size=3)  # an array: PyTree items (dicts of JSON values are Arrow rows)
+    writer.write({"a": 1, "v": np.zeros(2)})
     with pytest.raises(ValueError, match="sample 1 has a different structure"):
-        writer.write({"a": 1, "b": 2})
+        writer.write({"a": 1, "b": 2, "v": np.zeros(2)})
 
 
 class Blob:  # pickled: its serializer takes anything, so only the structure check stops a dict
@@ -68,9 +68,9 @@ def test_structure_change_inside_a_flat_dict(tmp_path: Path) -> None:
 
 def test_leaf_type_change(tmp_path: Path) -> None:
     writer = BinaryWriter(tmp_path, chunk_size=3)
-    writer.write({"a": 1})
+    writer.write({"a": 1, "v": np.zeros(2)})
     with pytest.raises(TypeError, match=r"sample 1, leaf 0 \(sample\['a'\]\): a str cannot be stored as 'int'"):
-        writer.write({"a": "x"})
+        writer.write({"a": "x", "v": np.zeros(2)})
 
 
 def test_dtype_change(tmp_path: Path) -> None:

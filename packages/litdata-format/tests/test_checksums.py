@@ -26,7 +26,8 @@ def _write(out: Path, ranks: int = 1, **options: Any) -> None:
     for rank in range(ranks):
         writer = BinaryWriter(out, chunk_size=4, rank=rank, **options)
         for i in range(10):
-            writer.add_item(i, {"i": i + 100 * rank, "text": f"sample {i}" * (i + 1)})
+            # a tuple: PyTree items (a dict of JSON values would be Arrow rows, never whole-file compressed)
+            writer.add_item(i, (i + 100 * rank, f"sample {i}" * (i + 1)))
         writer.done()
     complete_dataset(out)
 
@@ -78,7 +79,7 @@ def test_appending_keeps_the_earlier_chunks_hashes(tmp_path: Path) -> None:
     before = {c.filename: c.extra["checksum"] for c in load_index(tmp_path).chunks}
     writer = BinaryWriter(tmp_path, chunk_size=4, rank=0, chunk_index=len(before))
     for i in range(5):
-        writer.add_item(i, {"i": 1000 + i, "text": "more"})
+        writer.add_item(i, (1000 + i, "more"))
     writer.done()
     complete_dataset(tmp_path)
     after = {c.filename: c.extra.get("checksum") for c in load_index(tmp_path).chunks}

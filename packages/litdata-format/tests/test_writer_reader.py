@@ -86,7 +86,8 @@ def test_chunks_of_small_and_large_items_hold_the_same_bytes(tmp_path: Path, siz
 
 
 def test_layout_bytes(tmp_path: Path) -> None:
-    _write(tmp_path, [{"index": 7, "name": "ab"}], chunk_size=10)
+    # PyTree items (a dict of JSON-like values is otherwise written as Arrow rows)
+    _write(tmp_path, [{"index": 7, "name": "ab"}], chunk_size=10, arrow_rows=False)
     data = (tmp_path / "chunk-0-0.bin").read_bytes()
     count, first, end = struct.unpack_from("<III", data)
     assert (count, first) == (1, 12)
@@ -194,7 +195,7 @@ def test_tensors(tmp_path: Path) -> None:
 
 
 def test_serializer_order_matches_upstream_for_scalars(tmp_path: Path) -> None:
-    _write(tmp_path, [{"b": True, "i": 1, "f": 1.0, "s": "x", "n": None, "y": b"1"}])
+    _write(tmp_path, [{"b": True, "i": 1, "f": 1.0, "s": "x", "n": None, "y": b"1"}], arrow_rows=False)
     assert load_index(tmp_path).data_format == ["bool", "int", "float", "str", "pickle", "bytes"]
 
 

@@ -15,6 +15,16 @@ def square(i: int) -> dict[str, int]:
     return {"i": i, "sq": i * i}
 
 
+def square_array(i: int) -> dict[str, Any]:
+    """``square`` with an array leaf: stored as PyTree items (dicts of JSON-like values are Arrow rows)."""
+    return {"i": i, "sq": np.full(2, i * i)}
+
+
+def varying_record(i: int) -> dict[str, Any]:
+    """Records whose fields vary: list lengths, and a key only the later inputs have."""
+    return {"i": i, "tags": ["t"] * (i % 3), **({"note": f"n{i}"} if i >= 15 else {})}
+
+
 def pair(i: int) -> tuple[int, int]:
     return i, i**2
 

@@ -28,7 +28,7 @@ FORK = {"start_method": "fork", "verbose": False}
 def test_optimize_writes_in_file_zstd(
     tmp_path: Path, options: dict[str, Any], first_bytes: bytes, config: tuple[Any, ...]
 ) -> None:
-    optimize(fns.square, list(range(30)), tmp_path / "out", chunk_size=7, num_workers=2, **options, **FORK)
+    optimize(fns.square_array, list(range(30)), tmp_path / "out", chunk_size=7, num_workers=2, **options, **FORK)
     index = load_index(tmp_path / "out")
     assert (index.config["compression"], index.config["compression_level"], index.config["compression_batch_size"]) == (
         config
@@ -37,6 +37,19 @@ def test_optimize_writes_in_file_zstd(
     first = (tmp_path / "out" / index.chunks[0].filename).read_bytes()
     assert first.startswith(first_bytes) and index.chunks[0].chunk_bytes == len(first)
     assert sorted(s["i"] for s in DatasetReader(tmp_path / "out")) == list(range(30))
+
+
+def test_optimize_writes_dicts_of_json_values_as_arrow_rows(tmp_path: Path) -> None:
+    # Two workers whose first samples have other keys still merge: the config does not depend on them.
+    optimize(fns.varying_record, list(range(30)), tmp_path / "out", chunk_size=7, num_workers=2, compression="zstd",
+             keep_data_ordered=True, **FORK)  # fmt: skip
+    index = load_index(tmp_path / "out")
+    assert (index.config["compression"], index.config["ipc_compression"], index.data_format) == (None, "zstd", ["json"])
+    assert all((tmp_path / "out" / c.filename).read_bytes().endswith(b"LDARW01\0") for c in index.chunks)
+    got = sorted(DatasetReader(tmp_path / "out"), key=lambda s: s["i"])
+    assert [(s["i"], s["tags"], s.get("note")) for s in got] == [
+        (i, ["t"] * (i % 3), f"n{i}" if i >= 15 else None) for i in range(30)
+    ]
 
 
 def test_optimize_refuses_a_level_without_compression_before_starting(tmp_path: Path) -> None:
@@ -101,12 +114,14 @@ def test_broadcast_paths_warns_only_across_machines() -> None:
 def test_append_with_another_compression_level_is_refused(tmp_path: Path) -> None:
     # The index records one level for every chunk; a reader trusting it must not meet another kind of chunk.
     out = tmp_path / "out"
-    optimize(fns.square, list(range(6)), out, chunk_size=4, num_workers=1, compression="zstd", **FORK)
+    optimize(fns.square_array, list(range(6)), out, chunk_size=4, num_workers=1, compression="zstd", **FORK)
     with pytest.raises(ValueError, match=r"different sample layout.*compression_level"):
-        optimize(fns.square, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd",
+        optimize(fns.square_array, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd",
                  compression_level="batch", mode="append", **FORK)  # fmt: skip
     assert sorted(s["i"] for s in DatasetReader(out)) == list(range(6))
-    optimize(fns.square, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd", mode="append", **FORK)
+    optimize(
+        fns.square_array, list(range(6, 9)), out, chunk_size=4, num_workers=1, compression="zstd", mode="append", **FORK
+    )
     assert sorted(s["i"] for s in DatasetReader(out)) == list(range(9))
 
 
@@ -115,13 +130,13 @@ def test_merge_datasets_keeps_each_level_readable(tmp_path: Path, level: str) ->
     from litdata_prep import merge_datasets
 
     for name, inputs in (("a", range(5)), ("b", range(5, 12))):
-        optimize(fns.square, list(inputs), tmp_path / name, chunk_size=3, num_workers=1, compression="zstd",
+        optimize(fns.square_array, list(inputs), tmp_path / name, chunk_size=3, num_workers=1, compression="zstd",
                  compression_level=level, **FORK)  # fmt: skip
     merge_datasets([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "m"))
     names = [c.filename for c in load_index(tmp_path / "m").chunks]
     assert all(n.endswith(".zstd.bin") == (level == "chunk") for n in names), names
     assert [s["i"] for s in DatasetReader(tmp_path / "m")] == list(range(12))
-    optimize(fns.square, [0], tmp_path / "c", chunk_size=3, num_workers=1, compression="zstd", **FORK)
+    optimize(fns.square_array, [0], tmp_path / "c", chunk_size=3, num_workers=1, compression="zstd", **FORK)
     if level != "chunk":
         with pytest.raises(ValueError, match=r"different sample layout.*compression_level"):
             merge_datasets([str(tmp_path / "a"), str(tmp_path / "c")], str(tmp_path / "m2"))

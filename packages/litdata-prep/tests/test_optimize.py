@@ -174,7 +174,7 @@ def test_images_with_the_image_wrapper(tmp_path: Path) -> None:
 
 
 def test_compression_encryption_batches_weights_and_dev_run(tmp_path: Path) -> None:
-    optimize(fns.square, list(range(20)), tmp_path / "z", chunk_size=5, compression="zstd", num_workers=2, **FORK)
+    optimize(fns.square_array, list(range(20)), tmp_path / "z", chunk_size=5, compression="zstd", num_workers=2, **FORK)
     assert all(p.name.endswith(".zstd.bin") for p in (tmp_path / "z").glob("chunk-*"))
     assert sorted(s["i"] for s in read(tmp_path / "z")) == list(range(20))
 

@@ -31,6 +31,8 @@ PATHS = {
     "litdata.utilities.train_test_split": {"train_test_split": "litdata_stream"},
     "litdata.types": {"Image": "litdata_format", "Graph": "litdata_format"},
     "litdata.debugger": {"enable_tracer": "litdata_io"},
+    "litdata.utilities.keys_index": {"build_keys_index": "litdata_prep"},
+    "litdata.streaming.dataset_update": {"dataset_update": "litdata_prep", "DatasetUpdate": "litdata_prep"},
 }
 
 

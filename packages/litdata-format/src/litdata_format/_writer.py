@@ -16,9 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litdata_format._arrow_write import (
+    NULL,
+    ArrowUnfit,
+    NotARow,
+    RowScan,
+    arrow_available,
+    find_conflict,
+    fuse_kinds,
+    pack_arrow_rows,
+    scan_row,
+    unwrap_leaves,
+)
 from litdata_format._atomic import write_file_atomic
 from litdata_format._checksum import checksum_bytes
-from litdata_format._chunk import chunk_parts, header_size
+from litdata_format._chunk import ARROW_ROWS_MAGIC, chunk_parts, header_size
 from litdata_format._compression import check_compression, check_compression_level, compress, zstd_level
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
 from litdata_format._framed import pack_batch, pack_sample
@@ -29,6 +41,7 @@ from litdata_format._index import (
     rank_index_name,
     write_json_atomic,
 )
+from litdata_format._json_leaf import JsonLeaf
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader
 from litdata_format._registry import resolve_serializers
 from litdata_format._serializers import Serializer
@@ -45,6 +58,10 @@ _GATHER_ITEM_BYTES = 4096
 
 class BinaryWriter:
     """Writes samples into chunk files in the LitData layout.
+
+    When the first sample is a plain dict of JSON-like values, pyarrow is installed and neither
+    encryption, custom serializers nor another item loader is given, every chunk is written as
+    upstream 0.2.76's Arrow rows (``LDARW01``): see :mod:`litdata_format._arrow_write`.
 
     Args:
         output_dir: the dataset directory (created if missing).
@@ -63,6 +80,8 @@ class BinaryWriter:
             for token streams.
         rank: this writer's number; it names the chunk and rank-index files.
         chunk_index: the number of the first chunk this writer writes (to append after earlier ones).
+        arrow_rows: ``False`` stores dicts of JSON-like values as PyTree items too (readable by
+            upstream releases before 0.2.76, and compressed by ``compression_level``).
     """
 
     def __init__(
@@ -78,6 +97,8 @@ class BinaryWriter:
         chunk_index: int = 0,
         compression_level: str | None = None,
         compression_batch_size: int | None = None,
+        *,
+        arrow_rows: bool = True,
     ) -> None:
         options = check_writer_options(
             chunk_size, chunk_bytes, compression, encryption, item_loader, compression_level, compression_batch_size
@@ -91,9 +112,15 @@ class BinaryWriter:
         self._encrypt_sample = encryption.encrypt if encryption is not None and encryption.level == "sample" else None
         self.item_loader = options.item_loader
         self.item_loader.start_writing(resolve_serializers(serializers))
+        # Arrow rows: None until the first sample decides, then True or False for good.
+        plain = arrow_rows and type(self.item_loader) is PyTreeLoader and encryption is None and not serializers
+        self._arrow: bool | None = None if plain and arrow_available() else False
+        self._rows_kind: Any = NULL  # the fused kind of the pending rows
+        self._rows_leaf = False  # whether a pending row holds a JsonLeaf
+        self._row_bytes: int | None = None  # bytes per row of the last Arrow chunk, for chunk_bytes
         self.rank = rank
         self._chunk_index = chunk_index
-        self._pending: list[tuple[int, bytes, int]] = []  # (sample index, item bytes, weight)
+        self._pending: list[tuple[int, Any, int]] = []  # (sample index, item bytes or Arrow row, weight)
         self._pending_bytes = 0
         self._pending_weight = 0
         self._next_index = 0
@@ -109,10 +136,16 @@ class BinaryWriter:
             index: the sample's position in the dataset.
             item: the sample.
         """
-        data, weight = self.item_loader.encode(item, index)
-        if self._encrypt_sample is not None:
-            data = self._encrypt_sample(data)
-        size = len(data)
+        scan = self._scan(item, index) if self._arrow is not False else None
+        data: Any
+        if scan is not None:
+            data, weight = item, 1
+            size = scan.size if self._row_bytes is None else self._row_bytes
+        else:
+            data, weight = self.item_loader.encode(item, index)
+            if self._encrypt_sample is not None:
+                data = self._encrypt_sample(data)
+            size = len(data)
         written = None
         if self._pending:
             chunk_size, chunk_bytes = self.chunk_size, self.chunk_bytes
@@ -125,12 +158,34 @@ class BinaryWriter:
                 )
             if full:
                 written = self._flush()
+        if scan is not None:
+            self._rows_kind = fuse_kinds(self._rows_kind, scan.kind)
+            self._rows_leaf = self._rows_leaf or scan.has_leaf
         self._pending.append((index, data, weight))
         self._pending_bytes += size
         self._pending_weight += weight
         if index >= self._next_index:
             self._next_index = index + 1
         return written
+
+    def _scan(self, item: Any, index: int) -> RowScan | None:
+        """The sample as an Arrow row, or None when this writer stores PyTree items."""
+        try:
+            scan = scan_row(item)
+        except NotARow as err:
+            if self._arrow is None:  # the first sample is not a row: PyTree items, as always
+                self._arrow = False
+                return None
+            raise ValueError(
+                f"sample {index}: {err}. The first sample was a dict of JSON-like values, so the samples are "
+                "stored as Arrow rows, which hold None, bool, int, float, str, bytes, and lists and dicts "
+                "(str keys) of them; convert other values (e.g. arrays with .tolist())"
+            ) from None
+        if self._arrow is None:
+            self._arrow = True
+            # Fixes data_format ["json"] and a one-leaf spec: the layout of a chunk whose rows disagree.
+            self.item_loader.encode(JsonLeaf(None), index)
+        return scan
 
     def write(self, item: Any) -> str | None:
         """Add ``item`` after the last one added.
@@ -146,8 +201,10 @@ class BinaryWriter:
         self._pending.sort(key=lambda entry: entry[0])
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
-        whole_file = self.compression_level == "chunk"
-        if self.compression is None or whole_file:
+        whole_file = self.compression_level == "chunk" and not self._arrow
+        if self._arrow:
+            parts = self._row_parts()
+        elif self.compression is None or whole_file:
             parts = chunk_parts(items)
         elif self.frame_rows is not None:
             parts = pack_batch(items, zstd_level(self.compression), self.frame_rows)
@@ -171,22 +228,51 @@ class BinaryWriter:
                 data = compress(data, self.compression)
             write_file_atomic(path, data)
             sums["checksum"] = checksum_bytes([data])
+        if self._arrow and parts[-1] == ARROW_ROWS_MAGIC:
+            self._row_bytes = max(1, round(size / len(items)))  # chunk_bytes then counts bytes on disk
         self.chunks.append(ChunkInfo(name, size, len(items), self.item_loader.chunk_dim(weights), sums))
         self._chunk_index += 1
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return str(path)
 
+    def _row_parts(self) -> list[bytes]:
+        """The pending rows as an Arrow rows chunk, or as one ``json`` leaf each when their fields disagree.
+
+        The fallback is a classic chunk, uncompressed so the index says the same for every chunk.
+        """
+        kind, self._rows_kind = self._rows_kind, NULL
+        unwrap, self._rows_leaf = self._rows_leaf, False
+        rows = [unwrap_leaves(row) if unwrap else row for _, row, _ in self._pending]
+        conflict = find_conflict(kind)
+        if conflict is None:
+            try:
+                return pack_arrow_rows(rows, kind, self.compression)
+            except ArrowUnfit as err:
+                conflict = f"pyarrow cannot hold a value ({err})"
+        items: list[bytes] = []
+        for (index, _, _), row in zip(self._pending, rows):
+            try:
+                items.append(self.item_loader.encode(JsonLeaf(row), index)[0])
+            except (ValueError, TypeError) as err:
+                raise ValueError(
+                    f"sample {index}: a chunk's samples are Arrow rows when each field holds one kind of value "
+                    f"(None aside); in this one {conflict}, so its samples are stored as JSON, which cannot "
+                    f"hold this sample: {err}"
+                ) from None
+        return chunk_parts(items)
+
     # -- finishing ------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """The ``config`` object of this writer's index."""
+        rows = self._arrow is True  # Arrow rows: compression applies to the IPC buffers only
         return {
             "chunk_bytes": self.chunk_bytes,
             "chunk_size": self.chunk_size,
-            "compression": self.compression,
-            "compression_batch_size": self.frame_rows,
-            "compression_level": None if self.compression_level == "chunk" else self.compression_level,
+            "compression": None if rows else self.compression,
+            "compression_batch_size": None if rows else self.frame_rows,
+            "compression_level": None if rows or self.compression_level == "chunk" else self.compression_level,
             "encryption": self.encryption.state_dict() if self.encryption is not None else None,
-            "ipc_compression": None,
+            "ipc_compression": "zstd" if rows and self.compression else None,
             "item_loader": self.item_loader.name,
             "types": None,
             **self.item_loader.written_config(),

@@ -6,7 +6,9 @@ and where the next unwritten sample starts: input ``next_input`` of its slice, a
 ``skip_samples`` samples of it (a generator ``fn`` may have put its first samples in the chunk
 already). Samples still buffered in memory are lost with the process and produced again on
 resume, so a resumed job writes exactly the samples of an uninterrupted one, provided ``fn`` is
-deterministic. ``.checkpoints/node-{node_rank}.json`` pins the worker count and a fingerprint of
+deterministic. With ``key_fn``, the keys of each published chunk go to
+``.checkpoints/keys-{chunk file}.json`` before the checkpoint that names the chunk, so a resumed
+run builds the same key index. ``.checkpoints/node-{node_rank}.json`` pins the worker count and a fingerprint of
 each worker's slice; a resume with different inputs or workers is refused.
 """
 
@@ -18,12 +20,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from litdata_format import INDEX_FILENAME
+from litdata_format.internal import parse_chunk_name
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 
 __all__ = [
     "CHECKPOINT_DIR",
     "WorkerCheckpoint",
+    "chunk_keys_name",
     "clear_checkpoints",
     "fingerprint",
     "load_checkpoints",
@@ -76,6 +80,11 @@ def fingerprint(items: Iterable[tuple[int, Any]]) -> str:
     for pos, item in items:
         digest.update(f"{pos}:{item!r}\n".encode(errors="replace"))
     return digest.hexdigest()[:32]
+
+
+def chunk_keys_name(chunk_filename: str) -> str:
+    """Where the keys of the samples in a published chunk are kept until the job finishes."""
+    return f"{CHECKPOINT_DIR}/keys-{chunk_filename}.json"
 
 
 def _node_key(node_rank: int) -> str:
@@ -135,6 +144,11 @@ def published_before_cleanup(output: Output, node_rank: int, slices: list[Number
 
 
 def clear_checkpoints(output: Output, node_rank: int, ranks: list[int]) -> None:
-    """Remove this node's checkpoint files."""
+    """Remove this node's checkpoint files (and the chunk keys its workers kept)."""
     keys = [_node_key(node_rank)] + [WorkerCheckpoint(rank).key for rank in ranks]
+    prefix = chunk_keys_name("")[: -len(".json")]
+    for key in output.list():
+        parsed = parse_chunk_name(key[len(prefix) : -len(".json")]) if key.startswith(prefix) else None
+        if parsed is not None and parsed[0] in ranks:
+            keys.append(key)
     output.delete_many([k for k in keys if output.exists(k)])

@@ -234,11 +234,6 @@ def optimize(
     """
     if key_fn is not None and not callable(key_fn):
         raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
-    if key_fn is not None and use_checkpoint:
-        raise ValueError(
-            "optimize: key_fn cannot be combined with use_checkpoint=True: the keys of the samples a killed run "
-            "already wrote are not kept, so a resumed run could not index them; run without use_checkpoint"
-        )
     if (queue is None) == (inputs is None):
         raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
     if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):

@@ -28,7 +28,7 @@ from typing import Any
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
 from litdata_format.internal import normalize_key, rank_index_name, tree_flatten, tree_unflatten, write_json_atomic
 from litdata_io import Dir
-from litdata_prep._checkpoint import WorkerCheckpoint
+from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
 from litdata_prep._publish import Publisher
@@ -310,11 +310,17 @@ class _Worker:
         sample_no = state.next_sample
         skip = state.skip_samples
         wrote_any = False
-        keys: list[str | int] = []
+        keys = self._resumed_keys(state) if spec.key_fn is not None else []
+        keyed = [published, len(keys)]  # chunks whose keys are in the output, and how many keys they hold
 
         def checkpoint(next_input: int, skip_samples: int) -> None:
             if spec.checkpoint is None:
                 return
+            if spec.key_fn is not None:  # each published chunk's keys, kept for a resumed run's key index
+                for chunk in writer.chunks[keyed[0] :]:
+                    end = keyed[1] + chunk.chunk_size
+                    self.publisher.put_json(chunk_keys_name(chunk.filename), keys[keyed[1] : end])
+                    keyed[:] = [keyed[0] + 1, end]
             state.next_input, state.skip_samples, state.next_sample = next_input, skip_samples, sample_no
             state.next_chunk_index = first_chunk + len(writer.chunks)
             state.chunks = [c.to_json() for c in writer.chunks]
@@ -358,6 +364,20 @@ class _Worker:
             write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.keys.json", keys)
         write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
         return {"samples": sample_no, "chunks": len(writer.chunks)}
+
+    def _resumed_keys(self, state: WorkerCheckpoint) -> list[str | int]:
+        """The keys of the samples in the chunks a killed run already published."""
+        keys: list[str | int] = []
+        for chunk in state.chunks:
+            name = chunk_keys_name(chunk["filename"])
+            found = self.spec.output.read_json(name)
+            if not isinstance(found, list):
+                raise RuntimeError(
+                    f"{self.spec.output.display}/{name} is missing: the interrupted run did not keep the keys of "
+                    f"{chunk['filename']} (did it run without key_fn?); pass mode='overwrite' to start over"
+                )
+            keys.extend(found)  # pyright: ignore[reportUnknownArgumentType]
+        return keys
 
     # -- map ------------------------------------------------------------------------------------
     def map(self, work: Any) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+r"""Writing upstream 0.2.76's Arrow rows chunks (``LDARW01``) from dicts of JSON-like values.
+
+A writer whose first sample is a plain dict of JSON-like values (None, bool, int, float, str,
+bytes, lists and dicts of them, ``JsonLeaf``) stores its chunks the way upstream 0.2.76 does::
+
+    u32 N | u32 offsets[N+1], all equal to the header size | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
+
+The IPC file holds one column per key (the union of the chunk's rows' keys in first-seen order,
+a missing key as null) in record batches of 256 rows: upstream's reader finds row i in batch
+i // 256. :func:`scan_row` checks a sample and describes the kind of each value, so a chunk
+whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
+coerce or refuse it; :func:`pack_arrow_rows` builds the chunk. pyarrow is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import struct
+from collections.abc import Sequence
+from typing import Any, cast
+
+from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
+from litdata_format._compression import zstd_level
+from litdata_format._json_leaf import JsonLeaf
+
+__all__ = [
+    "NULL",
+    "ROW_BATCH",
+    "ArrowUnfit",
+    "NotARow",
+    "RowScan",
+    "arrow_available",
+    "find_conflict",
+    "fuse_kinds",
+    "pack_arrow_rows",
+    "scan_row",
+    "unwrap_leaves",
+]
+
+ROW_BATCH = 256  # rows per record batch, as upstream writes and its reader expects
+
+# A kind is a scalar name, ("list", element kind), ("struct", ((key, kind), ...)) or
+# ("conflict", description) when the values seen disagree.
+Kind = str | tuple[str, Any]
+NULL = "null"
+_SCALARS: dict[type, str] = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", bytearray: "bytes"}
+_ARROW_SPEC: list[bool] = []
+
+
+class NotARow(ValueError):
+    """A sample that is not a dict of JSON-like values (it cannot be an Arrow row)."""
+
+
+class ArrowUnfit(ValueError):
+    """Rows pyarrow cannot hold as they are (e.g. an int beyond 64 bits)."""
+
+
+def arrow_available() -> bool:
+    """Whether pyarrow can be imported (checked once, without importing it)."""
+    if not _ARROW_SPEC:
+        _ARROW_SPEC.append(importlib.util.find_spec("pyarrow") is not None)
+    return _ARROW_SPEC[0]
+
+
+class RowScan:
+    """What :func:`scan_row` found: the row's kind, its payload size and whether it holds a ``JsonLeaf``."""
+
+    __slots__ = ("has_leaf", "kind", "size")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.has_leaf = False
+        self.kind: Kind = NULL
+
+    def walk(self, value: Any, path: str) -> Kind:
+        if value is None:
+            return NULL
+        kind = _SCALARS.get(value.__class__)
+        if kind is not None:
+            self.size += len(value) if kind in ("str", "bytes") else 8
+            return kind
+        if type(value) is list:
+            return self._list(cast("list[Any]", value), path)
+        if type(value) is dict:
+            fields: list[tuple[str, Kind]] = []
+            items = cast("dict[Any, Any]", value).items()
+            for key, item in items:
+                if type(key) is not str:
+                    raise NotARow(f"{_where(path)} has the key {key!r}, which is not a str")
+                fields.append((key, self.walk(item, f"{path}[{key!r}]")))
+            return ("struct", tuple(fields))
+        if type(value) is JsonLeaf:
+            self.has_leaf = True
+            return self.walk(value.value, path)
+        raise NotARow(f"{_where(path)} is a {type(value).__qualname__}")
+
+    def _list(self, value: list[Any], path: str) -> Kind:
+        types: set[type] = {type(item) for item in value}
+        if len(types) == 1:
+            (only,) = types
+            kind = _SCALARS.get(only)
+            if kind is not None:  # a list of one scalar type: no walk per element
+                self.size += sum(map(len, value)) if kind in ("str", "bytes") else 8 * len(value)
+                return ("list", kind)
+        kind = NULL
+        for position, item in enumerate(value):
+            kind = fuse_kinds(kind, self.walk(item, f"{path}[{position}]"), f"{path}[]")
+        return ("list", kind)
+
+
+def _where(path: str) -> str:
+    return f"field {path}" if path else "the sample"
+
+
+def scan_row(sample: Any) -> RowScan:
+    """Check that ``sample`` is a non-empty plain dict of JSON-like values and describe it.
+
+    Raises:
+        NotARow: it is not (the message says where and what).
+    """
+    if type(sample) is not dict:
+        raise NotARow(f"the sample is a {type(sample).__qualname__}, not a dict")
+    if not sample:
+        raise NotARow("the sample is an empty dict")
+    scan = RowScan()
+    scan.kind = scan.walk(sample, "")
+    return scan
+
+
+def _describe(kind: Kind) -> str:
+    return kind if isinstance(kind, str) else kind[0]
+
+
+def fuse_kinds(left: Kind, right: Kind, path: str = "") -> Kind:
+    """The kind of a column holding values of both kinds.
+
+    None joins anything, lists join their elements, dicts join their keys; anything else is a
+    ``("conflict", description)``.
+    """
+    if left == right:
+        return left
+    if left == NULL:
+        return right
+    if right == NULL:
+        return left
+    if isinstance(left, tuple) and isinstance(right, tuple) and left[0] == right[0]:
+        if left[0] == "conflict":
+            return left
+        if left[0] == "list":
+            return ("list", fuse_kinds(left[1], right[1], f"{path}[]"))
+        fields: dict[str, Kind] = dict(left[1])
+        for key, kind in right[1]:
+            fields[key] = fuse_kinds(fields[key], kind, f"{path}[{key!r}]") if key in fields else kind
+        return ("struct", tuple(fields.items()))
+    for side in (left, right):
+        if isinstance(side, tuple) and side[0] == "conflict":
+            return side
+    return ("conflict", f"{_where(path)} holds both {_describe(left)} and {_describe(right)} values")
+
+
+def find_conflict(kind: Kind) -> str | None:
+    """The description of the first disagreement inside ``kind``, if any."""
+    if isinstance(kind, str):
+        return None
+    tag, inner = kind
+    if tag == "conflict":
+        return str(inner)
+    if tag == "list":
+        return find_conflict(inner)
+    for _, field in inner:
+        found = find_conflict(field)
+        if found is not None:
+            return found
+    return None
+
+
+def unwrap_leaves(value: Any) -> Any:
+    """``value`` with every ``JsonLeaf`` replaced by the value it wraps (what Arrow stores)."""
+    if type(value) is JsonLeaf:
+        return unwrap_leaves(value.value)
+    if type(value) is dict:
+        return {key: unwrap_leaves(item) for key, item in cast("dict[Any, Any]", value).items()}
+    if type(value) is list:
+        return [unwrap_leaves(item) for item in cast("list[Any]", value)]
+    return value
+
+
+def _pyarrow() -> Any:
+    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
+
+    importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
+    return pyarrow
+
+
+def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[bytes]:
+    """An Arrow rows chunk holding ``rows`` (whose fused kind is ``kind``), as parts to write in order.
+
+    ``compression`` (``"zstd"`` or ``"zstd:N"``) compresses the IPC buffers with Arrow's own
+    zstd at that level.
+
+    Raises:
+        ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
+    """
+    pa = _pyarrow()
+    keys = [key for key, _ in kind[1]] if isinstance(kind, tuple) and kind[0] == "struct" else []
+    try:
+        table = pa.table({key: pa.array([row.get(key) for row in rows]) for key in keys})
+    except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
+        raise ArrowUnfit(str(err)) from None
+    if compression is not None:
+        options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level(compression)))
+    else:
+        options = pa.ipc.IpcWriteOptions()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+        for batch in table.to_batches(max_chunksize=ROW_BATCH):
+            writer.write_batch(batch)
+    ipc = bytes(sink.getvalue().to_pybytes())
+    count = len(rows)
+    head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
+    if len(head) + len(ipc) > 0xFFFFFFFF:
+        raise ValueError(f"an Arrow rows chunk of {len(ipc)} bytes does not fit 32-bit sizes; lower chunk_bytes")
+    return [head, ipc, struct.pack("<I", len(ipc)), ARROW_ROWS_MAGIC]

@@ -1,0 +1,206 @@
+"""Dicts of JSON-like values are written as upstream 0.2.76's Arrow rows (``LDARW01``).
+
+The chunks are compared with the ones upstream wrote for the same samples (the golden fixtures
+``json_rows``, ``json_rows_zstd`` and ``dict_basic``): the same header, the same Arrow schema and
+rows in batches of 256, the same index fields. Upstream reading them is tested in
+``tests/test_compat_write_upstream_reads.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc
+import pytest
+
+from litdata_format import BinaryWriter, DatasetReader, FernetEncryption, JsonLeaf, Serializer, load_index
+from litdata_format._chunk import ARROW_ROWS_MAGIC
+
+FIXTURES = Path(__file__).parent / "fixtures"
+UPSTREAM = FIXTURES / "upstream-0.2.76"
+
+
+def _load_samples() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("litdata_arrow_write_samples", FIXTURES / "samples.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+samples = _load_samples()
+
+
+def _write(path: Path, rows: list[Any], **options: Any) -> list[Any]:
+    writer = BinaryWriter(path, **options)
+    for i, row in enumerate(rows):
+        writer.add_item(i, row)
+    writer.done()
+    writer.merge()
+    reader = DatasetReader(path)
+    try:
+        return [reader[i] for i in range(len(reader))]
+    finally:
+        reader.close()
+
+
+def _split(data: bytes) -> tuple[bytes, bytes]:
+    """A chunk's header (count and offsets) and its Arrow IPC file."""
+    assert data.endswith(ARROW_ROWS_MAGIC)
+    (ipc_len,) = struct.unpack_from("<I", data, len(data) - 12)
+    (count,) = struct.unpack_from("<I", data, 0)
+    head_end = 4 * (count + 2)
+    assert len(data) == head_end + ipc_len + 12
+    return data[:head_end], data[head_end : head_end + ipc_len]
+
+
+def _batches(ipc: bytes) -> list[Any]:
+    reader = pa.ipc.open_file(pa.py_buffer(ipc))
+    return [reader.get_batch(k) for k in range(reader.num_record_batches)]
+
+
+@pytest.mark.parametrize(("fixture", "make"), [("json_rows", "json_row_sample"), ("json_rows_zstd", "json_row_sample"),
+                                               ("dict_basic", "dict_basic_sample")])  # fmt: skip
+def test_chunks_match_what_upstream_wrote(tmp_path: Path, fixture: str, make: str) -> None:
+    meta = samples.FIXTURES[fixture]
+    rows = [getattr(samples, make)(i) for i in range(meta["num_samples"])]
+    got = _write(tmp_path / "ds", rows, **meta["optimize_kwargs"])
+    ours, theirs = load_index(tmp_path / "ds"), load_index(UPSTREAM / fixture)
+    assert [c.filename for c in ours.chunks] == [c.filename for c in theirs.chunks]
+    assert [c.chunk_size for c in ours.chunks] == [c.chunk_size for c in theirs.chunks]
+    for key in ("compression", "compression_level", "compression_batch_size", "ipc_compression", "item_loader"):
+        assert ours.config.get(key) == theirs.config.get(key), key
+    for info in ours.chunks:
+        our_head, our_ipc = _split((tmp_path / "ds" / info.filename).read_bytes())
+        their_head, their_ipc = _split((UPSTREAM / fixture / info.filename).read_bytes())
+        assert our_head == their_head  # every offset is the header size: no item bytes
+        ours_b, theirs_b = _batches(our_ipc), _batches(their_ipc)
+        assert [b.num_rows for b in ours_b] == [b.num_rows for b in theirs_b]
+        for a, b in zip(ours_b, theirs_b):
+            assert a.schema.equals(b.schema) and a.equals(b)
+        assert info.chunk_bytes == (tmp_path / "ds" / info.filename).stat().st_size
+    upstream_rows = DatasetReader(UPSTREAM / fixture)
+    assert got == [upstream_rows[i] for i in range(len(upstream_rows))]
+
+
+def _varying(i: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": i, "tags": ["t"] * (i % 4), "note": None if i % 3 else f"n{i}"}
+    if i % 5 == 0:
+        row["extra"] = {"k": i}  # a key only some samples have
+    return row
+
+
+def test_varying_records_are_accepted_and_read_back(tmp_path: Path) -> None:
+    rows = [_varying(i) for i in range(700)]
+    got = _write(tmp_path / "ds", rows, chunk_size=300)
+    for i, (row, back) in enumerate(zip(rows, got)):
+        assert back == {**row, "extra": row.get("extra")}, i  # a key other rows of the chunk have is None
+        assert list(back) == ["id", "tags", "note", "extra"]  # the chunk's keys in first-seen order
+    index = load_index(tmp_path / "ds")
+    assert [c.chunk_size for c in index.chunks] == [300, 300, 100]
+    _, ipc = _split((tmp_path / "ds" / index.chunks[0].filename).read_bytes())
+    assert [b.num_rows for b in _batches(ipc)] == [256, 44]  # upstream's reader finds row i in batch i // 256
+    assert index.data_format == ["json"] and index.config["types"] is None
+
+
+def test_compression_goes_into_the_arrow_buffers(tmp_path: Path) -> None:
+    rows = [{"text": "lorem ipsum " * 20, "n": i} for i in range(64)]
+    for level in ("chunk", "batch", "sample"):
+        out = tmp_path / level
+        assert _write(out, rows, chunk_size=32, compression="zstd:9", compression_level=level) == rows
+        index = load_index(out)
+        assert index.config["compression"] is None and index.config["compression_level"] is None
+        assert index.config["ipc_compression"] == "zstd"
+        assert [c.filename for c in index.chunks] == ["chunk-0-0.bin", "chunk-0-1.bin"]
+        ipc = _split((out / "chunk-0-0.bin").read_bytes())[1]
+        assert len(ipc) < 32 * 240 / 4  # the IPC buffers are compressed (the texts alone are 7680 bytes)
+    uncompressed = tmp_path / "none"
+    _write(uncompressed, rows, chunk_size=32)
+    assert (uncompressed / "chunk-0-0.bin").stat().st_size > 2 * (tmp_path / "chunk" / "chunk-0-0.bin").stat().st_size
+
+
+def test_json_leaves_are_unwrapped_into_the_rows(tmp_path: Path) -> None:
+    rows = [{"id": i, "turns": JsonLeaf([{"role": "user", "text": f"q{i}"}] * (i % 3))} for i in range(5)]
+    got = _write(tmp_path / "ds", rows, chunk_size=5)
+    assert got == [{"id": i, "turns": [{"role": "user", "text": f"q{i}"}] * (i % 3)} for i in range(5)]
+    assert (tmp_path / "ds" / "chunk-0-0.bin").read_bytes().endswith(ARROW_ROWS_MAGIC)
+
+
+def test_a_chunk_whose_fields_disagree_is_stored_as_json(tmp_path: Path) -> None:
+    rows: list[dict[str, Any]] = [{"x": i, "y": [i]} for i in range(4)]
+    rows += [{"x": "four", "y": [4]}, {"x": 5, "y": [5, "five"]}, {"x": 6, "y": [1 << 70]}, {"x": 7, "y": []}]
+    rows += [{"x": 8.5, "y": None}, {"x": 9, "y": [9]}]
+    got = _write(tmp_path / "ds", rows, chunk_size=2)
+    assert got == rows  # int and str, int and float, a 70-bit int: nothing coerced or lost
+    index = load_index(tmp_path / "ds")
+    arrow = [(tmp_path / "ds" / c.filename).read_bytes().endswith(ARROW_ROWS_MAGIC) for c in index.chunks]
+    assert arrow == [True, True, False, False, False]
+
+
+def test_a_value_neither_arrow_nor_json_can_hold_names_the_sample(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=2)
+    writer.write({"x": 1, "b": b"raw"})
+    writer.write({"x": "one", "b": b"raw"})
+    with pytest.raises(ValueError, match=r"sample 0: .*field \['x'\] holds both int and str.*not JSON serializable"):
+        writer.done()
+
+
+def test_a_later_sample_that_is_not_a_row_names_itself(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=2)
+    writer.write({"x": 1})
+    with pytest.raises(ValueError, match=r"sample 1: field \['v'\] is a ndarray.*Arrow rows.*tolist"):
+        writer.write({"x": 2, "v": np.zeros(2)})
+    with pytest.raises(ValueError, match=r"sample 1: the sample is a tuple, not a dict"):
+        writer.write((1, 2))
+
+
+class Tagged(Serializer):
+    def serialize(self, data: Any) -> tuple[bytes, str | None]:
+        return f"tag:{data}".encode(), None
+
+    def deserialize(self, data: Any) -> Any:
+        return int(bytes(data).decode()[4:])
+
+    def can_serialize(self, data: Any) -> bool:
+        return type(data) is int
+
+
+@pytest.mark.parametrize(
+    ("first", "options"),
+    [
+        ({"x": 1, "v": np.zeros(2)}, {}),  # an array: PyTree items
+        ({"x": (1, 2)}, {}),  # tuples are not JSON (upstream agrees)
+        ({}, {}),
+        ({1: "a"}, {}),  # keys must be str
+        ([1, 2], {}),
+        ({"x": 1}, {"encryption": "fernet"}),  # upstream leaks or cannot read encrypted rows
+        ({"x": 1}, {"serializers": "custom"}),  # your serializers are tried first, so they are used
+    ],
+)
+def test_other_samples_stay_pytree_items(tmp_path: Path, first: Any, options: dict[str, Any]) -> None:
+    if options.get("encryption") == "fernet":
+        options = {"encryption": FernetEncryption("pw", level="sample")}
+    if options.get("serializers") == "custom":
+        options = {"serializers": {"tagged": Tagged()}}
+    writer = BinaryWriter(tmp_path / "ds", chunk_size=2, **options)
+    writer.write(first)
+    writer.write(first)
+    writer.done()
+    writer.merge()
+    assert not (tmp_path / "ds" / "chunk-0-0.bin").read_bytes().endswith(ARROW_ROWS_MAGIC)
+    assert json.loads((tmp_path / "ds" / "index.json").read_text())["config"]["data_format"] != ["json"]
+
+
+def test_chunk_bytes_counts_the_rows_as_stored(tmp_path: Path) -> None:
+    rows = [{"id": i, "text": f"{i:08d}" * 8} for i in range(4000)]
+    _write(tmp_path / "ds", rows, chunk_bytes=64_000, compression="zstd")
+    sizes = [c.chunk_bytes for c in load_index(tmp_path / "ds").chunks]
+    # The first chunk is sized from the rows' payload; later ones from its bytes per row on disk.
+    assert all(size <= 64_000 * 1.1 for size in sizes[1:-1]) and all(size >= 64_000 * 0.8 for size in sizes[1:-1])
