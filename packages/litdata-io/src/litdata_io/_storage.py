@@ -177,6 +177,13 @@ class Storage(ABC):
 
         Backends that receive the object in pieces hash each piece as it arrives, so checking a
         download costs no second pass over the file; this default reads the file again.
+
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write (atomically).
+
+        Returns:
+            The bytes written and the file's checksum (``"xxh3_64:<hex>"``).
         """
         size = await self.adownload(key, destination)
         return size, await asyncio.to_thread(checksum_file, destination)

@@ -24,7 +24,7 @@ from litdata_io import start_forkserver
 from litdata_prep._plan import Numbered
 from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
-__all__ = ["ALL_DONE", "WorkerError", "run_workers"]
+__all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "run_workers"]
 
 #: The value that ends a ``queue`` given to ``optimize`` (one is enough for every worker).
 ALL_DONE = "ALL_DONE"
@@ -142,7 +142,9 @@ class _Feeder(threading.Thread):
             self.error = err
 
 
-class _Progress:
+class ProgressBar:
+    """The job's one tqdm bar on the driver (none when not ``verbose``), shared by the local and Ray engines."""
+
     def __init__(self, total: int | None, desc: str, verbose: bool) -> None:
         self.total, self.desc, self.verbose = total, desc, verbose
         self.bar: Any = None
@@ -202,7 +204,7 @@ def run_workers(
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
     summaries: dict[int, dict[str, Any]] = {}
-    progress = _Progress(total, desc, verbose)
+    progress = ProgressBar(total, desc, verbose)
     processed = 0
     heard: set[int] = set()
     environ = dict(os.environ)  # one snapshot: every worker starts with the same environment

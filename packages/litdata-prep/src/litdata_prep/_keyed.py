@@ -127,6 +127,9 @@ def build_keys_index(
 def dataset_update(input_dir: str | os.PathLike[str]) -> DatasetUpdate:
     """A session that replaces samples of a keyed dataset by key.
 
+    Args:
+        input_dir: the local folder of a dataset with a key index (``key_fn`` or ``build_keys_index``).
+
     Example::
 
         with dataset_update("optimized_data") as update:
@@ -168,7 +171,12 @@ class DatasetUpdate:
         self.replace(key, sample)
 
     def replace(self, key: Any, sample: Any) -> None:
-        """Stage ``sample`` as the new sample of ``key`` (checked at :meth:`commit`)."""
+        """Stage ``sample`` as the new sample of ``key`` (checked at :meth:`commit`).
+
+        Args:
+            key: the key of the sample to replace (a str or an int, as the key index holds).
+            sample: the new sample, stored as the dataset stores its samples.
+        """
         if self._committed:
             raise RuntimeError("dataset_update: this session was committed; open a new one for more changes")
         self._pending[normalize_key(key, "dataset_update key")] = sample

@@ -29,7 +29,7 @@ from typing import Any
 from litdata_format import DatasetIndex, load_index, parse_index
 from litdata_format.internal import rank_index_name
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
-from litdata_prep._engine import WorkerError, _Progress
+from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, contiguous_bins
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
@@ -211,7 +211,7 @@ def run_on_ray(
     todo = deque(b for b in range(len(plan.bounds)) if b not in plan.done)
     total = sum(plan.bounds[b][1] - plan.bounds[b][0] for b in todo)
     attempts = dict.fromkeys(todo, 0)
-    progress = _Progress(total, what, verbose)
+    progress = ProgressBar(total, what, verbose)
     if verbose:
         print(f"{what}: {total} inputs in {len(todo)} batches on {num_workers} Ray workers -> {output.display}")
     starting: dict[Any, Any] = {}  # ready() call -> actor not yet known to be placed
