@@ -35,7 +35,8 @@ LOADED_BY = os.getpid()  # the process that ran this script
 
 def where_loaded(worker_id):
     main = sys.modules["__mp_main__"]
-    print("worker", worker_id, main.LOADED_BY == os.getppid(), flush=True)
+    # One write per line: print() writes its pieces one by one, and two workers share this pipe.
+    os.write(1, f"worker {worker_id} {main.LOADED_BY == os.getppid()}\\n".encode())
 
 
 if __name__ == "__main__":
