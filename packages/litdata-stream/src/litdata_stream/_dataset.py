@@ -1,5 +1,6 @@
-"""``StreamingDataset``: an optimized dataset read chunk by chunk, shuffled, split over ranks and
-workers, and resumable exactly (see ``_plan`` for the mechanism).
+"""``StreamingDataset``: an optimized dataset read chunk by chunk.
+
+It is shuffled, split over ranks and workers, and resumable exactly (see ``_plan`` for the mechanism).
 """
 
 from __future__ import annotations
@@ -387,8 +388,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
     def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of the samples in a pass of ``epoch`` (the mixing datasets read their
-        sub-datasets' stretches in it; internal to the litdata packages).
+        """The order of the samples in a pass of ``epoch``.
+
+        The mixing datasets read their sub-datasets' stretches in it (internal to the litdata packages).
         """
         upstream = self._upstream
         if upstream is not None and upstream[0] == epoch:
@@ -419,8 +421,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return _rebase(resume, self.epoch_order(resume["epoch"])), 0, 0
 
     def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
-        """For each DataLoader worker of this rank: (its plan, how many of its samples are done)
-        in a pass of ``epoch`` (by default the current one).
+        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
+
+        The plans are those of a pass of ``epoch`` (by default the current one).
 
         Workers are relabelled so that the one due next in the interrupted run is asked first
         (the DataLoader always starts at worker 0), which keeps the resumed order identical.
@@ -432,8 +435,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``): its samples, or its batches when
-        ``batching`` is given; ``token`` names the pass to join (a StreamingDataLoader's).
+        """This process's share of a pass (see ``_epochs``).
+
+        Its samples, or its batches when ``batching`` is given; ``token`` names the pass to join (a
+        StreamingDataLoader's).
         """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
@@ -448,8 +453,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._epochs.finish(run)
 
     def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
-        """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
-        read their sub-datasets' stretches through this too).
+        """The samples at ``intervals`` of ``order``'s sequence, in that order.
+
+        The mixing datasets read their sub-datasets' stretches through this too.
         """
         pieces = order.pieces(intervals)
         source = self._source()
@@ -481,10 +487,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`read_stretch` yields, already grouped into collated batches (a StreamingDataLoader
-        has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
-        instead of a decode per sample). The batches are exactly those the DataLoader would have
-        made from :meth:`read_stretch`.
+        """What :meth:`read_stretch` yields, already grouped into collated batches.
+
+        A StreamingDataLoader has its workers do this, so a batch of fixed-size samples is read with one
+        gather per leaf instead of a decode per sample. The batches are exactly those the DataLoader would
+        have made from :meth:`read_stretch`.
         """
         size, collate = batching.batch_size, batching.collate
         taker = self.stretch_taker(order, intervals, collate)
@@ -497,16 +504,20 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def stretch_taker(
         self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
     ) -> Taker:
-        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
-        arrays where :meth:`gathers`, else read one by one (the mixing datasets batch through this).
+        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
+
+        They are gathered as arrays where :meth:`gathers`, else read one by one (the mixing datasets batch
+        through this).
         """
         if self.gathers(collate):
             return GatheringTaker(self._source(), order, intervals, self._items, self._gathered)
         return SampleTaker(self.read_stretch(order, intervals))
 
     def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether batches may be gathered as arrays: the default collate, and samples that are
-        exactly what the item loader reads (no transform, no overridden ``__getitem__``).
+        """Whether batches may be gathered as arrays.
+
+        They may with the default collate, and samples that are exactly what the item loader reads (no
+        transform, no overridden ``__getitem__``).
         """
         return (
             collate is litdata_collate
@@ -533,8 +544,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in its
-        pass of the current epoch.
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
+
+        The batches are those of its pass of the current epoch.
 
         ``num_samples_yielded`` is the upstream-style argument: without ``batches_delivered``
         the batch count is derived from it.
@@ -565,8 +577,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology), or
-        by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
+        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology).
+
+        The state may also be one recorded by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
         """
         if is_upstream_state(state):
             self._load_upstream_state(state)

@@ -1,6 +1,7 @@
-"""What CombinedStreamingDataset and ParallelStreamingDataset share: the settings the loader
-passes down, their epochs (``_epochs``), the round-robin count of delivered batches, and
-checking that a state dict belongs to the same sub-datasets.
+"""What CombinedStreamingDataset and ParallelStreamingDataset share.
+
+The settings the loader passes down, their epochs (``_epochs``), the round-robin count of delivered
+batches, and checking that a state dict belongs to the same sub-datasets.
 """
 
 from __future__ import annotations

@@ -73,8 +73,9 @@ def _wants_generators(fn: Callable[..., Any]) -> bool:
 
 
 class _SeededGenerators:
-    """The ``rngs`` dict handed to ``transform``, reseeded for every tuple (cheaply: one seed
-    call each for random and torch, a state copy and an ``advance`` for numpy).
+    """The ``rngs`` dict handed to ``transform``, reseeded for every tuple.
+
+    Reseeding is cheap: one seed call each for random and torch, a state copy and an ``advance`` for numpy.
     """
 
     def __init__(self, seed: int) -> None:
@@ -232,9 +233,10 @@ class ParallelStreamingDataset(MixedDataset):
         return sum(d.sample_bytes for d in self._datasets)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``): its tuples, or its batches when
-        ``batching`` is given (what torch would make of the tuples: ``batch_size`` of this
-        worker's tuples at a time, collated).
+        """This process's share of a pass (see ``_epochs``).
+
+        Its tuples, or its batches when ``batching`` is given (what torch would make of the tuples:
+        ``batch_size`` of this worker's tuples at a time, collated).
         """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
@@ -273,9 +275,10 @@ class ParallelStreamingDataset(MixedDataset):
                     yield samples
 
     def _gathered(self, stretches: Iterator[Interval], offset: int, batching: Batching) -> Iterator[Any]:
-        """The batches of :meth:`_tuples` (without a transform), each sub-dataset's share of a
-        batch gathered as arrays: a batch is the list of the sub-datasets' batches, as collating
-        the tuples gives.
+        """The batches of :meth:`_tuples` (without a transform).
+
+        Each sub-dataset's share of a batch is gathered as arrays: a batch is the list of the sub-datasets'
+        batches, as collating the tuples gives.
         """
         size = batching.batch_size
         takers = [_SpanTaker(self, d, offset, batching.collate) for d in range(len(self._datasets))]
@@ -399,8 +402,9 @@ class ParallelStreamingDataset(MixedDataset):
 
 
 class _SpanTaker:
-    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``), a batch's
-    share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
+    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``).
+
+    A batch's share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
     """
 
     def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:
