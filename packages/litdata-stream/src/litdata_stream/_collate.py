@@ -31,6 +31,12 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     Graph leaves (PyG ``Data`` / ``HeteroData``) are joined with ``Batch.from_data_list``; a
     ``Graph`` returned without PyG installed stays a list. Dicts, tuples and lists are collated
     key by key, so a graph can sit next to ordinary tensors in one sample.
+
+    Args:
+        batch: The samples of one batch, as the dataset yielded them.
+
+    Returns:
+        The batch: each leaf's values stacked into one tensor along a new first dimension (graphs as above).
     """
     first = batch[0]
     if isinstance(first, Graph):  # returned without PyG installed: nothing to batch them with

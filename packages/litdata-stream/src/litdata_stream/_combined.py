@@ -277,7 +277,18 @@ class CombinedStreamingDataset(MixedDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
+
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
+        """
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
             batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
@@ -319,7 +330,11 @@ class CombinedStreamingDataset(MixedDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict` (under the same or another topology)."""
+        """Resume from a state recorded by :meth:`state_dict` (under the same or another topology).
+
+        Args:
+            state: A dict from :meth:`state_dict`.
+        """
         fields = ("seed", "weights", "iterate_over_all", "batching_method")
         self._check_state(state, fields)
         # Forced onto other draw settings, the recorded draws cannot be replayed: continue like
@@ -353,6 +368,9 @@ class CombinedStreamingDataset(MixedDataset):
         upstream's order of it. Where this library's draws are upstream's (one rank, one worker,
         the first epoch, the same topology) the mix continues as upstream would; elsewhere the rest
         is mixed by new draws, and a warning says so.
+
+        Args:
+            state: The whole ``state_dict()`` of an upstream LitData ``StreamingDataLoader``.
         """
         subs, yielded = state["dataset"], state["num_samples_yielded"]
         if len(subs) != len(self._datasets):

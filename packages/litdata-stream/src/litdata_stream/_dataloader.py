@@ -161,6 +161,7 @@ class StreamingDataLoader(DataLoader):
     # torch's own batching may be off (the dataset batches); these report what the user asked for.
     @property
     def batch_size(self) -> int:
+        """The batch size asked for (torch's own is None when the dataset's workers make the batches)."""
         return self.streaming_dataset.batch_size
 
     @batch_size.setter
@@ -169,6 +170,7 @@ class StreamingDataLoader(DataLoader):
 
     @property
     def drop_last(self) -> bool:
+        """Whether each worker's last partial batch is dropped (the dataset's setting)."""
         return self.streaming_dataset.drop_last
 
     @drop_last.setter
@@ -312,7 +314,14 @@ class StreamingDataLoader(DataLoader):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` on the next iteration (another num_workers or world size is fine)."""
+        """Continue from ``state`` on the next iteration (another num_workers or world size is fine).
+
+        Args:
+            state: A dict from :meth:`state_dict`, or an upstream LitData ``StreamingDataLoader``'s.
+
+        Raises:
+            ValueError: ``state`` has no ``dataset`` or ``current_epoch`` entry.
+        """
         if "dataset" not in state or "current_epoch" not in state:
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
         dataset = self.streaming_dataset

@@ -208,6 +208,9 @@ class EpochsOwner:
 
         Ignored while a loaded state dict waits for its pass (as upstream does): a training loop
         that calls ``set_epoch`` before every epoch still resumes where the state dict says.
+
+        Args:
+            current_epoch: The epoch the next pass reads (its shuffled order depends on it).
         """
         resume = self._resume
         if resume is not None and self._epochs.pending == resume["epoch"]:
@@ -215,7 +218,11 @@ class EpochsOwner:
         self.reset_to_epoch(int(current_epoch))
 
     def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
+
+        Args:
+            epoch: The epoch the next pass reads, from its first sample.
+        """
         self._resume = None
         self._epochs.set(epoch)
 
@@ -224,6 +231,9 @@ class EpochsOwner:
 
         The ``iter()`` is here, or in a DataLoader worker taking its copy now; ``handed`` is None when that
         pass is over.
+
+        Args:
+            handed: The loader's pass (its token, and how its workers batch), or None when it is over.
         """
         if handed is None:
             self.__dict__.pop("_loader_pass", None)

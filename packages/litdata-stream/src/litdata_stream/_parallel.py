@@ -154,9 +154,11 @@ class ParallelStreamingDataset(MixedDataset):
         return self.length is not None
 
     def is_cycling(self) -> bool:
+        """Whether the sub-datasets are cycled to ``length`` tuples, rather than read up to the shortest."""
         return self._cycling
 
     def is_infinite(self) -> bool:
+        """Whether the dataset is endless (``length=float("inf")``)."""
         return self._infinite
 
     # -- the tuples of an epoch -----------------------------------------------------------------
@@ -208,7 +210,11 @@ class ParallelStreamingDataset(MixedDataset):
         return remaining_base(plans, consumed), 0, 0
 
     def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
-        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done)."""
+        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
+
+        Args:
+            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
+        """
         base, first, delivered = self._run_start(topology)
         plans = split_base(base, topology)[self.distributed_env.global_rank]
         consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
@@ -342,7 +348,18 @@ class ParallelStreamingDataset(MixedDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
+
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
+        """
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
             batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
@@ -372,7 +389,14 @@ class ParallelStreamingDataset(MixedDataset):
         return "inf" if self._infinite else self.length
 
     def load_upstream_state(self, state: dict[str, Any]) -> None:
-        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here."""
+        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here.
+
+        Args:
+            state: The whole ``state_dict()`` of an upstream LitData ``StreamingDataLoader``.
+
+        Raises:
+            ValueError: always; the message says how to switch libraries between epochs.
+        """
         raise ValueError(
             "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
             "each worker's samples and cycles in its own order of the datasets, which this library does not "
@@ -380,7 +404,11 @@ class ParallelStreamingDataset(MixedDataset):
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict`."""
+        """Resume from a state recorded by :meth:`state_dict`.
+
+        Args:
+            state: A dict from :meth:`state_dict`.
+        """
         self._check_state(state, ("seed", "resume", "reset_rngs"))
         if state["length"] != self._length_key and not self.force_override_state_dict:
             raise ValueError(

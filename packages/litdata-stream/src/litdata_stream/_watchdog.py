@@ -189,6 +189,7 @@ class LoaderStats:
     workers: tuple[WorkerThroughput, ...]
 
     def as_dict(self) -> dict[str, Any]:
+        """The statistics as plain dicts and numbers (to log them as JSON, say)."""
         return asdict(self)
 
 
