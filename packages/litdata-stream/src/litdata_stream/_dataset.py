@@ -611,11 +611,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches.
 
-        The batches are those of its pass of the current epoch.
-
-        ``num_samples_yielded`` is the upstream-style argument: without ``batches_delivered``
-        the batch count is derived from it.
-
         Args:
             num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
                 only when ``batches_delivered`` is None.
