@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-# litdata-stream (and the meta package re-exporting it) joins once issue 15's rework of its
-# dataset/loader protocol has landed: its public methods are being rewritten.
-PACKAGES = ("litdata_format", "litdata_io", "litracer", "litdata_raw", "litdata_prep")
+PACKAGES = ("litdata_format", "litdata_io", "litracer", "litdata_raw", "litdata_prep", "litdata_stream", "litdata")
 
 
 def _methods(cls: type) -> Iterator[tuple[str, Any]]:

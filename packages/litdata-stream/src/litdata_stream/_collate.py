@@ -31,6 +31,12 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     Graph leaves (PyG ``Data`` / ``HeteroData``) are joined with ``Batch.from_data_list``; a
     ``Graph`` returned without PyG installed stays a list. Dicts, tuples and lists are collated
     key by key, so a graph can sit next to ordinary tensors in one sample.
+
+    Args:
+        batch: The samples of one batch, as the dataset yielded them.
+
+    Returns:
+        The batch: each leaf's values stacked into one tensor along a new first dimension (graphs as above).
     """
     first = batch[0]
     if isinstance(first, Graph):  # returned without PyG installed: nothing to batch them with
@@ -128,8 +134,9 @@ class CollatedInDataset:
 
 
 def finish_batch(batch: Any, batching: Batching | None) -> Any:
-    """A gathered batch as it leaves the dataset: numpy arrays from a worker when small enough
-    (see :class:`ArrayBatch`) and the loader allows it, else tensors.
+    """A gathered batch as it leaves the dataset: numpy arrays or tensors.
+
+    Numpy arrays come from a worker when small enough (see :class:`ArrayBatch`) and the loader allows it.
     """
     if batching is not None and batching.arrays and get_worker_info() is not None:
         return ArrayBatch.of(batch)
@@ -137,8 +144,9 @@ def finish_batch(batch: Any, batching: Batching | None) -> Any:
 
 
 def as_tensors(batch: Any) -> Any:
-    """A batch of numpy arrays (one leaf, a dict of leaves, or a ParallelStreamingDataset's list
-    of such batches) as tensors sharing their memory.
+    """A batch of numpy arrays as tensors sharing their memory.
+
+    The batch is one leaf, a dict of leaves, or a ParallelStreamingDataset's list of such batches.
     """
     if isinstance(batch, np.ndarray):
         return torch.from_numpy(batch)
@@ -160,8 +168,9 @@ def _array_bytes(batch: Any) -> int:
 
 
 def concat_batches(parts: Sequence[Any]) -> Any:
-    """Gathered parts of one batch joined along the first dimension, or ``None`` if they differ
-    in kind (a list of samples among them, other keys, dtypes or shapes).
+    """Gathered parts of one batch joined along the first dimension, or ``None`` if they differ in kind.
+
+    Parts differ in kind when one is a list of samples, or they have other keys, dtypes or shapes.
     """
     first = parts[0]
     if isinstance(first, dict):
@@ -177,9 +186,10 @@ def concat_batches(parts: Sequence[Any]) -> Any:
 
 
 def interleave(picks: np.ndarray, shares: Mapping[int, Any]) -> Any:
-    """One batch made of ``shares`` (for each source ``d``, a gathered batch of its samples in
-    order) with each sample where ``picks`` drew it, or ``None`` if the shares are not arrays
-    alike (a share that is not arrays, other keys, dtypes or shapes).
+    """One batch made of ``shares`` with each sample where ``picks`` drew it, or ``None``.
+
+    ``shares`` holds, for each source ``d``, a gathered batch of its samples in order. ``None`` when the
+    shares are not arrays alike (a share that is not arrays, other keys, dtypes or shapes).
     """
     if any(share is None for share in shares.values()):
         return None
@@ -211,8 +221,9 @@ def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
 
 
 def unbatch(part: Any) -> list[Any]:
-    """The samples of a gathered part (a list of samples stays as it is); collating them gives
-    the same batch as the part's arrays would.
+    """The samples of a gathered part (a list of samples stays as it is).
+
+    Collating them gives the same batch as the part's arrays would.
     """
     if isinstance(part, list):
         return part

@@ -54,8 +54,9 @@ __all__ = ["StreamingDataLoader"]
 
 
 class StreamingDataLoader(DataLoader):
-    """A DataLoader over a :class:`StreamingDataset` (or a Combined / Parallel one) with an exact,
-    resumable ``state_dict``.
+    """A DataLoader over a :class:`StreamingDataset` (or a Combined / Parallel one).
+
+    Its ``state_dict`` is exact and resumable.
 
     Args:
         dataset: the dataset to iterate.
@@ -160,6 +161,7 @@ class StreamingDataLoader(DataLoader):
     # torch's own batching may be off (the dataset batches); these report what the user asked for.
     @property
     def batch_size(self) -> int:
+        """The batch size asked for (torch's own is None when the dataset's workers make the batches)."""
         return self.streaming_dataset.batch_size
 
     @batch_size.setter
@@ -168,6 +170,7 @@ class StreamingDataLoader(DataLoader):
 
     @property
     def drop_last(self) -> bool:
+        """Whether each worker's last partial batch is dropped (the dataset's setting)."""
         return self.streaming_dataset.drop_last
 
     @drop_last.setter
@@ -181,8 +184,9 @@ class StreamingDataLoader(DataLoader):
 
     @property
     def user_collate_fn(self) -> Callable[[list[Any]], Any]:
-        """What makes a batch of samples: the ``collate_fn`` given, or the default (``collate_fn``
-        itself may wrap it when the dataset makes the batches in the workers).
+        """What makes a batch of samples: the ``collate_fn`` given, or the default.
+
+        ``collate_fn`` itself may wrap it when the dataset makes the batches in the workers.
         """
         return self._collate
 
@@ -271,8 +275,9 @@ class StreamingDataLoader(DataLoader):
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
 
     def stats(self) -> LoaderStats:
-        """How long the training loop waited for batches in the latest pass (so far, mid-pass):
-        total, p50 and p99 wait per batch, and each worker's batches, samples and samples/s.
+        """How long the training loop waited for batches in the latest pass (so far, mid-pass).
+
+        Total, p50 and p99 wait per batch, and each worker's batches, samples and samples/s.
         """
         times = self._times if self._times is not None else PassTimes(self.current_epoch, self.num_workers)
         return times.stats()
@@ -309,7 +314,14 @@ class StreamingDataLoader(DataLoader):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` on the next iteration (another num_workers or world size is fine)."""
+        """Continue from ``state`` on the next iteration (another num_workers or world size is fine).
+
+        Args:
+            state: A dict from :meth:`state_dict`, or an upstream LitData ``StreamingDataLoader``'s.
+
+        Raises:
+            ValueError: ``state`` has no ``dataset`` or ``current_epoch`` entry.
+        """
         if "dataset" not in state or "current_epoch" not in state:
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
         dataset = self.streaming_dataset
@@ -324,10 +336,11 @@ class StreamingDataLoader(DataLoader):
 
 
 def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
-    """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers
-    single batches: round-robin over the workers that still have some (the order the resume
-    point is computed from). ``counts`` is each worker's number of batches; as every worker's
-    bundles but its last hold the same number of batches, at most one bundle per worker waits.
+    """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers single batches.
+
+    That order is round-robin over the workers that still have some (the order the resume point is
+    computed from). ``counts`` is each worker's number of batches; as every worker's bundles but its last
+    hold the same number of batches, at most one bundle per worker waits.
     """
     waiting: list[deque[Any]] = [deque() for _ in counts]
     left = list(counts)

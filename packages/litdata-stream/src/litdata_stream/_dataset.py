@@ -1,5 +1,6 @@
-"""``StreamingDataset``: an optimized dataset read chunk by chunk, shuffled, split over ranks and
-workers, and resumable exactly (see ``_plan`` for the mechanism).
+"""``StreamingDataset``: an optimized dataset read chunk by chunk.
+
+It is shuffled, split over ranks and workers, and resumable exactly (see ``_plan`` for the mechanism).
 """
 
 from __future__ import annotations
@@ -279,6 +280,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         Found through the dataset's key index whatever ``subsample`` keeps; ``dataset["key"]``
         does the same for str keys.
 
+        Args:
+            key: The sample's key, as ``key_fn`` returned it when the dataset was optimized.
+
         Raises:
             KeyError: no sample has this key, or the dataset has no key index.
         """
@@ -325,13 +329,25 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return bool(self._transforms) or self.transform_overridden
 
     def transform(self, sample: Any) -> Any:
-        """Apply the ``transform`` callables to a sample; subclasses may override it."""
+        """Apply the ``transform`` callables to a sample; subclasses may override it.
+
+        Args:
+            sample: One sample as stored (what the item loader read).
+
+        Returns:
+            The sample after each ``transform`` callable, in the order they were given.
+        """
         for fn in self._transforms:
             sample = fn(sample)
         return sample
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in this run (the rest of the epoch after a resume)."""
+        """Samples this rank yields in this run (the rest of the epoch after a resume).
+
+        Args:
+            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
+            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
+        """
         topology = self._topology(num_workers, batch_size)
         plans = self.rank_plans(topology)
         return sum(plan.num_samples - done for plan, done in plans)
@@ -351,15 +367,35 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
+        """Shuffle (or not) from the next pass on.
+
+        Args:
+            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
+        """
         self.shuffle = bool(shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
+        """Drop (or not) each worker's last partial batch.
+
+        Args:
+            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
+        """
         self.drop_last = bool(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
+        """The batch size the plans and resume points count in.
+
+        Args:
+            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
+        """
         self.batch_size = int(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
+        """The DataLoader workers of each rank the samples are split over.
+
+        Args:
+            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
+        """
         self.num_workers = int(num_workers or 0)
 
     def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
@@ -378,17 +414,30 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology)))
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays."""
+        """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
+                default :func:`litdata_collate` lets batches be gathered.
+        """
         return self.sample_bytes if self.gathers(collate) else None
 
     def load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's)."""
+        """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's).
+
+        Args:
+            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
+        """
         self.load_state_dict(state["dataset"])
 
     # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
     def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of the samples in a pass of ``epoch`` (the mixing datasets read their
-        sub-datasets' stretches in it; internal to the litdata packages).
+        """The order of the samples in a pass of ``epoch``.
+
+        The mixing datasets read their sub-datasets' stretches in it (internal to the litdata packages).
+
+        Args:
+            epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
         """
         upstream = self._upstream
         if upstream is not None and upstream[0] == epoch:
@@ -419,11 +468,16 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return _rebase(resume, self.epoch_order(resume["epoch"])), 0, 0
 
     def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
-        """For each DataLoader worker of this rank: (its plan, how many of its samples are done)
-        in a pass of ``epoch`` (by default the current one).
+        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
+
+        The plans are those of a pass of ``epoch`` (by default the current one).
 
         Workers are relabelled so that the one due next in the interrupted run is asked first
         (the DataLoader always starts at worker 0), which keeps the resumed order identical.
+
+        Args:
+            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
+            epoch: The epoch of the pass; None: the current one.
         """
         base, first, delivered = self._run_start(topology, self.current_epoch if epoch is None else epoch)
         plans = split_base(base, topology)[self.distributed_env.global_rank]
@@ -432,8 +486,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``): its samples, or its batches when
-        ``batching`` is given; ``token`` names the pass to join (a StreamingDataLoader's).
+        """This process's share of a pass (see ``_epochs``).
+
+        Its samples, or its batches when ``batching`` is given; ``token`` names the pass to join (a
+        StreamingDataLoader's).
         """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
@@ -448,8 +504,13 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._epochs.finish(run)
 
     def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
-        """The samples at ``intervals`` of ``order``'s sequence, in that order (the mixing datasets
-        read their sub-datasets' stretches through this too).
+        """The samples at ``intervals`` of ``order``'s sequence, in that order.
+
+        The mixing datasets read their sub-datasets' stretches through this too.
+
+        Args:
+            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            intervals: Half-open ranges of positions in that order, read in the order given.
         """
         pieces = order.pieces(intervals)
         source = self._source()
@@ -481,10 +542,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`read_stretch` yields, already grouped into collated batches (a StreamingDataLoader
-        has its workers do this, so a batch of fixed-size samples is read with one gather per leaf
-        instead of a decode per sample). The batches are exactly those the DataLoader would have
-        made from :meth:`read_stretch`.
+        """What :meth:`read_stretch` yields, already grouped into collated batches.
+
+        A StreamingDataLoader has its workers do this, so a batch of fixed-size samples is read with one
+        gather per leaf instead of a decode per sample. The batches are exactly those the DataLoader would
+        have made from :meth:`read_stretch`.
         """
         size, collate = batching.batch_size, batching.collate
         taker = self.stretch_taker(order, intervals, collate)
@@ -497,16 +559,30 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def stretch_taker(
         self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
     ) -> Taker:
-        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time: gathered as
-        arrays where :meth:`gathers`, else read one by one (the mixing datasets batch through this).
+        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
+
+        They are gathered as arrays where :meth:`gathers`, else read one by one (the mixing datasets batch
+        through this).
+
+        Args:
+            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            intervals: Half-open ranges of positions in that order, read in the order given.
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
+                default :func:`litdata_collate` lets batches be gathered.
         """
         if self.gathers(collate):
             return GatheringTaker(self._source(), order, intervals, self._items, self._gathered)
         return SampleTaker(self.read_stretch(order, intervals))
 
     def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether batches may be gathered as arrays: the default collate, and samples that are
-        exactly what the item loader reads (no transform, no overridden ``__getitem__``).
+        """Whether batches may be gathered as arrays.
+
+        They may with the default collate, and samples that are exactly what the item loader reads (no
+        transform, no overridden ``__getitem__``).
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
+                default :func:`litdata_collate` lets batches be gathered.
         """
         return (
             collate is litdata_collate
@@ -533,11 +609,17 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in its
-        pass of the current epoch.
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
 
-        ``num_samples_yielded`` is the upstream-style argument: without ``batches_delivered``
-        the batch count is derived from it.
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
         """
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
@@ -565,8 +647,16 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology), or
-        by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
+        """Resume from a state recorded by :meth:`state_dict` (possibly under another topology).
+
+        The state may also be one recorded by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
+
+        Args:
+            state: A dict from :meth:`state_dict`, or upstream LitData's ``StreamingDataset`` state.
+
+        Raises:
+            ValueError: the state is not a StreamingDataset's, or was recorded on another dataset or (unless
+                ``force_override_state_dict``) with another seed, shuffle, drop_last or subsample.
         """
         if is_upstream_state(state):
             self._load_upstream_state(state)
@@ -611,7 +701,14 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._upstream = (int(order[0]), list(order[1])) if order else None
 
     def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
-        """Read the epoch of upstream's ``state`` in upstream's order; what the state says."""
+        """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
+
+        Args:
+            state: The state dict of an upstream LitData ``StreamingDataset``.
+
+        Returns:
+            The resume point that state describes.
+        """
         found = upstream_resume(state, f"StreamingDataset({self.input_dir!r})", self._lengths, self.shuffle, self.seed)
         self._upstream = (found.epoch, found.order_key())
         return found
@@ -649,7 +746,17 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- views ----------------------------------------------------------------------------------
     def subset(self, indices: Sequence[int] | range | slice) -> StreamingDataset:
-        """A dataset over the given global sample indexes (list, range or slice) of this one."""
+        """A dataset over the given global sample indexes (list, range or slice) of this one.
+
+        Args:
+            indices: Global sample indexes of this dataset; the subset reads them in ascending order.
+
+        Returns:
+            A new dataset with epochs of its own, starting at this one's current epoch.
+
+        Raises:
+            IndexError: an index is outside ``[0, num_samples)``.
+        """
         if isinstance(indices, slice):
             indices = range(*indices.indices(self._starts[-1]))
         chosen = np.asarray(list(indices), dtype=np.int64)

@@ -1,5 +1,7 @@
-"""Which epoch a pass over a dataset reads: one record per dataset, shared by the process that made
-the dataset and by every DataLoader worker holding a copy of it.
+"""Which epoch a pass over a dataset reads: one record per dataset.
+
+The record is shared by the process that made the dataset and by every DataLoader worker holding a
+copy of it.
 
 A *pass* is one iteration over the dataset: a ``for`` loop over it, a DataLoader epoch (whose
 workers each read a share of the same pass), or a ``StreamingDataLoader`` epoch. The rules:
@@ -54,8 +56,9 @@ def worker_token(source: int, passes: int) -> int:
 
 @dataclass(frozen=True)
 class LoaderPass:
-    """What a StreamingDataLoader hands its workers with the dataset: the token of its pass, and
-    how to batch (None: torch batches, sample by sample).
+    """What a StreamingDataLoader hands its workers with the dataset.
+
+    The token of its pass, and how to batch (None: torch batches, sample by sample).
     """
 
     token: int
@@ -64,8 +67,9 @@ class LoaderPass:
 
 @dataclass(frozen=True)
 class Pass:
-    """One process's part of a pass: the epoch it reads, its token, and how many parts finish it
-    (0: not this process's to finish).
+    """One process's part of a pass.
+
+    The epoch it reads, its token, and how many parts finish it (0: not this process's to finish).
     """
 
     epoch: int
@@ -165,8 +169,10 @@ class Epochs:
 
 
 class EpochsOwner:
-    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``
-    as one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed it (``hand_pass``).
+    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``.
+
+    ``__iter__`` is one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed it
+    (``hand_pass``).
     """
 
     _epochs: Epochs
@@ -202,6 +208,9 @@ class EpochsOwner:
 
         Ignored while a loaded state dict waits for its pass (as upstream does): a training loop
         that calls ``set_epoch`` before every epoch still resumes where the state dict says.
+
+        Args:
+            current_epoch: The epoch the next pass reads (its shuffled order depends on it).
         """
         resume = self._resume
         if resume is not None and self._epochs.pending == resume["epoch"]:
@@ -209,13 +218,22 @@ class EpochsOwner:
         self.reset_to_epoch(int(current_epoch))
 
     def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
+
+        Args:
+            epoch: The epoch the next pass reads, from its first sample.
+        """
         self._resume = None
         self._epochs.set(epoch)
 
     def hand_pass(self, handed: LoaderPass | None) -> None:
-        """Make the next ``iter()`` of this dataset (here, or in a DataLoader worker taking its copy
-        now) join a StreamingDataLoader's pass ``handed``; None when that pass is over.
+        """Make the next ``iter()`` of this dataset join a StreamingDataLoader's pass ``handed``.
+
+        The ``iter()`` is here, or in a DataLoader worker taking its copy now; ``handed`` is None when that
+        pass is over.
+
+        Args:
+            handed: The loader's pass (its token, and how its workers batch), or None when it is over.
         """
         if handed is None:
             self.__dict__.pop("_loader_pass", None)

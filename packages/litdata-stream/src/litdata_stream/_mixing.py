@@ -1,6 +1,7 @@
-"""What CombinedStreamingDataset and ParallelStreamingDataset share: the settings the loader
-passes down, their epochs (``_epochs``), the round-robin count of delivered batches, and
-checking that a state dict belongs to the same sub-datasets.
+"""What CombinedStreamingDataset and ParallelStreamingDataset share.
+
+The settings the loader passes down, their epochs (``_epochs``), the round-robin count of delivered
+batches, and checking that a state dict belongs to the same sub-datasets.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
 
     @property
     def datasets(self) -> list[StreamingDataset]:
+        """The sub-datasets, in the order given."""
         return self._datasets
 
     # -- settings the loader passes -------------------------------------------------------------
@@ -75,15 +77,33 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return all(d.drop_last for d in self._datasets)
 
     def set_shuffle(self, shuffle: bool) -> None:
+        """Shuffle (or not) every sub-dataset from the next pass on.
+
+        Args:
+            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
+        """
         for dataset in self._datasets:
             dataset.set_shuffle(shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
+        """Drop (or not) each worker's last partial batch, in every sub-dataset too.
+
+        Args:
+            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
+        """
         self._drop_last = bool(drop_last)
         for dataset in self._datasets:
             dataset.set_drop_last(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
+        """The batch size the plans and resume points count in, for every sub-dataset too.
+
+        Args:
+            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
+
+        Raises:
+            ValueError: ``batch_size`` is not a positive int.
+        """
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"{self.kind}: batch_size must be a positive int, got {batch_size!r}")
         self.batch_size = batch_size
@@ -91,6 +111,11 @@ class MixedDataset(EpochsOwner, IterableDataset):
             dataset.set_batch_size(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
+        """The DataLoader workers of each rank, for every sub-dataset too.
+
+        Args:
+            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
+        """
         self.num_workers = int(num_workers or 0)
         for dataset in self._datasets:
             dataset.set_num_workers(num_workers)
@@ -106,7 +131,12 @@ class MixedDataset(EpochsOwner, IterableDataset):
 
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in this run with that many workers and that batch size."""
+        """Samples this rank yields in this run with that many workers and that batch size.
+
+        Args:
+            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
+            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
+        """
         return self._samples_left(self._topology(num_workers, batch_size))
 
     def __len__(self) -> int:
@@ -125,16 +155,38 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return max(d.sample_bytes for d in self._datasets)
 
     def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether every sub-dataset's share of a batch is gathered as arrays."""
+        """Whether every sub-dataset's share of a batch is gathered as arrays.
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
+                default :func:`litdata_collate` lets batches be gathered.
+        """
         return all(d.gathers(collate) for d in self._datasets)
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays."""
+        """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays.
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
+                default :func:`litdata_collate` lets batches be gathered.
+        """
         return self.sample_bytes if self.gathers(collate) else None
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
+
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
+        """
         raise NotImplementedError
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -145,7 +197,11 @@ class MixedDataset(EpochsOwner, IterableDataset):
         raise NotImplementedError
 
     def load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's)."""
+        """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's).
+
+        Args:
+            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
+        """
         if isinstance(state.get("num_samples_yielded"), dict):  # upstream's: what each worker took of each dataset
             self.load_upstream_state(state)
         else:

@@ -73,8 +73,9 @@ def _wants_generators(fn: Callable[..., Any]) -> bool:
 
 
 class _SeededGenerators:
-    """The ``rngs`` dict handed to ``transform``, reseeded for every tuple (cheaply: one seed
-    call each for random and torch, a state copy and an ``advance`` for numpy).
+    """The ``rngs`` dict handed to ``transform``, reseeded for every tuple.
+
+    Reseeding is cheap: one seed call each for random and torch, a state copy and an ``advance`` for numpy.
     """
 
     def __init__(self, seed: int) -> None:
@@ -153,9 +154,11 @@ class ParallelStreamingDataset(MixedDataset):
         return self.length is not None
 
     def is_cycling(self) -> bool:
+        """Whether the sub-datasets are cycled to ``length`` tuples, rather than read up to the shortest."""
         return self._cycling
 
     def is_infinite(self) -> bool:
+        """Whether the dataset is endless (``length=float("inf")``)."""
         return self._infinite
 
     # -- the tuples of an epoch -----------------------------------------------------------------
@@ -207,7 +210,11 @@ class ParallelStreamingDataset(MixedDataset):
         return remaining_base(plans, consumed), 0, 0
 
     def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
-        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done)."""
+        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
+
+        Args:
+            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
+        """
         base, first, delivered = self._run_start(topology)
         plans = split_base(base, topology)[self.distributed_env.global_rank]
         consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
@@ -232,9 +239,10 @@ class ParallelStreamingDataset(MixedDataset):
         return sum(d.sample_bytes for d in self._datasets)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``): its tuples, or its batches when
-        ``batching`` is given (what torch would make of the tuples: ``batch_size`` of this
-        worker's tuples at a time, collated).
+        """This process's share of a pass (see ``_epochs``).
+
+        Its tuples, or its batches when ``batching`` is given (what torch would make of the tuples:
+        ``batch_size`` of this worker's tuples at a time, collated).
         """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
@@ -273,9 +281,10 @@ class ParallelStreamingDataset(MixedDataset):
                     yield samples
 
     def _gathered(self, stretches: Iterator[Interval], offset: int, batching: Batching) -> Iterator[Any]:
-        """The batches of :meth:`_tuples` (without a transform), each sub-dataset's share of a
-        batch gathered as arrays: a batch is the list of the sub-datasets' batches, as collating
-        the tuples gives.
+        """The batches of :meth:`_tuples` (without a transform).
+
+        Each sub-dataset's share of a batch is gathered as arrays: a batch is the list of the sub-datasets'
+        batches, as collating the tuples gives.
         """
         size = batching.batch_size
         takers = [_SpanTaker(self, d, offset, batching.collate) for d in range(len(self._datasets))]
@@ -339,7 +348,6 @@ class ParallelStreamingDataset(MixedDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run."""
         topology = self._topology(num_workers, batch_size)
         if batches_delivered is None:
             batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
@@ -369,7 +377,14 @@ class ParallelStreamingDataset(MixedDataset):
         return "inf" if self._infinite else self.length
 
     def load_upstream_state(self, state: dict[str, Any]) -> None:
-        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here."""
+        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here.
+
+        Args:
+            state: The whole ``state_dict()`` of an upstream LitData ``StreamingDataLoader``.
+
+        Raises:
+            ValueError: always; the message says how to switch libraries between epochs.
+        """
         raise ValueError(
             "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
             "each worker's samples and cycles in its own order of the datasets, which this library does not "
@@ -377,7 +392,11 @@ class ParallelStreamingDataset(MixedDataset):
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict`."""
+        """Resume from a state recorded by :meth:`state_dict`.
+
+        Args:
+            state: A dict from :meth:`state_dict`.
+        """
         self._check_state(state, ("seed", "resume", "reset_rngs"))
         if state["length"] != self._length_key and not self.force_override_state_dict:
             raise ValueError(
@@ -399,8 +418,9 @@ class ParallelStreamingDataset(MixedDataset):
 
 
 class _SpanTaker:
-    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``), a batch's
-    share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
+    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``).
+
+    A batch's share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
     """
 
     def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:

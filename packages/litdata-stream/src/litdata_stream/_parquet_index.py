@@ -55,9 +55,10 @@ def _pyarrow() -> Any:
 
 # -- building an index ------------------------------------------------------------------------------
 def parquet_files(storage: Storage) -> list[ObjectInfo]:
-    """The ``.parquet`` files of the folder of ``storage``, by key: those directly in it, and for
-    a Hugging Face folder (``hf://``) those in its subfolders too, as upstream indexes them
-    (``train/0000.parquet``). Hidden files and folders are left out.
+    """The ``.parquet`` files of the folder of ``storage``, by key.
+
+    Those directly in it, and for a Hugging Face folder (``hf://``) those in its subfolders too, as
+    upstream indexes them (``train/0000.parquet``). Hidden files and folders are left out.
     """
     recursive = storage.url.startswith("hf://")
     return [

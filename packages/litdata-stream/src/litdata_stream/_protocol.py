@@ -87,14 +87,17 @@ class LoaderDataset(Protocol):
         ...
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays;
+        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays.
+
         None when they are not (the loader sizes the messages of its workers by it).
         """
         ...
 
     def hand_pass(self, handed: LoaderPass | None) -> None:
-        """Make the next ``iter()`` of this dataset (in the loader's process, or in a worker that
-        takes its copy now) join the loader's pass ``handed``; None when that pass is over.
+        """Make the next ``iter()`` of this dataset join the loader's pass ``handed``.
+
+        The ``iter()`` is in the loader's process, or in a worker that takes its copy now; ``handed`` is
+        None when that pass is over.
         """
         ...
 

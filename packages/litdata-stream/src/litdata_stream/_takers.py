@@ -47,8 +47,9 @@ class SampleTaker:
 
 
 class GatheringTaker:
-    """Samples gathered as arrays: one part per run of samples from the same chunk. A chunk is
-    released as soon as its last sample is taken (parts are copies: nothing refers to it).
+    """Samples gathered as arrays: one part per run of samples from the same chunk.
+
+    A chunk is released as soon as its last sample is taken (parts are copies: nothing refers to it).
 
     Args:
         source: the dataset's chunk source in this process.

@@ -1,5 +1,6 @@
-"""Resuming from a ``state_dict`` saved by upstream LitData 0.2.x, so a training run can switch
-libraries in the middle of an epoch.
+"""Resuming from a ``state_dict`` saved by upstream LitData 0.2.x.
+
+So a training run can switch libraries in the middle of an epoch.
 
 Upstream's state of a dataset says which epoch it was in, its topology (ranks, workers, batch
 size), its shuffle settings and how many samples the loader delivered. Its epoch order is its own
@@ -152,8 +153,9 @@ class UpstreamOrder(EpochOrder):
         self.starts = np.concatenate([[0], np.cumsum(taken[self.chunk_order])])
 
     def within(self, chunk: int) -> np.ndarray:
-        """The chunk's items upstream deals, in its order: each worker's part shuffled on its own
-        (computed when asked, as the base order's are, so a big dataset keeps no list of them).
+        """The chunk's items upstream deals, in its order: each worker's part shuffled on its own.
+
+        They are computed when asked, as the base order's are, so a big dataset keeps no list of them.
         """
         spans = []
         for lo, hi in self._parts.get(chunk, []):
@@ -234,8 +236,9 @@ def _assign(lengths: list[int], visit: list[int], topology: Topology) -> list[tu
 
 
 def _block_shuffle(items: list[int], window: int, rng: np.random.RandomState) -> list[int]:
-    """Upstream's in-chunk order: a full permutation, or (``window`` > 1) each aligned block of
-    ``window`` items shuffled, then the blocks shuffled.
+    """Upstream's in-chunk order: a full permutation, or blocks shuffled within and then among.
+
+    With ``window`` > 1, each aligned block of ``window`` items is shuffled, then the blocks shuffled.
     """
     if len(items) < 2:
         return list(items)

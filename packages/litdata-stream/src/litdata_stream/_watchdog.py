@@ -42,8 +42,9 @@ DEFAULT_WATCHDOG_S = 300.0
 
 
 class LoaderStallWarning(UserWarning):
-    """No batch reached the training loop for the watchdog's time; the message says where each
-    worker is.
+    """No batch reached the training loop for the watchdog's time.
+
+    The message says where each worker is.
     """
 
 
@@ -78,8 +79,9 @@ class WatchedWorkerInit:
 
 
 class Watchdog:
-    """Reports where the workers are when the loop has waited for a batch for ``seconds``
-    (:meth:`waiting` when it starts to wait, :meth:`served` when the batch came).
+    """Reports where the workers are when the loop has waited for a batch for ``seconds``.
+
+    :meth:`waiting` is called when it starts to wait, :meth:`served` when the batch came.
 
     Args:
         seconds: the period (> 0).
@@ -187,6 +189,7 @@ class LoaderStats:
     workers: tuple[WorkerThroughput, ...]
 
     def as_dict(self) -> dict[str, Any]:
+        """The statistics as plain dicts and numbers (to log them as JSON, say)."""
         return asdict(self)
 
 
@@ -234,8 +237,10 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 
 def batch_samples(batch: Any) -> int:
-    """The samples in a batch: the leading dimension of its first array leaf, or the length of
-    the list holding its first plain leaf (a list of strings, a list of sample dicts).
+    """The samples in a batch.
+
+    The leading dimension of its first array leaf, or the length of the list holding its first plain
+    leaf (a list of strings, a list of sample dicts).
     """
     listed = 1  # the length of the innermost list met on the way down to the first leaf
     while True:
@@ -254,8 +259,10 @@ def batch_samples(batch: Any) -> int:
 
 
 def worker_order(counts: Sequence[int] | None, workers: int) -> Any:
-    """The worker each delivered batch comes from: round-robin over the workers that still have
-    batches (how torch delivers them in order); ``counts`` per worker when known.
+    """The worker each delivered batch comes from.
+
+    Round-robin over the workers that still have batches (how torch delivers them in order); ``counts``
+    per worker when known.
     """
     if not workers:
         while True:
