@@ -36,7 +36,7 @@ from litdata_stream._plan import (
     batch_count,
     batches_left,
     consumed_per_worker,
-    remaining_base,
+    rebase_resume,
     skip_samples,
     split_base,
 )
@@ -465,7 +465,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             return [(0, self._starts[-1])], 0, 0
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
-        return _rebase(resume, self.epoch_order(resume["epoch"])), 0, 0
+        return rebase_resume(resume, self.epoch_order(resume["epoch"])), 0, 0
 
     def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
@@ -777,17 +777,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         clone._upstream = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
-
-
-def _rebase(resume: dict[str, Any], order: EpochOrder) -> list[Interval]:
-    """What the interrupted run (with its own topology) had not consumed."""
-    world, workers, batch, drop_last = resume["topology"]
-    topology = Topology(world, workers, batch, drop_last)
-    plans = split_base(resume["base"], topology)
-    consumed = [
-        consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
-    ]
-    return remaining_base(plans, consumed, order)
 
 
 def _local_path(input_dir: Any) -> str | None:

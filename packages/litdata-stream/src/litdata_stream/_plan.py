@@ -25,8 +25,9 @@ pieces, each a slice of that chunk's permuted samples, so workers read whole run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ __all__ = [
     "batch_count",
     "batches_left",
     "consumed_per_worker",
+    "rebase_resume",
     "remaining_base",
     "skip_samples",
     "split_base",
@@ -281,6 +283,21 @@ def remaining_base(
             read = order.read_order(plan.intervals) if order is not None else plan.intervals
             out.extend(_take(read, done, plan.num_samples - done))
     return _merge(sorted(out))
+
+
+def rebase_resume(resume: Mapping[str, Any], order: EpochOrder) -> list[Interval]:
+    """What an interrupted run (with its own topology) had not consumed, as a new base.
+
+    Args:
+        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
+        order: The order of the interrupted epoch (how each worker read its stretch).
+    """
+    world, workers, batch, drop_last = resume["topology"]
+    plans = split_base(resume["base"], Topology(world, workers, batch, drop_last))
+    consumed = [
+        consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
+    ]
+    return remaining_base(plans, consumed, order)
 
 
 def _merge(intervals: Sequence[Interval]) -> list[Interval]:
