@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["FULL", "LIBS", "QUICK", "ROWS", "Row", "Sizes", "select_rows"]
+__all__ = ["FULL", "LIBS", "QUICK", "ROWS", "Row", "Sizes", "runs_on", "select_rows"]
 
 LIBS = ("ours", "upstream", "mosaic")
 
@@ -143,6 +143,11 @@ ROWS = (
         target=1.5,
     ),
 )
+
+
+def runs_on(row: Row, lib: str) -> bool:
+    """Whether ``lib`` has an equivalent of ``row`` (the baseline is ours at another commit)."""
+    return ("ours" if lib == "baseline" else lib) in row.libs
 
 
 def select_rows(only: str | None) -> tuple[list[Row], bool]:

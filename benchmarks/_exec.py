@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._venvs import peer_python
+from benchmarks._venvs import Baseline, peer_python
 
-__all__ = ["RUNNERS", "Job", "python_for", "run_batch", "run_once"]
+__all__ = ["RUNNERS", "Job", "python_for", "run_batch", "run_once", "use_baseline"]
 
 HERE = Path(__file__).resolve().parent
 RUNNERS = {
@@ -23,7 +23,18 @@ RUNNERS = {
     "upstream": HERE / "runners" / "litdata_runner.py",
     "mosaic": HERE / "runners" / "mosaic_runner.py",
     "limits": HERE / "runners" / "limit_runner.py",
+    "baseline": HERE / "runners" / "litdata_runner.py",  # this checkout's runner: the same harness as ours
 }
+# The library name each runner is told (the baseline is ours, at another commit).
+_RUNNER_LIB = {"baseline": "ours"}
+_baseline: list[Baseline] = []
+
+
+def use_baseline(baseline: Baseline) -> None:
+    """Run the library ``baseline`` with ``baseline``'s venv from now on."""
+    _baseline[:] = [baseline]
+
+
 RESULT_PREFIX = "BENCH_RESULT "
 
 Job = tuple[str, str, dict[str, Any], Path]  # id, runner workload, params, scratch folder
@@ -33,6 +44,10 @@ def python_for(lib: str) -> str:
     """Ours and the limits run in this workspace's venv; the peers in theirs."""
     if lib in ("ours", "limits"):
         return sys.executable
+    if lib == "baseline":
+        if not _baseline:
+            raise RuntimeError("the baseline is not built: run.py --baseline REV builds it")
+        return str(_baseline[0].python)
     return str(peer_python(lib))
 
 
@@ -94,7 +109,7 @@ def run_once(lib: str, kind: str, params: dict[str, Any], *, work: Path, timeout
     Returns the runner's result, or ``{"ok": False, "status": "timeout" | "crash", ...}``.
     """
     started = time.perf_counter()
-    command = [python_for(lib), str(RUNNERS[lib]), lib, kind, json.dumps(params)]
+    command = [python_for(lib), str(RUNNERS[lib]), _RUNNER_LIB.get(lib, lib), kind, json.dumps(params)]
     lines, status = _spawn(command, work, timeout, log)
     result = lines[-1] if lines else _failed(status, timeout)
     result["process_s"] = time.perf_counter() - started
@@ -109,7 +124,7 @@ def run_batch(lib: str, jobs: list[Job], *, folder: Path, timeout: float, log: P
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / f"batch-{lib}.json"
     spec.write_text(json.dumps([{"id": job_id, "kind": kind, "params": params} for job_id, kind, params, _ in jobs]))
-    command = [python_for(lib), str(RUNNERS[lib]), lib, "--batch", str(spec)]
+    command = [python_for(lib), str(RUNNERS[lib]), _RUNNER_LIB.get(lib, lib), "--batch", str(spec)]
     lines, status = _spawn(command, folder / f"batch-{lib}", timeout * max(1, len(jobs)), log)
     results = {line.pop("id"): line for line in lines}
     for job_id, _, _, work in jobs:

@@ -10,10 +10,15 @@
   time but uses nothing from it for these workloads.
 
 torch is pinned to the version of this environment so uv links it from its cache.
+
+``--baseline REV`` adds a third kind: this repository at another commit (a detached git worktree
+under ``.side-venvs/baseline-<sha>`` with its own ``uv sync --locked`` venv), run by the same
+runner code as ours, so a change is measured before and after in the same run.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-__all__ = ["SIDE_VENVS", "Peer", "build_peer", "peer_python"]
+__all__ = ["SIDE_VENVS", "Baseline", "Peer", "build_baseline", "build_peer", "peer_python"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDE_VENVS = ROOT / ".side-venvs"
@@ -128,6 +133,54 @@ def build_peer(name: str, *, log: bool = True) -> Path:
         old.unlink()
     (peer.venv / peer.marker).touch()
     return python
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """This repository at another commit, benchmarked as the library ``baseline``.
+
+    Attributes:
+        rev: the revision as the user named it.
+        sha: the commit it names.
+        python: the python of its venv.
+    """
+
+    rev: str
+    sha: str
+    python: Path
+
+    @property
+    def title(self) -> str:
+        """How the report names it."""
+        short = self.sha[:10]
+        return f"ours at {short}" if self.rev.startswith(short[:7]) else f"ours at {self.rev} ({short})"
+
+
+def build_baseline(rev: str, *, log: bool = True) -> Baseline:
+    """A worktree of this repository at ``rev`` with its own venv, built once; what runs it.
+
+    Raises:
+        SystemExit: ``rev`` names no commit of this repository.
+    """
+    command = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"]
+    found = subprocess.run(command, check=False, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise SystemExit(f"--baseline {rev}: not a commit of this repository (git rev-parse found nothing)")
+    sha = found.stdout.strip()
+    folder = SIDE_VENVS / f"baseline-{sha[:12]}"
+    python = folder / ".venv" / "bin" / "python"
+    marker = folder / ".bench-ready"
+    if not marker.exists():
+        if log:
+            print(f"[venv] building {folder.relative_to(ROOT)} (ours at {rev}) ...", flush=True)
+        if not (folder / ".git").exists():
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True)
+            command = ["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(folder), sha]
+            subprocess.run(command, check=True, capture_output=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+        subprocess.run([_uv(), "sync", "--locked", "-q", "--directory", str(folder)], check=True, env=env)
+        marker.touch()
+    return Baseline(rev, sha, python)
 
 
 if __name__ == "__main__":  # build all: python benchmarks/_venvs.py

@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, select_rows  # noqa: E402
-from benchmarks._exec import Job, python_for, run_batch, run_once  # noqa: E402
+from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows  # noqa: E402
+from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline  # noqa: E402
 from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes, warm_code, warm_page_cache  # noqa: E402
-from benchmarks._report import Limits, machine_info, render, summarize, write_report  # noqa: E402
-from benchmarks._venvs import build_peer  # noqa: E402
+from benchmarks._report import Limits, baseline_table, machine_info, render, summarize, write_report  # noqa: E402
+from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -343,7 +343,7 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
         while round_ < planned:
             spent = 0.0  # the libraries' runs only: warming and the noise reference do not count
             for lib in ctx.libs:
-                if lib not in row.libs:
+                if not runs_on(row, lib):
                     continue
                 warm_code(code)
                 name, _ = files.get((row.name, lib), (None, None))
@@ -417,6 +417,8 @@ def code_roots(libs: list[str]) -> list[Path]:
     for lib in [*libs, "limits"]:
         venv = Path(python_for(lib)).parent.parent  # <venv>/bin/python, not resolved (a symlink)
         roots.extend(sorted(venv.glob("lib/python*/site-packages")))
+        if lib == "baseline":
+            roots.append(venv.parent / "packages")  # its workspace packages, installed editable
     return list(dict.fromkeys(roots))
 
 
@@ -425,7 +427,7 @@ def run_quick(ctx: Context, rows: list[Row], record: Any) -> None:
     for lib in ctx.libs:
         jobs: list[Job] = []
         for row in rows:
-            if lib in row.libs:
+            if runs_on(row, lib):
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 jobs.append((row.name, row.kind, params_for(row, lib, ctx, work), work))
         results = run_batch(
@@ -444,6 +446,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 3, --quick 1)")
     parser.add_argument("--only", default=None, help="comma-separated workloads or prefixes (and/or 'limits')")
     parser.add_argument("--libs", default=",".join(LIBS), help="comma-separated: ours,upstream,mosaic")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="REV",
+        help="also run ours at git revision REV (its own worktree and venv), interleaved with ours in every round",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a run counts as a stall")
     parser.add_argument(
         "--report", type=Path, default=None, help="the Markdown to write (default: docs/benchmarks.md; --quick: out/)"
@@ -499,7 +507,7 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
     rows = [row for row in ROWS if row.name in names]
     cells = summarize(runs)
     context = {
-        "libs": ctx.libs,
+        "libs": [lib for lib in ctx.libs if lib != "baseline"],
         "machine": meta.get("machine") or machine_info(ROOT),
         "mode": "quick" if quick else "full",
         "rounds": meta.get("rounds", 1),
@@ -507,6 +515,9 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
         "notes": _notes(ctx, quick, meta, results_path),
     }
     generated = render(rows, cells, limits_from(records, ctx), row_files(rows, ctx), context)
+    if "baseline" in meta:
+        table = baseline_table(rows, runs, meta["baseline"])
+        generated = generated.replace("\n### Notes on this run", "\n" + "\n".join(table) + "\n### Notes on this run", 1)
     write_report(report_path, generated, TEMPLATE.read_text())
     print(generated)
     print(f"\nwrote {report_path}", flush=True)
@@ -526,7 +537,7 @@ def rerender(results_path: Path, report: Path | None) -> int:
     out = results_path.resolve().parent
     quick = out.name == "quick"
     sizes = QUICK if quick else FULL
-    libs = [lib for lib in LIBS if any(r.get("lib") == lib for r in records)]
+    libs = [lib for lib in ("ours", "baseline", *LIBS[1:]) if any(r.get("lib") == lib for r in records)]
     inputs = Inputs(out / "inputs", out / "inputs" / "images", out / "inputs" / "tokens", out / "inputs" / "raw")
     ctx = Context(sizes=sizes, out=out, inputs=inputs, libs=libs, datasets=_existing_datasets(out))
     _report(ctx, records, quick, results_path, report or (out / "benchmarks.md" if quick else DOCS))
@@ -554,6 +565,10 @@ def main(argv: list[str] | None = None) -> int:
     for lib in libs:
         if lib != "ours":
             build_peer(lib)
+    baseline = build_baseline(args.baseline) if args.baseline else None
+    if baseline is not None:
+        use_baseline(baseline)
+        libs.insert(1, "baseline")  # right after ours in every round
     ctx = Context(sizes=sizes, out=out, inputs=ensure_inputs(out, sizes), libs=libs)
     shutil.rmtree(out / "runs", ignore_errors=True)
     shutil.rmtree(out / "logs", ignore_errors=True)
@@ -575,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": rounds,
             "load_start": os.getloadavg(),
             "machine": machine_info(ROOT),
+            **({"baseline": baseline.title} if baseline is not None else {}),
         }
     )
     with ExitStack() as stack:
