@@ -1,130 +1,124 @@
-"""What verifying chunk checksums costs a cold stream from S3: ours, this checkout only.
+"""What verifying chunk checksums costs the stream-s3-cold rows: ours, this checkout only.
 
-Not a row of the suite: a before/after measure of one change. One dataset is uploaded twice to
-a moto S3 server on 127.0.0.1, once with its index as written (checksums recorded: every
-download is hashed before it is published) and once with the checksum fields removed from the
-index (nothing to check: the code path before checksums). Each round streams both, in
-alternating order, with a fresh cache, through a StreamingDataLoader with 0 and 2 workers; the
-report is the median rate of each and the median of the per-round ratios (the machine is
-shared, so only ratios measured side by side mean anything).
+Not a row of the suite: when upstream is benchmarked, the suite streams datasets written by
+upstream's ``optimize``, which records no checksums, so its stream-s3-cold rows verify nothing.
+This runs those rows exactly as the suite does (the same runner and parameters, a fresh process
+and a fresh cache for every run, the suite's code warming between runs) over workload 1's dataset
+written by ours, uploaded twice to the S3 server: once with its index as written (every chunk is
+hashed as it downloads, and checked before anything reads it) and once with the checksum fields
+removed from the index (nothing to check: the code path of a dataset without checksums). Each
+round streams both, in alternating order; the report is each row's median rate of both and the
+median and range of the rounds' own ratios checked/unchecked, in wall time and in CPU.
 
-    uv run python benchmarks/checksum_cost.py --rounds 7
+    uv run python benchmarks/checksum_cost.py --rounds 15
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
-import shutil
 import statistics
 import sys
-import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._config import FULL, QUICK, ROWS  # noqa: E402
+from benchmarks._exec import run_once  # noqa: E402
+from benchmarks._inputs import ensure_inputs, warm_code  # noqa: E402
+from benchmarks.run import BUCKET, OUT, Context, code_roots, params_for, prepare_datasets, start_s3  # noqa: E402
 
-def _write(folder: Path, samples: int, sample_bytes: int) -> None:
-    from litdata_format import BinaryWriter
-
-    rng = np.random.default_rng(0)
-    writer = BinaryWriter(folder, chunk_bytes="16MB")
-    for i in range(samples):
-        writer.add_item(i, {"index": i, "data": rng.integers(0, 255, sample_bytes, dtype=np.uint8)})
-    writer.done()
-    writer.merge()
+UNCHECKED = "records-unchecked"
 
 
-def _cpu() -> float:
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+def _upload_unchecked(ctx: Context, folder: Path) -> None:
+    """The dataset again under ``UNCHECKED``, its index without the checksum fields."""
+    import boto3
 
-
-def _stream(url: str, options: dict[str, str], cache: Path, workers: int) -> tuple[float, float]:
-    """(samples/s, CPU seconds of this process and its reaped DataLoader workers; the S3 server's
-    CPU is not in it, so the shared machine's load moves it far less than the wall time)."""
-    from litdata_stream import StreamingDataLoader, StreamingDataset
-
-    shutil.rmtree(cache, ignore_errors=True)
-    start, cpu = time.perf_counter(), _cpu()
-    dataset = StreamingDataset(url, storage_options=options, cache_dir=str(cache))
-    count = sum(len(batch["index"]) for batch in StreamingDataLoader(dataset, batch_size=32, num_workers=workers))
-    return count / (time.perf_counter() - start), _cpu() - cpu
+    s3 = ctx.s3 or {}
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3["endpoint"],
+        aws_access_key_id=s3["key"],
+        aws_secret_access_key=s3["secret"],
+        region_name=s3["region"],
+    )
+    index = json.loads((folder / "index.json").read_text())
+    for chunk in index["chunks"]:
+        chunk.pop("checksum", None)
+        chunk.pop("plain_checksum", None)
+    client.put_object(Bucket=BUCKET, Key=f"{UNCHECKED}/index.json", Body=json.dumps(index).encode())
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name not in ("index.json", ".bench-ready"):
+            client.upload_file(str(path), BUCKET, f"{UNCHECKED}/{path.name}")
 
 
 def _hash_all(folder: Path) -> float:
     from litdata_format import checksum_file
 
-    start = time.perf_counter()
+    started = time.perf_counter()
     for path in folder.glob("chunk-*"):
         checksum_file(path)
-    return time.perf_counter() - start
+    return time.perf_counter() - started
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--samples", type=int, default=4000)
-    parser.add_argument("--sample-bytes", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="the suite's --quick sizes (a smoke test)")
     args = parser.parse_args()
-    from litdata_io import get_storage
-    from tests.servers import start_moto
-
-    base = Path(tempfile.mkdtemp(prefix="litdata-checksum-cost-"))
-    try:
-        local = base / "local"
-        _write(local, args.samples, args.sample_bytes)
-        index = json.loads((local / "index.json").read_text())
-        for chunk in index["chunks"]:
-            chunk.pop("checksum")
-        stripped = json.dumps(index).encode()
-        with start_moto() as server:
-            options = server.storage_options()
-            bucket = server.create_bucket()
-            urls = {"checked": f"s3://{bucket}/checked", "unchecked": f"s3://{bucket}/unchecked"}
-            for kind, url in urls.items():
-                storage = get_storage(url, options)
-                for path in sorted(local.iterdir()):
-                    if kind == "unchecked" and path.name == "index.json":
-                        storage.put("index.json", stripped)
-                    else:
-                        storage.upload(path, path.name)
-            for workers in (0, 2):
-                rates: dict[str, list[float]] = {"checked": [], "unchecked": []}
-                cpus: dict[str, list[float]] = {"checked": [], "unchecked": []}
-                for round_ in range(args.rounds):
-                    order = ["checked", "unchecked"] if round_ % 2 == 0 else ["unchecked", "checked"]
-                    for kind in order:
-                        rate, cpu = _stream(urls[kind], options, base / "cache", workers)
-                        rates[kind].append(rate)
-                        cpus[kind].append(cpu)
-                ratios = [c / u for c, u in zip(rates["checked"], rates["unchecked"])]
-                cpu_ratios = [c / u for c, u in zip(cpus["checked"], cpus["unchecked"])]
-                print(
-                    f"workers={workers}: checked {statistics.median(rates['checked']):.0f} samples/s, "
-                    f"unchecked {statistics.median(rates['unchecked']):.0f} samples/s, "
-                    f"median ratio checked/unchecked {statistics.median(ratios):.3f} "
-                    f"(rounds: {', '.join(f'{r:.3f}' for r in ratios)})",
-                    flush=True,
-                )
-                print(
-                    f"  reader CPU checked/unchecked: median {statistics.median(cpu_ratios):.3f} "
-                    f"(rounds: {', '.join(f'{r:.3f}' for r in cpu_ratios)})",
-                    flush=True,
-                )
-                # The added work itself, less noisy than the ratio: hashing every chunk once (what a
-                # cold stream adds) against the time an unchecked stream takes.
-                hashing = min(_hash_all(local) for _ in range(5))
-                run = args.samples / statistics.median(rates["unchecked"])
-                print(f"  hashing all chunks: {hashing * 1000:.1f} ms = {hashing / run:.1%} of an unchecked run")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    sizes = QUICK if args.quick else FULL
+    out = OUT / ("quick" if args.quick else "full")
+    rows = [row for row in ROWS if row.name.startswith("stream-s3-cold")]
+    ctx = Context(sizes=sizes, out=out, inputs=ensure_inputs(out, sizes), libs=["ours"])
+    prepare_datasets(ctx, rows, limits_wanted=False)
+    folder = ctx.datasets["records-litdata"]
+    chunks = json.loads((folder / "index.json").read_text())["chunks"]
+    if not all("checksum" in chunk for chunk in chunks):
+        raise SystemExit(f"{folder}/index.json records no checksums: remove the folder and run again")
+    code = code_roots(ctx.libs)
+    with ExitStack() as stack:
+        start_s3(ctx, stack, cloud=False)
+        _upload_unchecked(ctx, folder)
+        for row in rows:
+            runs: dict[str, list[dict[str, Any]]] = {"checked": [], "unchecked": []}
+            for round_ in range(args.rounds):
+                order = ["checked", "unchecked"] if round_ % 2 == 0 else ["unchecked", "checked"]
+                for kind in order:
+                    warm_code(code)
+                    work = ctx.work_dir(f"{row.name}-{kind}")
+                    params = params_for(row, "ours", ctx, work)
+                    if kind == "unchecked":
+                        url = f"s3://{BUCKET}/{UNCHECKED}"
+                        params["input"] = url
+                        params["s3"] = {**params["s3"], "url": url}
+                    log = out / "logs" / f"checksum-{row.name}-{kind}-r{round_}.log"
+                    result = run_once("ours", row.kind, params, work=work, timeout=sizes.timeout, log=log)
+                    if not result.get("ok") or not result.get("complete"):
+                        raise SystemExit(f"{row.name} {kind} round {round_}: {result}; see {log}")
+                    runs[kind].append(result)
+            rate = {k: [r["items"] / r["elapsed_s"] for r in v] for k, v in runs.items()}
+            cpu = {k: [r["cpu_s"] for r in v] for k, v in runs.items()}
+            ratios = [c / u for c, u in zip(rate["checked"], rate["unchecked"], strict=True)]
+            cpu_ratios = [c / u for c, u in zip(cpu["checked"], cpu["unchecked"], strict=True)]
+            print(
+                f"{row.name}: checked {statistics.median(rate['checked']):,.0f} samples/s, unchecked "
+                f"{statistics.median(rate['unchecked']):,.0f}; per-round checked/unchecked {_spread(ratios)}, "
+                f"CPU {_spread(cpu_ratios)}, {args.rounds} rounds",
+                flush=True,
+            )
+    # The added work itself: hashing every chunk once, against the time an unchecked run takes.
+    hashing = min(_hash_all(folder) for _ in range(5))
+    print(f"hashing all {len(chunks)} chunks once: {hashing * 1000:.1f} ms on one core")
 
 
 if __name__ == "__main__":
