@@ -27,12 +27,13 @@ RUNNERS = {
 }
 # The library name each runner is told (the baseline is ours, at another commit).
 _RUNNER_LIB = {"baseline": "ours"}
-_baseline: list[Baseline] = []
+_baseline: Baseline | None = None
 
 
 def use_baseline(baseline: Baseline) -> None:
     """Run the library ``baseline`` with ``baseline``'s venv from now on."""
-    _baseline[:] = [baseline]
+    global _baseline
+    _baseline = baseline
 
 
 RESULT_PREFIX = "BENCH_RESULT "
@@ -45,9 +46,9 @@ def python_for(lib: str) -> str:
     if lib in ("ours", "limits"):
         return sys.executable
     if lib == "baseline":
-        if not _baseline:
+        if _baseline is None:
             raise RuntimeError("the baseline is not built: run.py --baseline REV builds it")
-        return str(_baseline[0].python)
+        return str(_baseline.python)
     return str(peer_python(lib))
 
 

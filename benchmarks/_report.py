@@ -251,7 +251,7 @@ def render(
         cells: the summarized runs.
         limits: workload 8.
         row_files: (row, lib) -> (the file set or S3 dataset it reads, its bytes per counted item).
-        context: machine, mode, rounds, libs, notes.
+        context: machine, mode, rounds, libs, notes, and optional extra ``sections`` (lines) before the notes.
     """
     libs: list[str] = context["libs"]
     machine: dict[str, str] = context["machine"]
@@ -402,6 +402,8 @@ def render(
                 f"| +-{100 * spread([1 / v for v in values]):.0f}% |"
             )
         out.append("")
+
+    out.extend(context.get("sections", []))  # e.g. the --baseline table
 
     # -- notes
     out.append("### Notes on this run")

@@ -38,16 +38,7 @@ UNCHECKED = "records-unchecked"
 
 def _upload_unchecked(ctx: Context, folder: Path) -> None:
     """The dataset again under ``UNCHECKED``, its index without the checksum fields."""
-    import boto3
-
-    s3 = ctx.s3 or {}
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3["endpoint"],
-        aws_access_key_id=s3["key"],
-        aws_secret_access_key=s3["secret"],
-        region_name=s3["region"],
-    )
+    client = ctx.server.client()
     index = json.loads((folder / "index.json").read_text())
     for chunk in index["chunks"]:
         chunk.pop("checksum", None)

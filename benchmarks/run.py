@@ -71,6 +71,7 @@ class Context:
     datasets: dict[str, Path] = field(default_factory=dict)  # records-litdata, records-mds, tokens-...
     s3: dict[str, str] | None = None  # endpoint, key, secret, region (url added per dataset)
     cloud: dict[str, str] | None = None  # the same through the cloud-shaped proxy
+    server: Any = None  # the S3 server (tests.servers.S3Server)
     proxy: Any = None  # that proxy (counts the GETs and bytes of a run)
     counter: int = 0
 
@@ -400,7 +401,7 @@ def start_s3(ctx: Context, stack: ExitStack, *, cloud: bool) -> None:
     from tests.fault_proxy import FaultProxy
     from tests.servers import start_moto
 
-    server = stack.enter_context(start_moto())
+    server = ctx.server = stack.enter_context(start_moto())
     upload_datasets(ctx, server)
     ctx.s3 = {"endpoint": server.endpoint, "key": server.access_key, "secret": server.secret_key}
     ctx.s3["region"] = server.region
@@ -513,11 +514,9 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
         "rounds": meta.get("rounds", 1),
         "command": meta.get("command", ""),
         "notes": _notes(ctx, quick, meta, results_path),
+        "sections": baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [],
     }
     generated = render(rows, cells, limits_from(records, ctx), row_files(rows, ctx), context)
-    if "baseline" in meta:
-        table = baseline_table(rows, runs, meta["baseline"])
-        generated = generated.replace("\n### Notes on this run", "\n" + "\n".join(table) + "\n### Notes on this run", 1)
     write_report(report_path, generated, TEMPLATE.read_text())
     print(generated)
     print(f"\nwrote {report_path}", flush=True)
