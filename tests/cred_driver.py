@@ -4,12 +4,14 @@ credential source and no keys (``python -m tests.cred_driver SPEC_JSON``).
 The spec names the dataset URLs (and ``options``: storage options without credentials), a cache
 folder, the credential server (to announce each phase, ``GET /mark/<source>/<phase>``) and the
 phases to run. Each phase runs on its own; the last line of stdout is a JSON object
-``{phase: {"samples": [...], "error": str | None, "seconds": float}}``.
+``{phase: {"samples": [...], "error": str | None, "seconds": float}}`` (phase ``epochs``: one list
+of samples per epoch).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 N = 24  # samples in the dataset, files in the raw folder
+EPOCHS = 2
+EPOCH_SAMPLE_SECONDS = 0.4  # 12 samples a worker: about 5 s of reading per worker and epoch
 
 
 def sample(i: int) -> dict[str, int]:
@@ -36,6 +40,13 @@ def slow_number(data: bytes) -> int:
     return number(data)
 
 
+def slow_sample(item: Any) -> Any:
+    """StreamingDataset's transform for ``epochs``: each worker spends a while on its samples, so a
+    worker's downloads spread over seconds, longer than the credentials it started with live."""
+    time.sleep(EPOCH_SAMPLE_SECONDS)
+    return item
+
+
 def numbers(batch: list[int]) -> list[int]:
     return list(batch)
 
@@ -46,6 +57,29 @@ def _stream(spec: dict[str, Any], phase: str, workers: int, context: str | None)
     dataset = StreamingDataset(spec["data"], cache_dir=f"{spec['cache']}/{phase}", storage_options=spec.get("options"))
     loader = StreamingDataLoader(dataset, batch_size=4, num_workers=workers, multiprocessing_context=context)
     return [int(i) for batch in loader for i in batch["index"]]
+
+
+def _epochs(spec: dict[str, Any], phase: str) -> list[list[int]]:
+    """Two epochs of one StreamingDataLoader with 2 persistent workers, reading every chunk from S3 each epoch.
+
+    A cache cap smaller than a chunk makes each chunk leave the cache once read, so the second
+    epoch downloads everything again; a pre-download of one chunk (no floor) spreads the downloads
+    over the epoch; the workers persist, so each uses its credentials for both epochs.
+    """
+    from litdata_stream import StreamingDataLoader, StreamingDataset
+
+    os.environ["LITDATA_ASYNC_MIN_PRE_DOWNLOAD"] = "0"  # before the workers start: they read it
+
+    dataset = StreamingDataset(
+        spec["data"],
+        cache_dir=f"{spec['cache']}/{phase}",
+        storage_options=spec.get("options"),
+        max_cache_size=1,
+        max_pre_download=1,
+        transform=slow_sample,
+    )
+    loader = StreamingDataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
+    return [[int(i) for batch in loader for i in batch["index"]] for _ in range(EPOCHS)]
 
 
 def _optimize(spec: dict[str, Any], phase: str) -> list[int]:
@@ -74,8 +108,10 @@ def _raw(spec: dict[str, Any], phase: str, transform: Any, prefetch: int = 16) -
     return [i for batch in loader for i in batch]
 
 
-def run(spec: dict[str, Any], phase: str) -> list[int]:
+def run(spec: dict[str, Any], phase: str) -> list[Any]:
     """Run one phase; the samples it saw, in order."""
+    if phase == "epochs":
+        return _epochs(spec, phase)
     if phase == "w0":
         return _stream(spec, phase, 0, None)
     if phase in ("fork", "spawn", "forkserver"):

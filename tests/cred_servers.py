@@ -7,6 +7,8 @@
 - the ECS/EKS container-credentials endpoint (``GET /container/<kind>/...``, the keys' source is
   ``container-<kind>``; under ``/container/full/`` the ``Authorization`` header must carry the token
   file's text, as EKS Pod Identity checks);
+- a ``credential_process`` helper's source (``GET /process/credentials``: the JSON such a
+  process prints, ``Version`` 1 with ``Expiration``; the keys' source is ``credential-process``);
 - the SSO portal's ``GetRoleCredentials`` (``GET /federation/credentials?role_name=..&account_id=..``
   with the cached SSO access token in ``x-amz-sso_bearer_token``), what boto3 asks for an SSO profile;
 - the GCE metadata server's token endpoint (``GET /computeMetadata/v1/instance/service-accounts/
@@ -333,6 +335,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, json.dumps(server.authority.issue(source).document()), "application/json")
         elif path == "/federation/credentials":
             self._sso_role_credentials()
+        elif path == "/process/credentials":
+            document = server.authority.issue("credential-process").document()
+            answer = {
+                "Version": 1,
+                "AccessKeyId": document["AccessKeyId"],
+                "SecretAccessKey": document["SecretAccessKey"],
+                "SessionToken": document["Token"],
+                "Expiration": document["Expiration"],
+            }
+            self._answer(200, json.dumps(answer), "application/json")
         elif path == "/msi/token":
             if self.headers.get("metadata") != "true" or self.headers.get("x-identity-header") != IDENTITY_HEADER:
                 self._answer(400, json.dumps({"error": "invalid_request"}), "application/json")

@@ -15,8 +15,6 @@ whose loopback has that address, bridged to the stand-in outside through a Unix 
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,39 +22,22 @@ from typing import Any
 import pytest
 
 from tests.cred_driver import N
-from tests.cred_harness import clean_environment, objects, port_of, run_driver
-from tests.cred_servers import (
-    ACCOUNT,
-    MIN_TTL,
-    ROLE_ARN,
-    SSO_ROLE,
-    CredentialStack,
-    start_credential_stack,
-)
+from tests.cred_harness import AWS_SOURCES, aws_source_environment, objects, port_of, register_static_keys, run_driver
+from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
 from tests.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 
 ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
-SOURCES: dict[str, str] = {
-    # source: who issues the keys S3 requests must be signed with
-    "imds": "imds",
-    "assume-role-profile": "assume-role",
-    "web-identity": "web-identity",
-    "container-full-uri": "container-full",
-    "container-full-uri-no-token": "container-open",
-    "container-relative-uri": "container-relative",
-    "static-profile": "static",
-    "credential-process-profile": "static",
-    "sso-session-profile": "sso",
-    "sso-legacy-profile": "sso",
-    "ca-bundle-profile": "static",  # the bucket behind a private CA, trusted through the profile's ca_bundle
+# source: who issues the keys S3 requests must be signed with (ca-bundle-profile: the bucket behind a
+# private CA, trusted through the profile's ca_bundle; the temporary credential_process and the
+# web-identity profile run in tests/test_credentials_expiring.py)
+SOURCES = {
+    source: issuer
+    for source, issuer in AWS_SOURCES.items()
+    if source not in ("credential-process-temporary-profile", "web-identity-profile")
 }
 CONTAINER_HOST = "169.254.170.2"  # the relative URI's fixed host (port 80)
-SSO_START_URL = "https://litdata-test.awsapps.com/start"
-STATIC = ("AKIASTATICPROFILE001", "static-profile-secret")
-BASE = ("AKIAROLESOURCE000001", "role-source-secret")
-PROCESS = ("AKIACREDPROCESS00001", "credential-process-secret")
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +46,7 @@ def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with start_credential_stack(s3_server.endpoint, folder) as credentials:
         bucket = s3_server.create_bucket()
         _seed(s3_server, bucket, folder / "seed")
-        credentials.authority.register_static(*STATIC, services=("s3",))
-        credentials.authority.register_static(*PROCESS, services=("s3",))  # what the credential_process prints
-        credentials.authority.register_static(*BASE, services=("sts",))  # may only assume the role
+        register_static_keys(credentials.authority)
         yield {"stack": credentials, "bucket": bucket, "folder": folder}
 
 
@@ -76,95 +55,6 @@ def _seed(server: S3Server, bucket: str, local: Path) -> None:
     client = server.client()
     for key, data in objects(local).items():
         client.put_object(Bucket=bucket, Key=key, Body=data)
-
-
-def _environment(source: str, credentials: CredentialStack, folder: Path) -> dict[str, str]:
-    """A clean environment with one AWS credential source."""
-    home = folder / f"home-{source}"
-    env = clean_environment(home)
-    server = credentials.credentials.endpoint
-    env.update(
-        AWS_REGION="us-east-1",
-        AWS_ENDPOINT_URL=credentials.checker.endpoint,
-        AWS_CONFIG_FILE=str(home / "config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(home / "credentials"),
-        AWS_EC2_METADATA_DISABLED="true",  # a source that fails must not reach for a real 169.254.169.254
-    )
-    token_file = home / "token"
-    if source == "ca-bundle-profile":
-        env["AWS_ENDPOINT_URL"] = credentials.tls_checker.endpoint
-        (home / "credentials").write_text(
-            f"[default]\naws_access_key_id = {STATIC[0]}\naws_secret_access_key = {STATIC[1]}\n"
-        )
-        (home / "config").write_text(f"[default]\nca_bundle = {credentials.ca_file}\n")
-    elif source.startswith("sso-"):
-        _sso_profile(env, home, credentials, legacy=source == "sso-legacy-profile")
-    elif source == "container-relative-uri":
-        env["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/container/relative/v2/credentials"
-    elif source == "imds":
-        del env["AWS_EC2_METADATA_DISABLED"]
-        env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = server
-    elif source == "web-identity":
-        token_file.write_text(credentials.credentials.web_identity_token)
-        env.update(
-            AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file),
-            AWS_ROLE_ARN=ROLE_ARN,
-            AWS_ENDPOINT_URL_STS=credentials.tls_credentials.endpoint + "/sts/",
-            AWS_CA_BUNDLE=str(credentials.ca_file),  # obstore calls STS over HTTPS only: behind a private CA here
-        )
-    elif source == "container-full-uri":
-        token_file.write_text(credentials.credentials.container_token)
-        env.update(
-            AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{server}/container/full/v2/credentials",
-            AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
-        )
-    elif source == "container-full-uri-no-token":
-        env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = f"{server}/container/open/v2/credentials"
-    elif source == "static-profile":
-        (home / "credentials").write_text(
-            f"[default]\naws_access_key_id = {STATIC[0]}\naws_secret_access_key = {STATIC[1]}\n"
-        )
-    elif source == "credential-process-profile":
-        keys = {"Version": 1, "AccessKeyId": PROCESS[0], "SecretAccessKey": PROCESS[1]}
-        (home / "process.py").write_text(f"print({json.dumps(json.dumps(keys))})\n")
-        (home / "config").write_text(f"[default]\ncredential_process = {sys.executable} {home / 'process.py'}\n")
-    elif source == "assume-role-profile":
-        (home / "config").write_text(
-            f"[profile train]\nrole_arn = {ROLE_ARN}\nsource_profile = base\n\n"
-            f"[profile base]\naws_access_key_id = {BASE[0]}\naws_secret_access_key = {BASE[1]}\n"
-        )
-        env.update(AWS_PROFILE="train", AWS_ENDPOINT_URL_STS=f"{server}/sts/")
-    return env
-
-
-def _sso_profile(env: dict[str, str], home: Path, credentials: CredentialStack, *, legacy: bool) -> None:
-    """An SSO profile as ``aws configure sso`` writes it, and the token ``aws sso login`` caches.
-
-    The sso-session form keys the cached token by the session's name, the legacy form by the start URL.
-    """
-    import hashlib
-
-    role = f"sso_account_id = {ACCOUNT}\nsso_role_name = {SSO_ROLE}\n"
-    if legacy:
-        config = f"[profile train]\nsso_start_url = {SSO_START_URL}\nsso_region = us-east-1\n{role}"
-        cache_key = SSO_START_URL
-    else:
-        config = (
-            f"[profile train]\nsso_session = corp\n{role}\n"
-            f"[sso-session corp]\nsso_start_url = {SSO_START_URL}\nsso_region = us-east-1\n"
-        )
-        cache_key = "corp"
-    (home / "config").write_text(config)
-    cache = home / ".aws" / "sso" / "cache"
-    cache.mkdir(parents=True, exist_ok=True)
-    token = {
-        "startUrl": SSO_START_URL,
-        "region": "us-east-1",
-        "accessToken": credentials.credentials.sso_token,
-        "expiresAt": "2099-01-01T00:00:00Z",  # valid: boto3 has nothing to refresh through SSO-OIDC
-    }
-    (cache / f"{hashlib.sha1(cache_key.encode()).hexdigest()}.json").write_text(json.dumps(token))
-    env.update(AWS_PROFILE="train", AWS_ENDPOINT_URL_SSO=credentials.credentials.endpoint)
 
 
 def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[str, Any]:
@@ -184,7 +74,7 @@ def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[
     if source == "container-relative-uri":
         ports = [port_of(credentials.checker.endpoint), port_of(credentials.credentials.endpoint)]
         namespace = {f"127.0.0.1:{port}": port for port in ports} | {f"{CONTAINER_HOST}:80": ports[1]}
-    return run_driver(spec, _environment(source, credentials, folder), namespace)
+    return run_driver(spec, aws_source_environment(source, credentials, folder), namespace)
 
 
 @pytest.fixture(scope="module")
