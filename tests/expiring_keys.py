@@ -49,6 +49,11 @@ API::
   ``service:source``, requests refused (``(mark, verdict, method, url, user agent)``), over the
   marks starting with ``prefix`` (all by default).
 - :attr:`ExpiringKeys.stack`: the :class:`~tests.cred_servers.CredentialStack` underneath.
+
+Faults: put a ``FaultProxy(moto_endpoint, latency=..., bandwidth=...)`` in front of moto and pass
+its endpoint as ``upstream`` (the gate checks signatures against the Host the client signed, so
+either order works); the gate is itself a FaultProxy, so ``keys.stack.checker.inject(...)``
+scripts faults on it too.
 """
 
 from __future__ import annotations
