@@ -145,7 +145,7 @@ def test_a_state_in_an_epoch_read_in_upstreams_order_resumes_exactly_in_upstream
 
 def test_len_of_an_iterator_and_the_epoch_count_are_upstreams(upstream: dict[str, Any]) -> None:
     a, b = upstream["dirs"]
-    assert len(iter(StreamingDataset(a))) == upstream["lengths"]["dataset"] == N
+    assert len(iter(StreamingDataset(a))) == upstream["lengths"]["dataset"] == N  # pyright: ignore[reportArgumentType]  # a SizedPass
     combined = CombinedStreamingDataset([StreamingDataset(a), StreamingDataset(b)])
     with pytest.raises(TypeError):  # upstream's iterator of a Combined dataset has no len() either
         len(iter(combined))  # pyright: ignore[reportArgumentType]

@@ -217,6 +217,6 @@ def test_len_of_an_iterator_over_the_dataset_is_its_length(path: Path) -> None:
     # Issue 26: upstream's iter(dataset) is the dataset itself, so len() works on it.
     dataset = StreamingDataset(path)
     iterator = iter(dataset)
-    assert len(iterator) == len(dataset) == N
+    assert len(iterator) == len(dataset) == N  # pyright: ignore[reportArgumentType]  # a SizedPass
     next(iterator)
-    assert len(iterator) == N and len(list(iterator)) == N - 1
+    assert len(iterator) == N and len(list(iterator)) == N - 1  # pyright: ignore[reportArgumentType]  # a SizedPass
