@@ -5,7 +5,7 @@ The rank and world size come from, in this order (the first that applies decides
 1. an initialised ``torch.distributed`` (no variable is read for them then);
 2. the launcher variables, whenever ``WORLD_SIZE``, ``RANK`` or ``GLOBAL_RANK`` is set: the world
    is ``WORLD_SIZE`` (1 if unset), the rank ``RANK`` or ``GLOBAL_RANK`` (both name the global rank;
-   torchrun and most launchers set ``RANK``, Lightning and upstream LitData use ``GLOBAL_RANK``; set
+   torchrun and most launchers set ``RANK``, upstream LitData reads ``GLOBAL_RANK``; set
    both, they must agree). Without either, the rank is worked out from ``LOCAL_RANK`` and the node
    (``NODE_RANK`` or torchrun's ``GROUP_RANK``, with ``LOCAL_WORLD_SIZE`` or ``WORLD_SIZE / NNODES``
    processes per node), as Lightning launches its processes; else it is ``SLURM_PROCID`` when
