@@ -109,10 +109,11 @@ class _Run:
                 break
         del iterator
         complete = stop is None or batches < stop
-        self.record(loader.current_epoch, got, complete)
         state = loader.state_dict()
         assert state["current_epoch"] == loader.current_epoch
-        self.saved = _Saved(state, loader.current_epoch, list(self.live_chain), complete, loader)
+        epoch = state["pass_epoch"]  # the dataset's epoch the pass read (current_epoch counts the loader's passes)
+        self.record(epoch, got, complete)
+        self.saved = _Saved(state, epoch, list(self.live_chain), complete, loader)
 
     def resume(self, target: str, workers: int) -> None:
         saved = self.saved

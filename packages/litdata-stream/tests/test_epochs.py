@@ -96,7 +96,9 @@ def test_set_epoch_is_followed_by_every_kind_of_pass(path: Path) -> None:
         assert _flat(DataLoader(dataset, num_workers=2)) == _reference(path, 5, 2)[4]
     loader = StreamingDataLoader(dataset)
     dataset.set_epoch(5)
-    assert _flat(loader) == fifth and loader.current_epoch == 5
+    assert _flat(loader) == fifth
+    # The loader counts its own passes, as upstream's does; the epoch it read is the dataset's.
+    assert loader.current_epoch == 1 and loader.state_dict()["pass_epoch"] == 5
 
 
 def test_a_dataloader_with_spawned_workers_advances_the_parent(path: Path) -> None:
@@ -137,9 +139,9 @@ def test_a_peek_before_the_loader_leaves_resume_exact(path: Path) -> None:
         seen += _flat([batch])
         if i == 4:
             break
-    assert loader.current_epoch == 2  # the order it read is epoch 2's, and it says so
+    assert loader.current_epoch == 1  # its first pass, as upstream counts; the order it read is epoch 2's
     state = loader.state_dict()
-    assert state["dataset"]["epoch"] == 2
+    assert state["dataset"]["epoch"] == state["pass_epoch"] == 2
     same = list(seen)
     loader.load_state_dict(state)  # the same loader resumed
     same += _flat(loader)
@@ -148,7 +150,7 @@ def test_a_peek_before_the_loader_leaves_resume_exact(path: Path) -> None:
     fresh.load_state_dict(state)
     rest = _flat(fresh)
     assert sorted(seen + rest) == list(range(N)) and same == seen + rest
-    assert fresh.current_epoch == 2
+    assert fresh.current_epoch == 1
     uninterrupted = StreamingDataLoader(StreamingDataset(path, shuffle=True), batch_size=3, num_workers=2)
     _flat(uninterrupted)
     assert _flat(uninterrupted) == same  # epoch 2 as a loader reads it uninterrupted
@@ -185,7 +187,7 @@ def test_persistent_workers_resume_the_loaded_state_and_follow_set_epoch(path: P
     sixth = StreamingDataset(path, shuffle=True)
     sixth.set_epoch(6)
     assert _flat(loader) == _flat(StreamingDataLoader(sixth, batch_size=3, num_workers=2))
-    assert loader.current_epoch == 6
+    assert loader.current_epoch == 3  # its third pass (the resumed one kept its number), reading epoch 6
 
 
 def test_parallel_reads_a_new_epoch_every_pass(path: Path) -> None:
@@ -193,3 +195,28 @@ def test_parallel_reads_a_new_epoch_every_pass(path: Path) -> None:
     orders = [[int(sample) for (sample,) in parallel] for _ in range(2)]
     _distinct_permutations(orders)
     assert orders == _reference(path, 2)
+
+
+def test_a_second_loader_counts_its_own_passes_as_upstream_and_reads_a_new_epoch(path: Path) -> None:
+    # Issue 26: upstream's StreamingDataLoader reports 1 in its first pass, whatever its dataset read before.
+    dataset = StreamingDataset(path, shuffle=True)
+    first = StreamingDataLoader(dataset)
+    _flat(first)
+    second = StreamingDataLoader(dataset)
+    assert second.current_epoch == 0
+    order = _flat(second)
+    assert first.current_epoch == second.current_epoch == 1
+    assert order == _reference(path, 2)[1]  # the dataset's epoch 2, not epoch 1's order again
+    state = second.state_dict()
+    assert state["current_epoch"] == 1 and state["pass_epoch"] == 2
+    _flat(second)
+    assert second.current_epoch == 2 and dataset.current_epoch == 4
+
+
+def test_len_of_an_iterator_over_the_dataset_is_its_length(path: Path) -> None:
+    # Issue 26: upstream's iter(dataset) is the dataset itself, so len() works on it.
+    dataset = StreamingDataset(path)
+    iterator = iter(dataset)
+    assert len(iterator) == len(dataset) == N  # pyright: ignore[reportArgumentType]  # a SizedPass
+    next(iterator)
+    assert len(iterator) == N and len(list(iterator)) == N - 1  # pyright: ignore[reportArgumentType]  # a SizedPass

@@ -135,7 +135,11 @@ class StreamingDataLoader(DataLoader):
             if num_workers > 0:
                 kwargs["worker_init_fn"] = WatchedWorkerInit(board.path, kwargs.get("worker_init_fn"))
         self._times: PassTimes | None = None
-        self.current_epoch = 0  # the epoch of this loader's latest pass (the dataset says which)
+        # The passes this loader made, counted as upstream does (1 in its first pass, whatever the
+        # dataset read before); the epoch a pass reads, and so its order, is the dataset's.
+        self.current_epoch = 0
+        self._pass_epoch = 0  # the dataset's epoch that the latest pass read
+        self._resumes: int | None = None  # the dataset epoch a loaded, unfinished state continues
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
         self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
@@ -202,7 +206,10 @@ class StreamingDataLoader(DataLoader):
         # whether a loaded state resumes) that the plans below and the workers all use.
         source, token = self._pass_tokens()
         run = dataset.epochs.begin(token)
-        self.current_epoch = run.epoch
+        if self._resumes is None or run.epoch != self._resumes:
+            self.current_epoch += 1  # a new pass; the rest of a loaded one keeps its number, as upstream
+        self._resumes = None
+        self._pass_epoch = run.epoch
         self._delivered = 0
         self._epoch_complete = False
         plan = dataset.loader_plan()
@@ -306,10 +313,19 @@ class StreamingDataLoader(DataLoader):
         # After a whole pass the dataset is at the start of its next epoch: nothing of it delivered.
         delivered = 0 if self._epoch_complete else self._delivered
         size = dataset.batch_size
+        state = dataset.state_dict(delivered * size, self.num_workers, size, delivered)
+        # Upstream LitData's loader reads these two (a StreamingDataset's state carries the epoch's
+        # count of samples; none, after a whole pass, makes upstream start its next epoch afresh).
+        yielded = state.get("num_samples_yielded")
+        if not isinstance(yielded, int):  # a Combined or Parallel dataset's: per dataset
+            yielded = self._delivered * size
+        batches = yielded // size
         return {
-            "dataset": dataset.state_dict(delivered * size, self.num_workers, size, delivered),
+            "dataset": state,
             "current_epoch": self.current_epoch,
-            "num_samples_yielded": self._delivered * size,
+            "pass_epoch": self._pass_epoch,
+            "num_samples_yielded": yielded,
+            "latest_worker_idx": (batches - 1) % max(self.num_workers, 1) if batches else 0,
             "epoch_complete": self._epoch_complete,
         }
 
@@ -326,13 +342,20 @@ class StreamingDataLoader(DataLoader):
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
         dataset = self.streaming_dataset
         self.current_epoch = int(state["current_epoch"])
+        # Upstream's states (and ours before "pass_epoch") number the loader's passes as the epochs.
+        self._pass_epoch = int(state.get("pass_epoch", self.current_epoch))
         self._delivered = 0
         self._epoch_complete = bool(state.get("epoch_complete"))
         self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
         self._pool = None
         dataset.load_loader_state(state)
         if self._epoch_complete or self.current_epoch == 0:
-            dataset.reset_to_epoch(self.current_epoch + 1)  # the next iteration starts the next epoch
+            dataset.reset_to_epoch(self._pass_epoch + 1)  # the next iteration starts the next epoch
+            self._resumes = None
+        else:  # upstream's rule: a pass continues the loaded one only if that one had delivered something
+            yielded = state.get("num_samples_yielded")
+            started = any(yielded.values()) if isinstance(yielded, dict) else bool(yielded)
+            self._resumes = self._pass_epoch if started else None
 
 
 def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:

@@ -125,6 +125,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             always checked, as downloaded; see docs/cache.md.
     """
 
+    sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
+
     # Whether a sample is exactly what the item loader reads: then reads skip ``__getitem__`` and
     # batches of fixed-size samples may be gathered as arrays. A subclass defining its own
     # ``__getitem__`` decides what a sample is, so there it is False (unless the subclass sets it).
@@ -640,10 +642,38 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "topology": list(topology.key),
             "batches": delivered + batches_delivered,
             "first_worker": first,
-            "num_samples_yielded": num_samples_yielded,
             "world_size": self.distributed_env.world_size,
             # The epoch read in upstream LitData's order (a loaded upstream state's), if any.
             **({"upstream_order": [self._upstream[0], self._upstream[1]]} if self._upstream else {}),
+            **self._upstream_fields(topology, epoch, delivered + batches_delivered),
+        }
+
+    def _upstream_fields(self, topology: Topology, epoch: int, batches: int) -> dict[str, Any]:
+        """What upstream LitData 0.2.76's ``StreamingDataset`` reads from a state dict, so that it loads ours.
+
+        Upstream resumes by skipping, in each worker, as many samples of its own order of the epoch
+        as the loader delivered from that worker: the rest has the right length, and is exactly
+        the samples not yet delivered where the two orders agree (see docs/streaming.md).
+        """
+        workers, world = max(topology.num_workers, 1), topology.world_size
+        yielded = batches * topology.batch_size  # upstream counts whole batches from the epoch's start
+        directory = self.origin.directory
+        block_size = getattr(self.item_loader, "block_size", None)
+        return {
+            "num_samples_yielded": yielded,
+            "num_workers": workers,
+            "batch_size": topology.batch_size,
+            "current_epoch": epoch,
+            "input_dir_path": str(directory.resolve()) if directory is not None else None,
+            "input_dir_url": self.origin.url,
+            "cache_dir_path": None if self.cache_dir is None else str(self.cache_dir),
+            "item_loader": {"block_size": block_size} if isinstance(self.item_loader, TokensLoader) else {},
+            "sample_in_epoch": yielded * world,
+            "num_canonical_nodes": int(self.num_canonical_nodes or world),
+            "initial_world_size": world,
+            "initial_num_workers": workers,
+            "initial_batch_size": topology.batch_size,
+            "initial_num_nodes": self.distributed_env.num_nodes,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -183,6 +183,9 @@ class EpochsOwner:
     # ``_protocol.LoaderDataset``): a subclass that defines its own ``__iter__`` yields samples,
     # which the DataLoader then batches. Such a subclass may declare it True itself.
     batches_in_workers: ClassVar[bool] = True
+    # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
+    # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
+    sized_passes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -243,11 +246,41 @@ class EpochsOwner:
     def __iter__(self) -> Iterator[Any]:
         handed = self._loader_pass
         if handed is None:
+            if self.sized_passes:
+                return SizedPass(self, self._iterate(None, None))
             return self._iterate(None, None)
         return self._iterate(handed.token, handed.batching)
 
     def _iterate(self, token: int | None, batching: Any) -> Iterator[Any]:
         raise NotImplementedError
+
+
+class SizedPass(Iterator[Any]):
+    """A pass over a dataset that also answers ``len()``: the dataset's length, as upstream's does.
+
+    Closing it (or dropping it) closes the pass, as it would the bare generator.
+    """
+
+    __slots__ = ("_dataset", "_samples")
+
+    def __init__(self, dataset: Any, samples: Iterator[Any]) -> None:
+        self._dataset = dataset
+        self._samples = samples
+
+    def __iter__(self) -> SizedPass:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._samples)
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def close(self) -> None:
+        """Break the pass off here (what ``del`` or the end of a ``for`` with ``break`` does too)."""
+        close = getattr(self._samples, "close", None)
+        if close is not None:
+            close()
 
 
 def _remove(path: str, owner: int) -> None:
