@@ -19,7 +19,7 @@ from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkVi
 from litdata_format._compression import decompress
 from litdata_format._dataset_index import ChunkInfo, DatasetIndex
 from litdata_format._framed import FramedChunk, SampleZstdChunk
-from litdata_format._index import check_chunk_file
+from litdata_format._index import cached_chunk_sizes, check_chunk_file
 from litdata_format._mds import is_mds_index, open_mds_shard
 
 __all__ = ["open_chunk"]
@@ -34,7 +34,8 @@ def open_chunk(
     """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
 
     Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
-    cache should decompress to a plain file once (:func:`decompress`) and open that instead.
+    cache should decompress to a plain file once (:func:`decompress_file`) and open that instead.
+    Either way the output is bounded by the size the index declares.
 
     Args:
         path: the chunk file.
@@ -50,7 +51,8 @@ def open_chunk(
     compression = index.compression
     data: Any
     if compression and path.name.endswith(f".{compression}.bin"):
-        data = bytearray(decompress(path.read_bytes(), name, info.chunk_bytes))
+        with open(path, "rb") as file:  # streamed from the file: neither side is held whole twice
+            data = decompress(file, name, cached_chunk_sizes(info))
     else:
         data = map_file(path)
     decrypt: Callable[[Any], bytes] | None = None
