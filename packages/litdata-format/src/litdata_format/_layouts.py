@@ -55,6 +55,7 @@ def open_chunk(
             data = decompress(file, name, cached_chunk_sizes(info))
     else:
         data = map_file(path)
+        _check_size(len(data), path, info, index)
     decrypt: Callable[[Any], bytes] | None = None
     if index.encryption:
         if encryption is None:
@@ -80,3 +81,14 @@ def open_chunk(
     if index.config.get("compression_level") == "sample":
         return SampleZstdChunk(data, name, decrypt)
     return ChunkView(data, name, decrypt)
+
+
+def _check_size(size: int, path: Path, info: ChunkInfo, index: DatasetIndex) -> None:
+    """Refuse a chunk file whose size is not the one its index entry gives (the mapping's length: no syscall)."""
+    sizes = cached_chunk_sizes(info)
+    if sizes and size not in sizes:
+        raise ValueError(
+            f"{index.source}: chunk {info.filename} at {path} has {size} bytes but index.json says "
+            f"{info.chunk_bytes} (chunk_bytes); the file was cut short, appended to or rewritten, or the index "
+            "belongs to another version of the dataset: restore the file, or rewrite the dataset"
+        )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from litdata_format._atomic import temp_target as temp_target
     from litdata_format._atomic import write_file_atomic as write_file_atomic
     from litdata_format._checksum import Checksum as Checksum
+    from litdata_format._checksum import check_checksum_fields as check_checksum_fields
     from litdata_format._checksum import expected_checksum as expected_checksum
     from litdata_format._chunk import Chunk as Chunk
     from litdata_format._chunk import ChunkView as ChunkView
