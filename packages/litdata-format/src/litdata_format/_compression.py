@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "DEFAULT_FRAME_ROWS",
     "LEVELS",
     "DecompressionError",
     "check_compression",
@@ -27,6 +28,7 @@ __all__ = [
 
 _DEFAULT_LEVEL = 4
 LEVELS = ("chunk", "batch", "sample")
+DEFAULT_FRAME_ROWS = 256  # items per zstd frame of compression_level="batch" (upstream's compression_batch_size)
 
 
 def zstd_level(compression: str) -> int:
@@ -93,8 +95,6 @@ def check_compression_level(
                 f"it means nothing with compression_level={level!r}"
             )
         return level, None
-    from litdata_format._framed import DEFAULT_FRAME_ROWS
-
     return level, compression_batch_size or DEFAULT_FRAME_ROWS
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
-from litdata_format._compression import decompress
+from litdata_format._compression import DEFAULT_FRAME_ROWS, decompress
 from litdata_format._serializers import Buffer
 
 __all__ = ["DEFAULT_FRAME_ROWS", "FramedChunk", "SampleZstdChunk", "inflate_zstd", "pack_batch", "pack_sample"]
@@ -35,7 +35,6 @@ _PREFIX = struct.Struct("<8sHHIII")
 _FRAME = struct.Struct("<IIQII")
 _VERSION = 1
 _ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
-DEFAULT_FRAME_ROWS = 256  # upstream's default compression_batch_size
 
 
 def _zstandard() -> Any:
