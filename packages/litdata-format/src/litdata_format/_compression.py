@@ -5,6 +5,9 @@
 and ``chunk_bytes`` in the index is its size before compression, which the reader checks after
 decompressing. ``"batch"`` and ``"sample"`` compress inside a plain ``.bin`` (runs of items or
 single items, see ``_framed.py``); ``chunk_bytes`` is then the file's size.
+
+Every zstd frame a reader inflates goes through :func:`_inflate`, streamed and bounded by the
+size something trustworthy declares (the index, a frame table), never by the frame's own claim.
 """
 
 from __future__ import annotations

@@ -42,6 +42,10 @@ def open_chunk(
         info: the chunk's entry in ``index``.
         index: the dataset's index (its config says how items are stored).
         encryption: the decryption to apply, when the dataset is encrypted.
+
+    Raises:
+        ValueError: the file's size is not the index's ``chunk_bytes`` (the message names the
+            file and both sizes), or it does not decompress to that size, or its bytes are not a chunk.
     """
     path = Path(path)
     check_chunk_file(path, info.filename, index.source)
