@@ -136,3 +136,20 @@ def test_a_registered_namedtuple_streams_through_loader_workers(
     )
     got = sorted((sample["p"] for sample in loader), key=lambda p: p.x)
     assert got == [Point(i, f"p{i}") for i in range(8)] and all(type(p) is Point for p in got)
+
+
+@pytest.mark.parametrize("key", ["chunk_size", "dim", "chunk_bytes"])
+def test_counts_summing_past_int64_fail_naming_the_index_and_the_field(tmp_path: Path, key: str) -> None:
+    """Each entry within its bound (2**48), 2**15 + 1 of them: the old reader's ``len()`` gave a bare OverflowError."""
+    writer = BinaryWriter(tmp_path / "data", chunk_size=2)
+    for i in range(4):
+        writer.write((f"s{i}",))
+    writer.done()
+    writer.merge()
+    index_file = tmp_path / "data" / "index.json"
+    index = json.loads(index_file.read_text())
+    index["chunks"] = [{**index["chunks"][0], key: 2**48} for _ in range(2**15 + 1)]
+    index_file.write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=rf"index\.json: the chunks' '{key}' values add up past 2\*\*63 - 1 at chunks"):
+        dataset = StreamingDataset(str(tmp_path / "data"))
+        len(dataset)

@@ -134,8 +134,11 @@ def test_truncated_chunk(tmp_path: Path) -> None:
     chunk.write_bytes(chunk.read_bytes()[:-5])
     reader = DatasetReader(tmp_path)
     assert reader[0]["i"] == 0
+    with pytest.raises(ValueError, match=r"chunk chunk-0-1.bin at .* has \d+ bytes but index.json says \d+"):
+        reader[4]  # the size the index gives tells first
+    _edit_index(tmp_path, lambda index: index["chunks"][1].update(chunk_bytes=0))  # an index that gives none
     with pytest.raises(ValueError, match=r"chunk-0-1.bin: offsets end at \d+ but the file has"):
-        reader[4]
+        DatasetReader(tmp_path)[4]
 
 
 def test_offsets_past_end(tmp_path: Path) -> None:

@@ -111,6 +111,22 @@ for _key in ("chunk_bytes", "chunk_size"):
         (f"{_key} float", _entry(_key, 1.5), f"chunks[1]: '{_key}' must be"),
         (f"{_key} null", _entry(_key, None), f"chunks[1]: '{_key}' must be"),
     ]
+
+
+def _summing_past_int64(key: str) -> Edit:
+    """2**15 + 1 entries each at the per-chunk bound (2**48): every field is valid, their sum is not."""
+
+    def edit(index: dict[str, Any]) -> None:
+        entry = index["chunks"][0]
+        index["chunks"] = [{**entry, key: 2**48} for _ in range(2**15 + 1)]
+
+    return edit
+
+
+CASES += [
+    (f"{key} summing past 2**63", _summing_past_int64(key), f"'{key}' values add up past 2**63 - 1 at chunks[32767]")
+    for key in ("chunk_size", "dim", "chunk_bytes")
+]
 CASES += [
     ("dim negative", _entry("dim", -2), "chunks[1]: 'dim' must be"),
     ("dim huge", _entry("dim", HUGE), "chunks[1]: 'dim' must be"),

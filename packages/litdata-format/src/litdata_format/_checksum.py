@@ -17,17 +17,28 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import xxhash
 
 from litdata_format._dataset_index import ChunkInfo
 
-__all__ = ["Checksum", "ChecksumError", "checksum_bytes", "checksum_file", "expected_checksum", "verify_file"]
+__all__ = [
+    "Checksum",
+    "ChecksumError",
+    "checksum_bytes",
+    "checksum_file",
+    "check_checksum_fields",
+    "expected_checksum",
+    "verify_file",
+]
 
 _ALGORITHM = "xxh3_64"
 _BLOCK = 1 << 22
+_WELL_FORMED = re.compile(r"^xxh3_64:[0-9a-f]{16}$")
+_ANY_ALGORITHM = re.compile(r"^([A-Za-z0-9_.-]+):[0-9A-Za-z+/=_-]+$")
 
 
 class ChecksumError(ValueError):
@@ -149,3 +160,44 @@ def verify_file(file: str | os.PathLike[str] | int, info: ChunkInfo, where: str,
             expected,
         )
     return True
+
+
+def check_checksum_fields(chunks: Sequence[ChunkInfo], source: str) -> list[str]:
+    """Check what ``verify_chunks=True`` is asked to verify: every chunk's recorded checksums.
+
+    A ``checksum`` or ``plain_checksum`` that is not ``"xxh3_64:<16 hex digits>"`` fails: one
+    of another algorithm (a newer writer's) could not be checked, and a malformed one means the
+    index is damaged; either way nothing would be verified while the reader was asked to.
+
+    Args:
+        chunks: the index's chunk entries.
+        source: the index's path or URL, for the message.
+
+    Returns:
+        The file names of the chunks that record no checksum (the caller says they go unverified).
+
+    Raises:
+        ValueError: a checksum field is malformed or of an unknown algorithm; the message names
+            the chunk, the field and the value.
+    """
+    missing: list[str] = []
+    for number, info in enumerate(chunks):
+        if info.extra.get("checksum") is None:
+            missing.append(info.filename)
+        for key in ("checksum", "plain_checksum"):
+            value = info.extra.get(key)
+            if value is None or (isinstance(value, str) and _WELL_FORMED.match(value)):
+                continue
+            where = f"{source}: chunks[{number}] ({info.filename}): {key!r} is {value!r:.80}"
+            known = isinstance(value, str) and _ANY_ALGORITHM.match(value)
+            if known and known.group(1) != _ALGORITHM:
+                raise ValueError(
+                    f"{where}, of algorithm {known.group(1)!r}, which this version cannot check (it knows "
+                    f"{_ALGORITHM!r}); verify_chunks=True cannot verify the chunk: upgrade litdata, or pass "
+                    "verify_chunks=False to read it unverified"
+                )
+            raise ValueError(
+                f"{where}, not '{_ALGORITHM}:' and 16 hex digits; the index is damaged, so verify_chunks=True "
+                "cannot verify the chunk: rewrite the dataset (or its index), or pass verify_chunks=False"
+            )
+    return missing

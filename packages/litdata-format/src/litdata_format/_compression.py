@@ -5,16 +5,33 @@
 and ``chunk_bytes`` in the index is its size before compression, which the reader checks after
 decompressing. ``"batch"`` and ``"sample"`` compress inside a plain ``.bin`` (runs of items or
 single items, see ``_framed.py``); ``chunk_bytes`` is then the file's size.
+
+Every zstd frame a reader inflates goes through :func:`_inflate`, streamed and bounded by the
+size something trustworthy declares (the index, a frame table), never by the frame's own claim.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["LEVELS", "check_compression", "check_compression_level", "compress", "decompress", "zstd_level"]
+__all__ = [
+    "DEFAULT_FRAME_ROWS",
+    "LEVELS",
+    "DecompressionError",
+    "check_compression",
+    "check_compression_level",
+    "compress",
+    "decompress",
+    "decompress_file",
+    "zstd_level",
+]
 
 _DEFAULT_LEVEL = 4
 LEVELS = ("chunk", "batch", "sample")
+DEFAULT_FRAME_ROWS = 256  # items per zstd frame of compression_level="batch" (upstream's compression_batch_size)
 
 
 def zstd_level(compression: str) -> int:
@@ -81,8 +98,6 @@ def check_compression_level(
                 f"it means nothing with compression_level={level!r}"
             )
         return level, None
-    from litdata_format._framed import DEFAULT_FRAME_ROWS
-
     return level, compression_batch_size or DEFAULT_FRAME_ROWS
 
 
@@ -102,22 +117,195 @@ def compress(data: bytes, compression: str) -> bytes:
     return _zstd().ZstdCompressor(level=zstd_level(compression)).compress(data)
 
 
-def decompress(data: bytes | memoryview, name: str, expected_size: int | None = None) -> bytes:
-    """Decompress a whole chunk, checking its size against the index's ``chunk_bytes``.
+# Decompressed output is produced in pieces this large, so a chunk that inflates past what its
+# index declares is stopped after at most one piece more than that, whatever its frames claim.
+_PIECE = 1 << 20
 
-    Args:
-        data: the compressed file's bytes.
-        name: the chunk's file name, for error messages.
-        expected_size: the index's ``chunk_bytes``; None skips the check.
 
-    Raises:
-        ValueError: the data is not valid zstd, or decompresses to another size than ``expected_size``.
+def _allowed(expected_size: int | Sequence[int] | None) -> tuple[int, ...]:
+    if expected_size is None:
+        return ()
+    if isinstance(expected_size, int):
+        return (expected_size,) if expected_size > 0 else ()
+    return tuple(size for size in expected_size if size > 0)
+
+
+def _declared(sizes: tuple[int, ...], declared_by: str) -> str:
+    # The first size is the one declared; the others are allowances (see cached_chunk_sizes).
+    field = " (chunk_bytes)" if declared_by == "index.json" else ""
+    return f"{declared_by} declares {sizes[0]} bytes{field}"
+
+
+def _inflate(
+    source: Any,
+    write: Callable[[bytes], object],
+    name: str,
+    expected_size: int | Sequence[int] | None,
+    declared_by: str,
+) -> int:
+    """Stream zstd ``source`` (bytes-like, or a binary file) into ``write``; the one place chunks inflate.
+
+    The bound is the largest size the index allows; output is produced :data:`_PIECE` at a
+    time, so memory stays at a piece, the input buffer and zstd's window (at most 128 MiB,
+    zstd's default limit) whatever the frames claim. Without a declared size, the first frame's
+    own content size is the expectation when it records one.
+
+    Returns:
+        The number of bytes written.
     """
     zstandard = _zstd()
+    sizes = _allowed(expected_size)
+    head = bytes(memoryview(source)[:18]) if not hasattr(source, "read") else None
     try:
-        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=expected_size if expected_size else 0)
+        if head is None:
+            position = source.tell()
+            head = source.read(18)
+            source.seek(position)
+        try:
+            claimed = zstandard.get_frame_parameters(head).content_size
+        except zstandard.ZstdError:
+            claimed = zstandard.CONTENTSIZE_UNKNOWN  # too short or not zstd: the reader below says which
+        if claimed in (zstandard.CONTENTSIZE_UNKNOWN, zstandard.CONTENTSIZE_ERROR):
+            claimed = None
+        if not sizes and claimed is not None:
+            sizes, declared_by = (claimed,), "its zstd frame header"
+        limit = max(sizes) if sizes else None
+        if limit is not None and claimed is not None and claimed > limit:
+            # A frame never holds more than the whole file: refuse before inflating a byte.
+            raise DecompressionError(
+                f"chunk {name}: its zstd frame header claims {claimed} bytes but {_declared(sizes, declared_by)}; "
+                "refusing to decompress it (the file does not belong to this index, or is damaged or hostile): "
+                "rewrite the chunk, or the dataset, at the source"
+            )
+        total = 0
+        reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=_PIECE, read_across_frames=True)
+        with reader:
+            while True:
+                want = _PIECE if limit is None else min(_PIECE, limit + 1 - total)
+                piece = reader.read(want)
+                if not piece:
+                    break
+                total += len(piece)
+                if limit is not None and total > limit:
+                    raise DecompressionError(
+                        f"chunk {name}: decompresses to more than {limit} bytes but {_declared(sizes, declared_by)}; "
+                        "stopped there (the file does not belong to this index, or is damaged or hostile): "
+                        "rewrite the chunk, or the dataset, at the source"
+                    )
+                write(piece)
     except zstandard.ZstdError as err:
-        raise ValueError(f"chunk {name}: zstd decompression failed ({err}); the file is corrupt or truncated") from None
-    if expected_size is not None and len(out) != expected_size:
-        raise ValueError(f"chunk {name}: decompressed to {len(out)} bytes but the index says {expected_size}")
+        raise DecompressionError(
+            f"chunk {name}: zstd decompression failed ({err}); the file is corrupt or truncated"
+        ) from None
+    if not sizes and not _frames_complete(source):
+        raise DecompressionError(f"chunk {name}: its zstd frame is truncated; the file is corrupt or was cut short")
+    if sizes and total not in sizes:
+        raise DecompressionError(
+            f"chunk {name}: decompressed to {total} bytes but {_declared(sizes, declared_by)}; the file is "
+            "truncated or does not belong to this index: fetch or rewrite it again"
+        )
+    return total
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_FCS_BYTES = (0, 2, 4, 8)
+_DICT_BYTES = (0, 1, 2, 4)
+
+
+def _frames_complete(source: Any) -> bool:
+    """Whether the zstd frames in ``source`` (bytes-like or a file) end with their last block.
+
+    zstd's stream reader ends quietly at the end of the input, so without a size to compare with
+    a cut-short frame would pass for a whole one. Walking the block headers costs no inflating.
+    """
+    if hasattr(source, "fileno"):
+        size = os.fstat(source.fileno()).st_size
+        if not size:
+            return False
+        with mmap.mmap(source.fileno(), size, access=mmap.ACCESS_READ) as mapped:
+            return _frames_complete(mapped)
+    view = memoryview(source).cast("B")
+    end, at = len(view), 0
+    while at < end:
+        if at + 8 > end:
+            return False
+        magic = int.from_bytes(view[at : at + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size follows its magic
+            at += 8 + int.from_bytes(view[at + 4 : at + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            return False
+        descriptor = view[at + 4]
+        single = descriptor >> 5 & 1
+        fcs = _FCS_BYTES[descriptor >> 6] or single
+        at += 5 + (not single) + _DICT_BYTES[descriptor & 3] + fcs
+        while True:
+            if at + 3 > end:
+                return False
+            header = int.from_bytes(view[at : at + 3], "little")
+            kind, size = header >> 1 & 3, header >> 3
+            at += 3 + (1 if kind == 1 else size)  # an RLE block stores one byte
+            if header & 1:
+                break
+        at += 4 * (descriptor >> 2 & 1)  # the content checksum
+        if at > end:
+            return False
+    return end > 0
+
+
+class DecompressionError(ValueError):
+    """A compressed chunk is not valid zstd, or inflates to another size than its index declares."""
+
+
+def decompress(
+    data: Any, name: str, expected_size: int | Sequence[int] | None = None, declared_by: str = "index.json"
+) -> bytearray:
+    """Decompress a whole chunk into memory, bounded by the size its index declares.
+
+    Output grows only as bytes actually come out of the frames (nothing is allocated up front
+    from a size a header claims), and stops one piece past the largest allowed size.
+
+    Args:
+        data: the compressed bytes (bytes-like), or a binary file open at their start.
+        name: the chunk's file name or URL, for error messages.
+        expected_size: the index's ``chunk_bytes``, or every size it allows (see
+            ``cached_chunk_sizes``); None or 0: the first frame's own content size, when it records one.
+        declared_by: what declares the size, for error messages.
+
+    Raises:
+        DecompressionError: (a ValueError) the data is not valid zstd, or decompresses to another
+            size than ``expected_size``; the message names the chunk, the declared size and what was found.
+    """
+    out = bytearray()
+    _inflate(data, out.extend, name, expected_size, declared_by)
     return out
+
+
+def decompress_file(
+    source: str | os.PathLike[str], target: str | os.PathLike[str], name: str, expected_size: int | Sequence[int] | None
+) -> int:
+    """Decompress the whole-chunk file ``source`` into a new file ``target``, bounded by the declared size.
+
+    Streams: memory stays at about 2 MiB plus zstd's window whatever the file inflates to. On
+    an error ``target`` is removed; it is never left half-written under its name by success.
+    Publish it with a rename, as the cache does.
+
+    Args:
+        source: the compressed file.
+        target: the file to create (it must not exist).
+        name: the chunk's file name or URL, for error messages.
+        expected_size: as for :func:`decompress`.
+
+    Returns:
+        The size of ``target``.
+
+    Raises:
+        DecompressionError: as for :func:`decompress`.
+    """
+    with open(source, "rb") as inp, open(target, "xb") as out:
+        try:
+            return _inflate(inp, out.write, name, expected_size, "index.json")
+        except BaseException:
+            out.close()
+            os.unlink(target)
+            raise

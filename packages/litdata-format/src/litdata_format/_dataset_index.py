@@ -101,6 +101,29 @@ def int_field(entry: Mapping[str, Any], key: str, where: str, optional: bool = F
     return value
 
 
+# Readers count items, tokens and bytes across chunks as int64 (and ``len()`` is bounded by it).
+_MAX_TOTAL = (1 << 63) - 1
+
+
+def _check_totals(chunks: list[ChunkInfo], source: str) -> None:
+    """Refuse an index whose chunks' items, tokens or bytes add up past what an int64 holds.
+
+    Each field is bounded per chunk (:func:`int_field`), but 2**15 chunks at that bound still
+    overflow the readers' sums; the error names the field and the chunk where the sum passes it.
+    """
+    for field_name in ("chunk_size", "dim", "chunk_bytes"):
+        if sum(getattr(chunk, field_name) or 0 for chunk in chunks) <= _MAX_TOTAL:
+            continue
+        total = 0
+        for number, chunk in enumerate(chunks):  # where it passes, for the message
+            total += getattr(chunk, field_name) or 0
+            if total > _MAX_TOTAL:
+                raise ValueError(
+                    f"{source}: the chunks' {field_name!r} values add up past 2**63 - 1 at chunks[{number}] "
+                    f"({chunk.filename}); no dataset is that large, so the index is damaged or hostile: rewrite it"
+                )
+
+
 @dataclass
 class DatasetIndex:
     """A parsed ``index.json``: its chunks and its config (kept as the raw dict).
@@ -116,6 +139,9 @@ class DatasetIndex:
     config: dict[str, Any]
     updated_at: str | None = None
     source: str = INDEX_FILENAME
+
+    def __post_init__(self) -> None:
+        _check_totals(self.chunks, self.source)
 
     @property
     def compression(self) -> str | None:

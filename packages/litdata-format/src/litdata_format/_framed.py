@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
+from litdata_format._compression import DEFAULT_FRAME_ROWS, decompress
 from litdata_format._serializers import Buffer
 
 __all__ = ["DEFAULT_FRAME_ROWS", "FramedChunk", "SampleZstdChunk", "inflate_zstd", "pack_batch", "pack_sample"]
@@ -34,7 +35,6 @@ _PREFIX = struct.Struct("<8sHHIII")
 _FRAME = struct.Struct("<IIQII")
 _VERSION = 1
 _ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
-DEFAULT_FRAME_ROWS = 256  # upstream's default compression_batch_size
 
 
 def _zstandard() -> Any:
@@ -43,23 +43,13 @@ def _zstandard() -> Any:
     return zstandard
 
 
-def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> bytes:
-    """Decompress one zstd frame, checking its size when known; errors name ``where``.
+def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> bytes | bytearray:
+    """Decompress one zstd frame, bounded by ``expected_size`` (the frame table's) when known.
 
-    Frames written without a content size in their header are accepted too.
+    Without it the frame's own content size bounds it; frames written without one are accepted
+    too. Errors name ``where``.
     """
-    zstandard = _zstandard()
-    try:
-        decompressor = zstandard.ZstdDecompressor().decompressobj()
-        out = decompressor.decompress(data)
-        complete = decompressor.eof
-    except zstandard.ZstdError as err:
-        raise ValueError(f"{where}: zstd decompression failed ({err}); the chunk is corrupt") from None
-    if not complete:
-        raise ValueError(f"{where}: the zstd frame is truncated; the chunk is corrupt or was cut short")
-    if expected_size is not None and len(out) != expected_size:
-        raise ValueError(f"{where}: a zstd frame inflated to {len(out)} bytes but the frame table says {expected_size}")
-    return out
+    return decompress(data, where.removeprefix("chunk "), expected_size, "the frame table")
 
 
 def pack_batch(items: Sequence[bytes], level: int, frame_rows: int) -> list[bytes]:
@@ -137,7 +127,7 @@ class FramedChunk(StoredChunk):
         self._offsets = offsets
         self._frames = frames
         self._firsts = [frame[0] for frame in frames]
-        self._cached: tuple[int, bytes] | None = None
+        self._cached: tuple[int, bytes | bytearray] | None = None
 
     def _check_frames(
         self, frames: list[tuple[int, int, int, int, int]], offsets: list[int], count: int, table_end: int, size: int
@@ -159,7 +149,7 @@ class FramedChunk(StoredChunk):
         if expected_first != count:
             raise ValueError(f"chunk {self.name}: the frames hold {expected_first} items but the header says {count}")
 
-    def _inflate(self, k: int) -> bytes:
+    def _inflate(self, k: int) -> bytes | bytearray:
         cached = self._cached
         if cached is not None and cached[0] == k:
             return cached[1]

@@ -19,7 +19,7 @@ from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkVi
 from litdata_format._compression import decompress
 from litdata_format._dataset_index import ChunkInfo, DatasetIndex
 from litdata_format._framed import FramedChunk, SampleZstdChunk
-from litdata_format._index import check_chunk_file
+from litdata_format._index import cached_chunk_sizes, check_chunk_file
 from litdata_format._mds import is_mds_index, open_mds_shard
 
 __all__ = ["open_chunk"]
@@ -34,13 +34,18 @@ def open_chunk(
     """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
 
     Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
-    cache should decompress to a plain file once (:func:`decompress`) and open that instead.
+    cache should decompress to a plain file once (:func:`decompress_file`) and open that instead.
+    Either way the output is bounded by the size the index declares.
 
     Args:
         path: the chunk file.
         info: the chunk's entry in ``index``.
         index: the dataset's index (its config says how items are stored).
         encryption: the decryption to apply, when the dataset is encrypted.
+
+    Raises:
+        ValueError: the file's size is not the index's ``chunk_bytes`` (the message names the
+            file and both sizes), or it does not decompress to that size, or its bytes are not a chunk.
     """
     path = Path(path)
     check_chunk_file(path, info.filename, index.source)
@@ -50,9 +55,11 @@ def open_chunk(
     compression = index.compression
     data: Any
     if compression and path.name.endswith(f".{compression}.bin"):
-        data = bytearray(decompress(path.read_bytes(), name, info.chunk_bytes))
+        with open(path, "rb") as file:  # streamed from the file: neither side is held whole twice
+            data = decompress(file, name, cached_chunk_sizes(info))
     else:
         data = map_file(path)
+        _check_size(len(data), path, info, index)
     decrypt: Callable[[Any], bytes] | None = None
     if index.encryption:
         if encryption is None:
@@ -78,3 +85,14 @@ def open_chunk(
     if index.config.get("compression_level") == "sample":
         return SampleZstdChunk(data, name, decrypt)
     return ChunkView(data, name, decrypt)
+
+
+def _check_size(size: int, path: Path, info: ChunkInfo, index: DatasetIndex) -> None:
+    """Refuse a chunk file whose size is not the one its index entry gives (the mapping's length: no syscall)."""
+    sizes = cached_chunk_sizes(info)
+    if sizes and size not in sizes:
+        raise ValueError(
+            f"{index.source}: chunk {info.filename} at {path} has {size} bytes but index.json says "
+            f"{info.chunk_bytes} (chunk_bytes); the file was cut short, appended to or rewritten, or the index "
+            "belongs to another version of the dataset: restore the file, or rewrite the dataset"
+        )

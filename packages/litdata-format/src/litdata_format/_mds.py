@@ -190,18 +190,23 @@ def _optional_module(module: str, package: str, compression: str) -> Any:
         ) from None
 
 
-def mds_decompress(data: bytes | memoryview, compression: str, name: str, expected_size: int | None = None) -> bytes:
-    """Undo MDS whole-shard compression (``compression`` as written in the shard's index entry)."""
+def mds_decompress(
+    data: bytes | memoryview, compression: str, name: str, expected_size: int | None = None
+) -> bytes | bytearray:
+    """Undo MDS whole-shard compression (``compression`` as written in the shard's index entry).
+
+    zstd, gzip and bz2 shards are inflated piece by piece and stopped once past ``expected_size``
+    (the index's size), so a shard that inflates far beyond it never fills memory; brotli and
+    snappy shards are checked after inflating.
+    """
     family = _compression_family(compression, f"shard {name}")
     if family == "zstd":
         from litdata_format._compression import decompress
 
         return decompress(data, name, expected_size)
-    if family == "gz":
-        import gzip as codec
-    elif family == "bz2":
-        import bz2 as codec
-    elif family == "br":
+    if family in ("gz", "bz2"):
+        return _inflate_stdlib(data, family, name, expected_size)
+    if family == "br":
         codec = _optional_module("brotli", "brotli", compression)
     else:
         codec = _optional_module("snappy", "python-snappy", compression)
@@ -212,6 +217,45 @@ def mds_decompress(data: bytes | memoryview, compression: str, name: str, expect
     if expected_size is not None and len(out) != expected_size:
         raise ValueError(f"shard {name}: decompressed to {len(out)} bytes but the index says {expected_size}")
     return out
+
+
+def _inflate_stdlib(data: bytes | memoryview, family: str, name: str, expected_size: int | None) -> bytearray:
+    """Inflate a gzip or bz2 shard at most one piece past ``expected_size``."""
+    import bz2
+    import zlib
+
+    limit = expected_size or None
+    out = bytearray()
+    pending = bytes(data)
+    gz = zlib.decompressobj(wbits=31) if family == "gz" else None
+    bz = bz2.BZ2Decompressor() if gz is None else None
+    try:
+        while True:
+            if gz is not None:
+                piece = gz.decompress(pending, _PIECE)
+                pending, done = gz.unconsumed_tail, gz.eof
+            else:
+                assert bz is not None
+                piece = bz.decompress(pending, _PIECE)
+                pending, done = b"", bz.eof
+            out += piece
+            if limit is not None and len(out) > limit:
+                raise ValueError(
+                    f"shard {name}: decompresses to more than {limit} bytes but the index declares {limit}; "
+                    "stopped there (the file does not belong to this index, or is damaged or hostile)"
+                )
+            if done:
+                break
+            if not piece and not pending and (gz is not None or (bz is not None and bz.needs_input)):
+                raise ValueError(f"shard {name}: the {family} stream is truncated; the file is corrupt")
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(f"shard {name}: {family} decompression failed ({err}); the file is corrupt") from None
+    if expected_size is not None and len(out) != expected_size:
+        raise ValueError(f"shard {name}: decompressed to {len(out)} bytes but the index says {expected_size}")
+    return out
+
+
+_PIECE = 1 << 20
 
 
 class MdsShard(StoredChunk):
@@ -246,7 +290,8 @@ def open_mds_shard(path: str | Path, info: ChunkInfo, index: DatasetIndex) -> Md
         if not path.is_file() and (path.parent / raw_name).is_file():
             return MdsShard(map_file(path.parent / raw_name), str(path.parent / raw_name))
         data = _read(path, index).read_bytes()
-        return MdsShard(bytearray(mds_decompress(data, compression, str(path), info.chunk_bytes)), str(path))
+        plain = mds_decompress(data, compression, str(path), info.chunk_bytes)
+        return MdsShard(plain if isinstance(plain, bytearray) else bytearray(plain), str(path))
     return MdsShard(map_file(_read(path, index)), str(path))
 
 

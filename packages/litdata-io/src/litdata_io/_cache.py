@@ -85,7 +85,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litdata_format import ChecksumError, ChunkInfo, verify_file
-from litdata_format.internal import cached_chunk_sizes, decompress, expected_checksum, parse_size, plain_chunk_name
+from litdata_format.internal import (
+    cached_chunk_sizes,
+    decompress_file,
+    expected_checksum,
+    parse_size,
+    plain_chunk_name,
+)
 from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache_clear import CacheClearResult, clear_cache
@@ -497,7 +503,7 @@ class ChunkCache:
                     trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes),
                     activity(f"decompress {url}"),
                 ):
-                    await _decompress_in_thread(fetched, ready, url, info.chunk_bytes)
+                    await _decompress_in_thread(fetched, ready, url, cached_chunk_sizes(info))
         except (asyncio.CancelledError, ChunkDownloadError):
             raise
         except Exception as err:
@@ -741,18 +747,14 @@ def _finish(
         future.set_exception(error)
 
 
-def _decompress_file(source: Path, target: Path, url: str, expected_size: int) -> None:
-    data = source.read_bytes()
-    target.write_bytes(decompress(data, url, expected_size or None))
-    source.unlink()
-
-
-async def _decompress_in_thread(source: Path, target: Path, url: str, expected_size: int) -> None:
+async def _decompress_in_thread(source: Path, target: Path, url: str, sizes: tuple[int, ...]) -> None:
+    """Inflate ``source`` into ``target`` in a thread, streaming and bounded by the sizes the index allows."""
     finished = threading.Event()
 
     def work() -> None:
         try:
-            _decompress_file(source, target, url, expected_size)
+            decompress_file(source, target, url, sizes)
+            source.unlink()
         finally:
             finished.set()
 

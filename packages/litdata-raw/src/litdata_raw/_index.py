@@ -28,7 +28,7 @@ from typing import Any
 
 import zstandard
 
-from litdata_format.internal import write_file_atomic
+from litdata_format.internal import decompress, write_file_atomic
 from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
 
 __all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "decode_index", "encode_index"]
@@ -78,11 +78,12 @@ def decode_index(data: bytes, name: str) -> list[FileMetadata]:
         ValueError: the bytes are not a zstd-compressed index (``name`` says which file).
     """
     try:
-        # A stream decompressor also reads frames written without their content size.
-        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        # Streamed, bounded by the frame's own content size when it records one (frames written
+        # without it are read too).
+        raw = decompress(data, name, None, "the index's zstd frame")
         payload = json.loads(raw.decode("utf-8"))
         return [FileMetadata.from_dict(entry) for entry in payload["files"]]
-    except (zstandard.ZstdError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{name}: not a valid {INDEX_FILENAME} ({err})") from None
 
 

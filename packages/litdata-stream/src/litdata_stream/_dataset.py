@@ -43,7 +43,7 @@ from litdata_stream._plan import (
 from litdata_stream._posix import PosixProfile, detect_posix
 from litdata_stream._protocol import LoaderPlan
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkOrigin, ChunkSource
+from litdata_stream._source import ChunkOrigin, ChunkSource, check_verifiable
 from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading, sent
 from litdata_stream._upstream_state import (
     UpstreamOrder,
@@ -122,7 +122,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             ``LITDATA_ALLOW_PICKLE``, which allows it when unset (as upstream). See docs/streaming.md.
         verify_chunks: check each chunk of a local dataset against the checksum its index records
             the first time this process opens it (costs a read of the file). Remote chunks are
-            always checked, as downloaded; see docs/cache.md.
+            always checked, as downloaded; see docs/cache.md. A malformed checksum, or one of an
+            unknown algorithm, is then an error naming the chunk; chunks without a checksum are
+            read unverified after one warning naming them.
     """
 
     sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
@@ -210,6 +212,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             verify=self.verify_chunks,
         )  # fmt: skip
         index = self.origin.index
+        if self.verify_chunks:
+            check_verifiable(index)
         self._fingerprint = _fingerprint(index)
         if item_loader is None:
             item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()

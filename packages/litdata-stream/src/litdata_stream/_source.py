@@ -9,15 +9,16 @@ so DataLoader workers each get their own.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
-from litdata_format.internal import Chunk, open_chunk
+from litdata_format.internal import Chunk, check_checksum_fields, open_chunk
 
-__all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource"]
+__all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource", "check_verifiable"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
 ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
@@ -54,6 +55,29 @@ class ChunkOrigin:
     max_pre_download: int = 2
     encryption: Any = None
     verify: bool = False
+
+
+def check_verifiable(index: DatasetIndex) -> None:
+    """What ``verify_chunks=True`` promises, said up front for the whole index (once, in the process that builds it).
+
+    A malformed checksum, or one of an algorithm this version cannot check, is an error naming
+    the chunk (the user asked for verification, and it cannot be done). Chunks that record no
+    checksum at all (upstream LitData writes none) are read unverified, with one warning naming
+    them: that is what the index allows, and the user can make it an error with
+    ``warnings.filterwarnings("error", message="verify_chunks")``.
+    """
+    missing = check_checksum_fields(index.chunks, index.source)
+    if not missing:
+        return
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    warnings.warn(
+        f"verify_chunks=True: {len(missing)} of the {len(index.chunks)} chunks listed in {index.source} record no "
+        f"checksum, so they are read unverified: {shown}. Datasets written by upstream LitData, or by releases "
+        "before checksums, carry none; rewrite the dataset with this package's optimize to verify it, or pass "
+        "verify_chunks=False",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 class ChunkSource(Protocol):
