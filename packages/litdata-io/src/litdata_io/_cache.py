@@ -94,17 +94,18 @@ from litdata_io._cache_locks import (
     LEDGER,
     LOCK_SUFFIX,
     SH,
-    STAGING_SUFFIX,
+    clear_stale_staging,
     delete_if_unused,
     flock,
     lock_exclusive,
-    lock_exclusive_async,
     open_pinned,
     release_lock_file,
     reservation,
     reserve,
     same_file,
+    staging_path,
 )
+from litdata_io._cache_stall import DownloadStalledError, lock_download
 from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
 from litdata_io._tracer import trace_instant, trace_span
@@ -435,6 +436,9 @@ class ChunkCache:
                 continue
             try:
                 fd = await self._download(info, name)
+            except _Superseded:  # another process published it first: use that copy
+                _finish(state, name, mine, None)
+                continue
             except asyncio.CancelledError:
                 _finish(state, name, mine, None)  # the waiters try again themselves
                 raise
@@ -449,14 +453,22 @@ class ChunkCache:
             return
 
     async def _download(self, info: ChunkInfo, name: str) -> int:
-        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result."""
+        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result.
+
+        Raises:
+            _Superseded: another process published the chunk first (it took this download over).
+        """
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         lock_path = final.parent / f".{final.name}{LOCK_SUFFIX}"
-        with activity(f"waiting on the download lock {lock_path}"):
-            lock_fd = await lock_exclusive_async(lock_path)
-        staging = final.parent / f".{final.name}{STAGING_SUFFIX}"
+        url = self.storage.url_for(info.filename)
         try:
+            lock_fd = await lock_download(lock_path, final, url, self._ledger.locked)
+        except DownloadStalledError as err:
+            raise ChunkDownloadError(str(err)) from err
+        staging = staging_path(final, os.fstat(lock_fd).st_ino)
+        try:
+            reserve(lock_fd, 0)  # names this process to the ones that wait for it
             fd = open_pinned(final)
             if fd is not None:
                 if self._whole(info, fd):  # another process published it while we waited
@@ -467,7 +479,7 @@ class ChunkCache:
                 trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
                 with contextlib.suppress(FileNotFoundError):
                     final.unlink()
-            shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
+            clear_stale_staging(final, os.fstat(lock_fd).st_ino)  # left by crashed downloads
             staging.mkdir()
             # The lock file first, then the ledger: a recount in between counts this twice, never not at all.
             reserve(lock_fd, info.chunk_bytes)
@@ -477,6 +489,12 @@ class ChunkCache:
                 fd = await self._fetch_and_publish(info, staging, final)
                 size = os.fstat(fd).st_size
                 return fd
+            except Exception as err:
+                if same_file(lock_fd, lock_path) is None and self.is_cached(info):
+                    # Taken over while this process was stopped, and published by the taker: our
+                    # failure (a connection that timed out meanwhile, say) no longer matters.
+                    raise _Superseded(str(err)) from err
+                raise
             finally:  # the reservation becomes the published file, or nothing (still under the lock)
                 self._ledger.add(size - info.chunk_bytes)
         finally:
@@ -514,7 +532,7 @@ class ChunkCache:
         fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             flock(fd, SH)  # pinned before anyone can see it
-            os.replace(ready, final)
+            _publish(ready, final)
         except BaseException:
             os.close(fd)
             raise
@@ -704,6 +722,26 @@ class _Ledger:
             yield fd
         finally:
             os.close(fd)
+
+
+class _Superseded(Exception):
+    """Another process published the chunk this download was fetching (it took the download over)."""
+
+
+def _publish(ready: Path, final: Path) -> None:
+    """Give ``ready`` the name ``final`` unless a file is there already (:class:`_Superseded` then).
+
+    Under the chunk's lock nobody else publishes, except a process that took over this download
+    while this process was stopped: its copy is as good, and replacing it would count it twice.
+    """
+    try:
+        os.link(ready, final)
+    except FileExistsError:
+        raise _Superseded(f"{final} was published by the process that took its download over") from None
+    except OSError:  # no hard links on this filesystem: a takeover cannot happen on it either
+        os.replace(ready, final)
+        return
+    ready.unlink()
 
 
 def _intact(info: ChunkInfo, size: int) -> bool:
