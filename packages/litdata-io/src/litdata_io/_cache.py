@@ -1,10 +1,12 @@
 """The local chunk cache: fetch a dataset's chunk files into a folder under a byte cap.
 
 Publishing. A chunk is downloaded into a hidden staging folder next to its final place
-(``.{name}.partial/``), decompressed there if it is a whole-file compressed chunk
-(``*.zstd.bin`` is published as ``*.bin``), and only then moved to its final name with
-``os.replace``. A chunk file is therefore never visible half-written or still compressed, and a
-crash leaves at worst a hidden staging folder that the next download of that chunk removes.
+(``.{name}.{inode}.partial/``, named after the lock file its download holds), decompressed there
+if it is a whole-file compressed chunk (``*.zstd.bin`` is published as ``*.bin``), and only then
+given its final name with a hard link that never replaces a file already there (``os.replace``
+where the filesystem has no hard links). A chunk file is therefore never visible half-written or
+still compressed, and a crash leaves at worst a hidden staging folder that the next download of
+that chunk removes.
 
 One download per chunk. Within a process, the first caller of a missing chunk downloads it and
 the others wait on a future it completes (no polling). Across processes, the downloader holds an
@@ -12,7 +14,10 @@ exclusive ``flock`` on ``.{name}.lock``; another process that wants the same chu
 lock (the kernel wakes it; a crashed holder's lock is released by the kernel, so it can never
 block others forever), then finds the published file. The holder deletes the lock file before
 releasing it; lockers verify after locking that the path still names the inode they locked, so a
-deleted lock file is never trusted. After normal operation no lock file is left behind.
+deleted lock file is never trusted. After normal operation no lock file is left behind. A stopped
+holder (SIGSTOP, a debugger) keeps its lock, so a waiter watches the download's progress and takes
+it over when it made none for ``LITDATA_DOWNLOAD_STALL_S`` (``_cache_stall``); the stopped
+process, resumed, uses whichever copy was published first and takes back only its own reservation.
 
 Readers pin. Every reader holds a shared ``flock`` (``LOCK_SH``) on the chunk file itself while it
 uses it (:meth:`ChunkCache.acquire` / :meth:`ChunkCache.release`, one descriptor per chunk per
