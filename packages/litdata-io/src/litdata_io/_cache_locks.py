@@ -212,6 +212,8 @@ def clear_stale_staging(final: Path, own_inode: int) -> None:
         name = entry.name
         if name.startswith(taken_prefix) and name.endswith(LOCK_SUFFIX):
             delete_if_unused(Path(entry.path))  # its holder died
+        elif name.startswith(f"{lock_path.name}.") and name.endswith(".new"):
+            delete_if_unused(Path(entry.path))  # a takeover that crashed before it took its place
         elif name == f"{prefix[:-1]}{STAGING_SUFFIX}":  # an older release's staging name
             shutil.rmtree(entry.path, ignore_errors=True)
         elif name.startswith(prefix) and name.endswith(STAGING_SUFFIX):
