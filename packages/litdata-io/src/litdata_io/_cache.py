@@ -110,7 +110,7 @@ from litdata_io._cache_locks import (
     same_file,
     staging_path,
 )
-from litdata_io._cache_stall import DownloadStalledError, lock_download
+from litdata_io._cache_stall import DownloadStalledError, Superseded, lock_download, publish_once
 from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
 from litdata_io._tracer import trace_instant, trace_span
@@ -441,7 +441,7 @@ class ChunkCache:
                 continue
             try:
                 fd = await self._download(info, name)
-            except _Superseded:  # another process published it first: use that copy
+            except Superseded:  # another process published it first: use that copy
                 _finish(state, name, mine, None)
                 continue
             except asyncio.CancelledError:
@@ -461,7 +461,7 @@ class ChunkCache:
         """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result.
 
         Raises:
-            _Superseded: another process published the chunk first (it took this download over).
+            Superseded: another process published the chunk first (it took this download over).
         """
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -498,7 +498,7 @@ class ChunkCache:
                 if same_file(lock_fd, lock_path) is None and self.is_cached(info):
                     # Taken over while this process was stopped, and published by the taker: our
                     # failure (a connection that timed out meanwhile, say) no longer matters.
-                    raise _Superseded(str(err)) from err
+                    raise Superseded(str(err)) from err
                 raise
             finally:  # the reservation becomes the published file, or nothing (still under the lock)
                 self._ledger.add(size - info.chunk_bytes)
@@ -537,7 +537,7 @@ class ChunkCache:
         fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             flock(fd, SH)  # pinned before anyone can see it
-            _publish(ready, final)
+            publish_once(ready, final)
         except BaseException:
             os.close(fd)
             raise
@@ -727,26 +727,6 @@ class _Ledger:
             yield fd
         finally:
             os.close(fd)
-
-
-class _Superseded(Exception):
-    """Another process published the chunk this download was fetching (it took the download over)."""
-
-
-def _publish(ready: Path, final: Path) -> None:
-    """Give ``ready`` the name ``final`` unless a file is there already (:class:`_Superseded` then).
-
-    Under the chunk's lock nobody else publishes, except a process that took over this download
-    while this process was stopped: its copy is as good, and replacing it would count it twice.
-    """
-    try:
-        os.link(ready, final)
-    except FileExistsError:
-        raise _Superseded(f"{final} was published by the process that took its download over") from None
-    except OSError:  # no hard links on this filesystem: a takeover cannot happen on it either
-        os.replace(ready, final)
-        return
-    ready.unlink()
 
 
 def _intact(info: ChunkInfo, size: int) -> bool:

@@ -46,7 +46,14 @@ from litdata_io._cache_locks import (
 )
 from litdata_io._tracer import trace_instant, trace_span
 
-__all__ = ["ENV_STALL", "DownloadStalledError", "download_stall_seconds", "lock_download"]
+__all__ = [
+    "ENV_STALL",
+    "DownloadStalledError",
+    "Superseded",
+    "download_stall_seconds",
+    "lock_download",
+    "publish_once",
+]
 
 ENV_STALL = "LITDATA_DOWNLOAD_STALL_S"
 DEFAULT_STALL_S = 60.0
@@ -62,6 +69,26 @@ _STATES = {
 
 class DownloadStalledError(OSError):
     """A download of a chunk by another process made no progress and could not be taken over."""
+
+
+class Superseded(Exception):
+    """Another process published the chunk this download was fetching (it took the download over)."""
+
+
+def publish_once(ready: Path, final: Path) -> None:
+    """Give ``ready`` the name ``final`` unless a file is there already (:class:`Superseded` then).
+
+    Under the chunk's lock nobody else publishes, except a process that took over this download
+    while this process was stopped: its copy is as good, and replacing it would count it twice.
+    """
+    try:
+        os.link(ready, final)
+    except FileExistsError:
+        raise Superseded(f"{final} was published by the process that took its download over") from None
+    except OSError:  # no hard links on this filesystem: a takeover cannot happen on it either
+        os.replace(ready, final)
+        return
+    ready.unlink()
 
 
 def download_stall_seconds() -> float:
