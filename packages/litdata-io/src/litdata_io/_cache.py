@@ -1,10 +1,12 @@
 """The local chunk cache: fetch a dataset's chunk files into a folder under a byte cap.
 
 Publishing. A chunk is downloaded into a hidden staging folder next to its final place
-(``.{name}.partial/``), decompressed there if it is a whole-file compressed chunk
-(``*.zstd.bin`` is published as ``*.bin``), and only then moved to its final name with
-``os.replace``. A chunk file is therefore never visible half-written or still compressed, and a
-crash leaves at worst a hidden staging folder that the next download of that chunk removes.
+(``.{name}.{inode}.partial/``, named after the lock file its download holds), decompressed there
+if it is a whole-file compressed chunk (``*.zstd.bin`` is published as ``*.bin``), and only then
+given its final name with a hard link that never replaces a file already there (``os.replace``
+where the filesystem has no hard links). A chunk file is therefore never visible half-written or
+still compressed, and a crash leaves at worst a hidden staging folder that the next download of
+that chunk removes.
 
 One download per chunk. Within a process, the first caller of a missing chunk downloads it and
 the others wait on a future it completes (no polling). Across processes, the downloader holds an
@@ -12,7 +14,10 @@ exclusive ``flock`` on ``.{name}.lock``; another process that wants the same chu
 lock (the kernel wakes it; a crashed holder's lock is released by the kernel, so it can never
 block others forever), then finds the published file. The holder deletes the lock file before
 releasing it; lockers verify after locking that the path still names the inode they locked, so a
-deleted lock file is never trusted. After normal operation no lock file is left behind.
+deleted lock file is never trusted. After normal operation no lock file is left behind. A stopped
+holder (SIGSTOP, a debugger) keeps its lock, so a waiter watches the download's progress and takes
+it over when it made none for ``LITDATA_DOWNLOAD_STALL_S`` (``_cache_stall``); the stopped
+process, resumed, uses whichever copy was published first and takes back only its own reservation.
 
 Readers pin. Every reader holds a shared ``flock`` (``LOCK_SH``) on the chunk file itself while it
 uses it (:meth:`ChunkCache.acquire` / :meth:`ChunkCache.release`, one descriptor per chunk per
@@ -100,17 +105,18 @@ from litdata_io._cache_locks import (
     LEDGER,
     LOCK_SUFFIX,
     SH,
-    STAGING_SUFFIX,
+    clear_stale_staging,
     delete_if_unused,
     flock,
     lock_exclusive,
-    lock_exclusive_async,
     open_pinned,
     release_lock_file,
     reservation,
     reserve,
     same_file,
+    staging_path,
 )
+from litdata_io._cache_stall import DownloadStalledError, Superseded, lock_download, publish_once
 from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._loop import run_sync
 from litdata_io._tracer import trace_instant, trace_span
@@ -441,6 +447,9 @@ class ChunkCache:
                 continue
             try:
                 fd = await self._download(info, name)
+            except Superseded:  # another process published it first: use that copy
+                _finish(state, name, mine, None)
+                continue
             except asyncio.CancelledError:
                 _finish(state, name, mine, None)  # the waiters try again themselves
                 raise
@@ -455,14 +464,22 @@ class ChunkCache:
             return
 
     async def _download(self, info: ChunkInfo, name: str) -> int:
-        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result."""
+        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result.
+
+        Raises:
+            Superseded: another process published the chunk first (it took this download over).
+        """
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         lock_path = final.parent / f".{final.name}{LOCK_SUFFIX}"
-        with activity(f"waiting on the download lock {lock_path}"):
-            lock_fd = await lock_exclusive_async(lock_path)
-        staging = final.parent / f".{final.name}{STAGING_SUFFIX}"
+        url = self.storage.url_for(info.filename)
         try:
+            lock_fd = await lock_download(lock_path, final, url, self._ledger.locked)
+        except DownloadStalledError as err:
+            raise ChunkDownloadError(str(err)) from err
+        staging = staging_path(final, os.fstat(lock_fd).st_ino)
+        try:
+            reserve(lock_fd, 0)  # names this process to the ones that wait for it
             fd = open_pinned(final)
             if fd is not None:
                 if self._whole(info, fd):  # another process published it while we waited
@@ -473,7 +490,7 @@ class ChunkCache:
                 trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
                 with contextlib.suppress(FileNotFoundError):
                     final.unlink()
-            shutil.rmtree(staging, ignore_errors=True)  # left by a crashed download
+            clear_stale_staging(final, os.fstat(lock_fd).st_ino)  # left by crashed downloads
             staging.mkdir()
             # The lock file first, then the ledger: a recount in between counts this twice, never not at all.
             reserve(lock_fd, info.chunk_bytes)
@@ -483,6 +500,12 @@ class ChunkCache:
                 fd = await self._fetch_and_publish(info, staging, final)
                 size = os.fstat(fd).st_size
                 return fd
+            except Exception as err:
+                if same_file(lock_fd, lock_path) is None and self.is_cached(info):
+                    # Taken over while this process was stopped, and published by the taker: our
+                    # failure (a connection that timed out meanwhile, say) no longer matters.
+                    raise Superseded(str(err)) from err
+                raise
             finally:  # the reservation becomes the published file, or nothing (still under the lock)
                 self._ledger.add(size - info.chunk_bytes)
         finally:
@@ -520,7 +543,7 @@ class ChunkCache:
         fd = os.open(ready, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             flock(fd, SH)  # pinned before anyone can see it
-            os.replace(ready, final)
+            publish_once(ready, final)
         except BaseException:
             os.close(fd)
             raise

@@ -18,6 +18,7 @@ from litdata_io._cache_locks import (
     STAGING_SUFFIX,
     delete_if_unused,
     lock_exclusive,
+    owner_held,
     release_lock_file,
 )
 from litdata_io._resolver import cache_root
@@ -106,12 +107,16 @@ def _clear_file(path: Path, result: CacheClearResult) -> None:
 
 
 def _clear_staging(staging: Path, result: CacheClearResult) -> None:
-    # Only a download holding the chunk's lock writes here: take the lock to remove it safely.
-    chunk_name = staging.name[1 : -len(STAGING_SUFFIX)]
+    # Only a download holding one of the chunk's lock files writes here: take the chunk's lock
+    # (no new download starts meanwhile) and keep a folder whose own lock file is still held.
+    chunk_name, inode = _staging_owner(staging.name)
+    final = staging.parent / chunk_name
     lock_path = staging.parent / f".{chunk_name}{LOCK_SUFFIX}"
     fd = lock_exclusive(lock_path, blocking=False)
-    if fd is None:
+    if fd is None or (inode is not None and owner_held(final, inode)):
         result.in_use.append(staging)
+        if fd is not None:
+            release_lock_file(fd, lock_path)
         return
     try:
         for file in staging.rglob("*"):
@@ -121,3 +126,12 @@ def _clear_staging(staging: Path, result: CacheClearResult) -> None:
         shutil.rmtree(staging, ignore_errors=True)
     finally:
         release_lock_file(fd, lock_path)
+
+
+def _staging_owner(name: str) -> tuple[str, int | None]:
+    """The chunk and lock inode of a staging folder ``.{chunk}.{inode}.partial`` (older: ``.{chunk}.partial``)."""
+    stem = name[1 : -len(STAGING_SUFFIX)]
+    chunk_name, _, inode = stem.rpartition(".")
+    if chunk_name and inode.isdigit():
+        return chunk_name, int(inode)
+    return stem, None

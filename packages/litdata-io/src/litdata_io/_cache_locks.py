@@ -3,25 +3,33 @@
 A reader pins a chunk by holding ``LOCK_SH`` on the chunk file; eviction takes ``LOCK_EX |
 LOCK_NB`` before unlinking, so it fails while anyone reads. A download holds ``LOCK_EX`` on
 ``.{name}.lock`` and deletes that file before releasing it; while it holds it, the file says how
-many bytes the download will add (its reservation), which only counts while the lock is held.
+many bytes the download will add (its reservation), which only counts while the lock is held,
+then the holder's pid and host (``<bytes> <pid> <host>``), so a waiter can name it.
 Every locker checks after locking that the path still names the inode it locked (the file may
 have been deleted or replaced while it waited), so deleted files are never trusted. The kernel
 releases the locks of a dead process. Without ``fcntl`` (Windows) the locks are no-ops.
+
+A download stages its file in ``.{name}.{inode}.partial/``, named after the inode of the lock file
+it holds, so two downloads of one chunk never share a staging folder. A download that made no
+progress for a while is taken over (``_cache_stall``): its lock file is given a second name,
+``.{name}.taken-{inode}.lock`` (so its reservation still counts while its stopped holder keeps it),
+and a fresh lock file replaces ``.{name}.lock``. A staging folder is in use while a lock file of
+its chunk with its inode is held; anything else is a crashed download's leftover.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import threading
+import shutil
+import socket
 from pathlib import Path
-
-from litdata_io._tracer import trace_span
 
 LOCK_SUFFIX = ".lock"  # a download's lock: ``.{chunk}.lock``
 STAGING_SUFFIX = ".partial"  # a download's staging folder: ``.{chunk}.partial``
 LEDGER = ".cache-bytes"  # the folder's byte count (see ``_cache``)
+TAKEN_INFIX = ".taken-"  # a taken-over download's lock: ``.{chunk}.taken-{inode}.lock``
+HOST = socket.gethostname()
 
 try:
     import fcntl
@@ -35,15 +43,19 @@ __all__ = [
     "NB",
     "SH",
     "STAGING_SUFFIX",
+    "TAKEN_INFIX",
+    "clear_stale_staging",
     "delete_if_unused",
     "flock",
     "lock_exclusive",
-    "lock_exclusive_async",
     "open_pinned",
+    "owner_held",
     "release_lock_file",
     "reservation",
     "reserve",
     "same_file",
+    "staging_path",
+    "taken_path",
 ]
 
 
@@ -135,77 +147,88 @@ def lock_exclusive(path: Path, blocking: bool = True) -> int | None:
         os.close(fd)  # the holder deleted it while we waited: lock the current one
 
 
-async def lock_exclusive_async(path: Path) -> int:
-    """:func:`lock_exclusive` for async code: contended waits block a daemon thread, not the loop."""
-    while True:
-        fd = lock_exclusive(path, blocking=False)
-        if fd is None:
-            with trace_span("lock_wait", "lock", lock=path.name):
-                fd = await _await_lock_in_thread(_open_lock_file(path))
-            if same_file(fd, path) is None:
-                os.close(fd)  # the holder deleted it while we waited: lock the current one
-                continue
-        return fd
-
-
-async def _await_lock_in_thread(fd: int) -> int:
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    handoff = threading.Lock()
-    flags = {"abandoned": False, "delivered": False}
-
-    def wait_for_lock() -> None:
-        error: BaseException | None = None
-        try:
-            flock(fd, EX)
-        except BaseException as err:
-            error = err
-        with handoff:
-            if flags["abandoned"]:
-                os.close(fd)
-                return
-            flags["delivered"] = True
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(_settle, done, error)
-
-    # A daemon thread (not the loop's executor) so a stuck holder never blocks interpreter exit.
-    threading.Thread(target=wait_for_lock, name="litdata-chunk-lock", daemon=True).start()
-    try:
-        await done
-    except BaseException:
-        with handoff:
-            flags["abandoned"] = True
-            delivered = flags["delivered"]
-        if delivered:  # the thread handed the descriptor over: it is ours to close
-            os.close(fd)
-        raise
-    return fd
-
-
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
 def release_lock_file(fd: int, path: Path) -> None:
-    """Delete the lock file we hold, then release it (waiters notice the deletion and move on)."""
+    """Delete the lock file we hold, then release it (waiters notice the deletion and move on).
+
+    A lock that was taken over (see the module docstring) is deleted under its second name too.
+    """
     try:
-        if same_file(fd, path) is not None:
-            path.unlink()
-    except FileNotFoundError:
-        pass
+        for name in (path, taken_path(path, os.fstat(fd).st_ino)):
+            with contextlib.suppress(FileNotFoundError):
+                if same_file(fd, name) is not None:
+                    name.unlink()
     finally:
         os.close(fd)
 
 
+def taken_path(lock_path: Path, inode: int) -> Path:
+    """The second name a taken-over download's lock file ``lock_path`` (of ``inode``) gets."""
+    return lock_path.with_name(f"{lock_path.name.removesuffix(LOCK_SUFFIX)}{TAKEN_INFIX}{inode}{LOCK_SUFFIX}")
+
+
+def staging_path(final: Path, inode: int) -> Path:
+    """The staging folder of the download of ``final`` that holds the lock file of ``inode``."""
+    return final.with_name(f".{final.name}.{inode}{STAGING_SUFFIX}")
+
+
+def owner_held(final: Path, inode: int) -> bool:
+    """Whether some process holds a lock file of ``final``'s chunk whose inode is ``inode``.
+
+    That download may still write into its staging folder (it may be stopped, and resume).
+    """
+    lock_path = final.with_name(f".{final.name}{LOCK_SUFFIX}")
+    for name in (lock_path, taken_path(lock_path, inode)):
+        try:
+            fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        try:
+            if os.fstat(fd).st_ino != inode:
+                continue
+            try:
+                flock(fd, SH | NB)
+            except BlockingIOError:
+                return True
+        finally:
+            os.close(fd)
+    return False
+
+
+def clear_stale_staging(final: Path, own_inode: int) -> None:
+    """Remove the staging folders (and taken-over lock files) of ``final``'s chunk nobody uses.
+
+    Called by the download holding the chunk's lock (of ``own_inode``): a staging folder named
+    after that inode is a leftover (the inode number was used before), one named after a lock
+    file still held belongs to a download that may resume, any other is a crashed download's.
+    """
+    prefix = f".{final.name}."
+    lock_path = final.with_name(f".{final.name}{LOCK_SUFFIX}")
+    taken_prefix = f"{lock_path.name.removesuffix(LOCK_SUFFIX)}{TAKEN_INFIX}"
+    try:
+        entries = list(os.scandir(final.parent))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name.startswith(taken_prefix) and name.endswith(LOCK_SUFFIX):
+            delete_if_unused(Path(entry.path))  # its holder died
+        elif name.startswith(f"{lock_path.name}.") and name.endswith(".new"):
+            delete_if_unused(Path(entry.path))  # a takeover that crashed before it took its place
+        elif name == f"{prefix[:-1]}{STAGING_SUFFIX}":  # an older release's staging name
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif name.startswith(prefix) and name.endswith(STAGING_SUFFIX):
+            inode = name[len(prefix) : -len(STAGING_SUFFIX)]
+            if inode.isdigit() and (int(inode) == own_inode or not owner_held(final, int(inode))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def reserve(fd: int, nbytes: int) -> None:
-    """Record in the lock file we hold that our download will add ``nbytes`` to the cache."""
+    """Record in the lock file we hold that our download will add ``nbytes`` to the cache.
+
+    The pid and host that hold it follow, for the messages of processes waiting on it.
+    """
     os.ftruncate(fd, 0)
-    os.pwrite(fd, b"%d" % max(nbytes, 0), 0)
+    os.pwrite(fd, b"%d %d %s" % (max(nbytes, 0), os.getpid(), HOST.encode("utf-8", "replace")), 0)
 
 
 def reservation(path: Path) -> int:
@@ -222,7 +245,7 @@ def reservation(path: Path) -> int:
         try:
             flock(fd, SH | NB)
         except BlockingIOError:  # a download holds it
-            text = os.pread(fd, 32, 0)
+            text = os.pread(fd, 32, 0).split(b" ", 1)[0]
             return int(text) if text.isdigit() else 0
         return 0
     finally:

@@ -3,7 +3,8 @@
 The watchdog: when the training loop has waited inside ``next()`` for ``watchdog_s`` seconds, a daemon
 thread of the main process reads what every DataLoader worker publishes on its
 :class:`~litdata_io.internal.ActivityBoard` slot (the chunk download, decompression, lock or wait it is
-in) and reports it as a :class:`LoaderStallWarning` and a ``stall`` tracer event, again every
+in; a wait for another process's download names the chunk and that process's pid) and reports it
+as a :class:`LoaderStallWarning` and a ``stall`` tracer event, again every
 ``watchdog_s`` seconds while the stall lasts. The time the loop spends between batches (its
 training step, an evaluation mid-epoch) is not a stall: the clock runs only inside ``next()``.
 The loop itself only stores when it starts and stops waiting.

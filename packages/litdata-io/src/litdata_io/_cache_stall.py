@@ -1,0 +1,367 @@
+"""Waiting for another process's download of a chunk, and taking over one that stopped.
+
+A download holds ``LOCK_EX`` on ``.{chunk}.lock`` (``_cache_locks``); the kernel releases that lock
+when its holder dies, not when it is stopped (SIGSTOP, Ctrl-Z, a debugger, a frozen NFS client).
+So a process that wants the same chunk does not only wait for the lock: while it waits, it
+watches the download's progress (the files of its staging folder: sizes, blocks, mtimes; and the
+lock file's contents). When nothing changed for :func:`download_stall_seconds`
+(``LITDATA_DOWNLOAD_STALL_S``, default 60 s), it takes the download over: under the ledger's lock
+(so two waiters never both take over one download) it gives the stopped holder's lock file a
+second name, ``.{chunk}.taken-{inode}.lock``, and atomically replaces ``.{chunk}.lock`` with a
+fresh lock file it already holds. It then downloads the chunk like any holder, into its own
+staging folder.
+
+The stopped holder is left consistent. Its lock file keeps a name while it holds it, so its
+reservation still counts towards the cap (its staging folder, kept too, still holds its bytes).
+When it resumes, it finishes or fails its download into its own staging folder; a chunk is
+published with a hard link that never replaces a file already there, so whichever download
+finishes first publishes and the other drops its copy and uses the published one; each takes
+back only its own reservation from the ledger. Its release deletes its lock file under both names.
+
+While it waits, the waiter says what on (the DataLoader watchdog shows it): the chunk, the pid
+and host of the holder, and, on this host, whether ``/proc`` shows it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from litdata_io._activity import activity_begin, activity_end
+from litdata_io._cache_locks import (
+    EX,
+    HOST,
+    NB,
+    flock,
+    lock_exclusive,
+    same_file,
+    staging_path,
+    taken_path,
+)
+from litdata_io._tracer import trace_instant, trace_span
+
+__all__ = [
+    "ENV_STALL",
+    "DownloadStalledError",
+    "Superseded",
+    "download_stall_seconds",
+    "lock_download",
+    "publish_once",
+]
+
+ENV_STALL = "LITDATA_DOWNLOAD_STALL_S"
+DEFAULT_STALL_S = 60.0
+_STATES = {
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "D": "in uninterruptible I/O",
+    "Z": "exited",
+    "R": "running",
+    "S": "running",
+}
+
+
+class DownloadStalledError(OSError):
+    """A download of a chunk by another process made no progress and could not be taken over."""
+
+
+class Superseded(Exception):
+    """Another process published the chunk this download was fetching (it took the download over)."""
+
+
+def publish_once(ready: Path, final: Path) -> None:
+    """Give ``ready`` the name ``final`` unless a file is there already (:class:`Superseded` then).
+
+    Under the chunk's lock nobody else publishes, except a process that took over this download
+    while this process was stopped: its copy is as good, and replacing it would count it twice.
+    """
+    try:
+        os.link(ready, final)
+    except FileExistsError:
+        raise Superseded(f"{final} was published by the process that took its download over") from None
+    except OSError:  # no hard links on this filesystem: a takeover cannot happen on it either
+        os.replace(ready, final)
+        return
+    ready.unlink()
+
+
+def download_stall_seconds() -> float:
+    """How long a download may make no progress before a waiting process takes it over.
+
+    ``LITDATA_DOWNLOAD_STALL_S`` if set, else 60 s; 0 waits for the holder however long it takes.
+    """
+    raw = os.environ.get(ENV_STALL, "").strip()
+    if not raw:
+        return DEFAULT_STALL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise ValueError(
+            f"{ENV_STALL}={raw!r} must be a number of seconds >= 0 (how long a stalled chunk download of "
+            "another process is waited for before this one takes it over; 0 waits for ever)"
+        )
+    return value
+
+
+def describe_holder(lock_fd: int) -> str:
+    """Who holds the lock file open as ``lock_fd``: ``pid 123 on host (stopped)`` as far as known."""
+    fields = os.pread(lock_fd, 512, 0).decode("utf-8", "replace").split(" ", 2)
+    if len(fields) < 3 or not fields[1].isdigit():
+        return "another process (its pid is not recorded yet)"
+    pid, host = int(fields[1]), fields[2].strip()
+    if host != HOST:
+        return f"pid {pid} on {host}"
+    return f"pid {pid} ({_state(pid)})"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "state unknown"
+    code = stat.rpartition(")")[2].strip()[:1]
+    return _STATES.get(code, f"state {code}")
+
+
+def _holder_pid(lock_fd: int) -> int | None:
+    """The pid holding the lock file open as ``lock_fd`` if it runs on this host, else None."""
+    fields = os.pread(lock_fd, 512, 0).decode("utf-8", "replace").split(" ", 2)
+    if len(fields) < 3 or not fields[1].isdigit() or fields[2].strip() != HOST:
+        return None
+    return int(fields[1])
+
+
+def _bytes_read(pid: int) -> bytes:
+    """The holder's ``rchar`` (bytes it read, sockets included): it grows while a download receives."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as handle:
+            return handle.readline()
+    except OSError:
+        return b""
+
+
+def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
+    """What changes while the download holding ``lock_fd`` (of ``inode``) moves on.
+
+    Its staging folder (a download buffers up to a few MiB before it writes) and, for a holder on
+    this host, the bytes it read: a stopped process reads nothing.
+    """
+    seen: list[object] = [os.pread(lock_fd, 512, 0)]
+    pid = _holder_pid(lock_fd)
+    if pid is not None:
+        seen.append(_bytes_read(pid))
+    try:
+        entries = list(os.scandir(staging_path(final, inode)))
+    except (FileNotFoundError, NotADirectoryError):
+        return tuple(seen)
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            stat = entry.stat(follow_symlinks=False)
+            seen.append((entry.name, stat.st_size, stat.st_blocks, stat.st_mtime_ns))
+    return tuple(sorted(seen, key=repr))
+
+
+async def lock_download(
+    lock_path: Path, final: Path, label: str, serialize: Callable[[], AbstractContextManager[object]]
+) -> int:
+    """Hold the download lock ``lock_path`` of chunk ``final``; take over a download that stopped.
+
+    Args:
+        lock_path: ``.{chunk}.lock`` next to ``final``.
+        final: where the chunk is published.
+        label: the chunk's URL, for messages.
+        serialize: a lock every process of the cache folder takes around a takeover.
+
+    Returns:
+        A descriptor holding the lock.
+
+    Raises:
+        DownloadStalledError: the holder made no progress and this filesystem cannot take it over.
+    """
+    while True:
+        fd = lock_exclusive(lock_path, blocking=False)
+        if fd is not None:
+            return fd
+        fd = await _wait(lock_path, final, label, serialize)
+        if fd is not None:
+            return fd
+
+
+async def _wait(
+    lock_path: Path, final: Path, label: str, serialize: Callable[[], AbstractContextManager[object]]
+) -> int | None:
+    """Wait on the current lock file; its descriptor once held, or None to look again."""
+    stall_s = download_stall_seconds()
+    try:
+        fd = os.open(lock_path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None  # released and deleted meanwhile
+    waiter = _LockWaiter(fd)
+    inode = os.fstat(fd).st_ino
+    poll = min(max(stall_s / 8, 0.05), 1.0) if stall_s else 1.0
+    last, since = _progress(fd, final, inode), time.monotonic()
+    holder = describe_holder(fd)
+    token = activity_begin(_doing(label, holder, lock_path, stall_s))
+    owned = False
+    try:
+        with trace_span("lock_wait", "lock", lock=lock_path.name):
+            while True:
+                if await waiter.wait(poll):
+                    owned = True
+                    if same_file(fd, lock_path) is None:
+                        os.close(fd)  # the holder deleted it while we waited: lock the current one
+                        return None
+                    return fd
+                if same_file(fd, lock_path) is None:  # released, or taken over by another waiter
+                    waiter.abandon()
+                    return None
+                now, seen = time.monotonic(), _progress(fd, final, inode)
+                if describe_holder(fd) != holder:
+                    holder = describe_holder(fd)
+                    activity_end(token)
+                    token = activity_begin(_doing(label, holder, lock_path, stall_s))
+                if seen != last:
+                    last, since = seen, now
+                elif stall_s and now - since >= stall_s:
+                    taken = _take_over(lock_path, fd, final, inode, label, holder, stall_s, serialize)
+                    waiter.abandon()
+                    return taken
+    except BaseException:
+        if not owned:
+            waiter.abandon()
+        raise
+    finally:
+        activity_end(token)
+
+
+def _doing(label: str, holder: str, lock_path: Path, stall_s: float) -> str:
+    after = f"taken over after {stall_s:g} s without progress" if stall_s else f"{ENV_STALL}=0: no takeover"
+    return f"waiting for {holder} to download chunk {label} (lock {lock_path}; {after})"
+
+
+def _take_over(
+    lock_path: Path,
+    watched: int,
+    final: Path,
+    inode: int,
+    label: str,
+    holder: str,
+    stall_s: float,
+    serialize: Callable[[], AbstractContextManager[object]],
+) -> int | None:
+    """Replace the stalled lock file ``inode`` with one we hold; None if it changed meanwhile."""
+    with serialize():
+        if same_file(watched, lock_path) is None:
+            return None  # released, or another waiter took it over first
+        probe = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            try:
+                flock(probe, EX | NB)
+            except BlockingIOError:
+                pass
+            else:  # its holder died (or just released): the usual way is quicker
+                return None
+        finally:
+            os.close(probe)
+        second = taken_path(lock_path, inode)
+        fresh = lock_path.with_name(f"{lock_path.name}.{os.getpid()}.new")
+        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            flock(fd, EX)
+            os.pwrite(fd, b"0 %d %s" % (os.getpid(), HOST.encode("utf-8", "replace")), 0)
+            with contextlib.suppress(FileNotFoundError):
+                if same_file(watched, second) is None:
+                    second.unlink()  # a leftover of a crashed takeover of an earlier lock file
+            try:
+                if same_file(watched, second) is None:
+                    os.link(lock_path, second)
+            except OSError as err:
+                raise DownloadStalledError(
+                    f"chunk {label}: its download by {holder} made no progress for {stall_s:g} s (lock "
+                    f"{lock_path}), and this filesystem cannot take it over ({err}); resume or end that "
+                    f"process, or set {ENV_STALL}=0 to wait for it"
+                ) from err
+            if same_file(watched, second) is None:  # the lock file changed between the check and the link
+                with contextlib.suppress(FileNotFoundError):
+                    second.unlink()
+                return None
+            os.replace(fresh, lock_path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                fresh.unlink()
+            os.close(fd)
+            raise
+        if same_file(fd, lock_path) is None:
+            os.close(fd)
+            return None
+    trace_instant("takeover", "lock", chunk=final.name, holder=holder)
+    return fd
+
+
+class _LockWaiter:
+    """``LOCK_EX`` on ``fd`` awaited in a daemon thread, so the kernel wakes us as soon as it is free.
+
+    A daemon thread (not the loop's executor) so a stuck holder never blocks interpreter exit.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._handoff = threading.Lock()
+        self._abandoned = False
+        self._delivered = False
+        threading.Thread(target=self._run, name="litdata-chunk-lock", daemon=True).start()
+
+    def _run(self) -> None:
+        error: BaseException | None = None
+        try:
+            flock(self.fd, EX)
+        except BaseException as err:
+            error = err
+        with self._handoff:
+            if self._abandoned:
+                os.close(self.fd)
+                return
+            self._delivered = True
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self._loop.call_soon_threadsafe(_settle, self._done, error)
+
+    async def wait(self, timeout: float) -> bool:
+        """Whether the lock is ours, after at most ``timeout`` seconds; abandons it if cancelled."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        except TimeoutError:
+            return False
+        except BaseException:
+            self.abandon()
+            raise
+        return True
+
+    def abandon(self) -> None:
+        """Give up the wait; the descriptor is closed (now if the lock came, else when it comes)."""
+        with self._handoff:
+            if self._abandoned:
+                return
+            self._abandoned = True
+            delivered = self._delivered
+        if delivered:
+            os.close(self.fd)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

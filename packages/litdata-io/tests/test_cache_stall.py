@@ -1,0 +1,134 @@
+"""A download whose process is stopped is taken over (``_cache_stall``), with real processes.
+
+A forked child starts a download (slowed by ``FolderStorage(delay=...)``) and is SIGSTOPped while
+it holds the chunk's lock; this process, wanting the same chunk, takes it over after
+``LITDATA_DOWNLOAD_STALL_S`` and publishes its copy. The child, resumed, finds that copy, keeps
+it, and takes back only its own reservation: one copy, a right ledger, no lock or staging left.
+Before the takeover existed, the wait for the stopped child never ended (the test's timeout).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_format import ChunkInfo
+from litdata_io._cache import ChunkCache
+from litdata_io._cache_clear import clear_cache
+
+
+def _load_folder_storage() -> Any:
+    name = "_litdata_io_tests_folder_storage"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_folder_storage.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].FolderStorage
+
+
+FolderStorage = _load_folder_storage()
+FORK = multiprocessing.get_context("fork")
+pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
+
+
+def _child(root: Path, src: Path, info: ChunkInfo, out: Path) -> None:
+    cache = ChunkCache(root, FolderStorage(src, delay=3.0), "1MB")
+    with cache.use(info) as path:
+        out.write_bytes(path.read_bytes())
+
+
+def _stop_when_downloading(pid: int, lock: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            fields = lock.read_text().split()
+        except FileNotFoundError:
+            fields = []
+        if fields and fields[0].isdigit() and int(fields[0]) > 0:  # its reservation is written: it downloads
+            os.kill(pid, signal.SIGSTOP)
+            return
+        time.sleep(0.01)
+    raise AssertionError("the child never started its download")
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_download_is_taken_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = os.urandom(5000)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "chunk-0-0.bin").write_bytes(data)
+    info = ChunkInfo("chunk-0-0.bin", len(data), 1)
+    root = tmp_path / "ds"
+    child = FORK.Process(target=_child, args=(root, tmp_path / "src", info, tmp_path / "child.out"))
+    child.start()
+    pid = child.pid
+    assert pid is not None
+    try:
+        lock = root / ".chunk-0-0.bin.lock"
+        _stop_when_downloading(pid, lock)
+        inode = lock.stat().st_ino
+        monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "0.5")
+        cache = ChunkCache(root, FolderStorage(tmp_path / "src"), "1MB")
+        with cache.use(info) as path:  # before the takeover: waited for the stopped child for ever
+            assert path.read_bytes() == data
+        taken = root / f".chunk-0-0.bin.taken-{inode}.lock"
+        assert taken.exists() and taken.read_text().split()[1] == str(pid)  # still the child's
+        assert (root / f".chunk-0-0.bin.{inode}.partial").is_dir()  # kept: the child may resume
+        os.kill(pid, signal.SIGCONT)
+        child.join(60)
+        assert child.exitcode == 0
+        assert (tmp_path / "child.out").read_bytes() == data
+        assert sorted(os.listdir(root)) == [".cache-bytes", "chunk-0-0.bin"]
+        assert int((root / ".cache-bytes").read_text().split()[0]) == len(data)
+    finally:
+        if child.is_alive():
+            os.kill(pid, signal.SIGCONT)
+            child.kill()
+            child.join()
+
+
+def test_clear_keeps_what_a_stopped_download_holds(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    root.mkdir()
+    lock = root / ".chunk-0-0.bin.lock"
+    lock.write_text("10 1 elsewhere")
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a stopped holder's, moved aside by a takeover
+    inode = os.fstat(fd).st_ino
+    taken = root / f".chunk-0-0.bin.taken-{inode}.lock"
+    os.rename(lock, taken)
+    staging = root / f".chunk-0-0.bin.{inode}.partial"
+    staging.mkdir()
+    (staging / "chunk-0-0.bin").write_bytes(b"half")
+    stale = root / ".chunk-0-0.bin.99.partial"  # a crashed download's
+    stale.mkdir()
+    try:
+        result = clear_cache(root)
+        assert sorted(result.in_use) == sorted([staging, taken])
+        assert not stale.exists()
+    finally:
+        os.close(fd)
+    clear_cache(root)
+    assert not root.exists()
+
+
+def test_the_stall_bound_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from litdata_io._cache_stall import download_stall_seconds
+
+    monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "soon")
+    with pytest.raises(ValueError, match="LITDATA_DOWNLOAD_STALL_S='soon'"):
+        download_stall_seconds()
+    monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "0")
+    assert download_stall_seconds() == 0
+    monkeypatch.delenv("LITDATA_DOWNLOAD_STALL_S")
+    assert download_stall_seconds() == 60
