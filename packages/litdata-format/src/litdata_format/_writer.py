@@ -356,8 +356,8 @@ def check_writer_options(
     """
     if chunk_size is not None and chunk_bytes is not None:
         raise ValueError(
-            "Either one of the `chunk_size` or the `chunk_bytes` need to be provided: give chunk_size or "
-            "chunk_bytes, not both"
+            "give either chunk_size or chunk_bytes, not both (Either one of the `chunk_size` or the `chunk_bytes` "
+            "need to be provided)"
         )
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
