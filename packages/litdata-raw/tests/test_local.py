@@ -132,7 +132,7 @@ def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         StreamingRawDataset(tmp_path / "missing", cache_dir=tmp_path / "cache")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="no files found"):
+    with pytest.raises(ValueError, match="No files found"):
         StreamingRawDataset(tmp_path / "empty", cache_dir=tmp_path / "cache")
     (tmp_path / "file.bin").write_bytes(b"x")
     with pytest.raises(NotADirectoryError):

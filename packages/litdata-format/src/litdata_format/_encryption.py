@@ -198,8 +198,8 @@ class Encryption(ABC):
             mine = self.algorithm if key == "algorithm" else self.level
             if recorded.get(key) != mine:
                 raise ValueError(
-                    f"{source}: the dataset is encrypted with {key} {recorded.get(key)!r}, but the given "
-                    f"encryption uses {mine!r}"
+                    f"Encryption {key} mismatch. {source}: the dataset is encrypted with {key} "
+                    f"{recorded.get(key)!r}, but the given encryption uses {mine!r}"
                 )
 
     @abstractmethod

@@ -248,7 +248,10 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
         hint = ""
         if path.parent.is_dir() and any(_RANK_INDEX.match(p.name) for p in path.parent.iterdir()):
             hint = " It has per-rank index files: finish it with litdata_format.complete_dataset(dir)."
-        raise IndexNotFoundError(f"{path}: no index.json here; is this an optimized dataset?{hint}") from None
+        raise IndexNotFoundError(
+            f"The provided dataset `{path.parent}` doesn't contain any {INDEX_FILENAME} file ({path}: no index.json "
+            f"here); is this an optimized dataset?{hint}"
+        ) from None
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -323,7 +326,8 @@ def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") ->
         if diff:
             fields = "; ".join(f"{key}: {first.config.get(key)!r} vs {part.config.get(key)!r}" for key in diff)
             raise ValueError(
-                f"{source}: {part.source} has a different sample layout than {first.source} ({fields}). {hint}".strip()
+                f"{source}: The config isn't consistent between chunks: {part.source} has a different sample "
+                f"layout than {first.source} ({fields}). {hint}".strip()
             )
     return DatasetIndex([c for part in filled for c in part.chunks], first.config, str(time.time()), source)
 
@@ -340,6 +344,10 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
         ValueError: a rank's index stores its samples differently from the others.
     """
     directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(
+            f"Dataset directory does not exist: {directory} (complete_dataset needs the folder the writers wrote into)"
+        )
     files = rank_index_files(directory)
     if not files:
         return load_index(directory)

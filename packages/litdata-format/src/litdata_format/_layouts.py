@@ -64,8 +64,9 @@ def open_chunk(
     if index.encryption:
         if encryption is None:
             raise ValueError(
-                f"{index.source}: the dataset is encrypted ({index.encryption.get('algorithm')}, level "
-                f"{index.encryption.get('level')}); pass encryption=... with the key it was written with"
+                f"Data is encrypted but no encryption object was provided. {index.source}: the dataset is "
+                f"encrypted ({index.encryption.get('algorithm')}, level {index.encryption.get('level')}); pass "
+                "encryption=... with the key it was written with"
             )
         encryption.check_matches(index.encryption, index.source)
         if index.encryption.get("level") == "chunk":

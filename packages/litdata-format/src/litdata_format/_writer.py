@@ -355,7 +355,10 @@ def check_writer_options(
         ValueError, TypeError: an option is invalid or does not go with another; the message names it.
     """
     if chunk_size is not None and chunk_bytes is not None:
-        raise ValueError("give either chunk_size or chunk_bytes, not both")
+        raise ValueError(
+            "give either chunk_size or chunk_bytes, not both (Either one of the `chunk_size` or the `chunk_bytes` "
+            "need to be provided)"
+        )
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     if item_loader is not None and not isinstance(item_loader, BaseItemLoader):

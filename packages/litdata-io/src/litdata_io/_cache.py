@@ -78,6 +78,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -128,6 +129,7 @@ __all__ = ["ChunkCache", "ChunkDownloadError", "resolve_max_cache_size"]
 
 _GB = 1000**3
 _RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large enough
+_log = logging.getLogger("litdata_io")
 _DEFAULT_FRACTION = 0.75
 _FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
 _LEDGER_WIDTH = 48
@@ -166,7 +168,14 @@ def resolve_max_cache_size(value: int | float | str | None, cache_dir: str | os.
         budget = int(free * _DEFAULT_FRACTION)
         if free > _RESERVE_BYTES:
             budget = min(budget, free - _RESERVE_BYTES)
-        return max(budget, 1)
+        budget = max(budget, 1)
+        # As upstream logs it (INFO): the budget a default gave is otherwise invisible.
+        _log.info(
+            "max_cache_size is unset; using %.1f GB (75%% of free disk, leaving 50 GB free when possible) on %s.",
+            budget / 1e9,
+            cache_dir,
+        )
+        return budget
     fraction: float | None = None
     if isinstance(value, float):
         fraction = value

@@ -234,7 +234,9 @@ def run_workers(
             elif isinstance(event, Done):
                 summaries[event.rank] = event.summary
             elif isinstance(event, Failed):
-                raise WorkerError(f"{desc}: {event.headline}", event.rank, event.input, event.position, event.traceback)
+                # "We found the following error": upstream's words, which code written for it may match.
+                message = f"{desc}: {event.headline} (We found the following error in the worker; traceback above)"
+                raise WorkerError(message, event.rank, event.input, event.position, event.traceback)
 
         while len(summaries) < len(procs):
             if feeder is not None and feeder.error is not None:

@@ -114,9 +114,12 @@ def check_inputs(inputs: Any, what: str) -> list[Any]:
     """``inputs`` as a list; it must be a non-empty sequence (not a string, not an iterator)."""
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
-        raise ValueError(f"{what}: inputs must be a sequence such as a list, got {type(inputs).__name__}{hint}")
+        raise ValueError(
+            f"{what}: The provided inputs should be a non-empty sequence: inputs must be a sequence such as a list, "
+            f"got {type(inputs).__name__}{hint}"
+        )
     if len(inputs) == 0:
-        raise ValueError(f"{what}: inputs is empty; there is nothing to process")
+        raise ValueError(f"{what}: The provided inputs should be non empty. Found []: there is nothing to process")
     return list(inputs)
 
 

@@ -60,7 +60,10 @@ def merge_datasets(
         storage_options: credentials and endpoint for the URLs.
     """
     if len(input_dirs) < 2:
-        raise ValueError(f"merge_datasets: give at least two input_dirs to merge, got {len(input_dirs)}")
+        raise ValueError(
+            f"merge_datasets: The input directories needs to be defined: give at least two input_dirs to merge, "
+            f"got {len(input_dirs)}"
+        )
     target = open_output(output_dir, storage_options, "merge_datasets")
     sources = [_source(d, storage_options) for d in input_dirs]
     for source in sources:

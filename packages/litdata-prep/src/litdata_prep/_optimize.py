@@ -108,8 +108,9 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
         # Files optimize does not write are left alone (as upstream does): only a dataset is refused.
         raise DatasetExistsError(
             f"optimize: output_dir {output.display} already holds an optimized dataset (index.json). Datasets are "
-            "immutable: choose a new output_dir (e.g. with a version or a {%Y-%m-%d} suffix), or pass "
-            "mode='append' to add to it or mode='overwrite' to replace it"
+            "immutable: choose a new output_dir (e.g. with a version or a {%Y-%m-%d} suffix).\n HINT: If you want "
+            "to append/overwrite to the existing dataset, pass mode='append' to add to it or mode='overwrite' to "
+            "replace it"
         )
     if nodes.num_nodes > 1:
         # Other nodes may already be writing: stale files are removed by the merging node at the end.
@@ -239,7 +240,10 @@ def optimize(
     if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
         raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
     if mode not in (None, "append", "overwrite"):
-        raise ValueError(f"optimize: mode must be None, 'append' or 'overwrite', got {mode!r}")
+        raise ValueError(
+            f"optimize: The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
+            f"'overwrite', got {mode!r}"
+        )
     if ray_executor(executor, "optimize") is not None and (queue is not None or align_chunking):
         raise ValueError(
             "optimize: executor='ray' cuts a list of inputs into batches for the cluster's workers; a queue and "

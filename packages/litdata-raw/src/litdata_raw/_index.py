@@ -35,6 +35,11 @@ __all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "deco
 
 logger = logging.getLogger("litdata_raw")
 
+
+class MissingFolderError(FileNotFoundError, ValueError):
+    """A local ``input_dir`` that does not exist (also the ``ValueError`` upstream raises for it)."""
+
+
 INDEX_FILENAME = "index.json.zstd"
 _REMOTE_TAG = ".index.json.zstd.remote"  # which remote object the local copy is
 
@@ -136,7 +141,7 @@ class BaseIndexer(ABC):
         files = self.discover_files(input_dir, storage_options)
         if not files:
             raise ValueError(
-                f"no files found in {input_dir}: put the files there, or check the path "
+                f"No files found in {input_dir}: put the files there, or check the path "
                 "(and the indexer's extensions filter)"
             )
         data = encode_index(files, input_dir)
@@ -232,7 +237,7 @@ class FileIndexer(BaseIndexer):
         if resolved.url is None:
             folder = Path(root)
             if not folder.exists():
-                raise FileNotFoundError(f"input_dir {root} does not exist")
+                raise MissingFolderError(f"No files found in {root}: input_dir {root} does not exist")
             if not folder.is_dir():
                 raise NotADirectoryError(f"input_dir {root} is a file, not a folder of files")
         storage = get_storage(root, storage_options)

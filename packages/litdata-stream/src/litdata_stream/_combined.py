@@ -76,11 +76,14 @@ class CombinedStreamingDataset(MixedDataset):
     ) -> None:
         super().__init__(datasets, seed, force_override_state_dict)
         if batching_method not in _METHODS:
-            raise ValueError(f"batching_method must be 'stratified' or 'per_stream', got {batching_method!r}")
+            raise ValueError(
+                f"Invalid batching method: {batching_method!r}; batching_method must be 'stratified' or 'per_stream'"
+            )
         if weights is not None and iterate_over_all:
             raise ValueError(
-                "weights need iterate_over_all=False: when iterating over all datasets every sample of every "
-                "dataset is yielded, and each dataset weighs its number of samples"
+                "When `iterate_over_all` is set to True, the weights argument shouldn't be provided: weights need "
+                "iterate_over_all=False. When iterating over all datasets every sample of every dataset is "
+                "yielded, and each dataset weighs its number of samples"
             )
         if weights is None:
             sizes = [d.num_samples for d in self._datasets]

@@ -32,6 +32,7 @@ from litdata_stream._collate import (
 )
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import LoaderPass, new_token, worker_token
+from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._profiling import (
     ProfiledCollate,
     ProfiledWorkerInit,
@@ -96,9 +97,9 @@ class StreamingDataLoader(DataLoader):
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, LoaderDataset):
-            raise TypeError(
-                "StreamingDataLoader needs a StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset, "
-                f"got {type(dataset).__name__}"
+            raise NotAStreamingDatasetError(
+                "The provided dataset should be either an instance of StreamingDataset, CombinedStreamingDataset or "
+                f"ParallelStreamingDataset. Found a {type(dataset).__name__}: StreamingDataLoader reads only these"
             )
         if kwargs.get("in_order") is False:
             raise ValueError("StreamingDataLoader needs in_order=True: the resume point is derived from the order")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -17,7 +18,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
-from litdata_format.internal import normalize_key
+from litdata_format.internal import normalize_key, parse_size
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_io.internal import activity_begin, activity_end, fork_generation
@@ -25,6 +26,7 @@ from litdata_stream._collate import Batching, concat_batches, finish_batch, litd
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
+from litdata_stream._errors import NotCallableError
 from litdata_stream._fetch import fetch_many
 from litdata_stream._origin import locate_chunks, open_source
 from litdata_stream._parquet_index import split_file_pattern
@@ -56,6 +58,9 @@ from litdata_stream._upstream_state import (
 __all__ = ["StreamingDataset"]
 
 _STATE_VERSION = 1
+# Upstream LitData's logger name, so logging set up for upstream (levels, filters, handlers) applies.
+logger = logging.getLogger("litdata.streaming.dataset")
+_SMALL_CACHE_BYTES = 25 * 10**9
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
@@ -88,6 +93,30 @@ def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle
             parts[c].append(np.arange(min(lengths[c], take)))
             take -= lengths[c]
     return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
+
+
+def _notice_small_cache(max_cache_size: Any) -> None:
+    """Log, as upstream does, when a fixed ``max_cache_size`` is under 25 GB (fractions and None are not checked)."""
+    if isinstance(max_cache_size, bool) or not isinstance(max_cache_size, (int, str)):
+        return
+    if isinstance(max_cache_size, str) and "." in max_cache_size:
+        try:
+            float(max_cache_size)  # "0.9": a fraction of the free space
+            return
+        except ValueError:
+            pass  # "1.5GB": a size
+    try:
+        size = parse_size(max_cache_size, name="max_cache_size")
+    except (TypeError, ValueError):
+        return  # the cache reports a malformed value when it opens, naming it
+    if size < _SMALL_CACHE_BYTES:
+        logger.warning(
+            "The provided `max_cache_size` is less than 25GB. It is %s bytes: with several DataLoader workers "
+            "each holding the chunk being read and `max_pre_download` chunks ahead, a small cache evicts chunks "
+            "that are read again soon (and waits for room); consider at least 25GB, or a fraction such as 0.5 of "
+            "the free disk.",
+            f"{size:,}",
+        )
 
 
 class StreamingDataset(EpochsOwner, IterableDataset):
@@ -168,7 +197,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     ) -> None:
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
-            raise ValueError(f"subsample must be a positive number, got {subsample!r}")
+            raise ValueError(f"subsample must be a float with value greater than 0, got {subsample!r}")
         input_dir, self.file_pattern = split_file_pattern(input_dir)  # ".../train-*.parquet"
         self.input_dir = input_dir
         self.cache_dir = cache_dir
@@ -192,17 +221,22 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         elif isinstance(transform, Sequence) and all(callable(t) for t in transform):
             self._transforms = list(transform)
         else:
-            raise TypeError(f"transform must be a callable or a list of callables, got {transform!r}")
+            raise NotCallableError(
+                f"Transform should be a callable. Found {transform!r}: transform must be a callable or a list of "
+                "callables"
+            )
 
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         if not self.drop_last and self.distributed_env.world_size > 1:
-            warnings.warn(
-                "drop_last=False with several processes: ranks may get different numbers of batches, and a "
-                "collective operation in the training step can then hang. Prefer drop_last=True.",
-                UserWarning,
-                stacklevel=2,
+            # A log record, as upstream (its words first): a configuration to know about, not a mistake.
+            logger.warning(
+                "You're operating within a distributed environment and have disabled the `drop_last` option. "
+                "Please note that this configuration may lead to training interruptions if your system depends "
+                "on distributed collectives. (Ranks may get different numbers of batches, and a collective "
+                "operation in the training step can then hang; prefer drop_last=True.)"
             )
+        _notice_small_cache(max_cache_size)
         self.posix: PosixProfile = detect_posix(_local_path(input_dir))
         # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
         self.origin: ChunkOrigin = locate_chunks(
@@ -720,8 +754,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                     continue
                 if state[field] != getattr(self, field):
                     raise ValueError(
-                        f"the state dict was recorded with {field}={state[field]!r} but this dataset has "
-                        f"{field}={getattr(self, field)!r}; use the same value or force_override_state_dict=True"
+                        f"The provided `{field}` state doesn't match the current one. Found "
+                        f"`{getattr(self, field)!r}` instead of `{state[field]!r}`: the state dict was recorded with "
+                        f"{field}={state[field]!r} but this dataset has {field}={getattr(self, field)!r}; use the "
+                        "same value or force_override_state_dict=True"
                     )
         self._epochs.set(int(state["epoch"]))
         self._resume = {

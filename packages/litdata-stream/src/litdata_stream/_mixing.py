@@ -14,6 +14,7 @@ from torch.utils.data import IterableDataset
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
+from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
 from litdata_stream._protocol import LoaderPlan
 from litdata_stream._upstream_state import is_upstream_state
@@ -33,10 +34,6 @@ def round_robin(batches: Sequence[int], delivered: int, first: int = 0) -> tuple
     return consumed_per_worker(plans, 1, False, delivered, first)
 
 
-class NotAStreamingDatasetError(TypeError, RuntimeError):
-    """Something that is not a StreamingDataset was given to mix (a ``RuntimeError`` as upstream raises)."""
-
-
 class MixedDataset(EpochsOwner, IterableDataset):
     """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
 
@@ -50,6 +47,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
         for i, dataset in enumerate(datasets):
             if not isinstance(dataset, StreamingDataset):
                 raise NotAStreamingDatasetError(
+                    "The provided datasets should be instances of the StreamingDataset. "
                     f"{self.kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset; "
                     "open each optimized dataset with StreamingDataset(input_dir) first"
                 )

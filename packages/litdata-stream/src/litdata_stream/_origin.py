@@ -43,8 +43,10 @@ def locate_chunks(
     if resolved.url is None and resolved.path is not None:
         directory = Path(resolved.path)
         if not directory.is_dir():
+            # Opens with upstream's words, which code written for upstream may match.
             raise FileNotFoundError(
-                f"input_dir {str(input_dir)!r} is not a directory (nor a URL such as s3://bucket/path)"
+                f"The provided dataset path `{directory}` does not exist: input_dir {str(input_dir)!r} is not a "
+                "directory (nor a URL such as s3://bucket/path)"
             )
         if in_place:
             index = select_files(local_dataset_index(directory, index_path, cache_setting), file_pattern)

@@ -66,8 +66,8 @@ def _wants_generators(fn: Callable[..., Any]) -> bool:
     required = [p for p in positional if p.default is p.empty]
     if not positional or len(required) > 2:
         raise ValueError(
-            f"transform must take the samples and optionally the random generators (1 or 2 arguments), "
-            f"but it takes {len(positional)} positional arguments ({len(required)} required)"
+            f"transform function must take 1 or 2 arguments (the samples and optionally the random "
+            f"generators), but it takes {len(positional)} positional arguments ({len(required)} required)"
         )
     return len(positional) >= 2
 
@@ -130,7 +130,10 @@ class ParallelStreamingDataset(MixedDataset):
         if length is not None and not (
             (isinstance(length, int) and not isinstance(length, bool) and length >= 0) or length == math.inf
         ):
-            raise ValueError(f"length must be None, a non-negative int or float('inf'), got {length!r}")
+            raise ValueError(
+                f"`length` must be `None`, an integer, or `float('inf')`: length must be None, a non-negative int "
+                f"or float('inf'), got {length!r}"
+            )
         if length is not None and any(d.num_samples == 0 for d in self._datasets):
             empty = [i for i, d in enumerate(self._datasets) if d.num_samples == 0]
             raise ValueError(f"cannot cycle empty datasets (datasets{empty} have no samples); use length=None")

@@ -298,7 +298,8 @@ def remote_parquet_index(storage: Storage, cache_dir: Path) -> tuple[DatasetInde
     files = parquet_files(storage)
     if not files:
         raise IndexNotFoundError(
-            f"{storage.url_for(INDEX_FILENAME)}: no such object, and {_NONE_FOUND}; "
+            f"The provided dataset `{storage.url}` doesn't contain any {INDEX_FILENAME} file "
+            f"({storage.url_for(INDEX_FILENAME)}: no such object), and {_NONE_FOUND}; "
             "is this an optimized dataset (or a folder of Parquet files)?"
         )
     # Quotes differ between backends (a forked worker may use another client): not part of the identity.

@@ -82,8 +82,8 @@ def profile_settings(
         )
     if tracing and num_workers < 1:
         raise ValueError(
-            "profile_batches traces DataLoader worker 0, so it needs num_workers >= 1 "
-            "(use profile_cprofile=True to profile a num_workers=0 loader)"
+            "profile_batches traces DataLoader worker 0, so it needs num_workers >= 1 (Profiling is supported only "
+            "with num_workers >= 1; use profile_cprofile=True to profile a num_workers=0 loader)"
         )
     if tracing:
         try:

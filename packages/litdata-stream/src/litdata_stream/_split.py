@@ -43,9 +43,12 @@ def train_test_split(
         raise ValueError("splits is empty; give one fraction per split, e.g. splits=[0.8, 0.1, 0.1]")
     for value in fractions:
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= 1:
-            raise ValueError(f"each split must be a fraction in [0, 1], got {value!r}")
+            raise ValueError(
+                f"Each Split should be a float with each value in [0,1]: each split must be a fraction in [0, 1], "
+                f"got {value!r}"
+            )
     if math.fsum(fractions) > 1 + 1e-9:
-        raise ValueError(f"the splits sum to {math.fsum(fractions):g}; they must sum to at most 1")
+        raise ValueError(f"Splits' sum must be less than 1: the splits sum to {math.fsum(fractions):g}")
 
     lengths = np.asarray(dataset.samples_per_chunk, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
