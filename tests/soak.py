@@ -89,7 +89,8 @@ class SoakConfig:
         max_pre_download: chunks each worker fetches ahead.
         kill_worker: SIGKILL a DataLoader worker of env rank 1 after the checkpoint.
         stop_downloader: SIGSTOP the process downloading a chunk in epoch 1 for ``stop_s`` seconds.
-        stop_s: how long it stays stopped.
+        stop_s: how long it stays stopped (longer while another process waits on one of its locks,
+            until that wait exceeds ``watchdog_s``: without a takeover its rank then stalls).
         deadline_s: the bound on every wait (a rank exits with its stacks after it).
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
@@ -587,12 +588,31 @@ class _Soak:
             owners = [r.name for r in self.ranks if r.proc.pid == session]
             self.report.exempt.update(owners)
         waiters: set[int] = set()
-        while time.monotonic() - stopped_at < self.config.stop_s:
+        blocked: dict[str, set[int]] = {}  # lock file the stopped process holds: who waited for it
+        since: dict[int, float] = {}  # waiter: when it was first seen waiting (while it still waits)
+        # Stopped for stop_s, and longer while another process has waited on one of its locks for
+        # less than the watchdog's limit and a margin: a waiter that is never released (nobody
+        # takes the download over) then certainly stalls its rank past the limit.
+        while True:
+            now = time.monotonic()
             waiters.update(p for p, waiting in _flocks(inode) if waiting)
+            locks = _all_flocks()
+            held = {ino for ino, (holder, waiting) in locks if holder == pid and not waiting}
+            waiting_now = {other for ino, (other, waiting) in locks if waiting and ino in held}
+            for ino, (other, waiting) in locks:
+                if waiting and ino in held:
+                    blocked.setdefault(_cache_file(self.cache, ino), set()).add(other)
+            since = {other: since.get(other, now) for other in waiting_now}
+            longest = now - min(since.values(), default=now)
+            if now - stopped_at >= self.config.stop_s and not 0 < longest < self.config.watchdog_s + 15:
+                break
+            if now - stopped_at > self.config.deadline_s:
+                break
             time.sleep(0.1)
         _signal(pid, signal.SIGCONT)
         self.report.stopped = {"chunk": chunk, "pid": pid, "rank": owners, "waiters": sorted(waiters),
-                               "seconds": self.config.stop_s}  # fmt: skip
+                               "blocked_on_its_locks": {k: sorted(v) for k, v in blocked.items()},
+                               "seconds": round(time.monotonic() - stopped_at, 1)}  # fmt: skip
 
     # -- watching --------------------------------------------------------------------------------
 
@@ -736,6 +756,30 @@ def _flocks(inode: int) -> Iterator[tuple[int, bool]]:
                 fields = fields[:1] + fields[2:]
             if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
                 yield int(fields[4]), waiting
+
+
+def _all_flocks() -> list[tuple[int, tuple[int, bool]]]:
+    """(inode, (pid, waiting)) of every flock on the machine."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            waiting = len(fields) > 1 and fields[1] == "->"
+            if waiting:
+                fields = fields[:1] + fields[2:]
+            if len(fields) >= 6 and fields[1] == "FLOCK":
+                found.append((int(fields[5].rsplit(":", 1)[-1]), (int(fields[4]), waiting)))
+    return found
+
+
+def _cache_file(cache: Path, inode: int) -> str:
+    """The name of the file under ``cache`` with this inode (or the inode)."""
+    for folder, _, names in os.walk(cache):
+        for name in names:
+            with contextlib.suppress(OSError):
+                if os.stat(os.path.join(folder, name)).st_ino == inode:
+                    return name
+    return f"inode {inode}"
 
 
 def _count_faults(proxy: FaultProxy) -> dict[str, int]:

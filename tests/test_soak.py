@@ -63,4 +63,5 @@ def test_soak(config: SoakConfig, s3_server: S3Server, tmp_path: Path) -> None:
     assert report.faults.get("pass", 0) > 0 and {"reset", "503", "stall"} <= set(report.faults), report.faults
     assert report.killed_worker, "no DataLoader worker was killed"
     if config.stop_downloader:
-        assert report.stopped.get("waiters"), f"nobody waited for the stopped download: {report.stopped}"
+        # someone needed what the stopped process held (and, by the checks above, got it in time)
+        assert report.stopped.get("blocked_on_its_locks"), f"nobody waited for the stopped process: {report.stopped}"
