@@ -80,7 +80,7 @@ def main() -> int:
     passed = 0
     with start_moto() as server:
         seed = 0
-        while time.monotonic() < ends:
+        while seed == 0 or time.monotonic() < ends:  # at least one round
             folder = base / f"round-{seed:04d}"
             report = run_soak(_config(args, seed), server, folder)
             problems = report.problems()
