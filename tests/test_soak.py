@@ -42,7 +42,8 @@ ROUNDS = [
     ),
     # A downloader SIGSTOPped for 30 s while it holds a chunk others wait for.
     pytest.param(
-        SoakConfig(stop_downloader=True),
+        # branch stalled's takeover bound (default 60 s, the watchdog limit here): well under the limit
+        SoakConfig(stop_downloader=True, extra_env={"LITDATA_DOWNLOAD_STALL_S": "15"}),
         id="stop",
         marks=_later("stop", "stalled", "a waiter blocks on a stopped downloader's lock until it is continued"),
     ),
