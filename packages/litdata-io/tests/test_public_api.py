@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+
+import pytest
 
 import litdata_io
 
@@ -71,3 +75,69 @@ def test_start_forkserver_loads_the_script_once_in_the_server(tmp_path: Path) ->
     script.write_text(_FORKSERVER_SCRIPT)
     done = subprocess.run([sys.executable, str(script)], check=True, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "(True, None)"  # loaded by the server; the path did not leak into workers
+
+
+_KILLED_SCRIPT = """
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+
+
+def worker(ready):
+    # What torch's DataLoader worker does: run until its parent (here the forkserver) is gone.
+    parent = os.getppid()
+    ready.put(os.getpid())
+    while os.getppid() == parent:
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    from litdata_io import start_forkserver
+
+    start_forkserver()
+    context = mp.get_context("forkserver")
+    ready = context.Queue()
+    context.Process(target=worker, args=(ready,)).start()
+    print(ready.get(timeout=60), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # a preemption: no cleanup at all
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_forkserver_and_its_workers_exit_when_their_starter_is_killed(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    script = tmp_path / "job.py"
+    script.write_text(_KILLED_SCRIPT)
+    log = tmp_path / "job.log"
+    with log.open("wb") as sink:  # not a pipe: what outlives the script would hold it open
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=sink, stderr=sink, start_new_session=True)
+    try:
+        proc.wait(timeout=120)
+        assert proc.returncode == -9, log.read_text()
+        deadline = time.monotonic() + 15
+        while (left := _in_session(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Before: CPython's server waits for its "alive" pipe, which it handed to the worker, and the
+        # worker waits for the server: both ran forever.
+        assert not left, f"the forkserver or its worker outlived the process that started them: {left}"
+    finally:
+        for pid in _in_session(proc.pid):
+            os.kill(pid, 9)
+
+
+def _in_session(session: int) -> list[int]:
+    """The live processes of a session (the ones a killed process left behind)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split() if stat else []
+        if fields and fields[0] != "Z" and int(fields[3]) == session:
+            found.append(int(entry.name))
+    return found

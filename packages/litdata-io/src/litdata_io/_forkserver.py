@@ -7,6 +7,13 @@ again: a script that imports torch costs each DataLoader worker 1-2 s, at every 
 :func:`start_forkserver` starts the server with the path in ``LITDATA_FORKSERVER_MAIN`` and
 this module in its preload list; imported in the server, the module loads the script as
 ``__mp_main__``, exactly as spawn would, and the forked workers then find it already loaded.
+
+The server also exits with the process that started it, even one killed with SIGKILL
+(:func:`_exit_with_parent`): CPython's server exits only when every holder of its "alive" pipe is
+gone, and it hands that pipe to every worker it forks, while torch's DataLoader workers exit only
+when their parent, the server, is gone. A training process killed with ``kill -9`` (a
+preemption, the OOM killer) used to leave its server and its DataLoader workers running forever,
+still pinning the cached chunks they were reading.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Sequence
 __all__ = ["start_forkserver"]
 
 _ENV = "LITDATA_FORKSERVER_MAIN"
+_PARENT_ENV = "LITDATA_FORKSERVER_PARENT"
 
 
 def start_forkserver(modules: Sequence[str] = ()) -> None:
@@ -38,10 +46,12 @@ def start_forkserver(modules: Sequence[str] = ()) -> None:
     path = spawn.get_preparation_data("ignore").get("init_main_from_path") if "__main__" in wanted else None
     if path:
         os.environ[_ENV] = path  # the server inherits the environment it is started with
+    os.environ[_PARENT_ENV] = str(os.getpid())
     try:
         forkserver.ensure_running()
     finally:
         os.environ.pop(_ENV, None)
+        os.environ.pop(_PARENT_ENV, None)
 
 
 def _load_main_in_server() -> None:
@@ -65,5 +75,35 @@ def _load_main_in_server() -> None:
         del me._inheriting  # pyright: ignore[reportAttributeAccessIssue]
 
 
-if os.environ.get(_ENV):  # imported by the forkserver process, as a preloaded module
+def _exit_with_parent() -> None:
+    """In the server (Linux): exit as soon as the process that started it is gone.
+
+    The kernel's parent-death signal (``PR_SET_PDEATHSIG``) tells the server; its workers then see
+    their parent change and exit too (torch's worker loop checks every 5 s). The signal also comes
+    when only the thread that started the server ends, so the server exits only if its parent
+    process is gone. A real-time signal nobody else sends carries it, so the handler the workers
+    inherit never runs.
+    """
+    raw = os.environ.pop(_PARENT_ENV, "")
+    if not raw.isdigit() or sys.argv[:1] != ["-c"] or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent, server = int(raw), os.getpid()
+
+    def on_parent_death(signum: int, frame: object) -> None:
+        if os.getpid() == server and os.getppid() != parent:
+            os._exit(0)
+
+    notice = signal.SIGRTMIN + 3
+    signal.signal(notice, on_parent_death)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    if prctl(1, int(notice), 0, 0, 0) == 0 and os.getppid() != parent:  # 1: PR_SET_PDEATHSIG
+        os._exit(0)  # the parent died before the server asked to be told
+
+
+if os.environ.get(_PARENT_ENV):  # imported by the forkserver process, as a preloaded module
+    _exit_with_parent()
+if os.environ.get(_ENV):
     _load_main_in_server()
