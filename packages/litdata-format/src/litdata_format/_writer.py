@@ -272,12 +272,12 @@ class BinaryWriter:
     def resume_state(self) -> dict[str, Any]:
         """What a new writer needs, besides :attr:`chunks`, to go on after this one's last chunk as this one would.
 
-        Taken right after a chunk was written, it lets a job that was killed resume with the chunk
-        boundaries of an uninterrupted run (see :meth:`resume`): whether samples are Arrow rows (the
-        first sample decided it) and, for ``chunk_bytes``, the bytes per row of the last Arrow rows
-        chunk. JSON-serializable.
+        Taken right after a chunk was written, it lets a job that was killed resume with the chunks
+        of an uninterrupted run (see :meth:`resume`): what the first sample fixed (Arrow rows or not,
+        the structure and each leaf's serializer) and, for ``chunk_bytes``, the bytes per row of the
+        last Arrow rows chunk. JSON-serializable.
         """
-        return {"arrow_rows": self._arrow, "row_bytes": self._row_bytes}
+        return {"arrow_rows": self._arrow, "row_bytes": self._row_bytes, "format": self.item_loader.written_config()}
 
     def resume(self, chunks: list[ChunkInfo], state: Mapping[str, Any], source: str = "writer state") -> None:
         """Go on after the chunks another writer of this rank wrote, as it would have.
@@ -295,14 +295,22 @@ class BinaryWriter:
         """
         if self._pending or self.chunks or self._next_index:
             raise ValueError("BinaryWriter.resume: call it on a fresh writer, before any sample is added")
-        arrow, row_bytes = state.get("arrow_rows"), state.get("row_bytes")
-        if arrow not in (None, True, False) or not (row_bytes is None or (type(row_bytes) is int and row_bytes > 0)):
+        arrow, row_bytes, written = state.get("arrow_rows"), state.get("row_bytes"), state.get("format") or {}
+        if (
+            arrow not in (None, True, False)
+            or not (row_bytes is None or (type(row_bytes) is int and row_bytes > 0))
+            or not isinstance(written, Mapping)
+        ):
             raise ValueError(f"{source}: not a writer state written by this version of litdata: {dict(state)!r}")
         if arrow and self._arrow is False:
             raise ValueError(
                 f"{source}: the interrupted writer stored its samples as Arrow rows, this one cannot (is pyarrow "
                 'installed? pip install "litdata-format[arrow]"); resume where the interrupted run ran'
             )
+        try:
+            self.item_loader.resume_writing(written)  # pyright: ignore[reportUnknownArgumentType]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{source}: the format the interrupted writer fixed cannot be taken up: {err}") from None
         if arrow:
             self._choose_rows(0)
         elif arrow is False:
