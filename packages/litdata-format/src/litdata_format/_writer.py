@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from litdata_format._arrow_write import (
     NULL,
@@ -295,7 +295,8 @@ class BinaryWriter:
         """
         if self._pending or self.chunks or self._next_index:
             raise ValueError("BinaryWriter.resume: call it on a fresh writer, before any sample is added")
-        arrow, row_bytes, written = state.get("arrow_rows"), state.get("row_bytes"), state.get("format") or {}
+        arrow, row_bytes = state.get("arrow_rows"), state.get("row_bytes")
+        written: Any = state.get("format") or {}
         if (
             arrow not in (None, True, False)
             or not (row_bytes is None or (type(row_bytes) is int and row_bytes > 0))
@@ -308,7 +309,7 @@ class BinaryWriter:
                 'installed? pip install "litdata-format[arrow]"); resume where the interrupted run ran'
             )
         try:
-            self.item_loader.resume_writing(written)  # pyright: ignore[reportUnknownArgumentType]
+            self.item_loader.resume_writing(cast("Mapping[str, Any]", written))
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"{source}: the format the interrupted writer fixed cannot be taken up: {err}") from None
         if arrow:
