@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -226,6 +227,8 @@ def main(workdir: Path, names: list[str]) -> int:
                 CASES[name](workdir / name, facts[name], cluster)
             except Exception:
                 facts[name]["error"] = traceback.format_exc()
+            # Every node's temporary directory is this one: the staging folders attempts left there.
+            facts[name]["temp_staging"] = sorted(p.name for p in Path(tempfile.gettempdir()).glob("litdata-*"))
             facts[name]["seconds"] = round(time.monotonic() - start, 1)
             (workdir / "facts.json").write_text(json.dumps(facts, indent=1))
     finally:

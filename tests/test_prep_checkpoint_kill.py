@@ -6,6 +6,7 @@ SIGKILL to the whole group leaves whatever was on disk at that instant.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -64,10 +65,17 @@ def _key_index(path: Path) -> dict[str, list[object]]:
     return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()
 
 
-@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "key_fn"])
-def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path, keyed: bool) -> None:
+# chunk_bytes cuts chunks by the bytes of the samples (Arrow rows here: by the bytes per row of the
+# previous chunk), so a resumed writer must carry that over to cut where an uninterrupted one does.
+BY_BYTES = SCRIPT.replace("chunk_size=7,", "chunk_bytes=1200,")
+
+
+@pytest.mark.parametrize(
+    ("keyed", "by_bytes"), [(False, False), (True, False), (False, True)], ids=["plain", "key_fn", "chunk_bytes"]
+)
+def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path, keyed: bool, by_bytes: bool) -> None:
     script = tmp_path / "job.py"
-    script.write_text(KEYED if keyed else SCRIPT)
+    script.write_text(KEYED if keyed else BY_BYTES if by_bytes else SCRIPT)
     n = 400
     assert _run(script, tmp_path / "reference", n) == 0
     reference = _samples(tmp_path / "reference")
@@ -87,9 +95,20 @@ def test_killed_optimize_resumes_to_the_same_samples(tmp_path: Path, keyed: bool
     assert _samples(out) == reference
     # The same files as the uninterrupted run's, nothing more: no checkpoint, staging or temporary file left.
     assert _files(out) == _files(tmp_path / "reference")
+    # Byte for byte: every chunk, and index.json but for its "updated_at" (the time it was written).
+    for name in _files(out):
+        if name.startswith("chunk-"):
+            assert (out / name).read_bytes() == (tmp_path / "reference" / name).read_bytes(), name
+    assert _index(out) == _index(tmp_path / "reference")
     if keyed:  # keys, positions, chunk numbers: as if never killed (the kept chunk keys went with the checkpoints)
         assert _key_index(out) == _key_index(tmp_path / "reference")
         assert StreamingDataset(str(out))["58-1"] == {"i": 58, "k": 1, "payload": bytes([58]) * (50 + 58 % 13)}
+
+
+def _index(root: Path) -> dict[str, object]:
+    index = json.loads((root / "index.json").read_text())
+    del index["updated_at"]
+    return index
 
 
 def _files(root: Path) -> list[str]:

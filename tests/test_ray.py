@@ -114,10 +114,11 @@ def _local(tmp_path: Path, fn: Any, inputs: list[int], name: str = "local", **op
 
 
 def _only_referenced_chunks(path: Path) -> None:
-    """The folder holds index.json and the chunks it names: no orphan chunk, checkpoint or staging."""
+    """The folder holds index.json and the chunks it names: no orphan chunk, checkpoint or staging, not even
+    an empty folder of them."""
     named = {c.filename for c in load_index(path).chunks}
-    files = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}
-    assert files == named | {INDEX_FILENAME}, sorted(files - named)
+    entries = {str(p.relative_to(path)) for p in path.rglob("*")}
+    assert entries == named | {INDEX_FILENAME}, sorted(entries - named)
     assert all(parse_chunk_name(name) is not None for name in named)
 
 
@@ -179,6 +180,17 @@ def test_a_killed_driver_resumes_from_its_checkpoint(
     assert facts["done_before_kill"] >= 1
     assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(80)), chunk_size=8)
     _only_referenced_chunks(work / "out")
+
+
+@pytest.mark.parametrize("name", ["actor_kill", "node_kill", "driver_kill"])
+def test_the_staging_folders_of_killed_actors_are_removed(
+    run: tuple[Path, dict[str, Any], list[int]], name: str
+) -> None:
+    """A killed actor cannot remove its staging folder: with a local output it is under the driver's staging
+    root in the output, which the driver removes at the end (the run after a killed driver, at its start)."""
+    work, facts = _case(run, name)
+    assert facts["temp_staging"] == []
+    assert not (work / "out" / ".litdata-staging-ray").exists()
 
 
 def test_fn_error_names_the_input_with_the_remote_traceback(run: tuple[Path, dict[str, Any], list[int]]) -> None:

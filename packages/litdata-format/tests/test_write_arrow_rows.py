@@ -204,3 +204,61 @@ def test_chunk_bytes_counts_the_rows_as_stored(tmp_path: Path) -> None:
     sizes = [c.chunk_bytes for c in load_index(tmp_path / "ds").chunks]
     # The first chunk is sized from the rows' payload; later ones from its bytes per row on disk.
     assert all(size <= 64_000 * 1.1 for size in sizes[1:-1]) and all(size >= 64_000 * 0.8 for size in sizes[1:-1])
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.glob("chunk-*"))}
+
+
+@pytest.mark.parametrize(
+    ("rows", "options"),
+    [
+        ("json", {"chunk_bytes": 1500}),
+        ("json", {"chunk_bytes": 800, "compression": "zstd"}),
+        ("pytree", {"chunk_bytes": 1500}),
+        ("pytree_then_json", {"chunk_bytes": 1500}),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::litdata_format.PickleWriteWarning")  # pytree_then_json pickles a leaf
+def test_a_writer_resumed_after_any_chunk_cuts_the_chunks_of_an_uninterrupted_one(
+    tmp_path: Path, rows: str, options: dict[str, Any]
+) -> None:
+    """What optimize(use_checkpoint=True) does after kill -9: a fresh writer goes on after the last chunk written."""
+
+    def row(i: int) -> Any:
+        value = {"i": i, "text": f"{i:05d}" * (1 + i % 17), "raw": bytes([i % 251]) * (i % 29)}
+        if rows == "pytree" or (rows == "pytree_then_json" and i == 0):
+            # Not a JSON-like dict: PyTree items, the i leaf pickled (ints after it too, as that leaf was fixed)
+            value["i"] = np.int64(i)
+        return value
+
+    n = 300
+    clean = BinaryWriter(tmp_path / "clean", **options)
+    boundaries: list[tuple[int, list[Any], dict[str, Any]]] = []  # (first sample after, chunks, state)
+    for i in range(n):
+        if clean.add_item(i, row(i)) is not None:
+            boundaries.append((i, list(clean.chunks), clean.resume_state()))
+    clean.done()
+    assert len(boundaries) >= 8
+    for first, chunks, state in boundaries:
+        out = tmp_path / f"resumed-{first}"
+        out.mkdir()
+        for chunk in chunks:
+            (out / chunk.filename).write_bytes((tmp_path / "clean" / chunk.filename).read_bytes())
+        resumed = BinaryWriter(out, chunk_index=len(chunks), **options)
+        resumed.resume(chunks, json.loads(json.dumps(state)))  # as a checkpoint file carries it
+        for i in range(first, n):  # the sample that closed the last chunk is in no chunk yet
+            resumed.add_item(i, row(i))
+        resumed.done()
+        assert resumed.chunks == clean.chunks, f"resumed after sample {first}"
+        assert _files(out) == _files(tmp_path / "clean"), f"resumed after sample {first}"
+        assert resumed.config() == clean.config()
+
+
+def test_resume_refuses_a_state_it_does_not_know(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path / "ds", chunk_bytes=1000)
+    with pytest.raises(ValueError, match=r"ckpt\.json: not a writer state"):
+        writer.resume([], {"arrow_rows": "yes"}, "ckpt.json")
+    writer.add_item(0, {"a": 1})
+    with pytest.raises(ValueError, match="fresh writer"):
+        writer.resume([], {})

@@ -66,6 +66,15 @@ class BaseItemLoader:
         spec = self._encoder.spec
         return {"data_format": self._encoder.data_format, "data_spec": spec.to_json() if spec else None}
 
+    def resume_writing(self, written: Mapping[str, Any]) -> None:
+        """Go on storing samples as another writer's first sample fixed (its :meth:`written_config`).
+
+        Args:
+            written: the other loader's :meth:`written_config`; nothing is fixed when its ``data_spec`` is None.
+        """
+        if written.get("data_spec") is not None:
+            self._encoder.resume(written["data_format"], written["data_spec"])
+
     def chunk_dim(self, weights: list[int]) -> int | None:
         """The ``dim`` of a chunk entry given its items' weights.
 

@@ -15,11 +15,15 @@ from typing import Any
 
 from litdata_format._dataset_index import INDEX_FILENAME
 from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
-from litdata_format._registry import serializer_for_format
+from litdata_format._registry import lookup_serializer, serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
 from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, readable_leaf_paths, unpickles
 
 __all__ = ["SampleDecoder", "SampleEncoder"]
+
+
+class _Unseen:
+    """The type of no leaf: a resumed encoder's leaves are all checked until it has seen one sample."""
 
 
 def _describe(value: Any) -> str:
@@ -83,6 +87,31 @@ class SampleEncoder:
         self._flatten = flattener(spec)
         self._sizes = struct.Struct(f"<{len(leaves)}I")
 
+    def resume(self, data_format: Sequence[str], data_spec: str) -> None:
+        """Take the format another encoder's first sample fixed (its ``data_format`` and ``data_spec``).
+
+        A writer that goes on after another one's chunks must store its samples as those chunks are,
+        not as its own first sample would decide (e.g. an ``int`` leaf where the first sample's
+        ``np.int64`` fixed ``pickle``).
+
+        Raises:
+            ValueError: the spec cannot be read, or a serializer it names is not registered here.
+        """
+        spec = TreeSpec.from_json(data_spec)
+        if spec.num_leaves != len(data_format):
+            raise ValueError(f"data_spec has {spec.num_leaves} leaves but data_format lists {len(data_format)}")
+        chosen: list[Serializer] = []
+        for fmt in data_format:
+            found = lookup_serializer(fmt, self._serializers)
+            if found is None:
+                raise ValueError(f"data_format entry {fmt!r} names no serializer registered here")
+            chosen.append(found)
+        self.spec, self._leaf_serializers, self.data_format = spec, chosen, list(data_format)
+        self._leaf_types = [_Unseen] * len(chosen)  # every leaf checked until a sample fixes the shortcuts
+        self._encoders = []
+        self._flatten = flattener(spec)
+        self._sizes = struct.Struct(f"<{len(chosen)}I")
+
     def leaves(self, sample: Any, index: int) -> list[bytes]:
         """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
         encoders = self._encoders
@@ -128,6 +157,12 @@ class SampleEncoder:
                     f"fixed {fixed!r} (e.g. a different dtype)"
                 )
             out.append(data)
+        if not self._encoders and out:  # resumed: this sample's leaves give the shortcuts the first one would
+            self._leaf_types = [type(leaf) for leaf in found]
+            self._encoders = [
+                serializer.leaf_encoder(leaf, fmt)
+                for leaf, serializer, fmt in zip(found, self._leaf_serializers, self.data_format)
+            ]
         return out
 
     def _other_structure(self, sample: Any, index: int) -> ValueError:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from litdata_format._arrow_write import (
     NULL,
@@ -158,6 +158,10 @@ class BinaryWriter:
                 )
             if full:
                 written = self._flush()
+                if scan is not None and self._row_bytes is not None:
+                    # The row opens the next chunk: count it as that chunk's other rows are counted, so the
+                    # boundaries depend only on what was written before (a resumed writer cuts the same).
+                    size = self._row_bytes
         if scan is not None:
             self._rows_kind = fuse_kinds(self._rows_kind, scan.kind)
             self._rows_leaf = self._rows_leaf or scan.has_leaf
@@ -182,10 +186,13 @@ class BinaryWriter:
                 "(str keys) of them; convert other values (e.g. arrays with .tolist())"
             ) from None
         if self._arrow is None:
-            self._arrow = True
-            # Fixes data_format ["json"] and a one-leaf spec: the layout of a chunk whose rows disagree.
-            self.item_loader.encode(JsonLeaf(None), index)
+            self._choose_rows(index)
         return scan
+
+    def _choose_rows(self, index: int) -> None:
+        self._arrow = True
+        # Fixes data_format ["json"] and a one-leaf spec: the layout of a chunk whose rows disagree.
+        self.item_loader.encode(JsonLeaf(None), index)
 
     def write(self, item: Any) -> str | None:
         """Add ``item`` after the last one added.
@@ -260,6 +267,57 @@ class BinaryWriter:
                     f"hold this sample: {err}"
                 ) from None
         return chunk_parts(items)
+
+    # -- resuming -------------------------------------------------------------------------------
+    def resume_state(self) -> dict[str, Any]:
+        """What a new writer needs, besides :attr:`chunks`, to go on after this one's last chunk as this one would.
+
+        Taken right after a chunk was written, it lets a job that was killed resume with the chunks
+        of an uninterrupted run (see :meth:`resume`): what the first sample fixed (Arrow rows or not,
+        the structure and each leaf's serializer) and, for ``chunk_bytes``, the bytes per row of the
+        last Arrow rows chunk. JSON-serializable.
+        """
+        return {"arrow_rows": self._arrow, "row_bytes": self._row_bytes, "format": self.item_loader.written_config()}
+
+    def resume(self, chunks: list[ChunkInfo], state: Mapping[str, Any], source: str = "writer state") -> None:
+        """Go on after the chunks another writer of this rank wrote, as it would have.
+
+        Call it on a fresh writer (same options, ``chunk_index`` after the last of ``chunks``) before
+        adding the samples that follow the last chunk.
+
+        Args:
+            chunks: the chunks written so far (they go into this writer's index).
+            state: :meth:`resume_state` of the writer that wrote them, taken after its last chunk.
+            source: where ``state`` comes from, for errors.
+
+        Raises:
+            ValueError: ``state`` is not what :meth:`resume_state` returns, or this writer already has samples.
+        """
+        if self._pending or self.chunks or self._next_index:
+            raise ValueError("BinaryWriter.resume: call it on a fresh writer, before any sample is added")
+        arrow, row_bytes = state.get("arrow_rows"), state.get("row_bytes")
+        written: Any = state.get("format") or {}
+        if (
+            arrow not in (None, True, False)
+            or not (row_bytes is None or (type(row_bytes) is int and row_bytes > 0))
+            or not isinstance(written, Mapping)
+        ):
+            raise ValueError(f"{source}: not a writer state written by this version of litdata: {dict(state)!r}")
+        if arrow and self._arrow is False:
+            raise ValueError(
+                f"{source}: the interrupted writer stored its samples as Arrow rows, this one cannot (is pyarrow "
+                'installed? pip install "litdata-format[arrow]"); resume where the interrupted run ran'
+            )
+        try:
+            self.item_loader.resume_writing(cast("Mapping[str, Any]", written))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{source}: the format the interrupted writer fixed cannot be taken up: {err}") from None
+        if arrow:
+            self._choose_rows(0)
+        elif arrow is False:
+            self._arrow = False
+        self._row_bytes = row_bytes
+        self.chunks = list(chunks)
 
     # -- finishing ------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:

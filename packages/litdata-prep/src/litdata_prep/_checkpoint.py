@@ -49,6 +49,8 @@ class WorkerCheckpoint:
         next_chunk_index: the number of the next chunk file.
         chunks: the ``index.json`` entries of the published chunks.
         config: the writer's ``config`` once it wrote a sample (None before).
+        writer: the writer's ``resume_state()`` after its last published chunk, so the resumed
+            writer cuts the chunks an uninterrupted one would (None before a chunk).
     """
 
     rank: int
@@ -58,6 +60,7 @@ class WorkerCheckpoint:
     next_chunk_index: int = 0
     chunks: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] | None = None
+    writer: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:

@@ -144,10 +144,20 @@ class Output:
             Path(source).unlink(missing_ok=True)
 
     def delete(self, key: str) -> None:
+        """Delete ``key``; in a local output, with the folders it leaves empty (``.checkpoints/``)."""
         if self.is_remote:
             self.storage.delete(key)
             return
-        (self.local_path / key).unlink(missing_ok=True)
+        root = self.local_path
+        path = root / key
+        path.unlink(missing_ok=True)
+        for folder in path.parents:
+            if folder == root or not folder.is_relative_to(root):
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or gone): the folders above are not empty either
+                break
 
     def delete_many(self, keys: list[str]) -> None:
         for key in keys:

@@ -12,6 +12,11 @@ is the one a clean run writes.
 
 With ``use_checkpoint=True`` the driver records each finished batch in ``.checkpoints/ray.json``;
 a driver that was killed resumes from there, redoing only the unfinished batches.
+
+Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
+shares) that folder is under :data:`RAY_STAGING` in the output, a root the driver removes when the
+job ends, so the folders of actors that were killed (which cannot clean up after themselves) go
+too, whichever node they ran on. For a remote output it is in the node's temporary directory.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, contiguous_bins
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
 
-__all__ = ["RAY_CHECKPOINT", "RayExecutor", "import_ray", "ray_executor"]
+__all__ = ["RAY_CHECKPOINT", "RAY_STAGING", "RayExecutor", "import_ray", "ray_executor"]
 
 RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
+#: The staging root of a Ray job's attempts in a local output (``rank-{rank}`` each).
+RAY_STAGING = ".litdata-staging-ray"
 _INSTALL = 'pip install "litdata-prep[ray]"'
 
 
@@ -107,15 +114,19 @@ class _Events:
 
 
 class _BatchRunner:
-    """A worker actor: runs batches, each in a fresh local staging folder of its node."""
+    """A worker actor: runs batches, each in a fresh staging folder (``spec.staging``, else of its node)."""
 
     def ready(self) -> bool:
         return True
 
     def run(self, spec: WorkerSpec) -> dict[str, Any]:
-        # Named like a local job's staging folder: if this actor is killed, the next optimize/map on this
-        # node with a remote output removes it (its pid is gone).
-        staging = tempfile.mkdtemp(prefix=f"litdata-{spec.kind}-{os.getpid()}-")
+        if spec.staging:  # under the driver's staging root (a local output): it goes at the job's end
+            staging = spec.staging
+            Path(staging).mkdir(parents=True)
+        else:
+            # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
+            # this node with a remote output removes it (its pid is gone).
+            staging = tempfile.mkdtemp(prefix=f"litdata-{spec.kind}-{os.getpid()}-")
         try:
             os.environ.update(spec.env)
             spec = replace(spec, staging=staging, node_staging=staging)
@@ -208,6 +219,9 @@ def run_on_ray(
     if executor.runtime_env is not None:
         options["runtime_env"] = executor.runtime_env
     actor_class = ray.remote(**options)(_BatchRunner)
+    root = None if output.is_remote else output.local_path / RAY_STAGING
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)  # left by a driver that was killed
     todo = deque(b for b in range(len(plan.bounds)) if b not in plan.done)
     total = sum(plan.bounds[b][1] - plan.bounds[b][0] for b in todo)
     attempts = dict.fromkeys(todo, 0)
@@ -236,6 +250,8 @@ def run_on_ray(
                 attempts[batch] += 1
                 actor = idle.pop()
                 spec = make_spec(rank, Numbered(range(start, stop), items[start:stop]))
+                if root is not None:
+                    spec = replace(spec, staging=str(root / f"rank-{rank}"))
                 running[actor.run.remote(spec)] = (actor, batch, rank)
             ready, _ = ray.wait([*starting, *running], num_returns=1)
             call = ready[0]
@@ -282,6 +298,8 @@ def run_on_ray(
         # Every actor goes before the driver looks at the output: no attempt writes after that.
         for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
             ray.kill(actor)
+        if root is not None:  # with the folders of attempts whose actor or node died mid-batch
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def finished_parts(plan: RayPlan, source: str) -> tuple[list[DatasetIndex], dict[int, list[Any]]]:

@@ -304,7 +304,11 @@ class _Worker:
         if spec.checkpoint is None:
             state.next_chunk_index = spec.chunk_index
         writer = BinaryWriter(spec.staging, rank=spec.rank, chunk_index=state.next_chunk_index, **spec.writer_options)
-        writer.chunks = [ChunkInfo.from_json(c, f"{state.key}: chunks[{n}]") for n, c in enumerate(state.chunks)]
+        writer.resume(
+            [ChunkInfo.from_json(c, f"{state.key}: chunks[{n}]") for n, c in enumerate(state.chunks)],
+            state.writer or {},  # a checkpoint of an older version has none: boundaries as the writer finds them
+            f"{state.key}: writer",
+        )
         published = len(writer.chunks)
         first_chunk = state.next_chunk_index - published
         sample_no = state.next_sample
@@ -325,6 +329,7 @@ class _Worker:
             state.next_chunk_index = first_chunk + len(writer.chunks)
             state.chunks = [c.to_json() for c in writer.chunks]
             state.config = writer.config() if wrote_any else state.config
+            state.writer = writer.resume_state()
             self.publisher.put_json(state.key, state.to_json())
 
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
