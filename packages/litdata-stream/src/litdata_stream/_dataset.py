@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +17,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
-from litdata_format.internal import normalize_key, parse_size
+from litdata_format.internal import normalize_key
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_io.internal import activity_begin, activity_end, fork_generation
@@ -28,6 +27,7 @@ from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs, EpochsOwner
 from litdata_stream._errors import NotCallableError
 from litdata_stream._fetch import fetch_many
+from litdata_stream._notices import notice_setup
 from litdata_stream._origin import locate_chunks, open_source
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
@@ -53,14 +53,12 @@ from litdata_stream._upstream_state import (
     is_upstream_state,
     resume_point,
     upstream_resume,
+    upstream_state_fields,
 )
 
 __all__ = ["StreamingDataset"]
 
 _STATE_VERSION = 1
-# Upstream LitData's logger name, so logging set up for upstream (levels, filters, handlers) applies.
-logger = logging.getLogger("litdata.streaming.dataset")
-_SMALL_CACHE_BYTES = 25 * 10**9
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
@@ -93,30 +91,6 @@ def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle
             parts[c].append(np.arange(min(lengths[c], take)))
             take -= lengths[c]
     return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
-
-
-def _notice_small_cache(max_cache_size: Any) -> None:
-    """Log, as upstream does, when a fixed ``max_cache_size`` is under 25 GB (fractions and None are not checked)."""
-    if isinstance(max_cache_size, bool) or not isinstance(max_cache_size, (int, str)):
-        return
-    if isinstance(max_cache_size, str) and "." in max_cache_size:
-        try:
-            float(max_cache_size)  # "0.9": a fraction of the free space
-            return
-        except ValueError:
-            pass  # "1.5GB": a size
-    try:
-        size = parse_size(max_cache_size, name="max_cache_size")
-    except (TypeError, ValueError):
-        return  # the cache reports a malformed value when it opens, naming it
-    if size < _SMALL_CACHE_BYTES:
-        logger.warning(
-            "The provided `max_cache_size` is less than 25GB. It is %s bytes: with several DataLoader workers "
-            "each holding the chunk being read and `max_pre_download` chunks ahead, a small cache evicts chunks "
-            "that are read again soon (and waits for room); consider at least 25GB, or a fraction such as 0.5 of "
-            "the free disk.",
-            f"{size:,}",
-        )
 
 
 class StreamingDataset(EpochsOwner, IterableDataset):
@@ -228,15 +202,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
-        if not self.drop_last and self.distributed_env.world_size > 1:
-            # A log record, as upstream (its words first): a configuration to know about, not a mistake.
-            logger.warning(
-                "You're operating within a distributed environment and have disabled the `drop_last` option. "
-                "Please note that this configuration may lead to training interruptions if your system depends "
-                "on distributed collectives. (Ranks may get different numbers of batches, and a collective "
-                "operation in the training step can then hang; prefer drop_last=True.)"
-            )
-        _notice_small_cache(max_cache_size)
+        notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
         self.posix: PosixProfile = detect_posix(_local_path(input_dir))
         # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
         self.origin: ChunkOrigin = locate_chunks(
@@ -683,35 +649,17 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "world_size": self.distributed_env.world_size,
             # The epoch read in upstream LitData's order (a loaded upstream state's), if any.
             **({"upstream_order": [self._upstream[0], self._upstream[1]]} if self._upstream else {}),
-            **self._upstream_fields(topology, epoch, delivered + batches_delivered),
-        }
-
-    def _upstream_fields(self, topology: Topology, epoch: int, batches: int) -> dict[str, Any]:
-        """What upstream LitData 0.2.76's ``StreamingDataset`` reads from a state dict, so that it loads ours.
-
-        Upstream resumes by skipping, in each worker, as many samples of its own order of the epoch
-        as the loader delivered from that worker: the rest has the right length, and is exactly
-        the samples not yet delivered where the two orders agree (see docs/streaming.md).
-        """
-        workers, world = max(topology.num_workers, 1), topology.world_size
-        yielded = batches * topology.batch_size  # upstream counts whole batches from the epoch's start
-        directory = self.origin.directory
-        block_size = getattr(self.item_loader, "block_size", None)
-        return {
-            "num_samples_yielded": yielded,
-            "num_workers": workers,
-            "batch_size": topology.batch_size,
-            "current_epoch": epoch,
-            "input_dir_path": str(directory.resolve()) if directory is not None else None,
-            "input_dir_url": self.origin.url,
-            "cache_dir_path": None if self.cache_dir is None else str(self.cache_dir),
-            "item_loader": {"block_size": block_size} if isinstance(self.item_loader, TokensLoader) else {},
-            "sample_in_epoch": yielded * world,
-            "num_canonical_nodes": int(self.num_canonical_nodes or world),
-            "initial_world_size": world,
-            "initial_num_workers": workers,
-            "initial_batch_size": topology.batch_size,
-            "initial_num_nodes": self.distributed_env.num_nodes,
+            **upstream_state_fields(
+                topology,
+                epoch,
+                delivered + batches_delivered,
+                directory=self.origin.directory,
+                url=self.origin.url,
+                cache_dir=self.cache_dir,
+                block_size=self.item_loader.block_size if isinstance(self.item_loader, TokensLoader) else None,
+                num_canonical_nodes=self.num_canonical_nodes,
+                num_nodes=self.distributed_env.num_nodes,
+            ),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,15 @@ from litdata_stream._plan import (
     split_base,
 )
 
-__all__ = ["UpstreamOrder", "UpstreamResume", "is_upstream_state", "resume_point", "upstream_plans", "upstream_resume"]
+__all__ = [
+    "UpstreamOrder",
+    "UpstreamResume",
+    "is_upstream_state",
+    "resume_point",
+    "upstream_plans",
+    "upstream_resume",
+    "upstream_state_fields",
+]
 
 # What upstream records in a StreamingDataset's state and this library does not.
 _UPSTREAM_FIELDS = ("input_dir_path", "region_of_interest", "sample_in_epoch")
@@ -250,3 +259,52 @@ def _block_shuffle(items: list[int], window: int, rng: np.random.RandomState) ->
     if len(blocks) > 1:
         rng.shuffle(blocks)
     return [item for block in blocks for item in block]
+
+
+def upstream_state_fields(
+    topology: Topology,
+    epoch: int,
+    batches: int,
+    *,
+    directory: Path | None,
+    url: str | None,
+    cache_dir: str | Path | None,
+    block_size: int | None,
+    num_canonical_nodes: int | None,
+    num_nodes: int,
+) -> dict[str, Any]:
+    """What upstream LitData 0.2.76's ``StreamingDataset`` reads from a state dict, so that it loads ours.
+
+    Upstream resumes by skipping, in each worker, as many samples of its own order of the epoch
+    as the loader delivered from that worker: the rest has the right length, and is exactly
+    the samples not yet delivered where the two orders agree (see docs/streaming.md).
+
+    Args:
+        topology: the loader's ranks, workers and batch size.
+        epoch: the epoch the state is in.
+        batches: the batches the loader delivered in it, over all workers of this rank.
+        directory: the dataset's local folder, if any.
+        url: the dataset's remote URL, if any.
+        cache_dir: the cache folder the user gave, if any.
+        block_size: a ``TokensLoader``'s block size (None for other item loaders).
+        num_canonical_nodes: the dataset's ``num_canonical_nodes`` (None: the world size).
+        num_nodes: the number of nodes the ranks run on.
+    """
+    workers, world = max(topology.num_workers, 1), topology.world_size
+    yielded = batches * topology.batch_size  # upstream counts whole batches from the epoch's start
+    return {
+        "num_samples_yielded": yielded,
+        "num_workers": workers,
+        "batch_size": topology.batch_size,
+        "current_epoch": epoch,
+        "input_dir_path": str(directory.resolve()) if directory is not None else None,
+        "input_dir_url": url,
+        "cache_dir_path": None if cache_dir is None else str(cache_dir),
+        "item_loader": {"block_size": block_size} if block_size is not None else {},
+        "sample_in_epoch": yielded * world,
+        "num_canonical_nodes": int(num_canonical_nodes or world),
+        "initial_world_size": world,
+        "initial_num_workers": workers,
+        "initial_batch_size": topology.batch_size,
+        "initial_num_nodes": num_nodes,
+    }
