@@ -45,6 +45,7 @@ AWS_SOURCES: dict[str, str] = {
     "web-identity-profile": "web-identity",
     "container-full-uri": "container-full",
     "container-full-uri-no-token": "container-open",
+    "container-full-uri-inline-token": "container-full",
     "container-relative-uri": "container-relative",
     "static-profile": "static",
     "credential-process-profile": "static",
@@ -54,7 +55,9 @@ AWS_SOURCES: dict[str, str] = {
     "ca-bundle-profile": "static",
 }
 """Every AWS source :func:`aws_source_environment` knows. Through boto3 (litdata_io._aws_boto3):
-``assume-role-profile``, ``web-identity-profile``, ``container-full-uri-no-token``, the
+``assume-role-profile``, ``web-identity-profile``, ``container-full-uri-no-token``,
+``container-full-uri-inline-token`` (``AWS_CONTAINER_AUTHORIZATION_TOKEN``, as EKS Pod Identity and
+ECS may set it), the
 ``credential-process-*`` and ``sso-*`` profiles; the others obstore resolves itself.
 ``container-relative-uri`` needs ``169.254.170.2:80`` (a network namespace: see test_credentials)."""
 
@@ -182,6 +185,11 @@ def aws_source_environment(source: str, credentials: CredentialStack, folder: Pa
         env.update(
             AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{server}/container/full/v2/credentials",
             AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
+        )
+    elif source == "container-full-uri-inline-token":  # the token itself in the environment, no token file
+        env.update(
+            AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{server}/container/full/v2/credentials",
+            AWS_CONTAINER_AUTHORIZATION_TOKEN=credentials.credentials.container_token,
         )
     elif source == "container-full-uri-no-token":
         env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = f"{server}/container/open/v2/credentials"

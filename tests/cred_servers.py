@@ -121,6 +121,9 @@ class Authority:
     verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (mark, verdict)
     refusals: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # (mark, verdict, method, url, agent)
     jwt_keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # key id: (client_email, public key)
+    failing: int = 0  # requests for keys still to fail (fail_next)
+    failing_how: str = "500"
+    failed: int = 0  # requests for keys failed so far
     lock: threading.Lock = field(default_factory=threading.Lock)
     _serial: Iterator[int] = field(default_factory=itertools.count)
 
@@ -139,6 +142,26 @@ class Authority:
             self.issued[issued.access_key] = issued
             self.issuances[self.mark, source] += 1
             return issued
+
+    def fail_next(self, n: int, how: str = "500") -> None:
+        """Fail the next ``n`` requests for AWS keys (container, ``credential_process``, SSO, STS).
+
+        ``how``: ``"500"`` answers 500 (a source that is down), ``"close"`` closes the connection
+        without an answer (one that crashed mid-request).
+        """
+        if how not in ("500", "close"):
+            raise ValueError(f"how must be '500' or 'close', got {how!r}")
+        with self.lock:
+            self.failing, self.failing_how = n, how
+
+    def take_failure(self) -> str | None:
+        """How to fail this request for keys, or None to answer it."""
+        with self.lock:
+            if self.failing <= 0:
+                return None
+            self.failing -= 1
+            self.failed += 1
+            return self.failing_how
 
     def register_static(self, access_key: str, secret_key: str, services: tuple[str, ...] = ("s3", "sts")) -> None:
         """Accept a never-expiring key pair (a profile's static keys) for ``services``."""
@@ -304,9 +327,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._answer(400, "bad token request")
 
+    def _failed(self) -> bool:
+        """Whether this request for keys is one :meth:`Authority.fail_next` scripted to fail (and was failed)."""
+        how = self.stand_in.authority.take_failure()
+        if how == "500":
+            self._answer(500, "the credential source is down (scripted)")
+        elif how == "close":
+            self.close_connection = True  # no answer at all: the client sees the connection closed
+        return how is not None
+
     def do_GET(self) -> None:
         server = self.stand_in
         path = urlsplit(self.path).path
+        if path.startswith(("/container/", "/federation/", "/process/")) and self._failed():
+            return
         if path.startswith("/mark/"):
             with server.authority.lock:
                 server.authority.mark = path[len("/mark/") :]
@@ -393,6 +427,8 @@ class _Handler(BaseHTTPRequestHandler):
         action = params.get("Action")
         if self.path.endswith(("/oauth2/v2.0/token", "/o/oauth2/token")):
             self._oauth_token(params)
+            return
+        if action in ("AssumeRole", "AssumeRoleWithWebIdentity") and self._failed():
             return
         if action == "AssumeRoleWithWebIdentity":
             if params.get("WebIdentityToken") != server.web_identity_token:

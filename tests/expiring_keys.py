@@ -41,13 +41,16 @@ API::
   ``HOME`` in ``folder``, ``PYTHONPATH`` = the repository) with one credential source, a key of
   :data:`SOURCES`. Sources resolved through boto3: ``assume-role-profile``,
   ``web-identity-profile``, ``credential-process-temporary-profile``, ``sso-session-profile``,
-  ``sso-legacy-profile``, ``container-full-uri-no-token``; through obstore itself: ``imds``,
+  ``sso-legacy-profile``, ``container-full-uri-no-token``, ``container-full-uri-inline-token``;
+  through obstore itself: ``imds``,
   ``container-full-uri``.
 - :meth:`ExpiringKeys.set_lifetime`: change both numbers for the keys issued from then on.
 - :meth:`ExpiringKeys.mark`, :meth:`ExpiringKeys.issued`, :meth:`ExpiringKeys.accepted`,
   :meth:`ExpiringKeys.refusals`: name a phase; keys issued by source, requests forwarded by
   ``service:source``, requests refused (``(mark, verdict, method, url, user agent)``), over the
   marks starting with ``prefix`` (all by default).
+- :meth:`ExpiringKeys.fail_refreshes`: the next ``n`` requests for keys (container endpoints,
+  ``credential_process`` source, STS, SSO) fail (a 500, or the connection closed unanswered).
 - :attr:`ExpiringKeys.stack`: the :class:`~tests.cred_servers.CredentialStack` underneath.
 
 Faults: put a ``FaultProxy(moto_endpoint, latency=..., bandwidth=...)`` in front of moto and pass
@@ -77,6 +80,7 @@ SOURCES: dict[str, str] = {
         "sso-session-profile",
         "sso-legacy-profile",
         "container-full-uri-no-token",
+        "container-full-uri-inline-token",
         "imds",
         "container-full-uri",
     )
@@ -112,6 +116,10 @@ class ExpiringKeys:
     def set_lifetime(self, lifetime: float, accept_for: float | None) -> None:
         """Advertise ``lifetime`` seconds and accept for ``accept_for`` (None: as advertised), from now on."""
         self.stack.authority.reset(lifetime, accept_for)
+
+    def fail_refreshes(self, n: int, how: str = "500") -> None:
+        """Fail the next ``n`` requests for keys: ``how`` = ``"500"`` (an error answer) or ``"close"``."""
+        self.stack.authority.fail_next(n, how)
 
     def mark(self, name: str) -> None:
         """Count what follows under ``name`` (see :meth:`issued`, :meth:`accepted`, :meth:`refusals`)."""

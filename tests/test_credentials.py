@@ -31,11 +31,11 @@ pytestmark = pytest.mark.cloud
 ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
 # source: who issues the keys S3 requests must be signed with (ca-bundle-profile: the bucket behind a
 # private CA, trusted through the profile's ca_bundle; the temporary credential_process and the
-# web-identity profile run in tests/test_credentials_expiring.py)
+# web-identity profile and the container URI with an inline token run in tests/test_credentials_expiring.py)
 SOURCES = {
     source: issuer
     for source, issuer in AWS_SOURCES.items()
-    if source not in ("credential-process-temporary-profile", "web-identity-profile")
+    if source not in ("credential-process-temporary-profile", "web-identity-profile", "container-full-uri-inline-token")
 }
 CONTAINER_HOST = "169.254.170.2"  # the relative URI's fixed host (port 80)
 

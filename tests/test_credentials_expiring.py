@@ -8,13 +8,20 @@ that the bucket refuses 4 seconds after issue (tests/expiring_keys.py), and a dr
 (tests/cred_driver.py, phase ``epochs``) streams 2 epochs with 2 persistent workers, each worker
 downloading for longer than a key is accepted: every sample must come once per epoch, no request
 may be refused, and the processes must have asked for more keys than there are processes.
+
+A refresh that fails (the source down for a moment, a 500 or a closed connection) is retried with
+the storage's backoff, and while the keys from before are still valid they are served; a refusal
+(403) fails at once, naming the source. Before, the first failed refresh failed the request.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +30,7 @@ import pytest
 
 from tests.cred_driver import EPOCHS, N
 from tests.cred_harness import objects, run_driver
-from tests.cred_servers import MIN_TTL
+from tests.cred_servers import MIN_TTL, CredentialServer
 from tests.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
 from tests.servers import S3Server
 
@@ -35,6 +42,7 @@ THROUGH_BOTO3 = (
     "credential-process-temporary-profile",
     "sso-session-profile",
     "container-full-uri-no-token",
+    "container-full-uri-inline-token",  # AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod Identity, ECS)
 )
 PROCESSES = 3  # the main process and 2 persistent workers
 
@@ -105,3 +113,107 @@ def test_boto3_expiry_reaches_obstore_as_utc(
     )
     obstore.put(store, "probe", b"1")
     assert bytes(obstore.get(store, "probe").bytes()) == b"1"
+
+
+FAILS = 5  # more than botocore retries itself: 3 tries of the container endpoint, 5 of STS
+
+
+@pytest.fixture(scope="module")
+def short_keys(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExpiringKeys, str]]:
+    """Keys that live 4 seconds, accepted as long: every request makes obstore and boto3 ask for new ones."""
+    folder = tmp_path_factory.mktemp("short")
+    with start_expiring_keys(s3_server.endpoint, folder, lifetime=4, accept_for=None) as running:
+        bucket = s3_server.create_bucket()
+        client = s3_server.client()
+        for key, data in objects(folder / "seed").items():
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+        yield running, bucket
+
+
+@pytest.mark.parametrize(
+    ("source", "how"),
+    [
+        ("credential-process-temporary-profile", "500"),  # the process exits non-zero
+        ("container-full-uri-inline-token", "close"),
+        ("assume-role-profile", "500"),
+    ],
+)
+def test_failed_refreshes_are_retried(short_keys: tuple[ExpiringKeys, str], source: str, how: str) -> None:
+    """The credential source fails the next FAILS requests for keys, 2 seconds into the stream, then
+    recovers: the refreshes are retried with backoff and the 2 epochs complete, every sample once."""
+    running, bucket = short_keys
+    spec: dict[str, Any] = {
+        "source": source,
+        "phases": ["epochs"],
+        "data": f"s3://{bucket}/data",
+        "cache": str(running.folder / f"cache-{source}"),
+        "marks": running.stack.credentials.endpoint,
+    }
+    authority = running.stack.authority
+    failed_before = authority.failed
+    outage = threading.Timer(2.0, running.fail_refreshes, args=(FAILS, how))
+    outage.start()
+    try:
+        result = run_driver(spec, running.environment(source))["epochs"]
+    finally:
+        outage.cancel()
+        running.fail_refreshes(0)
+    assert result["error"] is None, result["error"]
+    assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS
+    assert authority.failed - failed_before == FAILS  # the outage happened mid-stream, and was outlived
+    assert running.refusals(f"{source}/") == []
+
+
+@pytest.fixture
+def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CredentialServer]:
+    """A container endpoint with an inline token, the process's only AWS source; keys live 60 s."""
+    from tests.cred_servers import Authority
+
+    authority = Authority(lifetime=60)
+    with CredentialServer(authority) as server:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{server.endpoint}/container/full/v2/credentials")
+        monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", server.container_token)
+        yield server
+
+
+def _provider() -> Any:
+    """What litdata-io hands obstore for the environment (the inline token goes through boto3)."""
+    from litdata_io._aws_config import s3_client_config
+    from litdata_io._options import BackendOptions
+
+    _, provider = s3_client_config(BackendOptions(provider="s3", backend="obstore", config={"region": "us-east-1"}))
+    assert provider is not None  # obstore's own chain reads only a token file
+    return provider
+
+
+def test_failed_refresh_serves_valid_keys(container: CredentialServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The endpoint down (500) while the keys still have a minute: they are served, with one warning,
+    and obstore is told to ask again soon; once it is back, new keys come."""
+    provider = _provider()
+    first = provider()
+    container._server.authority.fail_next(2 * 3)  # 3 tries of botocore's each, twice
+    with caplog.at_level(logging.WARNING, logger="litdata_io"):
+        for _ in range(2):
+            again = provider()
+            assert again["access_key_id"] == first["access_key_id"]
+            left = again["expires_at"] - dt.datetime.now(dt.timezone.utc)
+            assert dt.timedelta(minutes=5) < left < dt.timedelta(minutes=5, seconds=3)  # asked again within seconds
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "litdata_io"]
+    assert len(warnings) == 1 and "AWS_CONTAINER_CREDENTIALS_FULL_URI" in warnings[0], warnings
+    assert provider()["access_key_id"] != first["access_key_id"]
+
+
+def test_refused_refresh_fails_at_once(container: CredentialServer) -> None:
+    """A refusal (403: the token is no longer the endpoint's) is not retried, even with valid keys left."""
+    provider = _provider()
+    provider()
+    container._server.container_token = "rotated"
+    started = time.monotonic()
+    with pytest.raises(PermissionError, match=r"AWS_CONTAINER_CREDENTIALS_FULL_URI.*permanent failure, 1 attempt"):
+        provider()
+    assert time.monotonic() - started < 10  # botocore's own 3 tries, no backoff of ours

@@ -7,16 +7,25 @@ needs it, and turns the ImportError into an install hint.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import boto3  # pyright: ignore[reportMissingTypeStubs]
 import botocore.exceptions  # pyright: ignore[reportMissingTypeStubs]
+import botocore.parsers  # pyright: ignore[reportMissingTypeStubs]
 from obstore.auth.boto3 import Boto3CredentialProvider
+
+from litdata_io._retry import backoff_delay
+from litdata_io._settings import IOSettings
 
 if TYPE_CHECKING:
     from obstore.store import S3Credential
 
-__all__ = ["boto3_provider", "obstore_expiry"]
+__all__ = ["boto3_provider", "is_transient_refresh_error", "obstore_expiry"]
+
+log = logging.getLogger("litdata_io")
 
 
 def obstore_expiry(expiry: object) -> dt.datetime | None:
@@ -35,31 +44,134 @@ def obstore_expiry(expiry: object) -> dt.datetime | None:
 
 
 class _Provider(Boto3CredentialProvider):
-    """obstore's boto3 provider, telling obstore when the credentials really expire.
+    """obstore's boto3 provider, telling obstore when the credentials really expire, retrying refreshes.
 
     obstore's own reports every answer as valid for a fixed ``ttl`` (30 minutes), longer than
     temporary credentials may live. obstore calls the provider again when less than 5 minutes of
     the expiry it was told are left; botocore refreshes refreshable credentials (assume-role, SSO,
     ``credential_process`` with an ``Expiration``, container credentials) when less than 10-15
     minutes are left, so that call returns new keys.
+
+    A refresh that fails transiently (the source unreachable, a timeout, a 5xx, throttling, a
+    ``credential_process`` that exits non-zero) is retried under the storage's retry policy
+    (``max_retries``, ``retry_deadline``, the same backoff). While the keys from before are still
+    valid, they are served instead (with one warning) and the refresh is tried again after the
+    next backoff. A permanent refusal (access denied, a bad token) fails at once.
     """
 
-    def __call__(self) -> S3Credential:
+    def __init__(self, session: Any, where: str, settings: IOSettings) -> None:
+        super().__init__(session)
+        self._where = where
+        self._settings = settings
+        self._last: tuple[S3Credential, dt.datetime | None] | None = None  # keys, their real expiry
+        self._failures = 0  # refreshes failed in a row while serving the keys from before
+        self._warned = False
+
+    def _fetch(self) -> tuple[S3Credential, dt.datetime | None]:
         frozen: Any = self.credentials.get_frozen_credentials()  # botocore ships no types
         # botocore keeps a refreshable credential's expiry only in this attribute; it belongs to the
         # keys just frozen because only this provider uses the session, and obstore calls it under a lock
         expiry = obstore_expiry(getattr(self.credentials, "_expiry_time", None))
         told = dt.datetime.now(dt.timezone.utc) + self.ttl
-        return {
+        credential: S3Credential = {
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             # an empty token would be sent as an empty x-amz-security-token header, which S3 refuses
             "token": frozen.token or None,
             "expires_at": told if expiry is None else min(told, expiry),
         }
+        return credential, expiry
+
+    def __call__(self) -> S3Credential:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                credential, expiry = self._fetch()
+            except Exception as exc:
+                transient = is_transient_refresh_error(exc)
+                delay = backoff_delay(self._failures + attempt, self._settings)
+                stale = self._stale(delay) if transient else None
+                if stale is not None:
+                    return stale
+                elapsed = time.monotonic() - started
+                settings = self._settings
+                if not transient or attempt > settings.max_retries or elapsed + delay > settings.retry_deadline:
+                    kind = "transient" if transient else "permanent"
+                    raise PermissionError(
+                        f"{self._where}: boto3 could not get new keys ({kind} failure, {attempt} attempt(s) in "
+                        f"{elapsed:.1f}s; {self._settings.budget()}): {type(exc).__name__}: {exc}"
+                    ) from exc
+                log.debug("%s: refreshing keys failed (%s); retrying in %.2fs", self._where, exc, delay)
+                time.sleep(delay)
+                continue
+            if self._failures:
+                log.info("%s: new keys after %d failed refreshes", self._where, self._failures)
+            self._failures = 0
+            self._last = (credential, expiry)
+            return credential
+
+    def _stale(self, delay: float) -> S3Credential | None:
+        """The keys from before, if still valid a while after ``delay``; obstore asks again after ``delay``."""
+        if self._last is None:
+            return None
+        credential, expiry = self._last
+        if expiry is None:  # keys without an expiry were not refreshed by botocore
+            return None
+        now = dt.datetime.now(dt.timezone.utc)
+        retry_at = now + dt.timedelta(seconds=delay)
+        if expiry - retry_at < _STALE_MARGIN:
+            return None
+        self._failures += 1
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "%s: refreshing the keys failed; using the current ones (valid until %s) and trying again",
+                self._where,
+                expiry.isoformat(timespec="seconds"),
+            )
+        # obstore asks again when less than its 5 minutes are left of what it is told
+        return {**credential, "expires_at": retry_at + _OBSTORE_MIN_TTL}
 
 
-def boto3_provider(profile: str | None, why: str, region: str | None) -> Boto3CredentialProvider:
+def is_transient_refresh_error(exc: BaseException) -> bool:
+    """Whether a failed credential refresh may succeed when tried again.
+
+    Transient: no connection, a timeout, a 5xx or throttling answer, an answer that is not the
+    service's (a proxy's error page), a ``credential_process`` that
+    failed (its exit status says nothing more), a container endpoint answering 5xx or not at all.
+    Permanent: a 4xx refusal (access denied, an unknown or expired token), anything else.
+
+    Args:
+        exc: what boto3 raised.
+    """
+    if isinstance(exc, (OSError, botocore.exceptions.HTTPClientError)):
+        return True  # connection refused/reset, timeouts (botocore's are HTTPClientErrors)
+    if isinstance(exc, botocore.parsers.ResponseParserError):
+        return True  # an answer that is not the service's (a proxy's or load balancer's error page)
+    if isinstance(exc, botocore.exceptions.ClientError):
+        response: Any = getattr(exc, "response", None) or {}  # botocore ships no types
+        metadata: dict[str, Any] = response.get("ResponseMetadata") or {}
+        error: dict[str, Any] = response.get("Error") or {}
+        status = int(metadata.get("HTTPStatusCode") or 0)
+        code = str(error.get("Code") or "")
+        return status >= 500 or status == 429 or code in _THROTTLING or "Throttl" in code
+    if isinstance(exc, (botocore.exceptions.CredentialRetrievalError, botocore.exceptions.MetadataRetrievalError)):
+        refused = _REFUSED.search(str(exc))  # the container endpoint's answer, if it gave one
+        return refused is None or refused.group(1) in ("408", "429")
+    return False
+
+
+_STALE_MARGIN = dt.timedelta(seconds=5)  # a request signed just before the expiry still arrives in time
+_OBSTORE_MIN_TTL = dt.timedelta(minutes=5)
+_THROTTLING = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"}
+_REFUSED = re.compile(r"non 200 response (4\d\d)")
+
+
+def boto3_provider(
+    profile: str | None, why: str, region: str | None, settings: IOSettings | None = None
+) -> Boto3CredentialProvider:
     """A credential provider for obstore's S3Store from boto3's chain for ``profile`` (None: the default chain).
 
     Args:
@@ -67,16 +179,18 @@ def boto3_provider(profile: str | None, why: str, region: str | None) -> Boto3Cr
         why: what made boto3 necessary, for the error message.
         region: the bucket's region, for boto3's STS client when the profile names none (boto3
             reads ``AWS_DEFAULT_REGION`` but not ``AWS_REGION``).
+        settings: the storage's retry policy, for failed refreshes (None: the defaults).
 
     Raises:
         ValueError: boto3 cannot resolve the profile's credentials.
     """
+    where = f"AWS profile {profile!r}" if profile else f"AWS credentials ({why})"
     try:
         session = boto3.Session(profile_name=profile)
         # boto3 ships no types: the region is a str or None.
         if session.region_name is None and region:  # pyright: ignore[reportUnknownMemberType]
             session = boto3.Session(profile_name=profile, region_name=region)
-        return _Provider(session)
+        return _Provider(session, where, settings or IOSettings())
     except (botocore.exceptions.BotoCoreError, ValueError) as exc:
-        where = f"AWS profile {profile!r}" if profile else "AWS credentials"
-        raise ValueError(f"{where}: {why}, and boto3 cannot resolve it: {exc}") from None
+        named = f"AWS profile {profile!r}" if profile else "AWS credentials"
+        raise ValueError(f"{named}: {why}, and boto3 cannot resolve it: {exc}") from None

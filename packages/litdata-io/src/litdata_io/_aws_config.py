@@ -124,7 +124,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         )
     if profile and any(key in profile for key in _INDIRECT) and not _is_static(profile):
         indirect = next(key for key in _INDIRECT if key in profile)
-        return config, _boto3_provider(name, f"profile {name!r} sets {indirect}", profile, config, environ)
+        why = f"profile {name!r} sets {indirect}"
+        return config, _boto3_provider(name, why, profile, config, environ, options)
     token_file = config.get("web_identity_token_file") or environ.get("AWS_WEB_IDENTITY_TOKEN_FILE")
     if token_file and (config.get("role_arn") or environ.get("AWS_ROLE_ARN")):
         return config, None  # 4: obstore's web identity
@@ -141,7 +142,9 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         if environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") or config.get("container_authorization_token_file"):
             return config, None
         why = "AWS_CONTAINER_CREDENTIALS_FULL_URI is set without AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
-        return config, _boto3_provider(None, why, None, config, environ)
+        if environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN"):
+            why = "AWS_CONTAINER_CREDENTIALS_FULL_URI is set with an inline AWS_CONTAINER_AUTHORIZATION_TOKEN"
+        return config, _boto3_provider(None, why, None, config, environ, options)
     if _true(environ.get("AWS_EC2_METADATA_DISABLED")):
         raise ValueError(
             "no AWS credentials found (storage_options, AWS_ACCESS_KEY_ID, a profile in "
@@ -206,7 +209,12 @@ def _is_static(profile: Mapping[str, str]) -> bool:
 
 
 def _boto3_provider(
-    name: str | None, why: str, profile: Mapping[str, str] | None, config: Mapping[str, Any], environ: Mapping[str, str]
+    name: str | None,
+    why: str,
+    profile: Mapping[str, str] | None,
+    config: Mapping[str, Any],
+    environ: Mapping[str, str],
+    options: BackendOptions,
 ) -> Any:
     """The obstore boto3 credential provider for profile ``name`` (None: boto3's default chain)."""
     source = profile.get("source_profile") if profile else None
@@ -224,7 +232,7 @@ def _boto3_provider(
             'pip install "litdata-io[aws-profiles]" (or boto3; or export temporary keys first: '
             f"`aws configure export-credentials{f' --profile {name}' if name else ''} --format env`)"
         ) from None
-    return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"))
+    return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"), options.settings)
 
 
 def _true(value: str | None) -> bool:
