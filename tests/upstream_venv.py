@@ -6,6 +6,7 @@ environment so uv links it from its cache instead of downloading it again.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import shutil
@@ -34,6 +35,17 @@ def upstream_python() -> Path:
     marker = VENV / ".ready-3"  # bump when the package list changes
     if marker.exists():
         return python
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    # pytest-xdist workers (and parallel sessions) wait for the one that builds instead of installing
+    # into the same folder at once.
+    with (VENV.parent / f"{VENV.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _build(python, marker)
+    return python
+
+
+def _build(python: Path, marker: Path) -> None:
     torch_version = version("torch").split("+")[0]
     subprocess.run([_uv(), "venv", "-q", "--allow-existing", "--python", sys.executable, str(VENV)], check=True)
     packages = [
@@ -47,7 +59,6 @@ def upstream_python() -> Path:
     ]
     subprocess.run([_uv(), "pip", "install", "-q", "--python", str(python), *packages, "pyarrow"], check=True)
     marker.touch()
-    return python
 
 
 def run_upstream(script: str, *args: str) -> Any:
