@@ -19,14 +19,21 @@ __all__ = ["s3_bucket", "s3_server"]
 # The test files that take longest (CONTRIBUTING.md's table; `--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
 LONGEST_FILES = (
-    "tests/test_ray.py",
     "tests/test_credentials.py",
-    "tests/test_compat_write_upstream_reads.py",
-    "packages/litdata-stream/tests/test_epoch_property.py",
-    "packages/litdata-stream/tests/test_resume_property.py",
     "tests/test_ddp.py",
+    "tests/test_keyed_update.py",
+    "tests/test_ray.py",
+    "tests/test_compat_write_upstream_reads.py",
+    "tests/test_credentials_google_azure.py",
+    "tests/test_obstore_process.py",
     "tests/test_benchmarks_smoke.py",
-    "tools/litracer/tests/test_litracer.py",
+    "packages/litdata-stream/tests/test_resume_property.py",
+    "tests/test_doc_examples_cloud.py",
+    "tests/test_compat_keys.py",
+    "packages/litdata-stream/tests/test_spawn.py",
+    "tests/test_layering.py",
+    "packages/litdata-stream/tests/test_epoch_property.py",
+    "tests/test_loader_watchdog.py",
 )
 
 
