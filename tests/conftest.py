@@ -20,7 +20,9 @@ __all__ = ["s3_bucket", "s3_server"]
 # first. A file missing here only loses its place in the queue, never a test.
 LONGEST_FILES = (
     "tests/test_credentials.py",
+    "tests/test_soak.py",
     "tests/test_ddp.py",
+    "tests/test_credentials_expiring.py",
     "tests/test_keyed_update.py",
     "tests/test_ray.py",
     "tests/test_compat_write_upstream_reads.py",
@@ -34,6 +36,10 @@ LONGEST_FILES = (
     "tests/test_layering.py",
     "packages/litdata-stream/tests/test_epoch_property.py",
     "tests/test_loader_watchdog.py",
+    "tests/test_stalled_download.py",
+    "packages/litdata-stream/tests/test_rank_env.py",
+    "tests/test_upstream_loader_compat.py",
+    "tests/test_bounded_decompression.py",
 )
 
 
