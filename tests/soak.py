@@ -95,7 +95,7 @@ class SoakConfig:
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
         allow_killed_leftovers: tolerate what a SIGKILLed rank is known to leave behind (one
-            ``litdata-epoch-*`` record and one ``pymp-*`` folder in ``TMPDIR`` per killed rank, its
+            ``litdata-epoch-*`` record and CPython's ``pymp-*`` folders in its own ``TMPDIR``, its
             ``/dev/shm/litdata-activity-*`` board); they are listed in ``known_leftovers``.
     """
 
@@ -292,8 +292,6 @@ class _Soak:
         self.sessions: set[int] = set()
         self.seen: dict[int, tuple[int, str]] = {}  # pid: (session, command) of every process of ours
         self.boards: dict[str, int] = {}  # watchdog board: the session of a process that mapped it
-        # pymp-* folder in TMPDIR (CPython multiprocessing's, for a listener's socket): its process
-        self.pymp: dict[str, tuple[int, int, str]] = {}  # folder name: (pid, session, command)
         self.killed: set[int] = set()  # sessions whose rank the soak SIGKILLed
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -493,6 +491,9 @@ class _Soak:
             env.update(GLOBAL_RANK=str(rank), WORLD_SIZE=str(world), NNODES="1")
         else:
             env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+        # Each rank's own TMPDIR (under the soak's): what is left in it is that rank's session's.
+        env["TMPDIR"] = str(self.tmp / name)
+        (self.tmp / name).mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
         with stderr.open("wb") as sink:
             proc = subprocess.Popen(
@@ -642,20 +643,6 @@ class _Soak:
                         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
                             if "litdata-activity-" in line:
                                 self.boards.setdefault(line.split()[-1], self.seen[pid][0])
-            if tick % 4 == 0 and (sockets := _unix_sockets(self.tmp)):
-                for pid in _session_processes(sessions):
-                    if pid in self.seen:
-                        self._find_listeners(pid, sockets)
-
-    def _find_listeners(self, pid: int, sockets: dict[str, str]) -> None:
-        """Note which process listens on a socket in a ``pymp-*`` folder of the ranks' TMPDIR."""
-        with contextlib.suppress(OSError):
-            for fd in os.scandir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd.path)
-                    folder = sockets.get(target)
-                    if folder is not None and folder not in self.pymp:
-                        self.pymp[folder] = (pid, self.seen[pid][0], self.seen[pid][1])
 
     def _kill_everything(self) -> None:
         with self.lock:
@@ -694,30 +681,26 @@ class _Soak:
             if name in _ALLOWED_CACHE_FILES or (name.startswith("chunk-") and name.endswith(".bin")):
                 continue
             self.report.leftovers.append(f"{path.relative_to(self.folder)} in the cache")
-        # Known: a SIGKILLed rank leaves its dataset's epoch record and its loader's watchdog board
-        # (litdata), at most one each. CPython's multiprocessing leaves a pymp-* folder (the socket of
-        # a listener: a forkserver's, or the resource sharer's a DataLoader worker opens to pass
-        # tensors) for every process of a torn-down session (a SIGKILLed rank, the rank whose worker
-        # was SIGKILLed): only a clean exit removes it, and their workers are torn down with them
-        # (torch terminates a failed loader's workers). Any other pymp-* folder is a leak.
-        known = {"litdata-epoch-": 0}
-        victim = self.report.killed_worker.get("pid")
-        torn = set(self.killed) | {r.proc.pid for r in self.ranks if r.name == self.report.killed_worker.get("rank")}
+        # Known, in the TMPDIR of a torn-down rank (SIGKILLed, or the one whose worker was
+        # SIGKILLed and which then failed): its dataset's epoch record (litdata's, at most one) and
+        # CPython multiprocessing's pymp-* folders (the socket of a listener: its forkserver's, or
+        # the resource sharer a DataLoader worker opens to pass tensors), which only a clean exit
+        # of their process removes; a torn-down rank's workers go with it. Anything else is a leak.
+        victim = self.report.killed_worker.get("rank")
+        torn = {r.name for r in self.ranks if r.proc.pid in self.killed or r.name == victim}
         for path in sorted(self.tmp.iterdir()):
-            where = f"{path.relative_to(self.folder)} in the ranks' TMPDIR"
-            if path.name.startswith("pymp-"):
-                owner = self.pymp.get(path.name)
-                if self.config.allow_killed_leftovers and owner and (owner[1] in torn or owner[0] == victim):
-                    self.report.known_leftovers.append(f"{where} (pid {owner[0]}, of a torn-down session)")
-                else:
-                    self.report.leftovers.append(f"{where} (its listener: {owner or 'never seen'})")
+            if not path.is_dir() or path.name not in {r.name for r in self.ranks}:
+                self.report.leftovers.append(f"{path.relative_to(self.folder)} in the ranks' TMPDIR")
                 continue
-            prefix = next((p for p in known if path.name.startswith(p)), None)
-            if prefix is not None and self.config.allow_killed_leftovers and known[prefix] < len(self.killed):
-                known[prefix] += 1
-                self.report.known_leftovers.append(where)
-            else:
-                self.report.leftovers.append(where)
+            records = 0
+            for item in sorted(path.iterdir()):
+                where = f"{item.relative_to(self.folder)} in {path.name}'s TMPDIR"
+                known = item.name.startswith("pymp-") or (item.name.startswith("litdata-epoch-") and records < 1)
+                records += item.name.startswith("litdata-epoch-")
+                if self.config.allow_killed_leftovers and path.name in torn and known:
+                    self.report.known_leftovers.append(f"{where} (a torn-down rank)")
+                else:
+                    self.report.leftovers.append(where)
         for board, session in sorted(self.boards.items()):
             if os.path.exists(board):
                 if self.config.allow_killed_leftovers and session in self.killed:
@@ -775,17 +758,6 @@ def _describe(pid: int) -> str:
                 comm = Path(task.path, "comm").read_text().strip()
                 waits.append(f"{comm}:{Path(task.path, 'wchan').read_text().strip()}")
     return f"{_command(pid)} [{', '.join(waits)}]"
-
-
-def _unix_sockets(folder: Path) -> dict[str, str]:
-    """``socket:[inode]`` of every unix socket bound in a ``pymp-*`` folder under ``folder``: that folder's name."""
-    found = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
-            fields = line.split()
-            if len(fields) >= 8 and fields[7].startswith(f"{folder}/pymp-"):
-                found[f"socket:[{fields[6]}]"] = Path(fields[7]).parent.name
-    return found
 
 
 def _flocks(inode: int) -> Iterator[tuple[int, bool]]:
