@@ -154,8 +154,9 @@ def _bytes_read(pid: int) -> bytes:
 # stopped while it held several chunks' locks is taken over once per chunk, but waited for once
 # (a reader needing those chunks one after the other waited the whole bound for each before). A
 # reading older than the bound is not trusted: that holder may have started a new download since.
+# No lock: a lock held by another thread when the process forks would stay held in the child; two
+# threads updating one entry at once only move its clock a poll later.
 _IDLE: dict[int, tuple[bytes, float, float]] = {}
-_IDLE_LOCK = threading.Lock()
 
 
 def _idle_since(lock_fd: int, now: float, stall_s: float) -> float:
@@ -167,13 +168,12 @@ def _idle_since(lock_fd: int, now: float, stall_s: float) -> float:
     read = _bytes_read(pid) if pid is not None else b""
     if pid is None or not read:
         return now
-    with _IDLE_LOCK:
-        known = _IDLE.get(pid)
-        if known is None or known[0] != read or now - known[2] > stall_s:
-            _IDLE[pid] = (read, now, now)
-            return now
-        _IDLE[pid] = (read, known[1], now)
-        return known[1]
+    known = _IDLE.get(pid)
+    if known is None or known[0] != read or now - known[2] > stall_s:
+        _IDLE[pid] = (read, now, now)
+        return now
+    _IDLE[pid] = (read, known[1], now)
+    return known[1]
 
 
 def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
