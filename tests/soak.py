@@ -95,7 +95,7 @@ class SoakConfig:
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
         allow_killed_leftovers: tolerate what a SIGKILLed rank is known to leave behind (one
-            ``litdata-epoch-*`` record and one ``pymp-*`` folder in ``TMPDIR`` per killed rank, its
+            ``litdata-epoch-*`` record and CPython's ``pymp-*`` folders in its own ``TMPDIR``, its
             ``/dev/shm/litdata-activity-*`` board); they are listed in ``known_leftovers``.
     """
 
@@ -491,6 +491,9 @@ class _Soak:
             env.update(GLOBAL_RANK=str(rank), WORLD_SIZE=str(world), NNODES="1")
         else:
             env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+        # Each rank's own TMPDIR (under the soak's): what is left in it is that rank's session's.
+        env["TMPDIR"] = str(self.tmp / name)
+        (self.tmp / name).mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
         with stderr.open("wb") as sink:
             proc = subprocess.Popen(
@@ -632,9 +635,10 @@ class _Soak:
             with self.lock:
                 sessions = set(self.sessions)
             for pid in _session_processes(sessions):
-                if pid not in self.seen:
-                    self.seen[pid] = (_session_of(pid) or 0, _command(pid))
-                if tick % 4 == 0:
+                session = _session_of(pid)
+                if pid not in self.seen and session is not None:  # None: it exited meanwhile
+                    self.seen[pid] = (session, _command(pid))
+                if tick % 4 == 0 and pid in self.seen:
                     with contextlib.suppress(OSError):
                         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
                             if "litdata-activity-" in line:
@@ -677,16 +681,26 @@ class _Soak:
             if name in _ALLOWED_CACHE_FILES or (name.startswith("chunk-") and name.endswith(".bin")):
                 continue
             self.report.leftovers.append(f"{path.relative_to(self.folder)} in the cache")
-        # Known: a SIGKILLed rank leaves its dataset's epoch record and its loader's watchdog board
-        # (litdata), and its forkserver's socket folder (CPython's multiprocessing); at most one each.
-        known = {"litdata-epoch-": 0, "pymp-": 0}
+        # Known, in the TMPDIR of a torn-down rank (SIGKILLed, or the one whose worker was
+        # SIGKILLed and which then failed): its dataset's epoch record (litdata's, at most one) and
+        # CPython multiprocessing's pymp-* folders (the socket of a listener: its forkserver's, or
+        # the resource sharer a DataLoader worker opens to pass tensors), which only a clean exit
+        # of their process removes; a torn-down rank's workers go with it. Anything else is a leak.
+        victim = self.report.killed_worker.get("rank")
+        torn = {r.name for r in self.ranks if r.proc.pid in self.killed or r.name == victim}
         for path in sorted(self.tmp.iterdir()):
-            prefix = next((p for p in known if path.name.startswith(p)), None)
-            if prefix is not None and self.config.allow_killed_leftovers and known[prefix] < len(self.killed):
-                known[prefix] += 1
-                self.report.known_leftovers.append(f"{path.relative_to(self.folder)} in the ranks' TMPDIR")
-            else:
+            if not path.is_dir() or path.name not in {r.name for r in self.ranks}:
                 self.report.leftovers.append(f"{path.relative_to(self.folder)} in the ranks' TMPDIR")
+                continue
+            records = 0
+            for item in sorted(path.iterdir()):
+                where = f"{item.relative_to(self.folder)} in {path.name}'s TMPDIR"
+                known = item.name.startswith("pymp-") or (item.name.startswith("litdata-epoch-") and records < 1)
+                records += item.name.startswith("litdata-epoch-")
+                if self.config.allow_killed_leftovers and path.name in torn and known:
+                    self.report.known_leftovers.append(f"{where} (a torn-down rank)")
+                else:
+                    self.report.leftovers.append(where)
         for board, session in sorted(self.boards.items()):
             if os.path.exists(board):
                 if self.config.allow_killed_leftovers and session in self.killed:

@@ -132,3 +132,70 @@ def test_the_stall_bound_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert download_stall_seconds() == 0
     monkeypatch.delenv("LITDATA_DOWNLOAD_STALL_S")
     assert download_stall_seconds() == 60
+
+
+def _hold_two(root: Path, src: Path, infos: tuple[ChunkInfo, ChunkInfo]) -> None:
+    import asyncio
+
+    cache = ChunkCache(root, FolderStorage(src, delay=3.0), "1MB")
+
+    async def both() -> None:
+        await asyncio.gather(*(cache.aacquire(info) for info in infos))
+
+    asyncio.run(both())
+
+
+@pytest.mark.timeout(120)
+def test_a_process_stopped_holding_two_chunks_is_waited_for_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The soak's failure: a reader needing, one after the other, two chunks whose downloads one
+    # stopped process held waited the whole bound for each (2 x 15 s on top of a slow start there,
+    # past the watchdog's 60 s). The holder made no progress during the first wait: the second
+    # takes it over at once. Before the fix the second wait took the whole bound again.
+    stall_s = 6.0
+    src = tmp_path / "src"
+    src.mkdir()
+    blobs = [os.urandom(4000 + i) for i in range(2)]
+    infos = tuple(ChunkInfo(f"chunk-0-{i}.bin", len(blob), 1) for i, blob in enumerate(blobs))
+    for info, blob in zip(infos, blobs, strict=True):
+        (src / info.filename).write_bytes(blob)
+    root = tmp_path / "ds"
+    child = FORK.Process(target=_hold_two, args=(root, src, infos))
+    child.start()
+    pid = child.pid
+    assert pid is not None
+    try:
+        locks = [root / f".{info.filename}.lock" for info in infos]
+        deadline = time.monotonic() + 60
+        while not all(_reserved(lock) for lock in locks):  # both downloads under way
+            assert time.monotonic() < deadline, "the child never started both downloads"
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGSTOP)
+        monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", str(stall_s))
+        cache = ChunkCache(root, FolderStorage(src), "1MB")
+        with cache.use(infos[0]) as path:  # waits the bound, then takes the first download over
+            assert path.read_bytes() == blobs[0]
+        started = time.monotonic()
+        with cache.use(infos[1]) as path:  # the same stopped holder: no second full wait
+            assert path.read_bytes() == blobs[1]
+        assert time.monotonic() - started < stall_s / 2
+        os.kill(pid, signal.SIGCONT)
+        child.join(60)
+        assert child.exitcode == 0
+        cache.close()
+        assert sorted(os.listdir(root)) == [".cache-bytes", *(info.filename for info in infos)]
+        assert int((root / ".cache-bytes").read_text().split()[0]) == sum(len(blob) for blob in blobs)
+    finally:
+        if child.is_alive():
+            os.kill(pid, signal.SIGCONT)
+            child.kill()
+            child.join()
+
+
+def _reserved(lock: Path) -> bool:
+    try:
+        fields = lock.read_text().split()
+    except FileNotFoundError:
+        return False
+    return bool(fields) and fields[0].isdigit() and int(fields[0]) > 0

@@ -149,6 +149,33 @@ def _bytes_read(pid: int) -> bytes:
         return b""
 
 
+# pid of a holder on this host: (its rchar, since when and until when this process saw it
+# unchanged). The clock of a stalled holder, shared by the waits of this process: a process that
+# stopped while it held several chunks' locks is taken over once per chunk, but waited for once
+# (a reader needing those chunks one after the other waited the whole bound for each before). A
+# reading older than the bound is not trusted: that holder may have started a new download since.
+# No lock: a lock held by another thread when the process forks would stay held in the child; two
+# threads updating one entry at once only move its clock a poll later.
+_IDLE: dict[int, tuple[bytes, float, float]] = {}
+
+
+def _idle_since(lock_fd: int, now: float, stall_s: float) -> float:
+    """Since when this process has seen the holder of ``lock_fd`` read nothing; ``now`` if unknown.
+
+    Only a holder on this host has a reading to compare (``/proc/<pid>/io``).
+    """
+    pid = _holder_pid(lock_fd)
+    read = _bytes_read(pid) if pid is not None else b""
+    if pid is None or not read:
+        return now
+    known = _IDLE.get(pid)
+    if known is None or known[0] != read or now - known[2] > stall_s:
+        _IDLE[pid] = (read, now, now)
+        return now
+    _IDLE[pid] = (read, known[1], now)
+    return known[1]
+
+
 def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
     """What changes while the download holding ``lock_fd`` (of ``inode``) moves on.
 
@@ -208,7 +235,8 @@ async def _wait(
     waiter = _LockWaiter(fd)
     inode = os.fstat(fd).st_ino
     poll = min(max(stall_s / 8, 0.05), 1.0) if stall_s else 1.0
-    last, since = _progress(fd, final, inode), time.monotonic()
+    now = time.monotonic()
+    last, since = _progress(fd, final, inode), _idle_since(fd, now, stall_s)
     holder = describe_holder(fd)
     token = activity_begin(_doing(label, holder, lock_path, stall_s))
     owned = False
@@ -225,13 +253,16 @@ async def _wait(
                     waiter.abandon()
                     return None
                 now, seen = time.monotonic(), _progress(fd, final, inode)
+                idle = _idle_since(fd, now, stall_s)
                 if describe_holder(fd) != holder:
                     holder = describe_holder(fd)
                     activity_end(token)
                     token = activity_begin(_doing(label, holder, lock_path, stall_s))
                 if seen != last:
                     last, since = seen, now
-                elif stall_s and now - since >= stall_s:
+                else:
+                    since = min(since, idle)  # this process saw the holder stalled before this wait
+                if seen == last and stall_s and now - since >= stall_s:
                     taken = _take_over(lock_path, fd, final, inode, label, holder, stall_s, serialize)
                     waiter.abandon()
                     return taken
