@@ -58,16 +58,21 @@ def keys(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield running, bucket
 
 
-@pytest.mark.parametrize("source", THROUGH_BOTO3)
-def test_keys_expiring_mid_stream_are_refreshed(keys: tuple[ExpiringKeys, str], source: str) -> None:
-    running, bucket = keys
-    spec: dict[str, Any] = {
+def _epochs_spec(running: ExpiringKeys, bucket: str, source: str) -> dict[str, Any]:
+    """The driver's job: stream the bucket's dataset for 2 epochs with the keys of ``source``."""
+    return {
         "source": source,
         "phases": ["epochs"],
         "data": f"s3://{bucket}/data",
         "cache": str(running.folder / f"cache-{source}"),
         "marks": running.stack.credentials.endpoint,
     }
+
+
+@pytest.mark.parametrize("source", THROUGH_BOTO3)
+def test_keys_expiring_mid_stream_are_refreshed(keys: tuple[ExpiringKeys, str], source: str) -> None:
+    running, bucket = keys
+    spec = _epochs_spec(running, bucket, source)
     result = run_driver(spec, running.environment(source))["epochs"]
     assert result["error"] is None, result["error"]
     assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS  # each once an epoch
@@ -142,13 +147,7 @@ def test_failed_refreshes_are_retried(short_keys: tuple[ExpiringKeys, str], sour
     """The credential source fails the next FAILS requests for keys, 2 seconds into the stream, then
     recovers: the refreshes are retried with backoff and the 2 epochs complete, every sample once."""
     running, bucket = short_keys
-    spec: dict[str, Any] = {
-        "source": source,
-        "phases": ["epochs"],
-        "data": f"s3://{bucket}/data",
-        "cache": str(running.folder / f"cache-{source}"),
-        "marks": running.stack.credentials.endpoint,
-    }
+    spec = _epochs_spec(running, bucket, source)
     authority = running.stack.authority
     failed_before = authority.failed
     outage = threading.Timer(2.0, running.fail_refreshes, args=(FAILS, how))

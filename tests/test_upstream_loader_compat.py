@@ -11,6 +11,7 @@ import pytest
 
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
 from tests.test_upstream_parity import _make
+from tests.test_upstream_state import _batches, _flat
 from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -71,19 +72,6 @@ with open(sys.argv[1], "wb") as f:
 
 def _loader(path: str, shuffle: bool, workers: int) -> StreamingDataLoader:
     return StreamingDataLoader(StreamingDataset(path, shuffle=shuffle, seed=3), batch_size=4, num_workers=workers)
-
-
-def _batches(loader: StreamingDataLoader, stop: int | None = None) -> list[list[int]]:
-    out = []
-    for batch in loader:
-        out.append([int(i) for i in batch["id"]])
-        if stop is not None and len(out) == stop:
-            break
-    return out
-
-
-def _flat(batches: list[list[int]]) -> list[int]:
-    return [i for batch in batches for i in batch]
 
 
 @pytest.fixture(scope="module")
