@@ -127,6 +127,9 @@ def leave_parent(args: dict[str, Any]) -> None:
         pass
     again = storage.get(args["key"]).decode()  # through the same helper: Ctrl-C did not end it
     report(where="after-sigint", same=again == data, helper=helper_pid())
+    os.environ["LOCAL_RANK"] = "1"  # what a trainer sets: no store client reads it, the helper stays
+    unrelated = storage.get(args["key"]).decode()
+    report(where="after-unrelated-env", same=unrelated == data, helper=helper_pid())
     os.environ["LITDATA_TEST_CHANGED"] = "1"  # a changed environment: the next call starts a helper that sees it
     changed = storage.get(args["key"]).decode()
     report(where="after-env", same=changed == data, helper=helper_pid())

@@ -81,8 +81,9 @@ def test_the_forked_helper_keeps_nothing_of_its_parent_and_survives_ctrl_c(s3_da
     released = json.loads(proc.stdout.readline())
     assert released == {"where": "released", "pipe_eof": True, "lock_free": True}
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the root and its helper get it
-    after_sigint, after_env = _lines(proc)
+    after_sigint, after_unrelated, after_env = _lines(proc)
     assert after_sigint == {"where": "after-sigint", "same": True, "helper": root["helper"]}
+    assert after_unrelated == {"where": "after-unrelated-env", "same": True, "helper": root["helper"]}
     assert after_env["same"] and after_env["helper"] != root["helper"]  # a new environment, a new helper
     while not (_gone(root["helper"]) and _gone(after_env["helper"])):  # end-of-file when the root exits
         os.sched_yield()

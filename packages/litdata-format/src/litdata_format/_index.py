@@ -203,15 +203,17 @@ def _empty_config() -> dict[str, Any]:
 
 
 def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
-    """Validate a decoded ``index.json`` (LitData or MosaicML MDS) and return its contents.
+    """Validate an ``index.json`` (LitData or MosaicML MDS) and return its contents.
 
     Args:
-        obj: what ``json.loads`` made of the file.
+        obj: what ``json.loads`` made of the file, or the file's bytes.
         source: where it was read from, for error messages.
 
     Raises:
         ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
     """
+    if isinstance(obj, bytes):
+        obj = _decode(obj, source)
     if not is_str_dict(obj):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
     if "shards" in obj and "chunks" not in obj:
@@ -252,13 +254,16 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
             f"The provided dataset `{path.parent}` doesn't contain any {INDEX_FILENAME} file ({path}: no index.json "
             f"here); is this an optimized dataset?{hint}"
         ) from None
+    return parse_index(raw, str(path))
+
+
+def _decode(raw: bytes, source: str) -> Any:
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: index.json is not valid JSON ({err}); it may be truncated or damaged") from None
+        raise ValueError(f"{source}: index.json is not valid JSON ({err}); it may be truncated or damaged") from None
     except RecursionError:
-        raise ValueError(f"{path}: index.json nests its values too deeply to be an index") from None
-    return parse_index(obj, str(path))
+        raise ValueError(f"{source}: index.json nests its values too deeply to be an index") from None
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:

@@ -10,20 +10,22 @@ Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._hel
 (see :func:`_fork_helper`). Either way it sees the parent's environment, so it finds every
 credential the parent would, and it runs obstore itself.
 
-Protocol: frames of an 8-byte length and a pickle. A request is ``(call id, storage, method,
-args)`` (the storage pickled once per storage object, so the helper keeps one client per storage);
-``(call id, None, "cancel", ())`` cancels one. A reply is ``(call id, ok, result or
-exception)``. Each request runs as an asyncio task calling the same :class:`ObstoreStorage` async
-method, retries included; downloads and uploads pass file paths, so the helper reads and writes
-the local file itself and no file's bytes cross the socket.
+Protocol: frames of an 8-byte length and a pickle of one typed message. The client sends a
+:class:`_Call` (a call id, the storage pickled once per storage object, so the helper keeps one
+client per storage, and the call as a :class:`~litdata_io._requests.Request` value: one dataclass
+per storage method, its fields the method's arguments) or a :class:`_Cancel`; the helper answers
+each call with a :class:`_Reply`. Each call runs as an asyncio task running the request against
+the same :class:`ObstoreStorage`, retries included; downloads and uploads pass file paths, so the
+helper reads and writes the local file itself and no file's bytes cross the socket.
 
 Client side. The connection lives on the process's shared loop (:func:`litdata_io._loop.io_loop`):
 one helper per process, a reader task resolving the calls' futures. If the helper dies, the calls
 in flight fail with a :class:`StorageError` naming its exit code and the URL, and the next call
 starts a new helper. A forked child closes its copy of the socket at once, so the helper sees
-end-of-file only when its own parent exits or dies, and then exits. When the environment changes
-(a notebook sets ``AWS_PROFILE``), the next call starts a helper that sees it; the old one finishes
-its calls and exits.
+end-of-file only when its own parent exits or dies, and then exits. When a variable a store client
+may read changes (a notebook sets ``AWS_PROFILE``; see :func:`_environment`), the next call starts
+a helper that sees it, and the old one finishes its calls and exits; any other variable (a
+trainer setting ``LOCAL_RANK``) changes nothing.
 """
 
 from __future__ import annotations
@@ -44,20 +46,44 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from litdata_io import _process
 from litdata_io._errors import StorageError
 from litdata_io._loop import io_loop
+from litdata_io._requests import Request
 
 __all__ = ["call_in_helper"]
 
 _HEADER = struct.Struct("!Q")
-_METHODS = frozenset(
-    {"ahead", "alist", "aget", "aget_range", "aput", "adelete", "aupload", "acopy", "adownload", "adownload_hashed"}
-)
 _MAX_STORES = 64  # clients the helper keeps; a long test session opens many storages, a job a few
 _SIGKILL = 9
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class _Call:
+    """Run ``request`` against the storage pickled as ``storage``; answered by a :class:`_Reply` of ``call_id``."""
+
+    call_id: int
+    storage: bytes
+    request: Request[Any]
+
+
+@dataclass(frozen=True)
+class _Cancel:
+    """The caller gave up on call ``call_id``: cancel it (no reply)."""
+
+    call_id: int
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """The outcome of call ``call_id``: its result (``ok``) or the exception it raised."""
+
+    call_id: int
+    ok: bool
+    value: Any
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> Any:
@@ -70,17 +96,21 @@ def _frame(payload: bytes) -> list[bytes]:
 
 
 # -- the helper's side ----------------------------------------------------------------------------
+def _pickled(message: _Call | _Cancel | _Reply) -> bytes:
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _reply(call_id: int, ok: bool, value: Any) -> bytes:
     """The pickled reply; an exception that does not survive pickling becomes its text."""
     if ok:
-        return pickle.dumps((call_id, True, value), protocol=pickle.HIGHEST_PROTOCOL)
+        return _pickled(_Reply(call_id, True, value))
     try:
-        data = pickle.dumps((call_id, False, value), protocol=pickle.HIGHEST_PROTOCOL)
+        data = _pickled(_Reply(call_id, False, value))
         pickle.loads(data)  # an exception with a custom __init__ may pickle but not unpickle
         return data
     except Exception:
         error = StorageError(f"{type(value).__name__}: {value}", url=str(getattr(value, "url", "")))
-        return pickle.dumps((call_id, False, error))
+        return _pickled(_Reply(call_id, False, error))
 
 
 async def _serve(fd: int) -> None:
@@ -89,34 +119,34 @@ async def _serve(fd: int) -> None:
     stores: dict[bytes, Any] = {}
     tasks: dict[int, asyncio.Task[None]] = {}
 
-    async def run(call_id: int, blob: bytes, method: str, args: tuple[Any, ...]) -> None:
+    async def run(call: _Call) -> None:
         try:
-            storage = stores.get(blob)
+            storage = stores.get(call.storage)
             if storage is None:
                 if len(stores) >= _MAX_STORES:
                     del stores[next(iter(stores))]
-                storage = stores[blob] = pickle.loads(blob)
-            if method not in _METHODS:
-                raise ValueError(f"the obstore helper runs storage methods only, not {method!r}")
-            result, ok = await getattr(storage, method)(*args), True
+                storage = stores[call.storage] = pickle.loads(call.storage)
+            result, ok = await call.request.run(storage), True
         except asyncio.CancelledError:
             return  # the caller gave up on it: no reply
         except BaseException as exc:
             result, ok = exc, False
         finally:
-            tasks.pop(call_id, None)
-        writer.writelines(_frame(_reply(call_id, ok, result)))
+            tasks.pop(call.call_id, None)
+        writer.writelines(_frame(_reply(call.call_id, ok, result)))
         await writer.drain()
 
     try:
         while True:
-            call_id, blob, method, args = await _read_frame(reader)
-            if blob is None:  # a cancel
-                task = tasks.get(call_id)
+            message = await _read_frame(reader)
+            if isinstance(message, _Cancel):
+                task = tasks.get(message.call_id)
                 if task is not None:
                     task.cancel()
-                continue
-            tasks[call_id] = asyncio.create_task(run(call_id, blob, method, args))
+            elif isinstance(message, _Call):
+                tasks[message.call_id] = asyncio.create_task(run(message))
+            else:
+                raise ValueError(f"the obstore helper runs storage requests only, not {type(message).__name__}")
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the parent closed its end or died: nobody is waiting for the rest
     for task in list(tasks.values()):
@@ -233,8 +263,8 @@ class _Connection:
     retired: bool = False
     closed: bool = False
 
-    async def send(self, message: tuple[Any, ...]) -> None:
-        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    async def send(self, message: _Call | _Cancel) -> None:
+        payload = _pickled(message)
         async with self.send_lock:
             self.writer.writelines(_frame(payload))
             await self.writer.drain()
@@ -273,10 +303,12 @@ def _drop_parent_connection() -> None:
 async def _read_replies(conn: _Connection, reader: asyncio.StreamReader) -> None:
     try:
         while True:
-            call_id, ok, value = await _read_frame(reader)
-            entry = conn.pending.pop(call_id, None)
+            reply = await _read_frame(reader)
+            if not isinstance(reply, _Reply):
+                break  # not the helper speaking: treat it as gone
+            entry = conn.pending.pop(reply.call_id, None)
             if entry is not None and not entry[0].done():
-                entry[0].set_result((ok, value))
+                entry[0].set_result((reply.ok, reply.value))
             conn.release()
     except (asyncio.IncompleteReadError, ConnectionError, OSError, pickle.UnpicklingError):
         pass
@@ -337,15 +369,27 @@ async def _start() -> _Connection:
     return conn
 
 
-# The helper sees the environment of its start. Any later change (a notebook sets AWS_PROFILE, a
-# test sets AZURITE_BLOB_STORAGE_URL) starts a new helper: the variables a store client reads are
-# too many to list (credentials, endpoints, certificates, proxies, HOME for ~/.aws). Variables known
-# to change on their own, and that no client reads, do not count.
-_VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+# The helper sees the environment of its start. A later change of a variable a store client may
+# read (a notebook sets AWS_PROFILE, a test sets AZURITE_BLOB_STORAGE_URL) starts a new helper.
+# Those are too many to list one by one (credentials, endpoints, certificates, proxies, HOME for
+# ~/.aws, PATH for a credential_process), so a name counts when it holds one of these words; the
+# rest (a trainer's RANK, LOCAL_RANK, MASTER_PORT, CUDA_VISIBLE_DEVICES, pytest's
+# PYTEST_CURRENT_TEST) can change as often as they like.
+_READ_BY_CLIENTS = (
+    "AWS", "BOTO", "S3_", "R2_", "AZURE", "AZURITE", "MSI_", "IDENTITY_", "IMDS", "GOOGLE", "GCS", "GCE_",
+    "GCP", "CLOUDSDK", "STORAGE_EMULATOR", "OBJECT_STORE", "PROXY", "SSL_", "CERT", "CA_BUNDLE", "HOME",
+    "PATH", "LITDATA",
+)  # fmt: skip
+
+
+def _read_by_clients(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in _READ_BY_CLIENTS)
 
 
 def _environment() -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((name, value) for name, value in os.environ.items() if name not in _VOLATILE))
+    """The variables of this process's environment that a store client may read, sorted."""
+    return tuple(sorted((name, value) for name, value in os.environ.items() if _read_by_clients(name)))
 
 
 async def _connection() -> _Connection:
@@ -366,19 +410,19 @@ async def _connection() -> _Connection:
         return conn
 
 
-async def _call(blob: bytes, method: str, args: tuple[Any, ...], url: str) -> Any:
+async def _call(storage: bytes, request: Request[_R], url: str) -> _R:
     conn = await _connection()
     call_id = next(_ids)
     future: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
     conn.pending[call_id] = (future, url)
     try:
-        await conn.send((call_id, blob, method, args))
+        await conn.send(_Call(call_id, storage, request))
         ok, value = await future
     except asyncio.CancelledError:
         conn.pending.pop(call_id, None)
         if not conn.closed:
             with contextlib.suppress(Exception):
-                await asyncio.shield(conn.send((call_id, None, "cancel", ())))
+                await asyncio.shield(conn.send(_Cancel(call_id)))
         conn.release()
         raise
     except (ConnectionError, OSError) as exc:
@@ -389,20 +433,19 @@ async def _call(blob: bytes, method: str, args: tuple[Any, ...], url: str) -> An
     return value
 
 
-async def call_in_helper(blob: bytes, method: str, args: tuple[Any, ...], url: str) -> Any:
-    """Run ``method(*args)`` of the storage pickled as ``blob`` in this process's helper; its result.
+async def call_in_helper(storage: bytes, request: Request[_R], url: str) -> _R:
+    """Run ``request`` against the storage pickled as ``storage`` in this process's helper; its result.
 
     Args:
-        blob: the pickled storage (the helper keeps one client per distinct blob).
-        method: an async storage method (``"aget"``, ``"adownload"``, ...).
-        args: its arguments; local paths must be absolute (the helper's working folder is its own).
+        storage: the pickled storage (the helper keeps one client per distinct pickle).
+        request: the storage call.
         url: the URL the call is about, for errors.
 
     Raises:
         Whatever the method raised in the helper, or StorageError if the helper died during the call.
     """
     loop = io_loop()
-    coro = _call(blob, method, args, url)
+    coro = _call(storage, request, url)
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
@@ -427,4 +470,7 @@ atexit.register(_stop_at_exit)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    # Run as a script, this file is `__main__`; the messages' classes are litdata_io._helper's.
+    from litdata_io._helper import main as _main
+
+    _main(sys.argv)

@@ -27,6 +27,19 @@ from litdata_format.internal import Checksum, atomic_file
 from litdata_io import _process
 from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
+from litdata_io._requests import (
+    Copy,
+    Delete,
+    Download,
+    DownloadHashed,
+    Get,
+    GetRange,
+    Head,
+    Listing,
+    Put,
+    Request,
+    Upload,
+)
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
 from litdata_io._storage import ObjectInfo, Storage, check_key
@@ -64,35 +77,30 @@ def _meta_info(meta: Any) -> ObjectInfo:
 
 
 def _served(
-    local_path: int | None = None,
+    request: Callable[_P, Request[_R]],
 ) -> Callable[
     [Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]]],
     Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]],
 ]:
-    """Run the decorated primitive in this process or in the obstore helper, as this process's placement says.
+    """Run the decorated primitive in this process, or send it as ``request`` to the obstore helper.
 
-    Args:
-        local_path: the position of an argument that is a local file path (made absolute for the helper).
+    Which one is this process's placement (:func:`litdata_io._process.obstore_placement`).
+    ``request`` takes the method's own arguments (its fields are named as the parameters).
     """
 
     def decorate(
         method: Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]],
     ) -> Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]]:
-        name = method.__name__
-
         @functools.wraps(method)
         async def dispatch(self: ObstoreStorage, *args: _P.args, **kwargs: _P.kwargs) -> _R:
             if _process.obstore_placement() == "here":
                 return await method(self, *args, **kwargs)
             from litdata_io._helper import call_in_helper
 
-            values = [v.tobytes() if isinstance(v, memoryview) else v for v in args]  # memoryviews do not pickle
-            if local_path is not None:
-                values[local_path] = os.path.abspath(values[local_path])  # type: ignore[arg-type]
-            key = values[1 if name == "aupload" else 0] if values else ""
+            call = request(*args, **kwargs)
             # This wrapper is part of the class: it forwards its own methods to the helper process.
             pickled = self._pickled()  # pyright: ignore[reportPrivateUsage]
-            return await call_in_helper(pickled, name, tuple(values), self.url_for(str(key)))
+            return await call_in_helper(pickled, call, self.url_for(call.about()))
 
         return dispatch
 
@@ -213,14 +221,14 @@ class ObstoreStorage(Storage):
         )
 
     # -- primitives -------------------------------------------------------------------------------
-    @_served()
+    @_served(Head)
     async def ahead(self, key: str) -> ObjectInfo:
         key = check_key(self.url, key)
         obstore = _import_obstore()
         meta = await self._call("HEAD", key, lambda: obstore.head_async(self._client(), key))
         return _meta_info(meta)
 
-    @_served()
+    @_served(Listing)
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
         prefix = check_key(self.url, prefix)
         folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
@@ -236,7 +244,7 @@ class ObstoreStorage(Storage):
 
         return await self._call("LIST", prefix, attempt)
 
-    @_served()
+    @_served(Get)
     async def aget(self, key: str) -> bytes:
         key = check_key(self.url, key)
         obstore = _import_obstore()
@@ -249,7 +257,7 @@ class ObstoreStorage(Storage):
 
         return await self._call("GET", key, attempt)
 
-    @_served()
+    @_served(GetRange)
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
         key = check_key(self.url, key)
         if end <= start:
@@ -261,7 +269,7 @@ class ObstoreStorage(Storage):
 
         return await self._call("GET", key, attempt)
 
-    @_served()
+    @_served(Put)
     async def aput(self, key: str, data: bytes) -> None:
         self._refuse_write("PUT", key)
         key = check_key(self.url, key)
@@ -278,7 +286,7 @@ class ObstoreStorage(Storage):
 
         await self._call("PUT", key, attempt)
 
-    @_served()
+    @_served(Delete)
     async def adelete(self, key: str) -> None:
         self._refuse_write("DELETE", key)
         key = check_key(self.url, key)
@@ -291,7 +299,7 @@ class ObstoreStorage(Storage):
         await self._call("DELETE", key, attempt)
 
     # -- conveniences -----------------------------------------------------------------------------
-    @_served(local_path=0)
+    @_served(Upload)
     async def aupload(self, source: str | Path, key: str) -> None:
         self._refuse_write("PUT", key)
         key = check_key(self.url, key)
@@ -300,18 +308,18 @@ class ObstoreStorage(Storage):
             raise FileNotFoundError(2, f"upload to {self.url_for(key)}: no such local file {str(path)!r}")
         await self._put(key, path)
 
-    @_served()
+    @_served(Copy)
     async def acopy(self, src_key: str, dst_key: str) -> None:
         self._refuse_write("COPY", dst_key)
         src_key, dst_key = check_key(self.url, src_key), check_key(self.url, dst_key)
         obstore = _import_obstore()
         await self._call("COPY", src_key, lambda: obstore.copy_async(self._client(), src_key, dst_key))
 
-    @_served(local_path=1)
+    @_served(Download)
     async def adownload(self, key: str, destination: str | Path) -> int:
         return (await self._download(key, Path(destination), hashed=False))[0]
 
-    @_served(local_path=1)
+    @_served(DownloadHashed)
     async def adownload_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
         size, checksum = await self._download(key, Path(destination), hashed=True)
         assert checksum is not None

@@ -9,20 +9,24 @@ that changes in every forked child (compare it to a remembered one to learn "am 
 process that built this?").
 
 Where obstore runs. obstore's Rust (tokio) runtime does not survive ``fork()``: once a process
-made an obstore request, any child forked from it hangs on its first request. So
-:func:`obstore_placement` decides once per process where obstore calls run:
+made an obstore request, any child forked from it hangs on its first request (checked again with
+obstore 0.12.1: a child of ``os.fork()``, of multiprocessing's fork context or a forked
+DataLoader worker hangs with the parent's store and with a new one; obstore's maintainers say it
+is not fork-safe, developmentseed/obstore#441). So :func:`obstore_placement` says where this
+process's obstore calls run, from what the process was declared to be, never from its ancestry:
 
-- ``"here"``, in this process, when no ancestor started obstore's runtime in memory this process
-  inherited (taken as: obstore was not imported when this process was forked, so a parent that used
-  obstore directly counts too) and this is a multiprocessing child (DataLoader and optimize workers:
-  they do the heavy lifting and do not fork);
-- ``"helper"``, in a helper process (:mod:`litdata_io._helper`), otherwise: a root process (a
-  script, a notebook kernel) keeps the runtime out of its memory so that the workers it forks can
-  run obstore themselves, and a process forked after its parent started the runtime cannot run it.
+- ``"here"``, in this process, in a worker: a process a litdata package started to do the heavy
+  lifting, which does not fork (an optimize or map worker calls :func:`declare_worker`; a torch
+  DataLoader worker is declared by torch itself, ``torch.utils.data.get_worker_info()``, whoever
+  built the loader);
+- ``"helper"``, in a helper process (:mod:`litdata_io._helper`), in every other process: a root
+  (a script, a notebook kernel, a DDP rank however it was started) keeps the runtime out of its
+  memory so that the workers it forks can run obstore themselves;
+- ``"helper"`` always where an ancestor may have started the runtime in memory this process
+  inherited (obstore was imported when it was forked): obstore would hang here.
 
-``LITDATA_OBSTORE_PROCESS=here|helper`` overrides the first part of the rule (``here`` skips the
-helper in a root process that never forks); a process that inherited a started runtime always uses
-the helper, since obstore would hang there.
+``LITDATA_OBSTORE_PROCESS=here|helper`` overrides the first two rules (``here`` skips the helper
+in a root process that never forks); nothing overrides the third.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import sys
 from collections.abc import Callable
 from typing import Literal
 
-__all__ = ["fork_generation", "obstore_placement", "on_fork_in_child", "pid", "serve_obstore_here"]
+__all__ = ["declare_worker", "fork_generation", "obstore_placement", "on_fork_in_child", "pid", "serve_obstore_here"]
 
 Placement = Literal["here", "helper"]
 _ENV = "LITDATA_OBSTORE_PROCESS"
@@ -42,6 +46,7 @@ _generation = 0
 _callbacks: list[Callable[[], None]] = []
 _placement: Placement | None = None
 _forced: Placement | None = None
+_worker = False  # declared a worker (declare_worker)
 # Whether an ancestor may have started obstore's runtime in memory this process inherited. Its
 # runtime starts at the first request, which needs obstore imported: "imported when forked" is
 # the safe test (a false alarm only costs the helper's round trip).
@@ -49,10 +54,10 @@ _inherited_obstore = False
 
 
 def _after_fork_in_child() -> None:
-    global _pid, _generation, _placement, _inherited_obstore
+    global _pid, _generation, _placement, _inherited_obstore, _worker
     _pid = os.getpid()
     _generation += 1
-    _placement = None  # decided again: the child is a different kind of process than its parent
+    _placement, _worker = None, False  # decided again: the child is a different kind of process than its parent
     _inherited_obstore = _inherited_obstore or "obstore" in sys.modules
     for callback in list(_callbacks):
         callback()
@@ -88,6 +93,16 @@ def serve_obstore_here() -> None:
     _forced = _placement = "here"
 
 
+def declare_worker() -> None:
+    """Declare this process a worker a litdata package started: it runs obstore itself.
+
+    For processes that do the heavy lifting and do not fork (optimize and map workers). A child
+    forked from this process later is not a worker unless it is declared too.
+    """
+    global _worker, _placement
+    _worker, _placement = True, None
+
+
 def obstore_placement() -> Placement:
     """Where this process's obstore calls run: ``"here"`` or ``"helper"`` (see the module docstring).
 
@@ -114,6 +129,10 @@ def _decide() -> Placement:
             f"{_ENV}={wanted!r}: use auto (the default), here (obstore in this process: only if it never "
             "forks after using it) or helper (obstore in a helper process)"
         )
-    import multiprocessing
+    return "here" if _worker or _in_dataloader_worker() else "helper"
 
-    return "here" if multiprocessing.parent_process() is not None else "helper"
+
+def _in_dataloader_worker() -> bool:
+    """Whether torch declared this process a DataLoader worker (looked up without importing torch)."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None

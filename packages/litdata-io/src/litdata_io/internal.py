@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from litdata_io._prefetch import async_prefetch_enabled as async_prefetch_enabled
     from litdata_io._prefetch import download_concurrency as download_concurrency
     from litdata_io._prefetch import min_pre_download as min_pre_download
+    from litdata_io._process import declare_worker as declare_worker
     from litdata_io._process import fork_generation as fork_generation
 
 if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too

@@ -28,6 +28,7 @@ from typing import Any
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
 from litdata_format.internal import normalize_key, rank_index_name, tree_flatten, tree_unflatten, write_json_atomic
 from litdata_io import Dir
+from litdata_io.internal import declare_worker
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
@@ -469,6 +470,7 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
     would otherwise see the environment of the moment the server started.
     """
+    declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     _set_environ({**environ, **spec.env})
     result = run_spec(spec, events, work)
     events.put(result)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
+from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index, parse_index
 from litdata_format.internal import Chunk, open_chunk, write_file_atomic
 from litdata_io import ChunkCache, Prefetcher, Storage, dataset_version, get_storage
 from litdata_stream._parquet_index import remote_parquet_index
@@ -114,9 +114,11 @@ def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tu
             raise
         index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
         return index, version, f"the files of {storage.url}"
+    where = index_path or storage.url_for(INDEX_FILENAME)
+    index = parse_index(data, where)  # from the bytes in hand; a damaged index is not cached
     version = dataset_version(storage.url, data)
-    write_file_atomic(cache_dir / version / INDEX_FILENAME, data)
-    return load_index(cache_dir / version / INDEX_FILENAME), version, index_path or storage.url_for(INDEX_FILENAME)
+    write_file_atomic(cache_dir / version / INDEX_FILENAME, data)  # tells a later open the cache was not cleared
+    return index, version, where
 
 
 def _index_bytes(index_path: str) -> bytes:
