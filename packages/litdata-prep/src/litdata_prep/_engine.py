@@ -180,8 +180,8 @@ def run_workers(
     total: int | None = None,
     verbose: bool = True,
     desc: str = "optimize",
-) -> dict[int, dict[str, Any]]:
-    """Run one process per spec until all finish; return each rank's summary.
+) -> dict[int, Done]:
+    """Run one process per spec until all finish; return what each rank reported when it finished.
 
     Args:
         specs: the workers.
@@ -203,7 +203,7 @@ def run_workers(
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
-    summaries: dict[int, dict[str, Any]] = {}
+    summaries: dict[int, Done] = {}
     progress = ProgressBar(total, desc, verbose)
     processed = 0
     heard: set[int] = set()
@@ -232,7 +232,7 @@ def run_workers(
                 processed += event.inputs
                 progress.update(event.inputs)
             elif isinstance(event, Done):
-                summaries[event.rank] = event.summary
+                summaries[event.rank] = event
             elif isinstance(event, Failed):
                 # "We found the following error": upstream's words, which code written for it may match.
                 message = f"{desc}: {event.headline} (We found the following error in the worker; traceback above)"

@@ -16,9 +16,9 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from litdata_io import Dir, resolve_dir
 from litdata_prep._engine import run_workers
@@ -27,10 +27,13 @@ from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._ray import RayExecutor, ray_executor
 from litdata_prep._streaming_inputs import streaming_inputs
-from litdata_prep._worker import WorkerSpec
+from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
 __all__ = [
     "Job",
+    "MapRequest",
+    "OptimizeRequest",
+    "PrepRequest",
     "call_name",
     "check_knobs",
     "prepare_items",
@@ -295,13 +298,81 @@ def prepare_items(
     return items, weights
 
 
-@dataclass
+_Request = TypeVar("_Request", bound="PrepRequest")
+
+
+@dataclass(frozen=True)
+class PrepRequest:
+    """The arguments ``optimize`` and ``map`` share, as the caller gave them: one value, built once.
+
+    :meth:`from_call` takes them from the public function's ``locals()`` on entry, so the public
+    signature is the only list of them; :meth:`Job.prepare` checks them. Subclasses add each
+    job's own arguments and name the job (``what``) in messages.
+    """
+
+    fn: Callable[..., Any]
+    inputs: Any
+    output_dir: str | os.PathLike[str] | Dir
+    input_dir: str | os.PathLike[str] | None
+    weights: list[int] | None
+    num_workers: int | None
+    fast_dev_run: bool | int
+    num_nodes: int | None
+    machine: Any
+    num_downloaders: int | None
+    num_uploaders: int | None
+    reorder_files: bool
+    reader: Any
+    batch_size: int | None
+    start_method: str | None
+    optimize_dns: bool | None
+    storage_options: dict[str, Any] | None
+    keep_data_ordered: bool | None
+    broadcast_paths: bool
+    verbose: bool
+    executor: Any
+    #: The job's name in messages.
+    what: ClassVar[str] = "prep"
+
+    @classmethod
+    def from_call(cls: type[_Request], arguments: Mapping[str, Any]) -> _Request:
+        """The request made of the public function's arguments (its ``locals()`` on entry)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class OptimizeRequest(PrepRequest):
+    """``optimize``'s arguments (see its docstring)."""
+
+    queue: Any
+    chunk_size: int | None
+    chunk_bytes: int | str | None
+    align_chunking: bool
+    compression: str | None
+    compression_level: str | None
+    compression_batch_size: int | None
+    encryption: Any
+    mode: str | None
+    use_checkpoint: bool
+    item_loader: Any
+    key_fn: Callable[[Any], Any] | None
+    what: ClassVar[str] = "optimize"
+
+
+@dataclass(frozen=True)
+class MapRequest(PrepRequest):
+    """``map``'s arguments (see its docstring)."""
+
+    error_when_not_empty: bool
+    what: ClassVar[str] = "map"
+
+
+@dataclass(frozen=True)
 class Job:
     """One run of ``optimize`` or ``map`` on this node, its arguments checked (:meth:`prepare`).
 
     Attributes:
-        kind: ``"optimize"`` or ``"map"``; it names the job in messages.
-        fn: the user's function.
+        request: the caller's arguments.
         nodes: this machine's place among the job's machines.
         num_workers: worker processes on this machine.
         start_method: how they are started.
@@ -310,123 +381,83 @@ class Job:
         limit: ``fast_dev_run``'s inputs per worker, or None for all.
         reader: applied by the workers to each input.
         input_dir: a remote input folder whose files the workers download, else None.
-        storage_options: credentials for the output and ``input_dir``.
-        upload_threads: concurrent uploads per worker.
         downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
         output: where the results go.
         ray: the Ray cluster that runs the workers (``executor="ray"``), or None for processes here.
     """
 
-    kind: str
-    fn: Callable[..., Any]
+    request: PrepRequest
     nodes: NodeInfo
     num_workers: int
     start_method: str
-    items: list[Any]
+    items: Sequence[Any]
     weights: list[int] | None
     limit: int | None
     reader: Any
     input_dir: Dir | None
-    storage_options: dict[str, Any]
-    upload_threads: int
     downloaders: int
     output: Output
     ray: RayExecutor | None = None
 
+    @property
+    def what(self) -> str:
+        """``"optimize"`` or ``"map"``, for messages."""
+        return self.request.what
+
     @classmethod
-    def prepare(
-        cls,
-        kind: str,
-        *,
-        fn: Callable[..., Any],
-        inputs: Any,
-        output_dir: str | os.PathLike[str] | Dir,
-        input_dir: str | os.PathLike[str] | None,
-        weights: list[int] | None,
-        num_workers: int | None,
-        fast_dev_run: bool | int,
-        num_nodes: int | None,
-        machine: Any,
-        num_downloaders: int | None,
-        num_uploaders: int | None,
-        reorder_files: bool,
-        reader: Any,
-        batch_size: int | None,
-        start_method: str | None,
-        optimize_dns: bool | None,
-        broadcast_paths: bool,
-        storage_options: dict[str, Any] | None,
-        executor: Any = None,
-        spawnable: Mapping[str, Any] | None = None,
-        queue: bool = False,
-    ) -> Job:
+    def prepare(cls, request: PrepRequest, spawnable: Mapping[str, Any] | None = None, queue: bool = False) -> Job:
         """Check the arguments both jobs take, in the order a user fixes them, and open the output.
 
         Args:
-            kind: ``"optimize"`` or ``"map"``.
-            fn: the user's function.
-            inputs: the user's inputs (not used when ``queue``).
-            output_dir: where the results go.
-            input_dir: where the input files live.
-            weights: one positive weight per input, or None.
-            num_workers: worker processes on this machine (None: one per CPU).
-            fast_dev_run: process only the first 10 inputs per worker (or this many).
-            num_nodes: the machine count the user expects.
-            machine: upstream's machine type (only checked against the launch).
-            num_downloaders: inputs whose files each worker downloads ahead of ``fn``.
-            num_uploaders: concurrent uploads per worker.
-            reorder_files: weight inputs by the size of the local files they name.
-            reader: remaps and reads inputs (e.g. ``ParquetReader``).
-            batch_size: give ``fn`` lists of this many inputs.
-            start_method: how workers are started (None: the platform's default).
-            optimize_dns: upstream's DNS knob (warned about, ignored).
-            broadcast_paths: upstream's path broadcast (warned about on several nodes, ignored).
-            storage_options: credentials and endpoint for the output and ``input_dir``.
-            executor: None, ``"processes"``, ``"ray"`` or a ``RayExecutor`` (see ``_ray.ray_executor``).
+            request: the caller's arguments.
             spawnable: other arguments the workers must be able to load, by name (for messages).
-            queue: the inputs come from the user's queue (``inputs`` is not used).
+            queue: the inputs come from the user's queue (``request.inputs`` is not used).
         """
+        r, kind = request, request.what
+        fn, reader, weights, batch_size = r.fn, r.reader, r.weights, r.batch_size
         if not callable(fn):
             raise TypeError(f"{kind}: fn must be callable, got {fn!r}")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"{kind}: batch_size must be a positive int, got {batch_size!r}")
+        inputs = r.inputs
         if not queue and inputs is not None:
             inputs, reader = streaming_inputs(kind, inputs, batch_size, reader, weights)
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
-        check_node_request(num_nodes, machine, nodes)
-        ray = ray_executor(executor, kind)
+        check_node_request(r.num_nodes, r.machine, nodes)
+        ray = ray_executor(r.executor, kind)
         if ray is not None and nodes.num_nodes > 1:
             raise ValueError(
                 f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
                 f"says this process is node {nodes.node_rank} of {nodes.num_nodes}; start the script once, on the "
                 "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
             )
-        downloaders = check_knobs(kind, num_downloaders, optimize_dns, broadcast_paths, nodes.num_nodes)
-        workers = ray.default_workers() if ray is not None and num_workers is None else default_num_workers(num_workers)
-        method = resolve_start_method(start_method)
+        downloaders = check_knobs(kind, r.num_downloaders, r.optimize_dns, r.broadcast_paths, nodes.num_nodes)
+        workers = (
+            ray.default_workers() if ray is not None and r.num_workers is None else default_num_workers(r.num_workers)
+        )
+        method = resolve_start_method(r.start_method)
         if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
             for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():
                 check_spawnable(name, value, method)
-        resolved = resolve_dir(input_dir) if input_dir is not None else None
-        items: list[Any] = []
+        resolved = resolve_dir(r.input_dir) if r.input_dir is not None else None
+        items: Sequence[Any] = []
         if not queue:
-            items, weights = prepare_items(kind, inputs, batch_size, reader, weights, workers, resolved, reorder_files)
-        output = open_output(output_dir, storage_options, kind)
+            items, weights = prepare_items(
+                kind, inputs, batch_size, reader, weights, workers, resolved, r.reorder_files
+            )
+        output = open_output(r.output_dir, r.storage_options, kind)
         return cls(
-            kind=kind,
-            fn=fn,
+            request=request,
             nodes=nodes,
             num_workers=workers,
             start_method=method,
             items=items,
             weights=weights,
-            limit=limit_for_dev_run(fast_dev_run),
+            limit=limit_for_dev_run(r.fast_dev_run),
             reader=reader,
             input_dir=resolved if resolved is not None and resolved.url else None,
-            storage_options=dict(storage_options or {}),
-            upload_threads=num_uploaders or 2,
             downloaders=downloaders,
             output=output,
             ray=ray,
@@ -448,33 +479,34 @@ class Job:
         shared = node_share(self.items, self.nodes.num_nodes, self.nodes.node_rank, self.weights)
         return shared[: self.limit] if self.limit else shared
 
-    def cluster_inputs(self) -> list[Any]:
+    def cluster_inputs(self) -> Sequence[Any]:
         """Every input, for one driver feeding a whole cluster (``fast_dev_run`` applied to all its workers)."""
         return self.items[: self.limit * self.num_workers] if self.limit else self.items
 
-    def worker_specs(self, staging: Path, slices: list[Numbered] | None) -> list[WorkerSpec]:
-        """Each worker's spec, and its own staging folder inside ``staging``."""
+    def worker_specs(
+        self, staging: Path, slices: list[Numbered] | None, task: Callable[[int], OptimizeTask | MapTask]
+    ) -> list[WorkerSpec]:
+        """Each worker's spec (its task from ``task(rank)``), and its own staging folder inside ``staging``."""
         specs = []
         for w, rank in enumerate(self.ranks):
             folder = staging / f"rank-{rank}"
             folder.mkdir()
-            specs.append(self.spec(rank, str(folder), str(staging), slices[w] if slices is not None else None))
+            specs.append(self.spec(rank, str(folder), slices[w] if slices is not None else None, task(rank)))
         return specs
 
-    def spec(self, rank: int, staging: str, node_staging: str, items: Numbered | None) -> WorkerSpec:
-        """The spec of worker ``rank`` processing ``items`` (None: the shared queue)."""
+    def spec(self, rank: int, staging: str, items: Numbered | None, task: OptimizeTask | MapTask) -> WorkerSpec:
+        """The spec of worker ``rank`` doing ``task`` on ``items`` (None: the shared queue)."""
         return WorkerSpec(
-            kind=self.kind,
-            fn=self.fn,
+            task=task,
+            fn=self.request.fn,
             rank=rank,
             staging=staging,
-            node_staging=node_staging,
             output=self.output,
             items=items,
             reader=self.reader,
             input_dir=self.input_dir,
-            storage_options=self.storage_options,
-            upload_threads=self.upload_threads,
+            storage_options=dict(self.request.storage_options or {}),
+            upload_threads=self.request.num_uploaders or 2,
             downloaders=self.downloaders,
             env=self.nodes.worker_env(rank, self.num_workers),
         )
@@ -484,16 +516,16 @@ class Job:
         specs: list[WorkerSpec],
         shared: Numbered | None,
         total: int | None,
-        verbose: bool,
         source: Any = None,
-    ) -> dict[int, dict[str, Any]]:
-        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; each rank's summary."""
+    ) -> dict[int, Done]:
+        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
+        verbose = self.request.verbose
         if verbose:
             what = f"{total} inputs" if total is not None else "inputs from a queue"
             print(
-                f"{self.kind}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
+                f"{self.what}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
                 flush=True,
             )
         return run_workers(
-            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.kind
+            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what
         )

@@ -137,7 +137,7 @@ def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
 
 
 def _bins(
-    items: list[Any],
+    items: Sequence[Any],
     num_bins: int,
     weights: Sequence[float] | None,
     align: int | None,
@@ -148,7 +148,7 @@ def _bins(
 
 
 def worker_slices(
-    items: list[Any],
+    items: Sequence[Any],
     num_workers: int,
     num_nodes: int = 1,
     node_rank: int = 0,
@@ -162,7 +162,7 @@ def worker_slices(
 
 
 def node_share(
-    items: list[Any],
+    items: Sequence[Any],
     num_nodes: int = 1,
     node_rank: int = 0,
     weights: Sequence[float] | None = None,
