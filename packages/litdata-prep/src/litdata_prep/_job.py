@@ -6,6 +6,7 @@ between its workers, describes the workers and runs them.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import pickle
@@ -15,16 +16,16 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from litdata_io import Dir, resolve_dir
 from litdata_prep._engine import run_workers
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._plan import InputStream, Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._ray import RayExecutor, ray_executor
 from litdata_prep._streaming_inputs import streaming_inputs
 from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
@@ -113,17 +114,32 @@ def resolve_start_method(start_method: str | None) -> str:
     return start_method
 
 
-def check_inputs(inputs: Any, what: str) -> list[Any]:
-    """``inputs`` as a list; it must be a non-empty sequence (not a string, not an iterator)."""
+def check_inputs(inputs: Any, what: str) -> Sequence[Any]:
+    """``inputs`` as a sequence (a list, tuple or range as given; other sequences as a list); it must not be empty.
+
+    Raises:
+        ValueError: ``inputs`` is empty, a string, or not a sequence.
+    """
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
         raise ValueError(
             f"{what}: The provided inputs should be a non-empty sequence: inputs must be a sequence such as a list, "
-            f"got {type(inputs).__name__}{hint}"
+            f"a range or a generator, got {type(inputs).__name__}{hint}"
         )
     if len(inputs) == 0:
         raise ValueError(f"{what}: The provided inputs should be non empty. Found []: there is nothing to process")
-    return list(inputs)
+    # A list, tuple or range is used as it is (a range of 10M inputs stays a range); other sequences
+    # are copied once, so the workers get a plain list whatever the user's type pickles as.
+    return inputs if isinstance(inputs, (list, tuple, range)) else list(inputs)
+
+
+def _peeked(inputs: Iterator[Any], what: str) -> Iterator[Any]:
+    """``inputs`` again, after checking it yields something."""
+    try:
+        first = next(inputs)
+    except StopIteration:
+        raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
+    return itertools.chain((first,), inputs)
 
 
 def _pickled_modules(data: bytes) -> set[str]:
@@ -274,7 +290,8 @@ def prepare_items(
     num_workers: int,
     input_dir: Dir | None,
     reorder_files: bool,
-) -> tuple[list[Any], list[int] | None]:
+    stream: bool,
+) -> tuple[Sequence[Any] | InputStream, list[int] | None]:
     """The work items (batched, remapped by ``reader``) and their weights, checked.
 
     Args:
@@ -287,7 +304,15 @@ def prepare_items(
         input_dir: the resolved ``input_dir``; with a local path and ``reorder_files``, inputs
             are weighted by the size of the files they name.
         reorder_files: weight inputs by file size.
+        stream: an iterator may stay one (the job feeds one shared queue, in arrival order); else
+            it is read into a list first.
     """
+    if isinstance(inputs, Iterator) and not isinstance(inputs, Sequence):
+        checked = _peeked(cast("Iterator[Any]", inputs), what)
+        local_files = reorder_files and input_dir is not None and input_dir.path
+        if stream and reader is None and weights is None and not local_files:
+            return InputStream(checked, batch_size), None
+        inputs = list(checked)  # slices, weights or a reader need the whole list
     items = batched(check_inputs(inputs, what), batch_size)
     if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
         raise ValueError(f"{what}: weights needs one positive number per input ({len(items)}), got {len(weights)}")
@@ -376,7 +401,8 @@ class Job:
         nodes: this machine's place among the job's machines.
         num_workers: worker processes on this machine.
         start_method: how they are started.
-        items: every node's work items (batched and remapped), in order; empty when fed by a queue.
+        items: every node's work items (batched and remapped), in order; empty when fed by a queue;
+            an :class:`InputStream` for an iterator fed to one node's shared queue.
         weights: one weight per item to balance the workers, or None.
         limit: ``fast_dev_run``'s inputs per worker, or None for all.
         reader: applied by the workers to each input.
@@ -390,7 +416,7 @@ class Job:
     nodes: NodeInfo
     num_workers: int
     start_method: str
-    items: Sequence[Any]
+    items: Sequence[Any] | InputStream
     weights: list[int] | None
     limit: int | None
     reader: Any
@@ -405,13 +431,20 @@ class Job:
         return self.request.what
 
     @classmethod
-    def prepare(cls, request: PrepRequest, spawnable: Mapping[str, Any] | None = None, queue: bool = False) -> Job:
+    def prepare(
+        cls,
+        request: PrepRequest,
+        spawnable: Mapping[str, Any] | None = None,
+        queue: bool = False,
+        ordered: bool = False,
+    ) -> Job:
         """Check the arguments both jobs take, in the order a user fixes them, and open the output.
 
         Args:
             request: the caller's arguments.
             spawnable: other arguments the workers must be able to load, by name (for messages).
             queue: the inputs come from the user's queue (``request.inputs`` is not used).
+            ordered: the workers take static ordered slices (an iterator of inputs is read into a list).
         """
         r, kind = request, request.what
         fn, reader, weights, batch_size = r.fn, r.reader, r.weights, r.batch_size
@@ -442,10 +475,11 @@ class Job:
             for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():
                 check_spawnable(name, value, method)
         resolved = resolve_dir(r.input_dir) if r.input_dir is not None else None
-        items: Sequence[Any] = []
+        items: Sequence[Any] | InputStream = []
         if not queue:
+            stream = not ordered and ray is None and nodes.num_nodes == 1
             items, weights = prepare_items(
-                kind, inputs, batch_size, reader, weights, workers, resolved, r.reorder_files
+                kind, inputs, batch_size, reader, weights, workers, resolved, r.reorder_files, stream
             )
         output = open_output(r.output_dir, r.storage_options, kind)
         return cls(
@@ -468,20 +502,30 @@ class Job:
         """The global ranks of this node's workers (they name chunk files)."""
         return [self.nodes.node_rank * self.num_workers + w for w in range(self.num_workers)]
 
+    @property
+    def listed(self) -> Sequence[Any]:
+        """The items, for the ways of running that need them all (never an :class:`InputStream` there)."""
+        if isinstance(self.items, InputStream):
+            raise TypeError(f"{self.what}: this way of running needs the inputs as a sequence, not an iterator")
+        return self.items
+
     def ordered_slices(self, align: int | None = None) -> list[Numbered]:
         """One static, ordered slice of inputs per worker of this node (``fast_dev_run`` applied)."""
         nodes = self.nodes
-        slices = worker_slices(self.items, self.num_workers, nodes.num_nodes, nodes.node_rank, self.weights, align)
+        slices = worker_slices(self.listed, self.num_workers, nodes.num_nodes, nodes.node_rank, self.weights, align)
         return [s[: self.limit] for s in slices] if self.limit else slices
 
-    def shared_inputs(self) -> Numbered:
+    def shared_inputs(self) -> Numbered | InputStream:
         """This node's inputs for its workers' shared queue (``fast_dev_run`` applied)."""
+        if isinstance(self.items, InputStream):
+            return self.items.limited(self.limit)
         shared = node_share(self.items, self.nodes.num_nodes, self.nodes.node_rank, self.weights)
         return shared[: self.limit] if self.limit else shared
 
     def cluster_inputs(self) -> Sequence[Any]:
         """Every input, for one driver feeding a whole cluster (``fast_dev_run`` applied to all its workers)."""
-        return self.items[: self.limit * self.num_workers] if self.limit else self.items
+        items = self.listed
+        return items[: self.limit * self.num_workers] if self.limit else items
 
     def worker_specs(
         self, staging: Path, slices: list[Numbered] | None, task: Callable[[int], OptimizeTask | MapTask]
@@ -514,14 +558,14 @@ class Job:
     def run(
         self,
         specs: list[WorkerSpec],
-        shared: Numbered | None,
+        shared: Numbered | InputStream | None,
         total: int | None,
         source: Any = None,
     ) -> dict[int, Done]:
         """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
         verbose = self.request.verbose
         if verbose:
-            what = f"{total} inputs" if total is not None else "inputs from a queue"
+            what = f"{total} inputs" if total is not None else "inputs from an iterator or a queue"
             print(
                 f"{self.what}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
                 flush=True,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from litdata_io import Dir
 from litdata_prep._job import Job, MapRequest, make_staging
+from litdata_prep._plan import Numbered
 from litdata_prep._ray import RayExecutor, RayPlan, run_on_ray
 from litdata_prep._worker import MapTask
 
@@ -83,7 +84,7 @@ def map(
 
 def _map(r: MapRequest) -> None:
     """``map`` with its arguments in one value."""
-    job = Job.prepare(r)
+    job = Job.prepare(r, ordered=bool(r.keep_data_ordered))
     output = job.output
     if r.error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]
@@ -109,7 +110,9 @@ def _map(r: MapRequest) -> None:
         return
     slices = job.ordered_slices() if r.keep_data_ordered else None
     shared = None if slices is not None else job.shared_inputs()
-    total = sum(len(s) for s in slices) if slices is not None else len(shared or ())
+    total = (
+        sum(len(s) for s in slices) if slices is not None else (len(shared) if isinstance(shared, Numbered) else None)
+    )
     staging = make_staging(output, job.nodes.node_rank, "map")
     try:
         job.run(job.worker_specs(staging, slices, lambda rank: MapTask()), shared, total)

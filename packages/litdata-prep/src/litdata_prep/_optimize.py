@@ -30,7 +30,7 @@ from litdata_prep._job import Job, OptimizeRequest, make_staging, remove_staging
 from litdata_prep._keys import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._plan import Numbered
+from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, ray_executor, run_on_ray
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
@@ -252,13 +252,14 @@ def _optimize(r: OptimizeRequest) -> None:
         r,
         spawnable={"key_fn": key_fn, "item_loader": r.item_loader, "encryption": r.encryption},
         queue=queue is not None,
+        ordered=ordered,
     )
     if job.ray is not None:
         _optimize_on_ray(job, job.ray, options, r)
         return
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
-    shared: Numbered | None = None
+    shared: Numbered | InputStream | None = None
     if queue is None and ordered:
         slices = job.ordered_slices(r.chunk_size if r.align_chunking else None)
     elif queue is None:
@@ -280,7 +281,7 @@ def _optimize(r: OptimizeRequest) -> None:
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
     checkpoints: dict[int, WorkerCheckpoint] = {}
-    total = len(shared) if shared is not None else None
+    total = len(shared) if isinstance(shared, Numbered) else None
     if use_checkpoint and slices is not None:
         found = load_checkpoints(output, nodes.node_rank, slices, ranks)
         save_node_config(output, nodes.node_rank, slices, ranks)
@@ -298,7 +299,8 @@ def _optimize(r: OptimizeRequest) -> None:
         done = job.run(job.worker_specs(staging, slices, task), shared, total, source=queue)
         parts = [_rank_index(done, rank) for rank in ranks]
         rank_keys = {rank: done[rank].keys or [] for rank in ranks} if key_fn is not None else None
-        index = _finish(output, nodes, existing, parts, job.items, rank_keys, gc=use_checkpoint or mode == "overwrite")
+        items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
+        index = _finish(output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
