@@ -65,8 +65,10 @@ def test_fn_whose_module_workers_cannot_import(tmp_path: Path) -> None:
 def test_inputs_empty_or_not_a_sequence(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _run(lambda: optimize(fns.square, [], out, chunk_size=2), ValueError, "there is nothing to process", out)
-    not_a_sequence: Any = iter([1])
+    not_a_sequence: Any = {1}  # a set has no order; an iterator (a generator) is streamed instead
     _run(lambda: optimize(fns.square, not_a_sequence, out, chunk_size=2), ValueError, "must be a sequence", out)
+    empty: Any = iter([])
+    _run(lambda: optimize(fns.square, empty, out, chunk_size=2), ValueError, "yielded nothing", out)
     _run(lambda: map(fns.write_text, [], out), ValueError, "there is nothing to process", out)
     _run(lambda: optimize(fns.square, output_dir=str(out), chunk_size=2), ValueError, "exactly one of inputs", out)
 

@@ -124,7 +124,39 @@ class BinaryWriter:
         self._pending_bytes = 0
         self._pending_weight = 0
         self._next_index = 0
+        self._sampled = False  # whether a sample (here or in the writer resumed) fixed the config
         self.chunks: list[ChunkInfo] = []
+
+    @classmethod
+    def from_options(
+        cls,
+        output_dir: str | os.PathLike[str],
+        options: WriterOptions,
+        encryption: Any = None,
+        rank: int = 0,
+        chunk_index: int = 0,
+    ) -> BinaryWriter:
+        """A writer with options :func:`check_writer_options` already checked (the options of a job's workers).
+
+        Args:
+            output_dir: the folder the chunks go to.
+            options: the checked options.
+            encryption: the :class:`~litdata_format.Encryption` the options were checked with, or None.
+            rank: this writer's number; it names its chunk files.
+            chunk_index: the number of the first chunk this writer writes.
+        """
+        return cls(
+            output_dir,
+            chunk_size=options.chunk_size,
+            chunk_bytes=options.chunk_bytes,
+            compression=options.compression,
+            encryption=encryption,
+            item_loader=options.item_loader,
+            rank=rank,
+            chunk_index=chunk_index,
+            compression_level=options.compression_level,
+            compression_batch_size=options.frame_rows,
+        )
 
     # -- adding samples -------------------------------------------------------------------------
     def add_item(self, index: int, item: Any) -> str | None:
@@ -170,6 +202,7 @@ class BinaryWriter:
         self._pending_weight += weight
         if index >= self._next_index:
             self._next_index = index + 1
+        self._sampled = True
         return written
 
     def _scan(self, item: Any, index: int) -> RowScan | None:
@@ -317,6 +350,7 @@ class BinaryWriter:
         elif arrow is False:
             self._arrow = False
         self._row_bytes = row_bytes
+        self._sampled = bool(chunks) or len(cast("Mapping[str, Any]", written)) > 0
         self.chunks = list(chunks)
 
     # -- finishing ------------------------------------------------------------------------------
@@ -335,6 +369,19 @@ class BinaryWriter:
             "types": None,
             **self.item_loader.written_config(),
         }
+
+    def index_config(self) -> dict[str, Any]:
+        """The ``config`` of this writer's index: :meth:`config`, or an empty dataset's before any sample.
+
+        A writer that never saw a sample (here or in the writer it resumed) has the config of an
+        empty dataset, as upstream's optimize writes it.
+        """
+        return self.config() if self._sampled else {"data_format": [], "data_spec": None}
+
+    def finish(self) -> DatasetIndex:
+        """Write the last chunk; return this writer's index (its chunks, resumed ones first), writing no file."""
+        self._flush()
+        return DatasetIndex(list(self.chunks), self.index_config(), str(time.time()))
 
     def done(self) -> list[str]:
         """Write the last chunk and ``{rank}.index.json``; return the chunk paths written."""

@@ -9,6 +9,7 @@ thread, so an input that cannot be pickled is an error too, never a silently dro
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import pickle
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_io import start_forkserver
-from litdata_prep._plan import Numbered
+from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
 __all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "run_workers"]
@@ -82,7 +83,7 @@ _MAX_BATCH = 512
 class _Feeder(threading.Thread):
     """Puts this node's inputs (or what arrives on the user's queue) on the workers' shared queue."""
 
-    def __init__(self, work: Any, items: Numbered | None, source: Any, num_workers: int) -> None:
+    def __init__(self, work: Any, items: Numbered | InputStream | None, source: Any, num_workers: int) -> None:
         super().__init__(name="litdata-feeder", daemon=True)
         self.work, self.items, self.source, self.num_workers = work, items, source, num_workers
         self.stop = threading.Event()
@@ -116,11 +117,20 @@ class _Feeder(threading.Thread):
 
     def run(self) -> None:
         try:
-            if self.items is not None:
+            if isinstance(self.items, InputStream):
+                # Batches of unknown count: small ones first, so the workers start at once and a short
+                # stream still spreads over them; doubling up to the largest batch for long ones.
+                stream, size = iter(self.items), 1
+                while pairs := list(itertools.islice(stream, size)):
+                    first = pairs[0][0]
+                    self._send(Numbered(range(first, first + len(pairs)), [item for _, item in pairs]))
+                    size = min(_MAX_BATCH, size * 2)
+            elif self.items is not None:
                 # Batches: one pickle and one queue message per batch instead of per input, yet
                 # enough batches (>= 16 per worker) that a slow worker never leaves others idle.
                 # Each message costs ~0.1 ms of the parent's and workers' time: 200k tiny inputs
-                # in batches of 64 instead of 512 made optimize ~20% slower.
+                # in batches of 64 instead of 512 made optimize ~20% slower. A slice of a range
+                # is a range: the batches of ``range(10**7)`` are pickled as a few bytes each.
                 size = max(1, min(_MAX_BATCH, len(self.items) // (self.num_workers * 16)))
                 for start in range(0, len(self.items), size):
                     self._send(self.items[start : start + size])
@@ -175,13 +185,13 @@ class ProgressBar:
 def run_workers(
     specs: Sequence[WorkerSpec],
     start_method: str,
-    shared: Numbered | None = None,
+    shared: Numbered | InputStream | None = None,
     source: Any = None,
     total: int | None = None,
     verbose: bool = True,
     desc: str = "optimize",
-) -> dict[int, dict[str, Any]]:
-    """Run one process per spec until all finish; return each rank's summary.
+) -> dict[int, Done]:
+    """Run one process per spec until all finish; return what each rank reported when it finished.
 
     Args:
         specs: the workers.
@@ -203,7 +213,7 @@ def run_workers(
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
-    summaries: dict[int, dict[str, Any]] = {}
+    summaries: dict[int, Done] = {}
     progress = ProgressBar(total, desc, verbose)
     processed = 0
     heard: set[int] = set()
@@ -232,7 +242,7 @@ def run_workers(
                 processed += event.inputs
                 progress.update(event.inputs)
             elif isinstance(event, Done):
-                summaries[event.rank] = event.summary
+                summaries[event.rank] = event
             elif isinstance(event, Failed):
                 # "We found the following error": upstream's words, which code written for it may match.
                 message = f"{desc}: {event.headline} (We found the following error in the worker; traceback above)"

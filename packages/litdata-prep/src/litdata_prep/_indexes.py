@@ -1,6 +1,6 @@
 """Putting a job's index together: worker ranks -> node -> ``index.json``, published last.
 
-Every worker leaves ``{rank}.index.json`` in the node's staging folder. The node concatenates
+Every worker sends its index to the parent in its ``Done`` message. The node concatenates
 them in rank order (each rank's chunks in the order written) after the chunks of an existing
 dataset (``mode="append"``) with :func:`litdata_format.merge_indexes`. On one node that is
 ``index.json``; with several nodes each node publishes ``{node_rank}-index.json`` to the output
@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, DatasetIndex, load_index, parse_index
-from litdata_format.internal import parse_chunk_name, rank_index_name
+from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
+from litdata_format.internal import parse_chunk_name
 from litdata_prep._output import Output
 
 __all__ = [
     "LAYOUT_HINT",
     "next_chunk_indexes",
     "node_index_key",
-    "read_rank_indexes",
     "wait_for_node_indexes",
 ]
 
@@ -47,17 +45,6 @@ def next_chunk_indexes(existing: DatasetIndex | None, ranks: list[int]) -> dict[
         if parsed is not None and parsed[0] in start:
             start[parsed[0]] = max(start[parsed[0]], parsed[1] + 1)
     return start
-
-
-def read_rank_indexes(staging: Path, ranks: list[int]) -> list[DatasetIndex]:
-    """The rank index files the node's workers left in ``staging``, in rank order."""
-    parts = []
-    for rank in ranks:
-        path = staging / rank_index_name(rank)
-        if not path.is_file():
-            raise RuntimeError(f"worker {rank} finished without writing {path}; the job cannot be completed")
-        parts.append(load_index(path))
-    return parts
 
 
 def merge_timeout() -> float:

@@ -6,6 +6,7 @@ between its workers, describes the workers and runs them.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import pickle
@@ -15,22 +16,25 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar, cast
 
 from litdata_io import Dir, resolve_dir
 from litdata_prep._engine import run_workers
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
+from litdata_prep._plan import InputStream, Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
 from litdata_prep._ray import RayExecutor, ray_executor
 from litdata_prep._streaming_inputs import streaming_inputs
-from litdata_prep._worker import WorkerSpec
+from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
 __all__ = [
     "Job",
+    "MapRequest",
+    "OptimizeRequest",
+    "PrepRequest",
     "call_name",
     "check_knobs",
     "prepare_items",
@@ -110,17 +114,32 @@ def resolve_start_method(start_method: str | None) -> str:
     return start_method
 
 
-def check_inputs(inputs: Any, what: str) -> list[Any]:
-    """``inputs`` as a list; it must be a non-empty sequence (not a string, not an iterator)."""
+def check_inputs(inputs: Any, what: str) -> Sequence[Any]:
+    """``inputs`` as a sequence (a list, tuple or range as given; other sequences as a list); it must not be empty.
+
+    Raises:
+        ValueError: ``inputs`` is empty, a string, or not a sequence.
+    """
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
         raise ValueError(
             f"{what}: The provided inputs should be a non-empty sequence: inputs must be a sequence such as a list, "
-            f"got {type(inputs).__name__}{hint}"
+            f"a range or a generator, got {type(inputs).__name__}{hint}"
         )
     if len(inputs) == 0:
         raise ValueError(f"{what}: The provided inputs should be non empty. Found []: there is nothing to process")
-    return list(inputs)
+    # A list, tuple or range is used as it is (a range of 10M inputs stays a range); other sequences
+    # are copied once, so the workers get a plain list whatever the user's type pickles as.
+    return inputs if isinstance(inputs, (list, tuple, range)) else list(inputs)
+
+
+def _peeked(inputs: Iterator[Any], what: str) -> Iterator[Any]:
+    """``inputs`` again, after checking it yields something."""
+    try:
+        first = next(inputs)
+    except StopIteration:
+        raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
+    return itertools.chain((first,), inputs)
 
 
 def _pickled_modules(data: bytes) -> set[str]:
@@ -271,7 +290,8 @@ def prepare_items(
     num_workers: int,
     input_dir: Dir | None,
     reorder_files: bool,
-) -> tuple[list[Any], list[int] | None]:
+    stream: bool,
+) -> tuple[Sequence[Any] | InputStream, list[int] | None]:
     """The work items (batched, remapped by ``reader``) and their weights, checked.
 
     Args:
@@ -284,7 +304,15 @@ def prepare_items(
         input_dir: the resolved ``input_dir``; with a local path and ``reorder_files``, inputs
             are weighted by the size of the files they name.
         reorder_files: weight inputs by file size.
+        stream: an iterator may stay one (the job feeds one shared queue, in arrival order); else
+            it is read into a list first.
     """
+    if isinstance(inputs, Iterator) and not isinstance(inputs, Sequence):
+        checked = _peeked(cast("Iterator[Any]", inputs), what)
+        local_files = reorder_files and input_dir is not None and input_dir.path
+        if stream and reader is None and weights is None and not local_files:
+            return InputStream(checked, batch_size), None
+        inputs = list(checked)  # slices, weights or a reader need the whole list
     items = batched(check_inputs(inputs, what), batch_size)
     if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
         raise ValueError(f"{what}: weights needs one positive number per input ({len(items)}), got {len(weights)}")
@@ -295,138 +323,175 @@ def prepare_items(
     return items, weights
 
 
-@dataclass
+_Request = TypeVar("_Request", bound="PrepRequest")
+
+
+@dataclass(frozen=True)
+class PrepRequest:
+    """The arguments ``optimize`` and ``map`` share, as the caller gave them: one value, built once.
+
+    :meth:`from_call` takes them from the public function's ``locals()`` on entry, so the public
+    signature is the only list of them; :meth:`Job.prepare` checks them. Subclasses add each
+    job's own arguments and name the job (``what``) in messages.
+    """
+
+    fn: Callable[..., Any]
+    inputs: Any
+    output_dir: str | os.PathLike[str] | Dir
+    input_dir: str | os.PathLike[str] | None
+    weights: list[int] | None
+    num_workers: int | None
+    fast_dev_run: bool | int
+    num_nodes: int | None
+    machine: Any
+    num_downloaders: int | None
+    num_uploaders: int | None
+    reorder_files: bool
+    reader: Any
+    batch_size: int | None
+    start_method: str | None
+    optimize_dns: bool | None
+    storage_options: dict[str, Any] | None
+    keep_data_ordered: bool | None
+    broadcast_paths: bool
+    verbose: bool
+    executor: Any
+    #: The job's name in messages.
+    what: ClassVar[str] = "prep"
+
+    @classmethod
+    def from_call(cls: type[_Request], arguments: Mapping[str, Any]) -> _Request:
+        """The request made of the public function's arguments (its ``locals()`` on entry)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class OptimizeRequest(PrepRequest):
+    """``optimize``'s arguments (see its docstring)."""
+
+    queue: Any
+    chunk_size: int | None
+    chunk_bytes: int | str | None
+    align_chunking: bool
+    compression: str | None
+    compression_level: str | None
+    compression_batch_size: int | None
+    encryption: Any
+    mode: str | None
+    use_checkpoint: bool
+    item_loader: Any
+    key_fn: Callable[[Any], Any] | None
+    what: ClassVar[str] = "optimize"
+
+
+@dataclass(frozen=True)
+class MapRequest(PrepRequest):
+    """``map``'s arguments (see its docstring)."""
+
+    error_when_not_empty: bool
+    what: ClassVar[str] = "map"
+
+
+@dataclass(frozen=True)
 class Job:
     """One run of ``optimize`` or ``map`` on this node, its arguments checked (:meth:`prepare`).
 
     Attributes:
-        kind: ``"optimize"`` or ``"map"``; it names the job in messages.
-        fn: the user's function.
+        request: the caller's arguments.
         nodes: this machine's place among the job's machines.
         num_workers: worker processes on this machine.
         start_method: how they are started.
-        items: every node's work items (batched and remapped), in order; empty when fed by a queue.
+        items: every node's work items (batched and remapped), in order; empty when fed by a queue;
+            an :class:`InputStream` for an iterator fed to one node's shared queue.
         weights: one weight per item to balance the workers, or None.
         limit: ``fast_dev_run``'s inputs per worker, or None for all.
         reader: applied by the workers to each input.
         input_dir: a remote input folder whose files the workers download, else None.
-        storage_options: credentials for the output and ``input_dir``.
-        upload_threads: concurrent uploads per worker.
         downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
         output: where the results go.
         ray: the Ray cluster that runs the workers (``executor="ray"``), or None for processes here.
     """
 
-    kind: str
-    fn: Callable[..., Any]
+    request: PrepRequest
     nodes: NodeInfo
     num_workers: int
     start_method: str
-    items: list[Any]
+    items: Sequence[Any] | InputStream
     weights: list[int] | None
     limit: int | None
     reader: Any
     input_dir: Dir | None
-    storage_options: dict[str, Any]
-    upload_threads: int
     downloaders: int
     output: Output
     ray: RayExecutor | None = None
 
+    @property
+    def what(self) -> str:
+        """``"optimize"`` or ``"map"``, for messages."""
+        return self.request.what
+
     @classmethod
     def prepare(
         cls,
-        kind: str,
-        *,
-        fn: Callable[..., Any],
-        inputs: Any,
-        output_dir: str | os.PathLike[str] | Dir,
-        input_dir: str | os.PathLike[str] | None,
-        weights: list[int] | None,
-        num_workers: int | None,
-        fast_dev_run: bool | int,
-        num_nodes: int | None,
-        machine: Any,
-        num_downloaders: int | None,
-        num_uploaders: int | None,
-        reorder_files: bool,
-        reader: Any,
-        batch_size: int | None,
-        start_method: str | None,
-        optimize_dns: bool | None,
-        broadcast_paths: bool,
-        storage_options: dict[str, Any] | None,
-        executor: Any = None,
+        request: PrepRequest,
         spawnable: Mapping[str, Any] | None = None,
         queue: bool = False,
+        ordered: bool = False,
     ) -> Job:
         """Check the arguments both jobs take, in the order a user fixes them, and open the output.
 
         Args:
-            kind: ``"optimize"`` or ``"map"``.
-            fn: the user's function.
-            inputs: the user's inputs (not used when ``queue``).
-            output_dir: where the results go.
-            input_dir: where the input files live.
-            weights: one positive weight per input, or None.
-            num_workers: worker processes on this machine (None: one per CPU).
-            fast_dev_run: process only the first 10 inputs per worker (or this many).
-            num_nodes: the machine count the user expects.
-            machine: upstream's machine type (only checked against the launch).
-            num_downloaders: inputs whose files each worker downloads ahead of ``fn``.
-            num_uploaders: concurrent uploads per worker.
-            reorder_files: weight inputs by the size of the local files they name.
-            reader: remaps and reads inputs (e.g. ``ParquetReader``).
-            batch_size: give ``fn`` lists of this many inputs.
-            start_method: how workers are started (None: the platform's default).
-            optimize_dns: upstream's DNS knob (warned about, ignored).
-            broadcast_paths: upstream's path broadcast (warned about on several nodes, ignored).
-            storage_options: credentials and endpoint for the output and ``input_dir``.
-            executor: None, ``"processes"``, ``"ray"`` or a ``RayExecutor`` (see ``_ray.ray_executor``).
+            request: the caller's arguments.
             spawnable: other arguments the workers must be able to load, by name (for messages).
-            queue: the inputs come from the user's queue (``inputs`` is not used).
+            queue: the inputs come from the user's queue (``request.inputs`` is not used).
+            ordered: the workers take static ordered slices (an iterator of inputs is read into a list).
         """
+        r, kind = request, request.what
+        fn, reader, weights, batch_size = r.fn, r.reader, r.weights, r.batch_size
         if not callable(fn):
             raise TypeError(f"{kind}: fn must be callable, got {fn!r}")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"{kind}: batch_size must be a positive int, got {batch_size!r}")
+        inputs = r.inputs
         if not queue and inputs is not None:
             inputs, reader = streaming_inputs(kind, inputs, batch_size, reader, weights)
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
-        check_node_request(num_nodes, machine, nodes)
-        ray = ray_executor(executor, kind)
+        check_node_request(r.num_nodes, r.machine, nodes)
+        ray = ray_executor(r.executor, kind)
         if ray is not None and nodes.num_nodes > 1:
             raise ValueError(
                 f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
                 f"says this process is node {nodes.node_rank} of {nodes.num_nodes}; start the script once, on the "
                 "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
             )
-        downloaders = check_knobs(kind, num_downloaders, optimize_dns, broadcast_paths, nodes.num_nodes)
-        workers = ray.default_workers() if ray is not None and num_workers is None else default_num_workers(num_workers)
-        method = resolve_start_method(start_method)
+        downloaders = check_knobs(kind, r.num_downloaders, r.optimize_dns, r.broadcast_paths, nodes.num_nodes)
+        workers = (
+            ray.default_workers() if ray is not None and r.num_workers is None else default_num_workers(r.num_workers)
+        )
+        method = resolve_start_method(r.start_method)
         if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
             for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():
                 check_spawnable(name, value, method)
-        resolved = resolve_dir(input_dir) if input_dir is not None else None
-        items: list[Any] = []
+        resolved = resolve_dir(r.input_dir) if r.input_dir is not None else None
+        items: Sequence[Any] | InputStream = []
         if not queue:
-            items, weights = prepare_items(kind, inputs, batch_size, reader, weights, workers, resolved, reorder_files)
-        output = open_output(output_dir, storage_options, kind)
+            stream = not ordered and ray is None and nodes.num_nodes == 1
+            items, weights = prepare_items(
+                kind, inputs, batch_size, reader, weights, workers, resolved, r.reorder_files, stream
+            )
+        output = open_output(r.output_dir, r.storage_options, kind)
         return cls(
-            kind=kind,
-            fn=fn,
+            request=request,
             nodes=nodes,
             num_workers=workers,
             start_method=method,
             items=items,
             weights=weights,
-            limit=limit_for_dev_run(fast_dev_run),
+            limit=limit_for_dev_run(r.fast_dev_run),
             reader=reader,
             input_dir=resolved if resolved is not None and resolved.url else None,
-            storage_options=dict(storage_options or {}),
-            upload_threads=num_uploaders or 2,
             downloaders=downloaders,
             output=output,
             ray=ray,
@@ -437,44 +502,55 @@ class Job:
         """The global ranks of this node's workers (they name chunk files)."""
         return [self.nodes.node_rank * self.num_workers + w for w in range(self.num_workers)]
 
+    @property
+    def listed(self) -> Sequence[Any]:
+        """The items, for the ways of running that need them all (never an :class:`InputStream` there)."""
+        if isinstance(self.items, InputStream):
+            raise TypeError(f"{self.what}: this way of running needs the inputs as a sequence, not an iterator")
+        return self.items
+
     def ordered_slices(self, align: int | None = None) -> list[Numbered]:
         """One static, ordered slice of inputs per worker of this node (``fast_dev_run`` applied)."""
         nodes = self.nodes
-        slices = worker_slices(self.items, self.num_workers, nodes.num_nodes, nodes.node_rank, self.weights, align)
+        slices = worker_slices(self.listed, self.num_workers, nodes.num_nodes, nodes.node_rank, self.weights, align)
         return [s[: self.limit] for s in slices] if self.limit else slices
 
-    def shared_inputs(self) -> Numbered:
+    def shared_inputs(self) -> Numbered | InputStream:
         """This node's inputs for its workers' shared queue (``fast_dev_run`` applied)."""
+        if isinstance(self.items, InputStream):
+            return self.items.limited(self.limit)
         shared = node_share(self.items, self.nodes.num_nodes, self.nodes.node_rank, self.weights)
         return shared[: self.limit] if self.limit else shared
 
-    def cluster_inputs(self) -> list[Any]:
+    def cluster_inputs(self) -> Sequence[Any]:
         """Every input, for one driver feeding a whole cluster (``fast_dev_run`` applied to all its workers)."""
-        return self.items[: self.limit * self.num_workers] if self.limit else self.items
+        items = self.listed
+        return items[: self.limit * self.num_workers] if self.limit else items
 
-    def worker_specs(self, staging: Path, slices: list[Numbered] | None) -> list[WorkerSpec]:
-        """Each worker's spec, and its own staging folder inside ``staging``."""
+    def worker_specs(
+        self, staging: Path, slices: list[Numbered] | None, task: Callable[[int], OptimizeTask | MapTask]
+    ) -> list[WorkerSpec]:
+        """Each worker's spec (its task from ``task(rank)``), and its own staging folder inside ``staging``."""
         specs = []
         for w, rank in enumerate(self.ranks):
             folder = staging / f"rank-{rank}"
             folder.mkdir()
-            specs.append(self.spec(rank, str(folder), str(staging), slices[w] if slices is not None else None))
+            specs.append(self.spec(rank, str(folder), slices[w] if slices is not None else None, task(rank)))
         return specs
 
-    def spec(self, rank: int, staging: str, node_staging: str, items: Numbered | None) -> WorkerSpec:
-        """The spec of worker ``rank`` processing ``items`` (None: the shared queue)."""
+    def spec(self, rank: int, staging: str, items: Numbered | None, task: OptimizeTask | MapTask) -> WorkerSpec:
+        """The spec of worker ``rank`` doing ``task`` on ``items`` (None: the shared queue)."""
         return WorkerSpec(
-            kind=self.kind,
-            fn=self.fn,
+            task=task,
+            fn=self.request.fn,
             rank=rank,
             staging=staging,
-            node_staging=node_staging,
             output=self.output,
             items=items,
             reader=self.reader,
             input_dir=self.input_dir,
-            storage_options=self.storage_options,
-            upload_threads=self.upload_threads,
+            storage_options=dict(self.request.storage_options or {}),
+            upload_threads=self.request.num_uploaders or 2,
             downloaders=self.downloaders,
             env=self.nodes.worker_env(rank, self.num_workers),
         )
@@ -482,18 +558,18 @@ class Job:
     def run(
         self,
         specs: list[WorkerSpec],
-        shared: Numbered | None,
+        shared: Numbered | InputStream | None,
         total: int | None,
-        verbose: bool,
         source: Any = None,
-    ) -> dict[int, dict[str, Any]]:
-        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; each rank's summary."""
+    ) -> dict[int, Done]:
+        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
+        verbose = self.request.verbose
         if verbose:
-            what = f"{total} inputs" if total is not None else "inputs from a queue"
+            what = f"{total} inputs" if total is not None else "inputs from an iterator or a queue"
             print(
-                f"{self.kind}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
+                f"{self.what}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
                 flush=True,
             )
         return run_workers(
-            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.kind
+            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what
         )

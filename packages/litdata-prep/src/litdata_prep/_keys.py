@@ -8,7 +8,6 @@ sample is read back. The Parquet layout is ``litdata_format``'s (upstream's).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,10 @@ from litdata_format import DatasetIndex
 from litdata_format.internal import KEYS_FILE, keys_parquet, parse_chunk_name, read_keys
 from litdata_prep._output import Output
 
-__all__ = ["KEYS_DIR", "publish_keys", "read_rank_keys"]
+__all__ = ["KEYS_DIR", "publish_keys"]
 
 KEYS_DIR = KEYS_FILE.partition("/")[0] + "/"
 _SECTION = {"version": 1, "num_shards": 1, "sharding": "none"}
-
-
-def read_rank_keys(staging: Path, ranks: list[int]) -> dict[int, list[Any]]:
-    """The keys each worker of this node wrote, by rank."""
-    found = {}
-    for rank in ranks:
-        path = staging / f"{rank}.keys.json"
-        if not path.is_file():
-            raise RuntimeError(f"worker {rank} finished without writing {path}; the key index cannot be built")
-        found[rank] = json.loads(path.read_text())
-    return found
 
 
 def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple[Any, int]]:

@@ -8,8 +8,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from litdata_io import Dir
-from litdata_prep._job import Job, make_staging
+from litdata_prep._job import Job, MapRequest, make_staging
+from litdata_prep._plan import Numbered
 from litdata_prep._ray import RayExecutor, RayPlan, run_on_ray
+from litdata_prep._worker import MapTask
 
 __all__ = ["map"]
 
@@ -77,30 +79,14 @@ def map(
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
         WorkerError: ``fn`` raised on an input (the message names it) or a worker process died.
     """
-    job = Job.prepare(
-        "map",
-        fn=fn,
-        inputs=inputs,
-        output_dir=output_dir,
-        input_dir=input_dir,
-        weights=weights,
-        num_workers=num_workers,
-        fast_dev_run=fast_dev_run,
-        num_nodes=num_nodes,
-        machine=machine,
-        num_downloaders=num_downloaders,
-        num_uploaders=num_uploaders,
-        reorder_files=reorder_files,
-        reader=reader,
-        batch_size=batch_size,
-        start_method=start_method,
-        optimize_dns=optimize_dns,
-        broadcast_paths=broadcast_paths,
-        storage_options=storage_options,
-        executor=executor,
-    )
+    _map(MapRequest.from_call(locals()))
+
+
+def _map(r: MapRequest) -> None:
+    """``map`` with its arguments in one value."""
+    job = Job.prepare(r, ordered=bool(r.keep_data_ordered))
     output = job.output
-    if error_when_not_empty:
+    if r.error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]
         if found:
             raise ValueError(
@@ -111,14 +97,24 @@ def map(
         items = job.cluster_inputs()
         plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
         run_on_ray(
-            job.ray, plan, items, job.num_workers, lambda r, b: job.spec(r, "", "", b), output, "map", verbose, False
+            job.ray,
+            plan,
+            items,
+            job.num_workers,
+            lambda rank, batch: job.spec(rank, "", batch, MapTask()),
+            output,
+            "map",
+            r.verbose,
+            False,
         )
         return
-    slices = job.ordered_slices() if keep_data_ordered else None
+    slices = job.ordered_slices() if r.keep_data_ordered else None
     shared = None if slices is not None else job.shared_inputs()
-    total = sum(len(s) for s in slices) if slices is not None else len(shared or ())
+    total = (
+        sum(len(s) for s in slices) if slices is not None else (len(shared) if isinstance(shared, Numbered) else None)
+    )
     staging = make_staging(output, job.nodes.node_rank, "map")
     try:
-        job.run(job.worker_specs(staging, slices), shared, total, verbose)
+        job.run(job.worker_specs(staging, slices, lambda rank: MapTask()), shared, total)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

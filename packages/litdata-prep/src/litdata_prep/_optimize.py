@@ -5,14 +5,15 @@ from __future__ import annotations
 import multiprocessing.queues
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from litdata_format import INDEX_FILENAME, BaseItemLoader, DatasetIndex, merge_indexes
-from litdata_format.internal import check_writer_options, parse_chunk_name, temp_target
+from litdata_format.internal import WriterOptions, check_writer_options, parse_chunk_name, temp_target
 from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
+    WorkerCheckpoint,
     clear_checkpoints,
     fingerprint,
     load_checkpoints,
@@ -23,16 +24,15 @@ from litdata_prep._indexes import (
     LAYOUT_HINT,
     next_chunk_indexes,
     node_index_key,
-    read_rank_indexes,
     wait_for_node_indexes,
 )
-from litdata_prep._job import Job, make_staging, remove_staging
-from litdata_prep._keys import KEYS_DIR, publish_keys, read_rank_keys
+from litdata_prep._job import Job, OptimizeRequest, make_staging, remove_staging
+from litdata_prep._keys import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._plan import Numbered
+from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, ray_executor, run_on_ray
-from litdata_prep._worker import WorkerSpec
+from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
 
@@ -54,34 +54,25 @@ def is_dataset_file(key: str) -> bool:
     )
 
 
-def _check_options(
-    chunk_size: int | None,
-    chunk_bytes: int | str | None,
-    align_chunking: bool,
-    compression: str | None,
-    compression_level: str | None,
-    compression_batch_size: int | None,
-    encryption: Any,
-    item_loader: BaseItemLoader | None,
-) -> dict[str, Any]:
-    if chunk_size is None and chunk_bytes is None:
+def _writer_options(r: OptimizeRequest) -> WriterOptions:
+    """The workers' writer options, checked by the writers' own check before any worker starts."""
+    chunk_bytes = r.chunk_bytes
+    if r.chunk_size is None and chunk_bytes is None:
         chunk_bytes = "64MB"  # upstream's documented default; its graph examples pass neither
-    if align_chunking and chunk_size is None:
+    if r.align_chunking and r.chunk_size is None:
         raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
-    options = {
-        "chunk_size": chunk_size,
-        "chunk_bytes": chunk_bytes,
-        "compression": compression,
-        "compression_level": compression_level,
-        "compression_batch_size": compression_batch_size,
-        "encryption": encryption,
-        "item_loader": item_loader,
-    }
-    try:  # the writers' own check, here before any worker starts
-        check_writer_options(**options)
+    try:
+        return check_writer_options(
+            r.chunk_size,
+            chunk_bytes,
+            r.compression,
+            r.encryption,
+            r.item_loader,
+            r.compression_level,
+            r.compression_batch_size,
+        )
     except (TypeError, ValueError) as err:
         raise type(err)(f"optimize: {err}") from None
-    return options
 
 
 def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunking: bool, queue: Any) -> bool:
@@ -233,9 +224,15 @@ def optimize(
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
+    _optimize(OptimizeRequest.from_call(locals()))
+
+
+def _optimize(r: OptimizeRequest) -> None:
+    """``optimize`` with its arguments in one value."""
+    queue, key_fn, mode, use_checkpoint = r.queue, r.key_fn, r.mode, r.use_checkpoint
     if key_fn is not None and not callable(key_fn):
         raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
-    if (queue is None) == (inputs is None):
+    if (queue is None) == (r.inputs is None):
         raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
     if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
         raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
@@ -244,54 +241,27 @@ def optimize(
             f"optimize: The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
             f"'overwrite', got {mode!r}"
         )
-    if ray_executor(executor, "optimize") is not None and (queue is not None or align_chunking):
+    if ray_executor(r.executor, "optimize") is not None and (queue is not None or r.align_chunking):
         raise ValueError(
             "optimize: executor='ray' cuts a list of inputs into batches for the cluster's workers; a queue and "
             "align_chunking=True need this machine's worker processes (executor=None)"
         )
-    ordered = _ordered(keep_data_ordered, use_checkpoint, align_chunking, queue)
-    options = _check_options(
-        chunk_size,
-        chunk_bytes,
-        align_chunking,
-        compression,
-        compression_level,
-        compression_batch_size,
-        encryption,
-        item_loader,
-    )
+    ordered = _ordered(r.keep_data_ordered, use_checkpoint, r.align_chunking, queue)
+    options = _writer_options(r)
     job = Job.prepare(
-        "optimize",
-        fn=fn,
-        inputs=inputs,
-        output_dir=output_dir,
-        input_dir=input_dir,
-        weights=weights,
-        num_workers=num_workers,
-        fast_dev_run=fast_dev_run,
-        num_nodes=num_nodes,
-        machine=machine,
-        num_downloaders=num_downloaders,
-        num_uploaders=num_uploaders,
-        reorder_files=reorder_files,
-        reader=reader,
-        batch_size=batch_size,
-        start_method=start_method,
-        optimize_dns=optimize_dns,
-        broadcast_paths=broadcast_paths,
-        storage_options=storage_options,
-        executor=executor,
-        spawnable={"key_fn": key_fn, "item_loader": item_loader, "encryption": encryption},
+        r,
+        spawnable={"key_fn": key_fn, "item_loader": r.item_loader, "encryption": r.encryption},
         queue=queue is not None,
+        ordered=ordered,
     )
     if job.ray is not None:
-        _optimize_on_ray(job, job.ray, options, mode, use_checkpoint, key_fn, verbose)
+        _optimize_on_ray(job, job.ray, options, r)
         return
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
-    shared: Numbered | None = None
+    shared: Numbered | InputStream | None = None
     if queue is None and ordered:
-        slices = job.ordered_slices(chunk_size if align_chunking else None)
+        slices = job.ordered_slices(r.chunk_size if r.align_chunking else None)
     elif queue is None:
         shared = job.shared_inputs()
     if (
@@ -305,35 +275,32 @@ def optimize(
         clear_checkpoints(output, nodes.node_rank, ranks)
         remove_staging(output, nodes.node_rank)
         _collect_unreferenced(output, output.read_index())
-        if verbose:
+        if r.verbose:
             print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
         return
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
-    checkpoints = None
-    total = len(shared) if shared is not None else None
+    checkpoints: dict[int, WorkerCheckpoint] = {}
+    total = len(shared) if isinstance(shared, Numbered) else None
     if use_checkpoint and slices is not None:
-        checkpoints = load_checkpoints(output, nodes.node_rank, slices, ranks)
+        found = load_checkpoints(output, nodes.node_rank, slices, ranks)
         save_node_config(output, nodes.node_rank, slices, ranks)
-        total = sum(len(s) - c.next_input for s, c in zip(slices, checkpoints))
+        total = sum(len(s) - c.next_input for s, c in zip(slices, found))
+        checkpoints = {c.rank: c for c in found}
     elif slices is not None:
         total = sum(len(s) for s in slices)
+
+    def task(rank: int) -> OptimizeTask:
+        return OptimizeTask(options, r.encryption, key_fn, chunk_starts[rank], checkpoints.get(rank))
 
     staging = make_staging(output, nodes.node_rank, "optimize")
     index: DatasetIndex | None = None
     try:
-        specs = job.worker_specs(staging, slices)
-        for w, spec in enumerate(specs):
-            spec.writer_options = options
-            spec.chunk_index = chunk_starts[spec.rank]
-            spec.key_fn = key_fn
-            spec.checkpoint = checkpoints[w] if checkpoints is not None else None
-            if spec.checkpoint is not None and not spec.checkpoint.chunks and spec.checkpoint.next_input == 0:
-                spec.checkpoint.next_chunk_index = chunk_starts[spec.rank]
-        job.run(specs, shared, total, verbose, source=queue)
-        parts = read_rank_indexes(staging, ranks)
-        rank_keys = read_rank_keys(staging, ranks) if key_fn is not None else None
-        index = _finish(output, nodes, existing, parts, job.items, rank_keys, gc=use_checkpoint or mode == "overwrite")
+        done = job.run(job.worker_specs(staging, slices, task), shared, total, source=queue)
+        parts = [_rank_index(done, rank) for rank in ranks]
+        rank_keys = {rank: done[rank].keys or [] for rank in ranks} if key_fn is not None else None
+        items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
+        index = _finish(output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
@@ -342,22 +309,21 @@ def optimize(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if verbose and index is not None:
+    if r.verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
         print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
-def _optimize_on_ray(
-    job: Job,
-    executor: RayExecutor,
-    options: dict[str, Any],
-    mode: str | None,
-    use_checkpoint: bool,
-    key_fn: Callable[[Any], Any] | None,
-    verbose: bool,
-) -> None:
+def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
+    index = done[rank].index
+    if index is None:
+        raise RuntimeError(f"optimize: worker {rank} finished without its index; the job cannot be completed")
+    return index
+
+
+def _optimize_on_ray(job: Job, executor: RayExecutor, options: WriterOptions, r: OptimizeRequest) -> None:
     """``optimize`` with its batches on a Ray cluster (see ``_ray``): the index is merged here, once."""
-    output, nodes = job.output, job.nodes
+    output, nodes, mode, use_checkpoint = job.output, job.nodes, r.mode, r.use_checkpoint
     items = job.cluster_inputs()
     plan = RayPlan.make(items, job.num_workers, executor.batches_per_worker, first_rank=0)
     if use_checkpoint:
@@ -373,22 +339,20 @@ def _optimize_on_ray(
     first_rank = plan.next_rank
 
     def make_spec(rank: int, batch: Numbered) -> WorkerSpec:
-        spec = job.spec(rank, "", "", batch)  # each actor stages in a folder of its own node
-        spec.writer_options, spec.key_fn = options, key_fn
-        spec.chunk_index = next_chunk_indexes(existing, [rank])[rank]
-        return spec
+        task = OptimizeTask(options, r.encryption, r.key_fn, next_chunk_indexes(existing, [rank])[rank])
+        return job.spec(rank, "", batch, task)  # each actor stages in a folder of its own node
 
     try:
-        run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", verbose, use_checkpoint)
+        run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", r.verbose, use_checkpoint)
         parts, rank_keys = finished_parts(plan, output.display)
-        index = _finish(output, nodes, existing, parts, items, rank_keys if key_fn is not None else None, gc=True)
+        index = _finish(output, nodes, existing, parts, items, rank_keys if r.key_fn is not None else None, gc=True)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, the finished batches are the next run's head start
             _remove_unpublished_chunks(output, nodes.node_rank, list(range(first_rank, plan.next_rank)), failure)
         raise
     if use_checkpoint:
         output.delete(RAY_CHECKPOINT)
-    if verbose and index is not None:
+    if r.verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
         print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
@@ -422,7 +386,7 @@ def _finish(
     nodes: NodeInfo,
     existing: DatasetIndex | None,
     parts: list[DatasetIndex],
-    items: list[Any],
+    items: Sequence[Any],
     rank_keys: dict[int, list[Any]] | None,
     gc: bool,
 ) -> DatasetIndex | None:
@@ -438,7 +402,7 @@ def _finish(
         if gc:
             _collect_unreferenced(output, index)
         return index
-    job = fingerprint(list(enumerate(items)))[:16] + f"-{nodes.num_nodes}"
+    job = fingerprint(enumerate(items))[:16] + f"-{nodes.num_nodes}"
     node_key = node_index_key(nodes.node_rank)
     node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
     # The last node writes the key index of every node's samples.

@@ -15,6 +15,7 @@ checkpoints can say where a worker stopped.
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ from litdata_format.internal import tree_flatten
 
 __all__ = [
     "DEFAULT_FAST_DEV_RUN_ITEMS",
+    "InputStream",
     "Numbered",
     "balanced_bins",
     "batched",
@@ -77,12 +79,51 @@ class Numbered(Sequence[tuple[int, Any]]):
         return f"Numbered({self.positions!r}, {len(self)} inputs)"
 
 
-def batched(inputs: Sequence[Any], batch_size: int | None) -> list[Any]:
-    """``inputs`` as a list, grouped into lists of ``batch_size`` when it is more than 1."""
-    items = list(inputs)
+def batched(inputs: Sequence[Any], batch_size: int | None) -> Sequence[Any]:
+    """``inputs`` (not copied), or grouped into lists of ``batch_size`` when it is more than 1."""
     if batch_size is None or batch_size <= 1:
-        return items
-    return [items[pos : pos + batch_size] for pos in range(0, len(items), batch_size)]
+        return inputs
+    return [list(inputs[pos : pos + batch_size]) for pos in range(0, len(inputs), batch_size)]
+
+
+class InputStream:
+    """Inputs given as an iterator (a generator): numbered as they arrive and never held whole.
+
+    The parent's feeder pulls them for the node's shared queue one batch at a time, so a stream of
+    10M inputs costs the parent the batches in flight, not 10M objects. One pass only.
+
+    Args:
+        source: the user's iterator.
+        batch_size: group inputs into lists of this many (``optimize``'s ``batch_size``).
+        limit: take at most this many inputs (``fast_dev_run``), or None for all.
+    """
+
+    def __init__(self, source: Iterator[Any], batch_size: int | None = None, limit: int | None = None) -> None:
+        self.source = source
+        self.batch_size = batch_size if batch_size is not None and batch_size > 1 else None
+        self.limit = limit
+
+    def limited(self, limit: int | None) -> InputStream:
+        """This stream cut to its first ``limit`` inputs (None: all)."""
+        if limit is None:
+            return self
+        return InputStream(self.source, self.batch_size, limit if self.limit is None else min(limit, self.limit))
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        items: Iterator[Any] = self.source
+        if self.batch_size is not None:
+            items = _grouped(items, self.batch_size)
+        if self.limit is not None:
+            items = itertools.islice(items, self.limit)
+        return enumerate(items)
+
+    def __repr__(self) -> str:
+        return f"InputStream({self.source!r})"
+
+
+def _grouped(source: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while batch := list(itertools.islice(source, size)):
+        yield batch
 
 
 def contiguous_bins(count: int, num_bins: int, align: int | None = None) -> list[range]:
@@ -137,18 +178,22 @@ def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
 
 
 def _bins(
-    items: list[Any],
+    items: Sequence[Any],
     num_bins: int,
     weights: Sequence[float] | None,
     align: int | None,
 ) -> list[Numbered]:
     if weights is not None:
         return [Numbered(b, [items[pos] for pos in b]) for b in balanced_bins(weights, num_bins)]
-    return [Numbered(r, items[r.start : r.stop]) for r in contiguous_bins(len(items), num_bins, align)]
+    # A bin of all the inputs is the inputs themselves: one node's shared queue copies nothing.
+    return [
+        Numbered(r, items if len(r) == len(items) else items[r.start : r.stop])
+        for r in contiguous_bins(len(items), num_bins, align)
+    ]
 
 
 def worker_slices(
-    items: list[Any],
+    items: Sequence[Any],
     num_workers: int,
     num_nodes: int = 1,
     node_rank: int = 0,
@@ -162,7 +207,7 @@ def worker_slices(
 
 
 def node_share(
-    items: list[Any],
+    items: Sequence[Any],
     num_nodes: int = 1,
     node_rank: int = 0,
     weights: Sequence[float] | None = None,

@@ -26,13 +26,12 @@ import os
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from litdata_format import DatasetIndex, load_index, parse_index
-from litdata_format.internal import rank_index_name
+from litdata_format import DatasetIndex, parse_index
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._output import Output
@@ -126,19 +125,18 @@ class _BatchRunner:
         else:
             # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
             # this node with a remote output removes it (its pid is gone).
-            staging = tempfile.mkdtemp(prefix=f"litdata-{spec.kind}-{os.getpid()}-")
+            staging = tempfile.mkdtemp(prefix=f"litdata-{spec.task.what}-{os.getpid()}-")
         try:
             os.environ.update(spec.env)
-            spec = replace(spec, staging=staging, node_staging=staging)
+            spec = replace(spec, staging=staging)
             result = run_spec(spec, _Events(), None)
             if isinstance(result, Failed):
                 return {"failed": result}
             out: dict[str, Any] = {"summary": result.summary}
-            if spec.kind == "optimize":
-                out["index"] = load_index(Path(staging) / rank_index_name(spec.rank)).to_json()
-                keys = Path(staging) / f"{spec.rank}.keys.json"
-                if keys.is_file():
-                    out["keys"] = keys.read_text()
+            if result.index is not None:
+                out["index"] = result.index.to_json()
+            if result.keys is not None:
+                out["keys"] = json.dumps(result.keys)
             return out
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -161,13 +159,13 @@ class RayPlan:
     next_rank: int = 0
 
     @classmethod
-    def make(cls, items: list[Any], num_workers: int, per_worker: int, first_rank: int) -> RayPlan:
+    def make(cls, items: Sequence[Any], num_workers: int, per_worker: int, first_rank: int) -> RayPlan:
         count = max(1, min(len(items), num_workers * per_worker))
         bounds = [(r.start, r.stop) for r in contiguous_bins(len(items), count) if len(r)]
         return cls(fingerprint(enumerate(items)), bounds, next_rank=first_rank)
 
     @classmethod
-    def resume(cls, output: Output, items: list[Any], fresh: RayPlan) -> RayPlan:
+    def resume(cls, output: Output, items: Sequence[Any], fresh: RayPlan) -> RayPlan:
         """The recorded plan of an interrupted run of the same inputs, else ``fresh``."""
         obj = output.read_json(RAY_CHECKPOINT)
         if obj is None:
@@ -189,7 +187,7 @@ class RayPlan:
 def run_on_ray(
     executor: RayExecutor,
     plan: RayPlan,
-    items: list[Any],
+    items: Sequence[Any],
     num_workers: int,
     make_spec: Callable[[int, Numbered], WorkerSpec],
     output: Output,

@@ -26,11 +26,10 @@ from litdata_format import (
     BinaryWriter,
     DatasetIndex,
     DatasetReader,
-    load_index,
     merge_indexes,
     parse_index,
 )
-from litdata_format.internal import parse_chunk_name, rank_index_name
+from litdata_format.internal import parse_chunk_name
 from litdata_io import Dir, resolve_dir
 from litdata_prep._indexes import LAYOUT_HINT
 from litdata_prep._output import DatasetExistsError, Output
@@ -207,12 +206,11 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
                     number += 1
                     if written is not None:
                         publisher.put_file(written)
-            writer.done()
+            index = writer.finish()
             for path in sorted(Path(staging).glob("chunk-*")):
                 publisher.put_file(path)
             publisher.close()
-            path = Path(staging) / rank_index_name(rank)
-            return {"rank": rank, "index": load_index(path).to_json() if path.is_file() else None}
+            return {"rank": rank, "index": index.to_json()}
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 

@@ -23,10 +23,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import GeneratorType
-from typing import Any
+from typing import Any, ClassVar
 
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
-from litdata_format.internal import normalize_key, rank_index_name, tree_flatten, tree_unflatten, write_json_atomic
+from litdata_format.internal import WriterOptions, normalize_key, tree_flatten, tree_unflatten
 from litdata_io import Dir
 from litdata_io.internal import declare_worker
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
@@ -38,6 +38,8 @@ __all__ = [
     "Done",
     "Failed",
     "FnFailed",
+    "MapTask",
+    "OptimizeTask",
     "Progress",
     "WorkerEvent",
     "WorkerSpec",
@@ -58,47 +60,65 @@ def describe_input(item: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass
-class WorkerSpec:
-    """Everything one worker process needs (pickled to it under spawn).
+@dataclass(frozen=True)
+class OptimizeTask:
+    """What an ``optimize`` worker does besides running ``fn``: write chunks.
 
     Attributes:
-        kind: ``"optimize"`` or ``"map"``.
+        writer: the checked :class:`BinaryWriter` options.
+        encryption: the encryption those options were checked with, or None.
+        key_fn: optimize's ``key_fn``: each sample's key goes back to the parent with the index.
+        chunk_index: the number of this worker's first chunk (append mode).
+        checkpoint: where to resume (``use_checkpoint``), else None.
+    """
+
+    writer: WriterOptions
+    encryption: Any = None
+    key_fn: Callable[[Any], Any] | None = None
+    chunk_index: int = 0
+    checkpoint: WorkerCheckpoint | None = None
+    #: The job's name in messages.
+    what: ClassVar[str] = "optimize"
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """What a ``map`` worker does besides running ``fn``: publish the files ``fn`` wrote."""
+
+    what: ClassVar[str] = "map"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything one worker process needs (pickled to it under spawn), built whole by the parent.
+
+    Attributes:
+        task: what kind of job this is and what that kind needs (:class:`OptimizeTask`, :class:`MapTask`).
         fn: the user's function.
         rank: the global worker number (it names chunk files).
         staging: this worker's local staging folder.
-        node_staging: the node's staging folder, where the rank index goes.
         output: the destination.
         items: the static slice (ordered mode) or None (shared queue).
-        writer_options: BinaryWriter keyword arguments (optimize).
-        chunk_index: the number of this worker's first chunk (append mode).
-        checkpoint: where to resume (``use_checkpoint``), else None.
         reader: a :class:`~litdata_prep.BaseReader` applied to each input.
         input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
         storage_options: credentials for ``input_dir``.
         upload_threads: concurrent uploads.
         downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
-        key_fn: optimize's ``key_fn``: each sample's key goes to ``{rank}.keys.json`` next to the rank index.
         env: environment variables to set in the worker.
     """
 
-    kind: str
+    task: OptimizeTask | MapTask
     fn: Callable[..., Any]
     rank: int
     staging: str
-    node_staging: str
     output: Output
     items: Numbered | None = None
-    writer_options: dict[str, Any] = field(default_factory=dict)
-    chunk_index: int = 0
-    checkpoint: WorkerCheckpoint | None = None
     reader: Any = None
     input_dir: Dir | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict[str, Any])
     upload_threads: int = 2
     downloaders: int = 2
-    key_fn: Callable[[Any], Any] | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict[str, str])
 
 
 @dataclass(frozen=True)
@@ -111,10 +131,19 @@ class Progress:
 
 @dataclass(frozen=True)
 class Done:
-    """A worker finished all its inputs; ``summary`` counts what it wrote."""
+    """A worker finished all its inputs.
+
+    Attributes:
+        rank: the worker's global rank.
+        summary: counts of what it wrote.
+        index: an optimize worker's index (its chunks, in the order written), else None.
+        keys: with ``key_fn``, the key of each sample it wrote, in sample order, else None.
+    """
 
     rank: int
     summary: dict[str, Any]
+    index: DatasetIndex | None = None
+    keys: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +197,7 @@ def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
     if not isinstance(err, OSError) or not err.filename or err.errno is None:
         return None
     path = Path(os.fsdecode(err.filename))
-    folders = [Path(spec.staging), Path(spec.node_staging)]
+    folders = [Path(spec.staging)]
     if not spec.output.is_remote:
         folders.append(spec.output.local_path)
     if not any(path.is_relative_to(folder) for folder in folders):
@@ -258,7 +287,8 @@ class _Worker:
     def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
         """``(position in the slice, input position, input)``, from the slice or the shared queue."""
         if self.spec.items is not None:
-            start = self.spec.checkpoint.next_input if self.spec.checkpoint else 0
+            task = self.spec.task
+            start = task.checkpoint.next_input if isinstance(task, OptimizeTask) and task.checkpoint else 0
             for i, (pos, item) in enumerate(self.spec.items[start:], start):
                 yield i, pos, item
             return
@@ -299,12 +329,14 @@ class _Worker:
             _remove(local)
 
     # -- optimize -------------------------------------------------------------------------------
-    def optimize(self, work: Any) -> dict[str, Any]:
+    def optimize(self, task: OptimizeTask, work: Any) -> Done:
         spec = self.spec
-        state = spec.checkpoint or WorkerCheckpoint(spec.rank, next_chunk_index=spec.chunk_index)
-        if spec.checkpoint is None:
-            state.next_chunk_index = spec.chunk_index
-        writer = BinaryWriter(spec.staging, rank=spec.rank, chunk_index=state.next_chunk_index, **spec.writer_options)
+        state = task.checkpoint or WorkerCheckpoint(spec.rank, next_chunk_index=task.chunk_index)
+        if not state.chunks and state.next_input == 0:  # nothing published yet: start after the existing chunks
+            state.next_chunk_index = task.chunk_index
+        writer = BinaryWriter.from_options(
+            spec.staging, task.writer, task.encryption, rank=spec.rank, chunk_index=state.next_chunk_index
+        )
         writer.resume(
             [ChunkInfo.from_json(c, f"{state.key}: chunks[{n}]") for n, c in enumerate(state.chunks)],
             state.writer or {},  # a checkpoint of an older version has none: boundaries as the writer finds them
@@ -314,14 +346,13 @@ class _Worker:
         first_chunk = state.next_chunk_index - published
         sample_no = state.next_sample
         skip = state.skip_samples
-        wrote_any = False
-        keys = self._resumed_keys(state) if spec.key_fn is not None else []
+        keys = self._resumed_keys(state) if task.key_fn is not None else []
         keyed = [published, len(keys)]  # chunks whose keys are in the output, and how many keys they hold
 
         def checkpoint(next_input: int, skip_samples: int) -> None:
-            if spec.checkpoint is None:
+            if task.checkpoint is None:
                 return
-            if spec.key_fn is not None:  # each published chunk's keys, kept for a resumed run's key index
+            if task.key_fn is not None:  # each published chunk's keys, kept for a resumed run's key index
                 for chunk in writer.chunks[keyed[0] :]:
                     end = keyed[1] + chunk.chunk_size
                     self.publisher.put_json(chunk_keys_name(chunk.filename), keys[keyed[1] : end])
@@ -329,7 +360,7 @@ class _Worker:
             state.next_input, state.skip_samples, state.next_sample = next_input, skip_samples, sample_no
             state.next_chunk_index = first_chunk + len(writer.chunks)
             state.chunks = [c.to_json() for c in writer.chunks]
-            state.config = writer.config() if wrote_any else state.config
+            state.config = writer.index_config()
             state.writer = writer.resume_state()
             self.publisher.put_json(state.key, state.to_json())
 
@@ -338,9 +369,9 @@ class _Worker:
                 if skip:
                     skip -= 1
                     continue
-                if spec.key_fn is not None:
+                if task.key_fn is not None:
                     try:
-                        keys.append(normalize_key(spec.key_fn(sample)))
+                        keys.append(normalize_key(task.key_fn(sample)))
                     except Exception as err:
                         raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 try:
@@ -349,7 +380,6 @@ class _Worker:
                     if _write_failure(err, spec) is not None:
                         raise  # the chunk could not be written: the sample is not to blame
                     raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
-                wrote_any = True
                 if written is not None:
                     published += 1
                     self.publisher.put_file(written)
@@ -358,18 +388,14 @@ class _Worker:
             skip = 0
             self.done_inputs += 1
             self.report()
-        writer.done()
-        for chunk in writer.chunks[published:]:
+        index = writer.finish()
+        for chunk in index.chunks[published:]:
             self.publisher.put_file(Path(spec.staging) / chunk.filename)
         if spec.items is not None:
             checkpoint(len(spec.items), 0)
         self.publisher.close()
-        config = (writer.config() if wrote_any else state.config) or {"data_format": [], "data_spec": None}
-        rank_index = DatasetIndex(writer.chunks, config, str(time.time()))
-        if spec.key_fn is not None:
-            write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.keys.json", keys)
-        write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
-        return {"samples": sample_no, "chunks": len(writer.chunks)}
+        summary = {"samples": sample_no, "chunks": len(index.chunks)}
+        return Done(spec.rank, summary, index, keys if task.key_fn is not None else None)
 
     def _resumed_keys(self, state: WorkerCheckpoint) -> list[str | int]:
         """The keys of the samples in the chunks a killed run already published."""
@@ -386,7 +412,7 @@ class _Worker:
         return keys
 
     # -- map ------------------------------------------------------------------------------------
-    def map(self, work: Any) -> dict[str, Any]:
+    def map(self, work: Any) -> Done:
         spec = self.spec
         params = _parameters(spec.fn)
         remote = spec.output.is_remote
@@ -408,7 +434,7 @@ class _Worker:
             self.done_inputs += 1
             self.report()
         self.publisher.close()
-        return {"files": files}
+        return Done(spec.rank, {"files": files})
 
 
 def _remove(paths: list[Path]) -> None:
@@ -449,9 +475,10 @@ def run_spec(spec: WorkerSpec, events: Any, work: Any) -> Done | Failed:
     worker: _Worker | None = None
     try:
         worker = _Worker(spec, events)
-        summary = worker.optimize(work) if spec.kind == "optimize" else worker.map(work)
+        task = spec.task
+        done = worker.optimize(task, work) if isinstance(task, OptimizeTask) else worker.map(work)
         worker.report(force=True)
-        return Done(spec.rank, summary)
+        return done
     except FnFailed as failure:
         if worker is not None:
             worker.publisher.abort()

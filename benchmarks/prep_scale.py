@@ -1,0 +1,136 @@
+"""optimize over millions of small inputs: time to the first chunk, total time and the parent's peak RSS.
+
+Not a suite row (a 10M-input run takes minutes). Each run is a fresh interpreter (ours: this
+workspace's python; upstream 0.2.76: the side venv of ``tests/upstream_venv.py``) that runs
+``litdata.optimize(identity, inputs, out, chunk_size=..., num_workers=2)`` over ``range(n)``, a
+generator of ``n`` ints or ``list(range(n))`` (upstream 0.2.76 refuses the first two), while a
+thread polls ``out`` for the first chunk file. The peak RSS is the driver's own (``ru_maxrss`` of
+the parent, not its workers): what holding the inputs costs. A run past ``--timeout`` is recorded
+as not finished.
+
+    uv run python benchmarks/prep_scale.py                       # 1M and 10M, every kind, ours and upstream
+    uv run python benchmarks/prep_scale.py --sizes 1000000 --libs ours
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_DRIVER = """
+import json, os, resource, sys, threading, time
+import litdata
+
+def identity(i):
+    return i
+
+def generated(n):
+    for i in range(n):
+        yield i
+
+def first_chunk(out, start, found):
+    while not found:
+        try:
+            if any(name.startswith("chunk-") for name in os.listdir(out)):
+                found.append(time.perf_counter() - start)
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+
+if __name__ == "__main__":
+    n, kind, out, chunk_size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    inputs = range(n) if kind == "range" else list(range(n)) if kind == "list" else generated(n)
+    found = []
+    start = time.perf_counter()
+    threading.Thread(target=first_chunk, args=(out, start, found), daemon=True).start()
+    error = None
+    try:
+        litdata.optimize(identity, inputs, out, chunk_size=chunk_size, num_workers=2)
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"[:300]
+    total = time.perf_counter() - start
+    found.append(None)
+    samples = None
+    if error is None:
+        index = json.load(open(os.path.join(out, "index.json")))
+        samples = sum(c["chunk_size"] for c in index["chunks"])
+    print(json.dumps({"first_chunk_s": found[0], "total_s": total, "samples": samples, "error": error,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _python(lib: str) -> str:
+    if lib == "ours":
+        return sys.executable
+    from tests.upstream_venv import upstream_python
+
+    return str(upstream_python())
+
+
+def run_one(lib: str, n: int, kind: str, chunk_size: int, timeout: float) -> dict[str, object]:
+    folder = Path(tempfile.mkdtemp(prefix="prep-scale-"))
+    script = folder / "driver.py"
+    script.write_text(_DRIVER)
+    out = folder / "out"
+    command = [_python(lib), str(script), str(n), kind, str(out), str(chunk_size)]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=env, cwd=folder, check=False
+        )
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            return {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+        return json.loads(lines[-1])
+    except subprocess.TimeoutExpired:
+        return {"error": f"not finished in {timeout:.0f} s"}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument(
+        "--kinds", nargs="+", default=["range", "generator", "list"], choices=["range", "generator", "list"]
+    )
+    parser.add_argument("--libs", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
+    parser.add_argument("--chunk-size", type=int, default=100_000)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    args = parser.parse_args()
+    print("| inputs | kind | lib | first chunk (s) | total (s) | parent peak RSS (MB) | samples | note |")
+    print("|---:|---|---|---:|---:|---:|---:|---|")
+    for n in args.sizes:
+        for kind in args.kinds:
+            for lib in args.libs:
+                started = time.perf_counter()
+                r = run_one(lib, n, kind, args.chunk_size, args.timeout)
+                first = r.get("first_chunk_s")
+                cells = [
+                    f"{n:,}",
+                    kind,
+                    lib,
+                    f"{first:.1f}" if isinstance(first, float) else "-",
+                    f"{r['total_s']:.1f}" if isinstance(r.get("total_s"), float) else "-",
+                    f"{r['peak_rss_mb']:.0f}" if isinstance(r.get("peak_rss_mb"), float) else "-",
+                    str(r.get("samples", "-")),
+                    str(r.get("error") or ""),
+                ]
+                print("| " + " | ".join(cells) + " |", flush=True)
+                if r.get("error") and time.perf_counter() - started > args.timeout * 0.9:
+                    continue
+
+
+if __name__ == "__main__":
+    main()
