@@ -31,6 +31,7 @@ DOCUMENTED = {
 # Internals of other libraries, read where they offer no public way; each falls back when absent.
 FOREIGN = {
     ("litdata_io/_forkserver.py", "_forkserver"): "multiprocessing: is this process's forkserver running",
+    ("litdata_io/_forkserver.py", "_forkserver_pid"): "multiprocessing: the running forkserver's pid",
     ("litdata_io/_forkserver.py", "_preload_modules"): "multiprocessing: the forkserver's preload list",
     ("litdata_io/_forkserver.py", "_inheriting"): "multiprocessing: what spawn sets while importing the script",
     ("litdata_io/_aws_boto3.py", "_expiry_time"): "botocore: when refreshable credentials expire",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -262,3 +264,58 @@ def test_resume_refuses_a_state_it_does_not_know(tmp_path: Path) -> None:
     writer.add_item(0, {"a": 1})
     with pytest.raises(ValueError, match="fresh writer"):
         writer.resume([], {})
+
+
+def _ipc_by_pa_array(rows: list[dict[str, Any]], compression: str | None) -> bytes:
+    """The IPC file the writer made before its columns were built from their buffers (``pa.array``)."""
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    table = pa.table({key: pa.array([row.get(key) for row in rows]) for key in keys})
+    codec = pa.Codec("zstd", compression_level=4) if compression else None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as writer:
+        for batch in table.to_batches(max_chunksize=256):
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("count", [1, 255, 257, 600])
+def test_columns_built_from_buffers_write_the_bytes_pa_array_writes(
+    tmp_path: Path, count: int, compression: str | None
+) -> None:
+    rng = np.random.default_rng(count)
+    rows = [
+        {
+            "image": rng.bytes(int(rng.integers(0, 2000))),
+            "label": int(rng.integers(-(2**40), 2**40)),
+            "score": float(rng.random()),
+            "flag": bool(rng.random() < 0.5),
+            "name": "é" * int(rng.integers(0, 4)) + str(i),
+            "tags": [1, 2],
+            "maybe": None if i % 3 else i,
+        }
+        for i in range(count)
+    ]
+    writer = BinaryWriter(tmp_path, chunk_bytes=1 << 30, compression=compression)
+    for i, row in enumerate(rows):
+        writer.add_item(i, row)
+    writer.done()
+    data = (tmp_path / writer.chunks[0].filename).read_bytes()
+    assert data.endswith(ARROW_ROWS_MAGIC)
+    (ipc_len,) = struct.unpack_from("<I", data, len(data) - 4 - len(ARROW_ROWS_MAGIC))
+    ipc = data[len(data) - 4 - len(ARROW_ROWS_MAGIC) - ipc_len : len(data) - 4 - len(ARROW_ROWS_MAGIC)]
+    assert ipc == _ipc_by_pa_array(rows, compression)
+
+
+def test_writing_rows_of_bytes_and_numbers_does_not_import_pandas(tmp_path: Path) -> None:
+    # pa.array on a list imports pandas when it is installed (1-3 s in every optimize worker).
+    code = (
+        "import sys\nfrom litdata_format import BinaryWriter\n"
+        f"w = BinaryWriter({str(tmp_path)!r})\n"
+        "for i in range(300):\n"
+        "    w.add_item(i, {'image': bytes(100), 'label': i, 'score': 0.5, 'ok': True, 'name': 'x'})\n"
+        "w.done()\nassert w.chunks, 'no chunk'\nprint('pandas' in sys.modules)\n"
+    )
+    assert importlib.util.find_spec("pandas") is not None, "pandas is installed in this workspace"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "False"

@@ -56,6 +56,20 @@ def test_a_spawned_worker_writing_locally_loads_no_storage_layer(tmp_path: Path)
 def test_default_workers_come_from_a_forkserver_with_the_callers_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import threading
+
+    # Another thread runs in this process, so the default workers cannot be forked from it.
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait, daemon=True)
+    busy.start()
+    try:
+        _forkserver_workers_see_the_callers_environment(tmp_path, monkeypatch)
+    finally:
+        stop.set()
+        busy.join()
+
+
+def _forkserver_workers_see_the_callers_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     monkeypatch.setenv("LITDATA_TEST_VALUE", "first")
@@ -74,13 +88,46 @@ def test_default_workers_come_from_a_forkserver_with_the_callers_environment(
     assert [s["ppid"] for s in read(tmp_path / "d")] == [os.getpid()]
 
 
+def test_a_single_threaded_script_forks_its_default_workers_unless_a_forkserver_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # A forkserver would import the script and litdata again before the first worker (0.3-1 s);
+    # this process has them loaded and runs no other thread, so its workers are forked from it.
+    script = tmp_path / "single.py"
+    script.write_text(
+        "import os, threading\n"
+        "import litdata\n"
+        "from litdata_format import DatasetReader\n"
+        "def fn(i):\n"
+        "    return {'i': i, 'ppid': os.getppid()}\n"
+        "def ppids(name):\n"
+        f"    out = os.path.join({str(tmp_path)!r}, name)\n"
+        "    litdata.optimize(fn, [0, 1], out, chunk_size=1, num_workers=2, verbose=False)\n"
+        "    return {s['ppid'] for s in DatasetReader(out)}\n"
+        "if __name__ == '__main__':\n"
+        "    print(ppids('a') == {os.getpid()})\n"
+        "    stop = threading.Event()\n"
+        "    threading.Thread(target=stop.wait).start()\n"
+        "    print(os.getpid() not in ppids('b'))\n"  # another thread: from the forkserver
+        "    stop.set()\n"
+        "    print(os.getpid() not in ppids('c'))\n"  # the forkserver runs now: it is warm, use it
+    )
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+
+
 def test_a_script_without_the_main_guard_is_one_clear_error(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    # Workers from a forkserver (a thread runs, so they are not forked from the script) import the
+    # script again; forked from a single-threaded script, they would not, and the job would run.
     script = tmp_path / "no_guard.py"
     script.write_text(
+        "import threading, time\n"
         "import litdata\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
         "def fn(i):\n"
         "    return {'i': i}\n"
         f"litdata.optimize(fn, list(range(4)), {str(tmp_path / 'out')!r}, chunk_size=2, num_workers=2, verbose=False)\n"

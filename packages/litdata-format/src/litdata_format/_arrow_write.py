@@ -20,6 +20,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, cast
 
+import numpy as np
+
 from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
 from litdata_format._compression import zstd_level
 from litdata_format._json_leaf import JsonLeaf
@@ -193,7 +195,38 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
-def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[bytes]:
+_INT32_MAX = 0x7FFFFFFF
+_NUMBERS = {"int": ("int64", "<i8"), "float": ("float64", "<f8")}
+
+
+def _column(pa: Any, values: list[Any], kind: Kind) -> Any:
+    """One column as the Arrow array ``pa.array(values)`` makes, built from its buffers where that is cheap.
+
+    ``pa.array`` on a Python list imports pandas (when installed) to ask whether the list is a
+    pandas object: 1-3 s in each worker, more than building a 64 MiB chunk. A column of one scalar
+    kind without None gets the same array from its buffers, in one copy of its bytes: the same
+    type, buffers and null count, so the IPC bytes written are the same.
+    """
+    if None in values or not values:
+        return pa.array(values)
+    if kind in ("bytes", "str"):
+        parts = values if kind == "bytes" else [value.encode() for value in values]
+        offsets = np.zeros(len(parts) + 1, dtype="<i8")
+        np.cumsum([len(part) for part in parts], out=offsets[1:])
+        if offsets[-1] <= _INT32_MAX:  # pa.array switches to chunks past 2 GiB: leave that case to it
+            buffers = [None, pa.py_buffer(offsets.astype("<i4")), pa.py_buffer(b"".join(parts))]
+            return pa.Array.from_buffers(pa.binary() if kind == "bytes" else pa.string(), len(parts), buffers)
+    elif kind in _NUMBERS:
+        name, dtype = _NUMBERS[kind]
+        packed = np.array(values, dtype=dtype)  # an int past 64 bits raises OverflowError, as pa.array does
+        return pa.Array.from_buffers(getattr(pa, name)(), len(values), [None, pa.py_buffer(packed)])
+    elif kind == "bool":
+        bits = np.packbits(np.array(values, dtype=bool), bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    return pa.array(values)
+
+
+def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[bytes | memoryview]:
     """An Arrow rows chunk holding ``rows`` (whose fused kind is ``kind``), as parts to write in order.
 
     ``compression`` (``"zstd"`` or ``"zstd:N"``) compresses the IPC buffers with Arrow's own
@@ -203,9 +236,10 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
         ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
     """
     pa = _pyarrow()
-    keys = [key for key, _ in kind[1]] if isinstance(kind, tuple) and kind[0] == "struct" else []
+    fields = list(kind[1]) if isinstance(kind, tuple) and kind[0] == "struct" else []
     try:
-        table = pa.table({key: pa.array([row.get(key) for row in rows]) for key in keys})
+        columns = [_column(pa, [row.get(key) for row in rows], field) for key, field in fields]
+        table = pa.Table.from_arrays(columns, names=[key for key, _ in fields])
     except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
         raise ArrowUnfit(str(err)) from None
     if compression is not None:
@@ -216,7 +250,7 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
     with pa.ipc.new_file(sink, table.schema, options=options) as writer:
         for batch in table.to_batches(max_chunksize=ROW_BATCH):
             writer.write_batch(batch)
-    ipc = bytes(sink.getvalue().to_pybytes())
+    ipc = memoryview(sink.getvalue())  # written as it is: no copy of the table into a bytes object
     count = len(rows)
     head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
     if len(head) + len(ipc) > 0xFFFFFFFF:

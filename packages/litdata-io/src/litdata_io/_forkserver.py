@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["start_forkserver"]
+__all__ = ["forkserver_running", "start_forkserver"]
 
 _ENV = "LITDATA_FORKSERVER_MAIN"
 _PARENT_ENV = "LITDATA_FORKSERVER_PARENT"
@@ -52,6 +52,14 @@ def start_forkserver(modules: Sequence[str] = ()) -> None:
     finally:
         os.environ.pop(_ENV, None)
         os.environ.pop(_PARENT_ENV, None)
+
+
+def forkserver_running() -> bool:
+    """Whether this process started its forkserver already (workers forked from it start warm)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    return getattr(server, "_forkserver_pid", None) is not None
 
 
 def _load_main_in_server() -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from litdata_io._activity import activity_end as activity_end
     from litdata_io._activity import attach_activity as attach_activity
     from litdata_io._cache import resolve_max_cache_size as resolve_max_cache_size
+    from litdata_io._forkserver import forkserver_running as forkserver_running
     from litdata_io._loop import run_sync as run_sync
     from litdata_io._prefetch import async_prefetch_enabled as async_prefetch_enabled
     from litdata_io._prefetch import download_concurrency as download_concurrency

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_io import start_forkserver
+from litdata_io.internal import forkserver_running
 from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
@@ -182,6 +183,29 @@ class ProgressBar:
             self.bar.close()
 
 
+# Libraries that run threads of their own once imported or used (thread pools, async runtimes):
+# while one of them is loaded, a fork may copy a lock one of their threads holds.
+_THREADED_LIBRARIES = ("torch", "obstore", "grpc", "tensorflow", "jax")
+
+
+def fork_is_safe() -> bool:
+    """Whether the default workers may be forked from this process instead of a forkserver.
+
+    A forkserver is a new interpreter that imports the script and litdata's worker code again
+    before it forks the first worker: 0.3-1 s (twice that without compiled bytecode) on every
+    run of a script, when this process has them loaded already. Forking this process is safe
+    when it runs no other Python thread and has loaded none of the libraries that start native
+    threads (``_THREADED_LIBRARIES``); a forkserver already running (started by an earlier job
+    or a DataLoader) is used as it is. ``fn`` and its arguments are checked as for a forkserver
+    either way, so what a script may pass does not depend on which one ran.
+    """
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return False
+    if forkserver_running():
+        return False
+    return not any(name in sys.modules for name in _THREADED_LIBRARIES)
+
+
 def run_workers(
     specs: Sequence[WorkerSpec],
     start_method: str,
@@ -205,6 +229,8 @@ def run_workers(
     Raises:
         WorkerError: a worker failed or died; the other workers are stopped first.
     """
+    if start_method == "forkserver" and fork_is_safe():
+        start_method = "fork"  # same modules, no second interpreter importing them (see fork_is_safe)
     ctx: Any = mp.get_context(start_method)
     if start_method == "forkserver":
         start_forkserver([worker_main.__module__])  # the script and the worker's modules load once

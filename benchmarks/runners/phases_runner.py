@@ -1,0 +1,188 @@
+"""One optimize run of ``benchmarks/optimize_phases.py``, timed by phase; ours, upstream or Mosaic.
+
+Called as ``python phases_runner.py <lib> <workload> <params-json>`` by each library's venv python;
+prints ``BENCH_RESULT {...}`` with the whole call's seconds and its three phases:
+
+* start-up: from the call to the first sample ``fn`` made (workers started, inputs handed out);
+* work: from the first sample to the last one;
+* tail: from the last sample to the call's return (the last chunks, the index, joins).
+
+Every sample made stamps the time into a small file of its process (``mark``), at most every
+2 ms after the first, so the last stamp is at most 2 ms before the true last sample and the
+stamps cost nothing measurable. Standard library, numpy and PIL only: it runs in the peers' venvs.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import RESULT_PREFIX
+
+VOCAB = 50257
+_STAMP_EVERY_S = 0.002
+_stamps = {"first": 0.0, "written": 0.0}
+
+
+def mark() -> None:
+    """Stamp "a sample was made now" into this process's file under ``BENCH_PHASES``."""
+    now = time.time()
+    if not _stamps["first"]:
+        _stamps["first"] = now
+    elif now - _stamps["written"] < _STAMP_EVERY_S:
+        return
+    _stamps["written"] = now
+    fd = os.open(os.path.join(os.environ["BENCH_PHASES"], str(os.getpid())), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, f"{_stamps['first']:.6f} {now:.6f}\n".encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def _label(path: str) -> int:
+    return int(Path(path).stem.rsplit("-", 1)[1]) % 1000
+
+
+# -- the user functions (top level: spawned workers import them) --------------------------------
+def image_bytes(path: str) -> dict[str, Any]:
+    """The JPEG file's bytes as they are, and a label: pre-encoded bytes."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    mark()
+    return {"image": data, "label": _label(path)}
+
+
+def image_pil(path: str) -> dict[str, Any]:
+    """The JPEG opened with PIL (stored as the encoded file), and a label."""
+    from PIL import Image
+
+    image = Image.open(path)
+    mark()
+    return {"image": image, "label": _label(path)}
+
+
+def record(index: int) -> dict[str, Any]:
+    """A small record: an int and an int32 array of 128."""
+    sample = {"index": index, "tokens": (np.arange(128, dtype=np.int32) + index) % VOCAB}
+    mark()
+    return sample
+
+
+class Tokenize:
+    """The documents of one pre-tokenized ``.npy`` shard."""
+
+    def __init__(self, doc_tokens: int) -> None:
+        self.doc_tokens = doc_tokens
+
+    def __call__(self, path: str) -> Iterator[np.ndarray]:
+        tokens = np.load(path)
+        for start in range(0, len(tokens), self.doc_tokens):
+            mark()
+            yield tokens[start : start + self.doc_tokens]
+
+
+# -- LitData (ours and upstream: the same user code) --------------------------------------------
+def _litdata(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
+    import litdata
+
+    common = {"inputs": inputs, "output_dir": params["out_dir"], "num_workers": params["workers"]}
+    if workload == "tokens":
+        litdata.optimize(
+            fn=Tokenize(params["doc_tokens"]),
+            chunk_size=params["chunk_tokens"],
+            item_loader=litdata.TokensLoader(),
+            **common,
+        )
+        return
+    fns = {"bytes": image_bytes, "pil": image_pil, "records": record}
+    litdata.optimize(fn=fns[workload], chunk_bytes=params["chunk_bytes"], **common)
+
+
+# -- MosaicML Streaming: one MDSWriter per forked process, then merge_index ---------------------
+_MDS_COLUMNS = {
+    "bytes": {"image": "bytes", "label": "int"},
+    "pil": {"image": "jpeg", "label": "int"},
+    "records": {"index": "int", "tokens": "ndarray:int32:128"},
+}
+
+
+def _mds_part(args: tuple[str, int, list[Any], dict[str, Any]]) -> None:
+    from streaming import MDSWriter  # pyright: ignore[reportMissingImports]
+
+    workload, rank, inputs, params = args
+    out = os.path.join(params["out_dir"], str(rank))
+    if workload == "tokens":
+        block = params["block"]
+        columns = {"tokens": f"ndarray:int32:{block}"}
+        tokenize = Tokenize(params["doc_tokens"])
+        with MDSWriter(out=out, columns=columns, size_limit=params["chunk_bytes"]) as writer:
+            pending = np.empty(0, dtype=np.int32)
+            for path in inputs:
+                for doc in tokenize(path):
+                    pending = np.concatenate([pending, doc])
+                    while len(pending) >= block:
+                        writer.write({"tokens": pending[:block]})
+                        pending = pending[block:]
+        return
+    make = {"bytes": image_bytes, "pil": image_pil, "records": record}[workload]
+    with MDSWriter(out=out, columns=_MDS_COLUMNS[workload], size_limit=params["chunk_bytes"]) as writer:
+        for item in inputs:
+            writer.write(make(item))
+
+
+def _mosaic(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
+    from streaming.base.util import merge_index  # pyright: ignore[reportMissingImports]
+
+    workers = params["workers"]
+    size = -(-len(inputs) // workers)
+    jobs = [(workload, rank, inputs[rank * size : (rank + 1) * size], params) for rank in range(workers)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.map(_mds_part, jobs)
+    merge_index(params["out_dir"], keep_local=True)
+
+
+def _inputs(workload: str, params: dict[str, Any]) -> list[Any]:
+    if workload == "records":
+        return list(range(params["records"]))
+    folder, pattern = (params["tokens_dir"], "*.npy") if workload == "tokens" else (params["images_dir"], "*.jpg")
+    return sorted(str(p) for p in Path(folder).glob(pattern))[: params["files"]]
+
+
+def run(lib: str, workload: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one optimize and return its seconds by phase."""
+    stamps = Path(params["phases_dir"])
+    stamps.mkdir(parents=True, exist_ok=True)
+    os.environ["BENCH_PHASES"] = str(stamps)  # the workers inherit it
+    inputs = _inputs(workload, params)
+    started = time.time()
+    if lib == "mosaic":
+        _mosaic(workload, inputs, params)
+    else:
+        _litdata(workload, inputs, params)
+    ended = time.time()
+    marks = [tuple(map(float, p.read_text().split())) for p in stamps.iterdir()]
+    first, last = min(m[0] for m in marks), max(m[1] for m in marks)
+    written = sum(p.stat().st_size for p in Path(params["out_dir"]).rglob("*") if p.is_file())
+    return {
+        "elapsed_s": ended - started,
+        "startup_s": first - started,
+        "work_s": last - first,
+        "tail_s": ended - last,
+        "bytes": written,
+        "inputs": len(inputs),
+    }
+
+
+if __name__ == "__main__":
+    lib_name, workload_name, raw = sys.argv[1], sys.argv[2], sys.argv[3]
+    result = run(lib_name, workload_name, json.loads(raw))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
