@@ -94,9 +94,11 @@ class SoakConfig:
         deadline_s: the bound on every wait (a rank exits with its stacks after it).
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
-        allow_killed_leftovers: tolerate what a SIGKILLed rank is known to leave behind (one
-            ``litdata-epoch-*`` record and CPython's ``pymp-*`` folders in its own ``TMPDIR``, its
-            ``/dev/shm/litdata-activity-*`` board); they are listed in ``known_leftovers``.
+        allow_killed_leftovers: tolerate what a torn-down rank is known to leave behind in its
+            ``TMPDIR``: CPython's ``pymp-*`` folders (not litdata's; only a clean exit of their
+            process removes them); they are listed in ``known_leftovers``. litdata's own files (an
+            epoch record, a watchdog board) of a SIGKILLed rank are never tolerated: the resumed
+            rank, in the same ``TMPDIR``, sweeps them when it starts.
     """
 
     samples: int = 1024
@@ -491,9 +493,10 @@ class _Soak:
             env.update(GLOBAL_RANK=str(rank), WORLD_SIZE=str(world), NNODES="1")
         else:
             env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
-        # Each rank's own TMPDIR (under the soak's): what is left in it is that rank's session's.
-        env["TMPDIR"] = str(self.tmp / name)
-        (self.tmp / name).mkdir(exist_ok=True)
+        # Each rank's own TMPDIR (under the soak's), kept by its resumed run as a job restarted on
+        # the same node would: what is left in it is that rank's sessions'.
+        env["TMPDIR"] = str(self.tmp / f"{job}-r{rank}")
+        (self.tmp / f"{job}-r{rank}").mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
         with stderr.open("wb") as sink:
             proc = subprocess.Popen(
@@ -682,31 +685,27 @@ class _Soak:
                 continue
             self.report.leftovers.append(f"{path.relative_to(self.folder)} in the cache")
         # Known, in the TMPDIR of a torn-down rank (SIGKILLed, or the one whose worker was
-        # SIGKILLed and which then failed): its dataset's epoch record (litdata's, at most one) and
-        # CPython multiprocessing's pymp-* folders (the socket of a listener: its forkserver's, or
-        # the resource sharer a DataLoader worker opens to pass tensors), which only a clean exit
-        # of their process removes; a torn-down rank's workers go with it. Anything else is a leak.
+        # SIGKILLed and which then failed): CPython multiprocessing's pymp-* folders (the socket of
+        # a listener: its forkserver's, or the resource sharer a DataLoader worker opens to pass
+        # tensors), which only a clean exit of their process removes; a torn-down rank's workers go
+        # with it. litdata's files of a torn-down run (its dataset's epoch record here, its
+        # loader's watchdog board in /dev/shm) are swept by the resumed run. Anything else is a leak.
         victim = self.report.killed_worker.get("rank")
-        torn = {r.name for r in self.ranks if r.proc.pid in self.killed or r.name == victim}
+        torn = {f"{r.job}-r{r.rank}" for r in self.ranks if r.proc.pid in self.killed or r.name == victim}
         for path in sorted(self.tmp.iterdir()):
-            if not path.is_dir() or path.name not in {r.name for r in self.ranks}:
+            if not path.is_dir() or path.name not in {f"{r.job}-r{r.rank}" for r in self.ranks}:
                 self.report.leftovers.append(f"{path.relative_to(self.folder)} in the ranks' TMPDIR")
                 continue
-            records = 0
             for item in sorted(path.iterdir()):
                 where = f"{item.relative_to(self.folder)} in {path.name}'s TMPDIR"
-                known = item.name.startswith("pymp-") or (item.name.startswith("litdata-epoch-") and records < 1)
-                records += item.name.startswith("litdata-epoch-")
-                if self.config.allow_killed_leftovers and path.name in torn and known:
+                if self.config.allow_killed_leftovers and path.name in torn and item.name.startswith("pymp-"):
                     self.report.known_leftovers.append(f"{where} (a torn-down rank)")
                 else:
                     self.report.leftovers.append(where)
         for board, session in sorted(self.boards.items()):
             if os.path.exists(board):
-                if self.config.allow_killed_leftovers and session in self.killed:
-                    self.report.known_leftovers.append(f"{board} (the watchdog board of a SIGKILLed rank)")
-                else:
-                    self.report.leftovers.append(f"{board} (a loader's watchdog board)")
+                killed = " of a SIGKILLed rank" if session in self.killed else ""
+                self.report.leftovers.append(f"{board} (a loader's watchdog board{killed})")
         for pid in _session_processes({session for session, _ in self.seen.values()} | self.sessions):
             self.report.leftovers.append(f"process {pid}: {_describe(pid)}")
 

@@ -43,7 +43,8 @@ def test_soak(config: SoakConfig, s3_server: S3Server, tmp_path: Path) -> None:
     report = run_soak(config, s3_server, tmp_path)
     print(report.summary())
     print(
-        "known leftovers of SIGKILLed ranks (tolerated, see SoakConfig.allow_killed_leftovers):", report.known_leftovers
+        "CPython's pymp-* folders of torn-down ranks (tolerated, see SoakConfig.allow_killed_leftovers):",
+        report.known_leftovers,
     )
     problems = report.problems()
     assert not problems, "\n".join(problems)

@@ -220,3 +220,42 @@ def test_len_of_an_iterator_over_the_dataset_is_its_length(path: Path) -> None:
     assert len(iterator) == len(dataset) == N  # pyright: ignore[reportArgumentType]  # a SizedPass
     next(iterator)
     assert len(iterator) == N and len(list(iterator)) == N - 1  # pyright: ignore[reportArgumentType]  # a SizedPass
+
+
+def _make_record(folder: str, paths: Any, stop: Any) -> None:
+    """A forked process's dataset: its epoch record in ``folder`` (as TMPDIR), held until killed."""
+    import tempfile
+
+    tempfile.tempdir = folder  # what TMPDIR gives a fresh process (the parent's choice is cached)
+    dataset = StreamingDataset(str(paths.recv()))
+    paths.send(dataset.epochs.path)
+    stop.wait(120)
+
+
+def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path: Path, tmp_path: Path) -> None:
+    """Before, a dataset's ``$TMPDIR/litdata-epoch-*`` stayed until reboot when its process was SIGKILLed."""
+    import multiprocessing
+    import os
+    import signal
+
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    made: list[tuple[Any, str]] = []
+    for _ in range(2):
+        mine, theirs = context.Pipe()
+        process = context.Process(target=_make_record, args=(str(tmp_path), theirs, stop))
+        process.start()
+        mine.send(str(path))
+        made.append((process, mine.recv()))
+        if len(made) == 1:
+            os.kill(process.pid, signal.SIGKILL)
+            process.join(30)
+            assert Path(made[0][1]).exists()  # nobody removed it
+    try:
+        assert not Path(made[0][1]).exists()  # the second dataset's record swept it
+        assert Path(made[1][1]).exists()
+    finally:
+        stop.set()
+        made[1][0].join(30)
+    assert not Path(made[1][1]).exists()  # a clean exit removes its own
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

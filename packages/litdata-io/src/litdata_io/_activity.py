@@ -19,13 +19,13 @@ import contextlib
 import mmap
 import os
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
 
 from litdata_io import _process
+from litdata_io._owned import owned_file
 
 __all__ = ["Activity", "ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"]
 
@@ -134,18 +134,21 @@ class ActivityBoard:
     """The file the workers of one loader publish into: ``slots`` fixed-size slots, zeroed.
 
     Created by the main process; each worker calls ``attach_activity(board.path, worker_id)``.
-    :meth:`close` removes the file (the workers' mappings stay valid until they exit).
+    :meth:`close` removes the file (the workers' mappings stay valid until they exit). Until then
+    the board's descriptor holds it alive (``_owned``): the board of a process killed with SIGKILL
+    is deleted by the next process that makes one.
     """
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
         directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        fd, self.path = tempfile.mkstemp(prefix="litdata-activity-", dir=directory)
+        self._fd, self.path = owned_file("litdata-activity-", directory)
         try:
-            os.ftruncate(fd, slots * _SLOT)
-            self._map = mmap.mmap(fd, slots * _SLOT)
-        finally:
-            os.close(fd)
+            os.ftruncate(self._fd, slots * _SLOT)
+            self._map = mmap.mmap(self._fd, slots * _SLOT)
+        except BaseException:
+            self.close()
+            raise
 
     def read(self) -> list[list[Activity]]:
         """What every slot holds now, oldest operation first."""
@@ -167,5 +170,8 @@ class ActivityBoard:
         """Remove the board's file; the workers' mappings stay valid until they exit."""
         with contextlib.suppress(OSError):
             os.remove(self.path)
-        with contextlib.suppress(BufferError, ValueError):
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)  # after the removal: a sweep never sees the board unlocked
+        with contextlib.suppress(AttributeError, BufferError, ValueError):
             self._map.close()

@@ -17,7 +17,9 @@ Why a file. A torch DataLoader copies the dataset into fresh worker processes ev
 or pickled) and never tells the parent's copy that an epoch went by: only memory shared with the
 workers lets the parent, and the next epoch's workers, know. The record is 24 bytes in a temporary
 file (``epoch``, the pass that holds it, how many of that pass's workers finished), read and
-written under ``flock``; the process that made the dataset removes it when the dataset goes. Each
+written under a lock on those bytes; the process that made the dataset removes it when the dataset
+goes and holds it alive until then (``litdata_io.internal.owned_file``: the record of a process
+killed with SIGKILL is deleted by the next process that makes one in the same ``TMPDIR``). Each
 worker tells which pass it belongs to by a token: the one its StreamingDataLoader chose, or else
 the seed torch gives the workers of one DataLoader iteration, and, for a persistent worker, how
 many passes it has made.
@@ -26,17 +28,17 @@ many passes it has made.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import struct
-import tempfile
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from torch.utils.data import get_worker_info
+
+from litdata_io.internal import owned_file, record_lock
 
 __all__ = ["Epochs", "EpochsOwner", "LoaderPass", "Pass", "new_token", "worker_token"]
 
@@ -81,14 +83,16 @@ class Epochs:
     """The epoch record of one dataset (see the module docstring)."""
 
     def __init__(self, epoch: int = 1) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="litdata-epoch-")
+        # The descriptor holds the record alive (see owned_file) until the dataset goes.
+        fd, self.path = owned_file("litdata-epoch-")
         try:
-            os.write(fd, _RECORD.pack(int(epoch), 0, 0))
-        finally:
-            os.close(fd)
+            os.pwrite(fd, _RECORD.pack(int(epoch), 0, 0), 0)
+        except BaseException:
+            _remove(self.path, os.getpid(), fd)
+            raise
         self._local = (int(epoch), 0, 0)  # used where the file is gone (a copy outliving its maker)
         self._passes = (os.getpid(), 0)  # passes this worker process made (a persistent worker counts)
-        self._remover = weakref.finalize(self, _remove, self.path, os.getpid())
+        self._remover = weakref.finalize(self, _remove, self.path, os.getpid(), fd)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -98,15 +102,18 @@ class Epochs:
     def _update(self, change: Any) -> tuple[int, int, int]:
         """Apply ``change`` (old record -> new record) under the lock; return the new record."""
         try:
-            with open(self.path, "r+b") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                old = _RECORD.unpack(handle.read(_RECORD.size))
-                new = change(old)
-                if new != old:
-                    handle.seek(0)
-                    handle.write(_RECORD.pack(*new))
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             new = change(self._local)
+        else:
+            try:
+                with record_lock(fd, _RECORD.size):
+                    old = _RECORD.unpack(os.pread(fd, _RECORD.size, 0))
+                    new = change(old)
+                    if new != old:
+                        os.pwrite(fd, _RECORD.pack(*new), 0)
+            finally:
+                os.close(fd)
         self._local = new
         return new
 
@@ -283,7 +290,9 @@ class SizedPass(Iterator[Any]):
             close()
 
 
-def _remove(path: str, owner: int) -> None:
+def _remove(path: str, owner: int, fd: int) -> None:
     if os.getpid() == owner:  # a forked worker inherits this finalizer: it must not remove the file
         with contextlib.suppress(OSError):
             os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.close(fd)  # after the unlink: a sweep never sees the record unlocked
