@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from litdata_io._errors import ReadOnlyStorageError as ReadOnlyStorageError
     from litdata_io._errors import StorageError as StorageError
     from litdata_io._forkserver import start_forkserver as start_forkserver
+    from litdata_io._mounts import register_mount as register_mount
     from litdata_io._prefetch import Prefetcher as Prefetcher
     from litdata_io._registry import get_storage as get_storage
     from litdata_io._registry import register_storage as register_storage

@@ -4,7 +4,9 @@
 whose chunks are copied into the local cache), the object-store URLs ``s3://``, ``gs://``,
 ``r2://``, ``azure://``/``az://``, ``hf://datasets/org/name/path`` and read-only ``http(s)://``,
 any other ``scheme://`` an fsspec filesystem or :func:`~litdata_io.register_storage` provides,
-or a :class:`Dir`. ``{%Y-%m-%d}``-style strftime templates expand to the current time.
+or a :class:`Dir`. ``{%Y-%m-%d}``-style strftime templates expand to the current time. A local
+path on a FUSE mount of a bucket, or a Lightning Studio ``/teamspace/...`` connection, resolves to
+the bucket's URL when the bucket is found (``_mounts``), so it is read from the bucket directly.
 
 ``cache_dir_for`` gives each remote dataset its own folder under the cache root, keyed by the
 URL (a readable slug plus a short hash), so two datasets never share chunk files.
@@ -14,13 +16,20 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from litdata_io._mounts import bucket_url_for
+
 __all__ = ["Dir", "cache_dir_for", "cache_root", "expand_time_template", "resolve_dir"]
 
+_log = logging.getLogger("litdata_io")
+_noticed_lock = threading.Lock()
+_noticed: set[str] = set()
 _TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _STUDIO_PREFIXES = {
@@ -69,9 +78,28 @@ def _studio_error(path: str) -> ValueError:
     kind = parts[2] if len(parts) > 2 else ""
     instead = _STUDIO_PREFIXES.get(kind, "the bucket URL behind the mount (s3://..., gs://...)")
     return ValueError(
-        f"{path!r} is a Lightning Studio data connection: finding the bucket behind it needs the Lightning Studio "
-        f"environment (its credentials and API), which litdata does not use. Pass {instead} with storage_options "
-        f"instead, or read the mounted files as a plain network drive with 'local:{path}' (slow through FUSE)"
+        f"{path!r} is a Lightning Studio data connection that is not mounted here, and the bucket behind it was "
+        f"not found (no LITDATA_MOUNTS entry or register_mount call for it, and no Lightning Studio environment: "
+        f"lightning_sdk with LIGHTNING_CLOUD_PROJECT_ID). Pass {instead} with storage_options instead, map the "
+        f"mount with LITDATA_MOUNTS='/teamspace/{kind}/<name>=<bucket URL>', or read the mounted files "
+        f"as a plain network drive with 'local:{path}' (slow through FUSE)"
+    )
+
+
+def _studio_notice(path: str) -> None:
+    parts = path.split("/")
+    mount = "/".join(parts[:4])
+    with _noticed_lock:
+        if mount in _noticed:
+            return
+        _noticed.add(mount)
+    _log.warning(
+        "%s: the bucket behind this Lightning Studio mount was not found, so it is read through the mount (slow "
+        "under load). To read the bucket directly, set LITDATA_MOUNTS='%s=s3://<bucket>/<prefix>' or call "
+        "litdata_io.register_mount(%r, 's3://<bucket>/<prefix>')",
+        path,
+        mount,
+        mount,
     )
 
 
@@ -87,9 +115,13 @@ def resolve_dir(location: str | os.PathLike[str] | Dir | None) -> Dir:
         url="local:<absolute path>")`` for a network drive, ``Dir(path=None, url=<url>)`` for
         remote data, and the given cache path next to a resolved URL for a :class:`Dir`.
 
+        A local path on a bucket's FUSE mount (or a ``/teamspace/...`` Studio connection) whose
+        bucket is found gives ``Dir(path=None, url=<bucket URL>)``; ``local:<path>`` keeps reading
+        through the mount.
+
     Raises:
-        ValueError: for ``/teamspace/...`` Lightning Studio paths (they need Lightning Studio) or
-            an empty location.
+        ValueError: for a ``/teamspace/...`` Lightning Studio path that is neither mounted here nor
+            mapped to a bucket, or an empty location.
         TypeError: for anything that is not a path, a string or a :class:`Dir`.
     """
     if location is None:
@@ -116,8 +148,17 @@ def resolve_dir(location: str | os.PathLike[str] | Dir | None) -> Dir:
             return Dir(path=None, url="local:" + str(_absolute(text[len("local://") :])))
         return Dir(path=None, url=_normalize_url(scheme, text[match.end() :]))
     path = _absolute(text)
-    if str(path).startswith("/teamspace/") and not str(path).startswith("/teamspace/studios/this_studio"):
-        raise _studio_error(str(path))
+    if str(path).startswith("/teamspace/studios/this_studio"):
+        return Dir(path=str(path), url=None)
+    bucket_url = bucket_url_for(str(path))
+    if bucket_url is not None:
+        # A FUSE mount of a bucket is slow and fails under load: read the bucket itself.
+        _log.info("reading %s from %s, the bucket behind its mount", path, bucket_url)
+        return Dir(path=None, url=bucket_url)
+    if str(path).startswith("/teamspace/"):
+        if not path.exists():
+            raise _studio_error(str(path))
+        _studio_notice(str(path))
     return Dir(path=str(path), url=None)
 
 

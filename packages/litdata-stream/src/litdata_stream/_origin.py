@@ -65,5 +65,6 @@ def locate_chunks(
 def open_source(origin: ChunkOrigin, opener: ChunkOpener) -> ChunkSource:
     """A new chunk source over ``origin`` for this process, opening chunks with ``opener``."""
     if origin.directory is not None:
-        return LocalSource(origin.directory, origin.index, origin.encryption, opener=opener, verify=origin.verify)
+        return LocalSource(origin.directory, origin.index, origin.encryption, opener=opener, verify=origin.verify,
+                           readahead=origin.max_pre_download)  # fmt: skip
     return RemoteSource.open(origin, opener)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
 from litdata_format.internal import Chunk, check_checksum_fields, open_chunk
+from litdata_stream._readahead import ReadAhead
 
 __all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource", "check_verifiable"]
 
@@ -109,10 +110,13 @@ class LocalSource:
             memory, so random access over a few dozen chunks does not reopen them).
         opener: how chunks are opened.
         verify: check each chunk against its recorded checksum when this process first opens it.
+        readahead: chunks to ask into the page cache ahead of the one being read (``_readahead``;
+            capped by memory).
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
-                 keep_open: int = 16, opener: ChunkOpener = open_chunk, verify: bool = False) -> None:  # fmt: skip
+                 keep_open: int = 16, opener: ChunkOpener = open_chunk, verify: bool = False,
+                 readahead: int = 0) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
@@ -120,9 +124,13 @@ class LocalSource:
         self._keep_open = keep_open
         self._open: dict[int, Chunk] = {}
         self._unverified = set(range(len(self.index.chunks))) if verify else set()
+        chunks = self.index.chunks
+        self._ahead = ReadAhead.for_reader(
+            self.directory, [c.filename for c in chunks], [c.chunk_bytes for c in chunks], readahead
+        )
 
     def schedule(self, chunks: list[int]) -> None:
-        return None
+        self._ahead.schedule(chunks)
 
     def chunk(self, number: int) -> Chunk:
         found = self._open.pop(number, None)
@@ -134,6 +142,7 @@ class LocalSource:
                 self._unverified.discard(number)
             if len(found) != info.chunk_size:
                 raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
+            self._ahead.reached(number)
         self._open[number] = found  # most recently used last
         while len(self._open) > self._keep_open:
             del self._open[next(iter(self._open))]

@@ -1,0 +1,163 @@
+"""Read-ahead of the next chunks of a dataset read in place, capped by the memory it may take.
+
+A local or network-drive dataset is mapped where it lies (``_posix``), so the first touch of each
+chunk waits for the disk. While a chunk is read, the next ones in this reader's order are asked
+into the page cache with ``posix_fadvise(POSIX_FADV_WILLNEED)``, which starts the kernel's reads
+and returns at once. The pages asked for must not crowd out the training's memory: all readers of
+the node together (DataLoader workers times ranks on the node) may ask for at most half of
+``MemAvailable`` (``/proc/meminfo``; the kernel leaves the hugetlb pool out of it, free or not, so
+idle hugepages never count). When that cap shortens the read-ahead, one log line says so.
+``LITDATA_POSIX_FAST=0`` (no in-place reads) turns read-ahead off too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from litdata_stream._posix import posix_fast_setting
+
+__all__ = ["ReadAhead", "available_memory", "readahead_depth"]
+
+# Upstream LitData's dataset logger, as ``_notices`` uses, so logging set up for upstream applies.
+logger = logging.getLogger("litdata.streaming.dataset")
+MEMORY_FRACTION = 0.5
+_noticed = False
+
+
+def _meminfo_file() -> str:
+    # LITDATA_MEMINFO: another meminfo-format file (a container's cgroup view, or a test's).
+    return os.environ.get("LITDATA_MEMINFO") or "/proc/meminfo"
+
+
+def available_memory(meminfo: str | os.PathLike[str] | None = None) -> int | None:
+    """The bytes of memory available to new work, from a ``/proc/meminfo``-format file (None: unknown).
+
+    ``MemAvailable`` when the kernel gives it (3.14 and later), else ``MemFree + Cached``; both
+    leave out hugetlb pages (``HugePages_Free`` are reserved for programs that map hugepages, and
+    page cache cannot use them).
+
+    Args:
+        meminfo: the file to read (default: ``$LITDATA_MEMINFO`` or ``/proc/meminfo``).
+    """
+    try:
+        text = Path(meminfo or _meminfo_file()).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            scale = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1
+            fields[name.strip()] = int(parts[0]) * scale
+    if "MemAvailable" in fields:
+        return fields["MemAvailable"]
+    if "MemFree" in fields:
+        return fields["MemFree"] + fields.get("Cached", 0)
+    return None
+
+
+def readers_on_node(workers: int) -> int:
+    """How many processes of this node read the dataset: DataLoader workers times ranks on the node."""
+    try:
+        ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        ranks = 1
+    return max(1, workers) * ranks
+
+
+def readahead_depth(
+    wanted: int, chunk_bytes: int, readers: int, meminfo: str | os.PathLike[str] | None = None
+) -> tuple[int, str | None]:
+    """How many chunks each reader may ask ahead, and the notice to log when memory shortened it.
+
+    Args:
+        wanted: the read-ahead asked for (chunks per reader).
+        chunk_bytes: the size of one chunk (the dataset's largest).
+        readers: the node's readers (:func:`readers_on_node`).
+        meminfo: the ``/proc/meminfo``-format file to read (default: :func:`available_memory`'s).
+
+    Returns:
+        ``(depth, notice)``: ``depth`` in ``0 .. wanted``; ``notice`` is None unless the cap bit.
+    """
+    if wanted <= 0 or posix_fast_setting() is False:
+        return 0, None
+    available = available_memory(meminfo)
+    if available is None:
+        return wanted, None
+    budget = int(available * MEMORY_FRACTION)
+    fits = budget // max(1, chunk_bytes * readers)
+    if fits >= wanted:
+        return wanted, None
+    depth = max(0, fits)
+    notice = (
+        f"litdata read-ahead capped at {depth} chunk(s) per reader (asked {wanted}): {readers} readers x "
+        f"{chunk_bytes / 2**20:.0f} MiB chunks must stay under half of MemAvailable ({available / 2**30:.1f} GiB)"
+    )
+    return depth, notice
+
+
+class ReadAhead:
+    """Asks the page cache for the chunks that follow the one being read, in the reader's order.
+
+    Args:
+        directory: the dataset folder.
+        filenames: the chunk files, by chunk number.
+        depth: chunks to ask ahead (0: none).
+    """
+
+    def __init__(self, directory: Path, filenames: list[str], depth: int) -> None:
+        self.directory = directory
+        self.filenames = filenames
+        self.depth = depth
+        self._order: list[int] = []
+        self._position: dict[int, int] = {}
+        self._asked: set[int] = set()
+
+    @classmethod
+    def for_reader(cls, directory: Path, filenames: list[str], chunk_bytes: list[int], wanted: int) -> ReadAhead:
+        """The read-ahead of this process: its depth capped by memory, the cap noticed once (by worker 0)."""
+        global _noticed
+        from litdata_stream._env import WorkerEnv
+
+        worker = WorkerEnv.detect()
+        depth, notice = readahead_depth(wanted, max(chunk_bytes, default=1), readers_on_node(worker.world_size))
+        if notice is not None and worker.rank == 0 and not _noticed:
+            _noticed = True
+            logger.warning(notice)
+        return cls(directory, filenames, depth)
+
+    def schedule(self, order: list[int]) -> None:
+        """The chunks in the order this reader will read them."""
+        self._order = list(order)
+        self._position = {}
+        for place, number in enumerate(self._order):
+            self._position.setdefault(number, place)
+        self._asked.clear()
+
+    def reached(self, number: int) -> None:
+        """The reader opened chunk ``number``: ask for the ``depth`` chunks after it."""
+        place = self._position.get(number)
+        if self.depth <= 0 or place is None:
+            return
+        for following in self._order[place + 1 : place + 1 + self.depth]:
+            if following not in self._asked:
+                self._asked.add(following)
+                self.advise(following)
+
+    def advise(self, number: int) -> None:
+        """Start reading chunk ``number``'s file into the page cache (returns at once)."""
+        if not hasattr(os, "posix_fadvise"):
+            return  # macOS, Windows: no such hint
+        try:
+            descriptor = os.open(self.directory / self.filenames[number], os.O_RDONLY)
+        except OSError:
+            return  # a missing chunk is reported when it is opened
+        try:
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass  # a hint: a filesystem that refuses it is read as before
+        finally:
+            os.close(descriptor)
