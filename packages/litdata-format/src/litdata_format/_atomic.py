@@ -72,7 +72,7 @@ def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Generator
 
 
 def write_file_atomic(
-    path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Sequence[bytes | bytearray]
+    path: str | os.PathLike[str], data: bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 ) -> None:
     """Write ``data`` to ``path`` atomically.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +24,7 @@ from litdata_format._arrow_write import (
     arrow_available,
     find_conflict,
     fuse_kinds,
+    import_arrow_soon,
     pack_arrow_rows,
     scan_row,
     unwrap_leaves,
@@ -224,6 +225,7 @@ class BinaryWriter:
 
     def _choose_rows(self, index: int) -> None:
         self._arrow = True
+        import_arrow_soon()  # while the samples of the first chunk come in
         # Fixes data_format ["json"] and a one-leaf spec: the layout of a chunk whose rows disagree.
         self.item_loader.encode(JsonLeaf(None), index)
 
@@ -242,6 +244,7 @@ class BinaryWriter:
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
         whole_file = self.compression_level == "chunk" and not self._arrow
+        parts: Sequence[bytes | memoryview]
         if self._arrow:
             parts = self._row_parts()
         elif self.compression is None or whole_file:
@@ -275,7 +278,7 @@ class BinaryWriter:
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return str(path)
 
-    def _row_parts(self) -> list[bytes]:
+    def _row_parts(self) -> Sequence[bytes | memoryview]:
         """The pending rows as an Arrow rows chunk, or as one ``json`` leaf each when their fields disagree.
 
         The fallback is a classic chunk, uncompressed so the index says the same for every chunk.
