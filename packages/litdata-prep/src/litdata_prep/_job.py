@@ -395,8 +395,9 @@ class Job:
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
-        check_node_request(num_nodes, machine, nodes)
-        ray = ray_executor(executor, kind)
+        ray = ray_executor(executor, kind, num_nodes, machine)
+        if ray is None:  # num_nodes/machine without a Ray cluster: a multi-node launch must give them
+            check_node_request(num_nodes, machine, nodes)
         if ray is not None and nodes.num_nodes > 1:
             raise ValueError(
                 f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
@@ -404,7 +405,12 @@ class Job:
                 "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
             )
         downloaders = check_knobs(kind, num_downloaders, optimize_dns, broadcast_paths, nodes.num_nodes)
-        workers = ray.default_workers() if ray is not None and num_workers is None else default_num_workers(num_workers)
+        if ray is not None:  # num_workers is per node with num_nodes
+            workers = (
+                ray.default_workers() if num_workers is None else ray.total_workers(default_num_workers(num_workers))
+            )
+        else:
+            workers = default_num_workers(num_workers)
         method = resolve_start_method(start_method)
         if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
             for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():
