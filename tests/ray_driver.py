@@ -27,7 +27,7 @@ from PIL import Image
 from ray.cluster_utils import Cluster
 
 import litdata_prep
-from litdata_prep import LitDataDatasink, LitDataDatasource, RayExecutor, WorkerError
+from litdata_prep import LitDataDatasink, LitDataDatasource, Machine, RayExecutor, WorkerError
 from tests.servers import start_moto
 
 _PORTS = itertools.count(21000)
@@ -197,6 +197,26 @@ def case_node_kill(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
     facts["on_removed_node"] = sum(1 for p in (work / "seen").glob("*") if p.name.endswith(node_id))
 
 
+def case_nodes(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
+    """num_nodes/machine with RAY_ADDRESS naming the cluster: the same optimize/map call runs on both nodes."""
+    os.environ["RAY_ADDRESS"] = str(cluster.address)
+    try:
+        one_cpu = Machine("TEST", cpus=1)
+        fn = marker_fn(str(work), kill_at=-1, pause=0.05)
+        litdata_prep.optimize(fn, list(range(60)), str(work / "out"), chunk_size=8, num_nodes=2, machine=one_cpu,
+                              num_workers=1)  # fmt: skip
+        facts["nodes"] = sorted({p.name.split("-", 1)[1] for p in (work / "seen").glob("*")})
+        facts["cluster_nodes"] = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+        litdata_prep.map(map_fn, list(range(20)), str(work / "map"), num_nodes=2, machine=one_cpu, num_workers=1)
+        try:
+            litdata_prep.optimize(record, list(range(10)), str(work / "three"), chunk_size=8, num_nodes=3,
+                                  machine=one_cpu, executor=RayExecutor(placement_timeout=5))  # fmt: skip
+        except ValueError as err:
+            facts["too_many"] = str(err)
+    finally:
+        del os.environ["RAY_ADDRESS"]
+
+
 CASES = {
     "records": case_records,
     "images": case_images,
@@ -206,6 +226,7 @@ CASES = {
     "fn_error": case_fn_error,
     "ray_data": case_ray_data,
     "driver_kill": case_driver_kill,
+    "nodes": case_nodes,
     "node_kill": case_node_kill,  # last: it leaves the cluster with one node fewer
 }
 

@@ -166,6 +166,18 @@ def test_a_killed_worker_actor_leaves_the_same_dataset(
     _only_referenced_chunks(work / "out")
 
 
+def test_num_nodes_and_machine_run_on_that_many_nodes(
+    run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path
+) -> None:
+    work, facts = _case(run, "nodes")
+    assert len(facts["nodes"]) == 2 and set(facts["nodes"]) <= set(facts["cluster_nodes"]), facts
+    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(60)), chunk_size=8)
+    _only_referenced_chunks(work / "out")
+    assert sorted(p.name for p in (work / "map").iterdir()) == [f"{i:03d}.txt" for i in range(20)]
+    assert "needs 3 distinct nodes" in facts["too_many"] and "ray start --address" in facts["too_many"], facts
+    assert not (work / "three" / "index.json").exists()
+
+
 def test_a_removed_node_leaves_the_same_dataset(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, facts = _case(run, "node_kill")
     assert facts["removed"] and facts["on_removed_node"] > 0

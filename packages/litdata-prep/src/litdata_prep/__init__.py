@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from litdata_prep._keyed import DatasetUpdate as DatasetUpdate
     from litdata_prep._keyed import build_keys_index as build_keys_index
     from litdata_prep._keyed import dataset_update as dataset_update
+    from litdata_prep._machine import Machine as Machine
     from litdata_prep._map import map as map
     from litdata_prep._merge import merge_datasets as merge_datasets
     from litdata_prep._optimize import optimize as optimize

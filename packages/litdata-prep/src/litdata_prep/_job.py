@@ -458,8 +458,9 @@ class Job:
         if reader is not None and weights is not None:
             raise ValueError(f"{kind}: give reader or weights, not both")
         nodes = detect_nodes()
-        check_node_request(r.num_nodes, r.machine, nodes)
-        ray = ray_executor(r.executor, kind)
+        ray = ray_executor(r.executor, kind, r.num_nodes, r.machine)
+        if ray is None:  # num_nodes/machine without a Ray cluster: a multi-node launch must give them
+            check_node_request(r.num_nodes, r.machine, nodes)
         if ray is not None and nodes.num_nodes > 1:
             raise ValueError(
                 f"{kind}: executor='ray' runs the whole job from one driver, but the environment ({nodes.source}) "
@@ -467,9 +468,12 @@ class Job:
                 "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
             )
         downloaders = check_knobs(kind, r.num_downloaders, r.optimize_dns, r.broadcast_paths, nodes.num_nodes)
-        workers = (
-            ray.default_workers() if ray is not None and r.num_workers is None else default_num_workers(r.num_workers)
-        )
+        if ray is not None:  # num_workers is per node with num_nodes
+            workers = (
+                ray.default_workers() if r.num_workers is None else ray.total_workers(default_num_workers(r.num_workers))
+            )
+        else:
+            workers = default_num_workers(r.num_workers)
         method = resolve_start_method(r.start_method)
         if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
             for name, value in {"fn": fn, "reader": reader, **(spawnable or {})}.items():

@@ -110,8 +110,11 @@ def check_node_request(num_nodes: int | None, machine: Any, info: NodeInfo) -> N
         return
     if info.source == "single":
         asked = f"num_nodes={num_nodes!r}" if num_nodes is not None else f"machine={machine!r}"
+        from litdata_prep._ray import RAY_CLUSTER_HELP
+
         raise ValueError(
-            f"{asked} was given, but this process was not started as part of a multi-node job. {LAUNCH_HELP}"
+            f"{asked} was given, but no Ray cluster is named (RAY_ADDRESS or executor=RayExecutor(address=...)) "
+            f"and this process was not started as part of a multi-node job. {RAY_CLUSTER_HELP} Or: {LAUNCH_HELP}"
         )
     if num_nodes is not None and num_nodes != info.num_nodes:
         raise ValueError(

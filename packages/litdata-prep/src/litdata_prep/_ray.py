@@ -34,11 +34,12 @@ from typing import Any
 from litdata_format import DatasetIndex, parse_index
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
+from litdata_prep._machine import Machine, as_machine
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered, contiguous_bins
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
 
-__all__ = ["RAY_CHECKPOINT", "RAY_STAGING", "RayExecutor", "import_ray", "ray_executor"]
+__all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RAY_STAGING", "RayExecutor", "import_ray", "ray_executor"]
 
 RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
 #: The staging root of a Ray job's attempts in a local output (``rank-{rank}`` each).
@@ -65,8 +66,14 @@ class RayExecutor:
         batches_per_worker: how finely the inputs are cut: about this many batches per worker. More
             batches balance slow nodes better; each batch ends its last chunk early (more, smaller chunks).
         max_attempts: how many times a batch is tried when its worker or node dies before the job fails.
-        num_cpus: CPUs each worker actor reserves.
+        num_cpus: CPUs each worker actor reserves (without ``machine``).
         runtime_env: Ray's ``runtime_env`` for the worker actors (code, packages, environment variables).
+        num_nodes: run on this many distinct nodes of the cluster, ``num_workers`` actors on each
+            (``optimize(num_nodes=N)`` sets it); None: actors go wherever the cluster has room.
+        machine: what each of the ``num_nodes`` nodes reserves (CPUs, GPUs, memory), shared by its
+            actors; None: ``num_cpus`` per actor.
+        placement_timeout: seconds to wait for the cluster to place the ``num_nodes`` nodes before
+            the job fails, naming what the cluster has.
     """
 
     address: str | None = None
@@ -74,35 +81,90 @@ class RayExecutor:
     max_attempts: int = 3
     num_cpus: float = 1
     runtime_env: dict[str, Any] | None = field(default=None, hash=False)
+    num_nodes: int | None = None
+    machine: Machine | None = None
+    placement_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         if self.batches_per_worker < 1 or self.max_attempts < 1 or self.num_cpus <= 0:
             raise ValueError(
                 f"RayExecutor: batches_per_worker and max_attempts must be at least 1 and num_cpus positive, got {self}"
             )
+        if self.num_nodes is not None and self.num_nodes < 1:
+            raise ValueError(f"RayExecutor: num_nodes must be at least 1, got {self.num_nodes}")
 
     def connect(self) -> Any:
-        """The ``ray`` module, connected to the cluster."""
-        ray = import_ray()
+        """The ``ray`` module, connected to the cluster.
+
+        Raises:
+            ValueError: ``num_nodes`` or ``machine`` is asked for but no cluster is named (no
+                ``address``, no ``RAY_ADDRESS``, Ray not initialised): the message says how to start one.
+        """
+        ray = self.check_named()
         if not ray.is_initialized():
             ray.init(address=self.address)
         return ray
 
+    def check_named(self) -> Any:
+        """The ``ray`` module, once a cluster is named if ``num_nodes``/``machine`` need one (see :meth:`connect`)."""
+        ray = import_ray()
+        named = self.address is not None or os.environ.get("RAY_ADDRESS") or ray.is_initialized()
+        if not named and (self.num_nodes or self.machine):
+            raise ValueError(f"{self.asked()} needs a Ray cluster, and none is named. {RAY_CLUSTER_HELP}")
+        return ray
+
+    def asked(self) -> str:
+        """``num_nodes=...``/``machine=...`` as the user gave them, for messages."""
+        parts = [f"num_nodes={self.num_nodes}"] if self.num_nodes else []
+        return ", ".join([*parts, *([f"machine={self.machine}"] if self.machine else [])]) or "executor='ray'"
+
     def default_workers(self) -> int:
-        """One worker per ``num_cpus`` CPUs of the whole cluster."""
+        """One worker per ``num_cpus`` CPUs of the whole cluster (per node of ``machine`` with ``num_nodes``)."""
+        if self.num_nodes:
+            per_node = int(self.machine.cpus // self.num_cpus) if self.machine else 1
+            return self.num_nodes * max(1, per_node)
         cpus = float(self.connect().cluster_resources().get("CPU", 1))
         return max(1, int(cpus // self.num_cpus))
 
+    def total_workers(self, num_workers: int) -> int:
+        """The worker actors of a job.
 
-def ray_executor(executor: Any, what: str) -> RayExecutor | None:
-    """``executor`` checked: None (worker processes on this machine) or a :class:`RayExecutor`."""
+        Args:
+            num_workers: the workers asked for (per node with ``num_nodes``).
+        """
+        return num_workers * (self.num_nodes or 1)
+
+
+#: How to get a Ray cluster, for the errors of num_nodes/machine without one.
+RAY_CLUSTER_HELP = (
+    "To run on N machines, start a Ray cluster: `ray start --head --port=6379` on one machine, "
+    '`ray start --address=<head-ip>:6379` on each of the others (pip install "litdata-prep[ray]" on all), '
+    "then set RAY_ADDRESS=<head-ip>:6379 where the script runs (or pass executor=RayExecutor(address=...)); "
+    "the output_dir must be reachable from every node (a bucket URL or a shared filesystem)."
+)
+
+
+def ray_executor(executor: Any, what: str, num_nodes: int | None = None, machine: Any = None) -> RayExecutor | None:
+    """``executor`` checked: None (worker processes on this machine) or a :class:`RayExecutor`.
+
+    ``num_nodes``/``machine`` go to the Ray executor; without one, a reachable cluster
+    (``RAY_ADDRESS``) takes them, and otherwise the local engine's multi-node launch checks them.
+    """
+    chosen = as_machine(machine)
+    wants_nodes = num_nodes is not None or chosen is not None
     if executor is None or executor == "processes":
-        return None
+        if not (wants_nodes and executor is None and os.environ.get("RAY_ADDRESS")):
+            return None
+        executor = "ray"
     if executor == "ray":
-        return RayExecutor()
-    if isinstance(executor, RayExecutor):
+        executor = RayExecutor()
+    if not isinstance(executor, RayExecutor):
+        raise ValueError(f"{what}: executor must be None, 'processes', 'ray' or a RayExecutor(...), got {executor!r}")
+    if not wants_nodes:
         return executor
-    raise ValueError(f"{what}: executor must be None, 'processes', 'ray' or a RayExecutor(...), got {executor!r}")
+    executor = replace(executor, num_nodes=num_nodes or executor.num_nodes or 1, machine=chosen or executor.machine)
+    executor.check_named()  # before the job touches its output
+    return executor
 
 
 class _Events:
@@ -216,7 +278,11 @@ def run_on_ray(
     options: dict[str, Any] = {"num_cpus": executor.num_cpus, "max_restarts": 0, "max_task_retries": 0}
     if executor.runtime_env is not None:
         options["runtime_env"] = executor.runtime_env
+    nodes = _place_nodes(ray, executor, num_workers, what) if executor.num_nodes else None
+    if nodes is not None and executor.machine is not None:
+        options.update(executor.machine.ray_resources(num_workers // len(nodes.bundle_specs)))
     actor_class = ray.remote(**options)(_BatchRunner)
+    started = 0
     root = None if output.is_remote else output.local_path / RAY_STAGING
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)  # left by a driver that was killed
@@ -232,7 +298,13 @@ def run_on_ray(
     failed_starts = 0
 
     def start_actor() -> None:
-        actor = actor_class.remote()
+        nonlocal started
+        placed = actor_class
+        if nodes is not None:  # round-robin over the job's nodes (an actor redone goes where the next is due)
+            strategy = _placement_strategy(nodes, started % len(nodes.bundle_specs))
+            placed = actor_class.options(scheduling_strategy=strategy)
+        started += 1
+        actor = placed.remote()
         starting[actor.ready.remote()] = actor
 
     for _ in range(min(num_workers, len(todo))):
@@ -298,6 +370,40 @@ def run_on_ray(
             ray.kill(actor)
         if root is not None:  # with the folders of attempts whose actor or node died mid-batch
             shutil.rmtree(root, ignore_errors=True)
+        if nodes is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(nodes)
+
+
+def _place_nodes(ray: Any, executor: RayExecutor, num_workers: int, what: str) -> Any:
+    """A placement group of one bundle per node (on distinct nodes), ready; or an error naming what the cluster has."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    count = executor.num_nodes or 1
+    per_node = max(1, num_workers // count)
+    machine = executor.machine or Machine("per-worker", cpus=executor.num_cpus * per_node)
+    group = placement_group([machine.bundle() for _ in range(count)], strategy="STRICT_SPREAD")
+    ready, _ = ray.wait([group.ready()], timeout=executor.placement_timeout)
+    if ready:
+        return group
+    remove_placement_group(group)
+    have = [
+        {k: v for k, v in node.get("Resources", {}).items() if k in ("CPU", "GPU", "memory")}
+        for node in ray.nodes()
+        if node.get("Alive")
+    ]
+    raise ValueError(
+        f"{what}: {executor.asked()} needs {count} distinct nodes of the Ray cluster that each have {machine.bundle()} "
+        f"free, and it could not place them in {executor.placement_timeout:g} s; its live nodes have {have}. Add "
+        f"nodes (`ray start --address=<head-ip>:6379` on each), or lower num_nodes or the machine"
+    )
+
+
+def _placement_strategy(group: Any, bundle: int) -> Any:
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=bundle)
 
 
 def finished_parts(plan: RayPlan, source: str) -> tuple[list[DatasetIndex], dict[int, list[Any]]]:

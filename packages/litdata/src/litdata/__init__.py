@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from litdata_format import Video as Video
     from litdata_format import complete_dataset as complete_dataset
     from litdata_format import is_complete_dataset as is_complete_dataset
+    from litdata_prep import Machine as Machine
     from litdata_prep import build_keys_index as build_keys_index
     from litdata_prep import dataset_update as dataset_update
     from litdata_prep import map as map
