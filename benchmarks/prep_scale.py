@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,35 +39,41 @@ def generated(n):
     for i in range(n):
         yield i
 
-def first_chunk(out, start, found):
-    while not found:
-        try:
-            if any(name.startswith("chunk-") for name in os.listdir(out)):
-                found.append(time.perf_counter() - start)
-                return
-        except FileNotFoundError:
-            pass
-        time.sleep(0.05)
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+def watch(out, start):
+    # One line as soon as the first chunk is there, then the peak RSS every 2 s: a run stopped
+    # by the timeout still tells both.
+    first = None
+    while True:
+        if first is None:
+            try:
+                if any(name.startswith("chunk-") for name in os.listdir(out)):
+                    first = time.perf_counter() - start
+                    print(json.dumps({"first_chunk_s": first, "peak_rss_mb": rss_mb()}), flush=True)
+            except FileNotFoundError:
+                pass
+        else:
+            print(json.dumps({"first_chunk_s": first, "peak_rss_mb": rss_mb()}), flush=True)
+        time.sleep(0.05 if first is None else 2.0)
 
 if __name__ == "__main__":
     n, kind, out, chunk_size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-    inputs = range(n) if kind == "range" else list(range(n)) if kind == "list" else generated(n)
-    found = []
     start = time.perf_counter()
-    threading.Thread(target=first_chunk, args=(out, start, found), daemon=True).start()
+    inputs = range(n) if kind == "range" else list(range(n)) if kind == "list" else generated(n)
+    threading.Thread(target=watch, args=(out, start), daemon=True).start()
     error = None
     try:
-        litdata.optimize(identity, inputs, out, chunk_size=chunk_size, num_workers=2)
+        litdata.optimize(identity, inputs, out, chunk_size=chunk_size, num_workers=2, verbose=False)
     except Exception as err:
         error = f"{type(err).__name__}: {err}"[:300]
     total = time.perf_counter() - start
-    found.append(None)
     samples = None
     if error is None:
         index = json.load(open(os.path.join(out, "index.json")))
         samples = sum(c["chunk_size"] for c in index["chunks"])
-    print(json.dumps({"first_chunk_s": found[0], "total_s": total, "samples": samples, "error": error,
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"total_s": total, "samples": samples, "error": error, "peak_rss_mb": rss_mb()}), flush=True)
 """
 
 
@@ -85,18 +92,28 @@ def run_one(lib: str, n: int, kind: str, chunk_size: int, timeout: float) -> dic
     out = folder / "out"
     command = [_python(lib), str(script), str(n), kind, str(out), str(chunk_size)]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    # Its own session: a run past the timeout is stopped with every process it started.
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=folder, start_new_session=True
+    )
+    note = ""
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, env=env, cwd=folder, check=False
-        )
-        lines = done.stdout.strip().splitlines()
-        if done.returncode != 0 or not lines:
-            return {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
-        return json.loads(lines[-1])
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"not finished in {timeout:.0f} s"}
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        note = f"stopped at {timeout:.0f} s"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    result: dict[str, object] = {}
+    for line in stdout.strip().splitlines():
+        if line.startswith("{"):
+            result.update(json.loads(line))
+    if not note and proc.returncode != 0:
+        note = f"exit {proc.returncode}: {stderr.strip().splitlines()[-1:]}"
+    if note:
+        result["error"] = note
+    return result
 
 
 def main() -> None:

@@ -313,7 +313,9 @@ def prepare_items(
         if stream and reader is None and weights is None and not local_files:
             return InputStream(checked, batch_size), None
         inputs = list(checked)  # slices, weights or a reader need the whole list
-    items = batched(check_inputs(inputs, what), batch_size)
+    items = check_inputs(inputs, what)
+    if batch_size is not None and batch_size > 1:
+        items = batched(items, batch_size)
     if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
         raise ValueError(f"{what}: weights needs one positive number per input ({len(items)}), got {len(weights)}")
     if reader is not None:

@@ -79,11 +79,12 @@ class Numbered(Sequence[tuple[int, Any]]):
         return f"Numbered({self.positions!r}, {len(self)} inputs)"
 
 
-def batched(inputs: Sequence[Any], batch_size: int | None) -> Sequence[Any]:
-    """``inputs`` (not copied), or grouped into lists of ``batch_size`` when it is more than 1."""
+def batched(inputs: Sequence[Any], batch_size: int | None) -> list[Any]:
+    """``inputs`` as a list, grouped into lists of ``batch_size`` when it is more than 1."""
+    items = list(inputs)
     if batch_size is None or batch_size <= 1:
-        return inputs
-    return [list(inputs[pos : pos + batch_size]) for pos in range(0, len(inputs), batch_size)]
+        return items
+    return [items[pos : pos + batch_size] for pos in range(0, len(items), batch_size)]
 
 
 class InputStream:
