@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
-import torch.multiprocessing
+from torch.multiprocessing.spawn import spawn
 
 from litdata_io import _helper, _process
 from litdata_stream import StreamingDataLoader, StreamingDataset
@@ -85,4 +85,4 @@ def rank_main(rank: int, world: int, args: dict[str, Any]) -> None:
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(spec["port"]))
-    torch.multiprocessing.spawn(rank_main, args=(2, spec), nprocs=2)  # what Lightning's ddp_spawn does
+    spawn(rank_main, args=(2, spec), nprocs=2)  # what Lightning's ddp_spawn does
