@@ -7,8 +7,9 @@ from :class:`~litdata_io._settings.IOSettings` (``connect_timeout`` and ``read_t
 
 Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked
 child that touches it hangs. Each primitive therefore runs where :func:`litdata_io._process.obstore_placement`
-says: in this process, or in the obstore helper process (:mod:`litdata_io._helper`), which runs the
-same method of the same storage there.
+says: in this process, or in the obstore helper process (:mod:`litdata_io._helper`), which receives
+the call as a :class:`~litdata_io._requests.Request` value and runs the same method of the same
+storage there.
 """
 
 from __future__ import annotations

@@ -1,0 +1,65 @@
+"""A DDP job started with ``torch.multiprocessing.spawn`` (Lightning's ``ddp_spawn``) has no per-worker helper.
+
+Each rank is a multiprocessing child, which the old rule (in-process obstore in any
+multiprocessing child) took for a worker: the rank ran obstore itself, and each DataLoader
+worker it forked then needed an obstore helper of its own. Placement is declared now: the rank is
+a root (one helper), its workers run obstore. The job runs as a real root process
+(``tests/ddp_spawn_script.py``); no test waits on a clock: a hang fails on pytest's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_format import BinaryWriter
+from litdata_io import get_storage
+from tests.servers import S3Server, free_port
+
+pytestmark = [pytest.mark.cloud, pytest.mark.distributed]
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 40
+
+
+@pytest.mark.timeout(900)
+def test_ranks_started_by_torch_spawn_keep_one_helper_and_their_workers_run_obstore(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    url, options = f"s3://{s3_bucket}/data", s3_server.storage_options()
+    writer = BinaryWriter(tmp_path / "local", chunk_size=4)
+    for i in range(N):
+        writer.add_item(i, {"index": i})
+    writer.done()
+    writer.merge()
+    storage = get_storage(url, options)
+    for path in sorted((tmp_path / "local").iterdir()):
+        storage.upload(path, path.name)
+    spec = {"url": url, "options": options, "scratch": str(tmp_path / "scratch"), "port": free_port()}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.ddp_spawn_script", json.dumps(spec)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    ranks: list[dict[str, Any]] = json.loads(done.stdout.splitlines()[-1])
+    for rank in ranks:
+        # The rank is a root: index.json went through its helper, and obstore stayed out of its memory.
+        assert (rank["placement"], rank["obstore_loaded"]) == ("helper", False), rank
+        assert rank["placements"] == ["here"], rank  # every worker of both epochs ran obstore itself
+        # Exactly three children (its helper and its two workers), and none of them has a child.
+        tree, workers = rank["snapshot"]["tree"], rank["snapshot"]["workers"]
+        assert tree["pid"] == rank["pid"]
+        kids = {child["pid"]: child["children"] for child in tree["children"]}
+        assert sorted(kids) == sorted([rank["helper"], *workers]), tree
+        assert all(grandchildren == [] for grandchildren in kids.values()), tree
+    for epoch in range(2):
+        read = [i for rank in ranks for i in rank["epochs"][epoch]]
+        assert sorted(read) == list(range(N)), f"epoch {epoch}: every sample once across the ranks"
