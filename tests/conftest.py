@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cred_suite import aws_drive, aws_stack
 from tests.servers import s3_bucket, s3_server
 
-__all__ = ["s3_bucket", "s3_server"]
+__all__ = ["aws_drive", "aws_stack", "s3_bucket", "s3_server"]
 
 # The test files that take longest (CONTRIBUTING.md's table; `--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
 LONGEST_FILES = (
-    "tests/test_credentials.py",
     "tests/test_soak.py",
+    "tests/test_credentials_profiles.py",
+    "tests/test_credentials_containers.py",
+    "tests/test_credentials.py",
     "tests/test_ddp.py",
     "tests/test_credentials_expiring.py",
     "tests/test_keyed_update.py",

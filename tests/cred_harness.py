@@ -59,7 +59,7 @@ AWS_SOURCES: dict[str, str] = {
 ``container-full-uri-inline-token`` (``AWS_CONTAINER_AUTHORIZATION_TOKEN``, as EKS Pod Identity and
 ECS may set it), the
 ``credential-process-*`` and ``sso-*`` profiles; the others obstore resolves itself.
-``container-relative-uri`` needs ``169.254.170.2:80`` (a network namespace: see test_credentials)."""
+``container-relative-uri`` needs ``169.254.170.2:80`` (a network namespace: see tests/cred_suite.py)."""
 
 
 def objects(local: Path) -> dict[str, bytes]:

@@ -1,126 +1,44 @@
-"""Every AWS credential source, in every kind of process litdata runs, against a bucket that checks signatures.
-
-Each source gets one fresh driver process (``tests/cred_driver.py``) whose environment holds that
-source and no keys; the driver streams with ``num_workers=0``, with 2 workers under fork (the
-default), spawn and forkserver, optimizes into the bucket with 2 workers and reads
-``StreamingRawDataset`` with 2 workers. One driver runs every phase of its source, so a source
-costs one interpreter start plus its workers. The S3 endpoint it is given is the signing checker
-(``tests/cred_servers.py``), which forwards to moto only what a key from the expected source
-signed, and counts everything else.
-
-The relative container URI's host is fixed at ``169.254.170.2:80`` (by the AWS spec, obstore and
-botocore): its driver runs in a network namespace of its own (``tests/netns.py``, ``unshare -rn``)
-whose loopback has that address, bridged to the stand-in outside through a Unix socket.
+"""Every AWS credential source, in every kind of process litdata runs, against a bucket that checks
+signatures: instance metadata, web identity and a static profile here, plus keys that expire
+mid-epoch. The other sources are in ``tests/test_credentials_containers.py`` and
+``tests/test_credentials_profiles.py``; how a source is driven is in ``tests/cred_suite.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.cred_driver import N
-from tests.cred_harness import AWS_SOURCES, aws_source_environment, objects, port_of, register_static_keys, run_driver
-from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
-from tests.servers import S3Server
+from tests.cred_servers import MIN_TTL
+from tests.cred_suite import ALL, check_source_hands_out_keys, check_source_in_phase, drive_source
 
 pytestmark = pytest.mark.cloud
 
-ALL = ("w0", "fork", "spawn", "forkserver", "optimize", "raw")
-# source: who issues the keys S3 requests must be signed with (ca-bundle-profile: the bucket behind a
-# private CA, trusted through the profile's ca_bundle; the temporary credential_process and the
-# web-identity profile and the container URI with an inline token run in tests/test_credentials_expiring.py)
-SOURCES = {
-    source: issuer
-    for source, issuer in AWS_SOURCES.items()
-    if source not in ("credential-process-temporary-profile", "web-identity-profile", "container-full-uri-inline-token")
-}
-CONTAINER_HOST = "169.254.170.2"  # the relative URI's fixed host (port 80)
+GROUP = ("imds", "web-identity", "static-profile")
 
 
-@pytest.fixture(scope="module")
-def stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    folder = tmp_path_factory.mktemp("creds")
-    with start_credential_stack(s3_server.endpoint, folder) as credentials:
-        bucket = s3_server.create_bucket()
-        _seed(s3_server, bucket, folder / "seed")
-        register_static_keys(credentials.authority)
-        yield {"stack": credentials, "bucket": bucket, "folder": folder}
-
-
-def _seed(server: S3Server, bucket: str, local: Path) -> None:
-    """Written straight to moto with the test keys."""
-    client = server.client()
-    for key, data in objects(local).items():
-        client.put_object(Bucket=bucket, Key=key, Body=data)
-
-
-def _drive(stack: dict[str, Any], source: str, phases: tuple[str, ...]) -> dict[str, Any]:
-    credentials: CredentialStack = stack["stack"]
-    folder: Path = stack["folder"]
-    bucket = stack["bucket"]
-    spec = {
-        "source": source,
-        "phases": list(phases),
-        "data": f"s3://{bucket}/data",
-        "raw": f"s3://{bucket}/raw",
-        "output": f"s3://{bucket}/out-{source}",
-        "cache": str(folder / f"cache-{source}"),
-        "marks": credentials.credentials.endpoint,
-    }
-    namespace = None
-    if source == "container-relative-uri":
-        ports = [port_of(credentials.checker.endpoint), port_of(credentials.credentials.endpoint)]
-        namespace = {f"127.0.0.1:{port}": port for port in ports} | {f"{CONTAINER_HOST}:80": ports[1]}
-    return run_driver(spec, aws_source_environment(source, credentials, folder), namespace)
-
-
-@pytest.fixture(scope="module")
-def drive(stack: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
-    """Runs each source's driver once, on first use, and remembers its results."""
-    results: dict[str, dict[str, Any]] = {}
-
-    def run(source: str) -> dict[str, Any]:
-        if source not in results:
-            results[source] = _drive(stack, source, ALL)
-        return results[source]
-
-    return run
-
-
-@pytest.mark.parametrize(("source", "phase"), [(source, phase) for source in SOURCES for phase in ALL])
+@pytest.mark.parametrize(("source", "phase"), [(source, phase) for source in GROUP for phase in ALL])
 def test_source_in_every_process(
-    stack: dict[str, Any], drive: Callable[[str], dict[str, Any]], source: str, phase: str
+    aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]], source: str, phase: str
 ) -> None:
-    result = drive(source)[phase]
-    assert result["error"] is None, result["error"]
-    assert sorted(result["samples"]) == list(range(N))  # every sample, once
-    issuer = SOURCES[source]
-    issued, verdicts = stack["stack"].authority.counts(f"{source}/{phase}")
-    refused = {verdict: n for verdict, n in verdicts.items() if not verdict.startswith("ok")}
-    assert refused == {}, [entry for entry in stack["stack"].authority.refusals if entry[0] == f"{source}/{phase}"]
-    assert set(verdicts) == {f"ok:s3:{issuer}"} | ({"ok:sts:static"} if issuer == "assume-role" else set())
-    assert set(issued) <= {issuer}  # nothing else handed out keys (static keys are never "issued")
+    check_source_in_phase(aws_stack, aws_drive, source, phase)
 
 
-def test_source_hands_out_keys(stack: dict[str, Any], drive: Callable[[str], dict[str, Any]]) -> None:
-    for source, issuer in SOURCES.items():
-        drive(source)
-        issued, _ = stack["stack"].authority.counts(f"{source}/")
-        assert issued == ({} if issuer == "static" else {issuer: issued.get(issuer, 0)})
-        assert issuer == "static" or issued[issuer] >= 1
+def test_source_hands_out_keys(aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]]) -> None:
+    check_source_hands_out_keys(aws_stack, aws_drive, GROUP)
 
 
-def test_credentials_expiring_mid_epoch_are_refreshed(stack: dict[str, Any]) -> None:
+def test_credentials_expiring_mid_epoch_are_refreshed(aws_stack: dict[str, Any]) -> None:
     """IMDS hands out keys that obstore should replace after a second (5 minutes + 1 s left) and the
     checker refuses three seconds after issue; an epoch of several seconds over 2 workers still
     sees every sample, and more than one key was issued."""
-    authority = stack["stack"].authority
+    authority = aws_stack["stack"].authority
     authority.reset(lifetime=MIN_TTL + 1, accept_for=3)
     try:
-        result = _drive(stack, "imds", ("raw-slow",))["raw-slow"]
+        result = drive_source(aws_stack, "imds", ("raw-slow",))["raw-slow"]
     finally:
         authority.reset()
     assert result["error"] is None, result["error"]
@@ -129,3 +47,12 @@ def test_credentials_expiring_mid_epoch_are_refreshed(stack: dict[str, Any]) -> 
     print("raw-slow", result["seconds"], "s, keys issued:", issued, "verdicts:", verdicts)
     assert {verdict for verdict in verdicts} == {"ok:s3:imds"}, verdicts
     assert issued["imds"] > 3  # each process refreshed, more than once
+
+
+def test_the_three_files_cover_every_source() -> None:
+    """The split of the sources over the three files drops none."""
+    from tests.cred_suite import SOURCES
+    from tests.test_credentials_containers import GROUP as CONTAINERS
+    from tests.test_credentials_profiles import GROUP as PROFILES
+
+    assert sorted(GROUP + CONTAINERS + PROFILES) == sorted(SOURCES)

@@ -51,15 +51,30 @@ def _child(root: Path, src: Path, info: ChunkInfo, out: Path) -> None:
 def _stop_when_downloading(pid: int, lock: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            fields = lock.read_text().split()
-        except FileNotFoundError:
-            fields = []
-        if fields and fields[0].isdigit() and int(fields[0]) > 0:  # its reservation is written: it downloads
+        if _reserved(lock) and _ledger_free(lock.parent):  # it downloads (and is out of the ledger)
             os.kill(pid, signal.SIGSTOP)
             return
         time.sleep(0.01)
     raise AssertionError("the child never started its download")
+
+
+def _ledger_free(root: Path) -> bool:
+    """Whether the folder's ledger exists and nobody holds it.
+
+    A download reserves, then updates the ledger and evicts under its lock, then fetches: stopped
+    only once out of the ledger, the child is stopped downloading (test_cache_ledger stops one in it).
+    """
+    try:
+        fd = os.open(root / ".cache-bytes", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 @pytest.mark.timeout(120)
@@ -168,7 +183,7 @@ def test_a_process_stopped_holding_two_chunks_is_waited_for_once(
     try:
         locks = [root / f".{info.filename}.lock" for info in infos]
         deadline = time.monotonic() + 60
-        while not all(_reserved(lock) for lock in locks):  # both downloads under way
+        while not (all(_reserved(lock) for lock in locks) and _ledger_free(root)):  # both downloads under way
             assert time.monotonic() < deadline, "the child never started both downloads"
             time.sleep(0.01)
         os.kill(pid, signal.SIGSTOP)

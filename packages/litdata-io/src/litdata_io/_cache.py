@@ -43,7 +43,9 @@ prefetched and waiting to be read) and the downloads in flight.
 
 The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
 twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
-under ``flock`` as it reserves, publishes, abandons and deletes. Checking the cap is one read of it.
+under ``flock`` as it reserves, publishes, abandons and deletes (``_cache_ledger``: a process
+stopped while it holds that lock is taken over after ``LITDATA_DOWNLOAD_STALL_S``, and the ledger
+is then counted again). Checking the cap is one read of it.
 The folder is counted again, under the ledger's lock, only when the ledger says the cap is
 exceeded, when it is missing, or when its last count is a minute old. That count also corrects
 what crashed processes, ``litdata cache clear`` or hand deletions left wrong. Each recount then
@@ -101,15 +103,15 @@ from litdata_format.internal import (
 from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache_clear import CacheClearResult, clear_cache
+from litdata_io._cache_ledger import WIDTH as LEDGER_WIDTH
+from litdata_io._cache_ledger import Ledger, parse_ledger, write_ledger
 from litdata_io._cache_locks import (
-    EX,
     LEDGER,
     LOCK_SUFFIX,
     SH,
     clear_stale_staging,
     delete_if_unused,
     flock,
-    lock_exclusive,
     open_pinned,
     release_lock_file,
     reservation,
@@ -132,7 +134,6 @@ _RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large en
 _log = logging.getLogger("litdata_io")
 _DEFAULT_FRACTION = 0.75
 _FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
-_LEDGER_WIDTH = 48
 _RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
 _MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
 
@@ -261,7 +262,7 @@ class ChunkCache:
         self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
         _refuse_source_folder(storage, self.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self._ledger = _Ledger(self.cache_dir / LEDGER)
+        self._ledger = Ledger(self.cache_dir / LEDGER)
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)
         if self.version is not None:
@@ -657,7 +658,7 @@ class ChunkCache:
         if _fits(self._ledger.read(), budget):
             return 0
         with self._ledger.locked() as fd:  # the folder's true total, written back when done
-            if _fits(_parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0)), budget):
+            if _fits(parse_ledger(os.pread(fd, LEDGER_WIDTH, 0)), budget):
                 return 0  # another process counted while we waited for the lock
             locks: list[Path] = []
             entries = self._scan(locks)
@@ -679,7 +680,7 @@ class ChunkCache:
                         trace_instant("delete", chunk=path.name, bytes=size)
                         total -= size
                         freed += size
-            _write_ledger(fd, total, time.time())
+            write_ledger(fd, total, time.time())
         return freed
 
     def clear(self) -> CacheClearResult:
@@ -695,55 +696,6 @@ class ChunkCache:
             os.close(pin.fd)
 
 
-class _Ledger:
-    """The cache folder's running total (published chunks and downloads in progress).
-
-    Shared by every process using the folder: ``.cache-bytes`` holds ``<bytes> <unix time of the
-    last count>``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read(self) -> tuple[int, float] | None:
-        """(bytes, time of the last count), or None if there is no ledger (or it is unreadable)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        try:
-            flock(fd, SH)
-            return _parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0))
-        finally:
-            os.close(fd)
-
-    def add(self, delta: int) -> None:
-        """Add ``delta`` bytes; without a ledger, nothing (the next eviction counts the folder)."""
-        if not delta:
-            return
-        try:
-            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        try:
-            flock(fd, EX)
-            known = _parse_ledger(os.pread(fd, _LEDGER_WIDTH, 0))
-            if known is not None:
-                _write_ledger(fd, max(known[0] + delta, 0), known[1])
-        finally:
-            os.close(fd)
-
-    @contextlib.contextmanager
-    def locked(self) -> Generator[int, None, None]:
-        """A descriptor holding the ledger (created if missing) exclusively until the block ends."""
-        fd = lock_exclusive(self.path)
-        assert fd is not None
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-
-
 def _intact(info: ChunkInfo, size: int) -> bool:
     """Whether a stored chunk of ``size`` bytes is whole, as far as the index tells."""
     sizes = cached_chunk_sizes(info)
@@ -753,18 +705,6 @@ def _intact(info: ChunkInfo, size: int) -> bool:
 def _fits(known: tuple[int, float] | None, budget: int) -> bool:
     """Whether a ledger's total is within ``budget`` and was counted less than a minute ago."""
     return known is not None and known[0] <= budget and time.time() - known[1] < _RECOUNT_S
-
-
-def _parse_ledger(data: bytes) -> tuple[int, float] | None:
-    try:
-        total, counted = data.split()
-        return int(total), float(counted)
-    except ValueError:
-        return None
-
-
-def _write_ledger(fd: int, total: int, counted: float) -> None:
-    os.pwrite(fd, f"{total} {counted:.3f}".ljust(_LEDGER_WIDTH).encode(), 0)
 
 
 def _finish(

@@ -51,6 +51,7 @@ __all__ = [
     "DownloadStalledError",
     "Superseded",
     "download_stall_seconds",
+    "holder_state",
     "lock_download",
     "publish_once",
 ]
@@ -123,11 +124,26 @@ def describe_holder(lock_fd: int) -> str:
 
 
 def _state(pid: int) -> str:
+    state = holder_state(pid)
+    return "state unknown" if state == "unknown" else state
+
+
+def holder_state(pid: int) -> str:
+    """What ``/proc`` says process ``pid`` of this host does.
+
+    ``running``, ``stopped``, ``stopped by a debugger``, ``in uninterruptible I/O``, ``exited``
+    (a zombie), ``gone`` (no such process), or ``unknown`` (no ``/proc``).
+
+    Args:
+        pid: a process of this host.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return "gone" if os.path.isdir("/proc/self") else "unknown"
     except OSError:
-        return "state unknown"
+        return "unknown"
     code = stat.rpartition(")")[2].strip()[:1]
     return _STATES.get(code, f"state {code}")
 

@@ -1,0 +1,255 @@
+"""The cache folder's byte ledger (``.cache-bytes``), and taking it from a holder that stopped.
+
+``.cache-bytes`` holds ``<bytes> <unix time of the last count>`` (the first :data:`WIDTH` bytes,
+as every release wrote it) and, from byte :data:`_HOLDER_AT`, the pid and host of the process
+holding it (``<pid> <host>``, blank when free). Every process using the folder changes it under
+an exclusive ``flock`` held for a few system calls (:meth:`Ledger.add`) or for one count of the
+folder (``ChunkCache.evict``), and reads it without a lock (:meth:`Ledger.read`).
+
+A process stopped while holding it (SIGSTOP, Ctrl-Z, a debugger) would stall every other
+process of the folder: each download adds to the ledger. So a process waits for it at most
+:func:`~litdata_io._cache_stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
+60 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
+another host), then takes it over: it makes a fresh ledger file that it holds, with the old total
+and a count time of 0, and renames it over ``.cache-bytes``.
+
+Why that is safe. The ledger's state is the file that ``.cache-bytes`` names, and every process
+writes only into the file it locked after checking that the name still names it. The stopped
+holder keeps its descriptor of the replaced file: when it resumes, whatever it writes goes there,
+where nobody reads it any more; so its change (a delta it was adding, the total of a count) is
+lost. A lost change could make the ledger count too little, which the cap must never do, hence
+the count time of 0: the next check of the cap counts the folder again (the files and the
+reservations of the downloads whose locks are held, the stopped one's included) before anything
+trusts the ledger. What the stopped process does besides the ledger stays safe on its own: it
+deletes a chunk only while no process pins it, and it publishes a chunk only where none is yet.
+
+Fork. A descriptor holding the ledger, inherited by a child forked by another thread meanwhile,
+would keep the lock after the parent let go; a forked child closes its copies first thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+from litdata_io import _process
+from litdata_io._activity import activity_begin, activity_end
+from litdata_io._cache_locks import EX, HOST, NB, flock, same_file
+from litdata_io._cache_stall import ENV_STALL, download_stall_seconds, holder_state
+from litdata_io._tracer import trace_instant
+
+__all__ = ["WIDTH", "Ledger", "parse_ledger", "write_ledger"]
+
+WIDTH = 48  # "<bytes> <time>", space-padded: what every release reads and writes
+_HOLDER_AT = 64  # "<pid> <host>" of the holder: past what older releases read
+_HOLDER_WIDTH = 192
+_FREE = b" " * _HOLDER_WIDTH
+_NOT_RUNNING = ("stopped", "stopped by a debugger", "exited", "gone", "unknown", "elsewhere")
+
+_held: set[int] = set()  # descriptors of this process holding (or about to hold) a ledger
+_held_lock = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    # The forking thread's ledger (if any) stays the parent's: close our copies so that the lock
+    # goes when the parent lets go. The set is rebuilt empty, its lock too (a thread may have held it).
+    global _held_lock
+    for fd in list(_held):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+    _held_lock = threading.Lock()
+
+
+_process.on_fork_in_child(_forget_in_child)
+
+
+def parse_ledger(data: bytes) -> tuple[int, float] | None:
+    """(bytes, time of the last count) from a ledger's first :data:`WIDTH` bytes, or None if unreadable."""
+    try:
+        total, counted = data[:WIDTH].split()
+        return int(total), float(counted)
+    except ValueError:
+        return None
+
+
+def write_ledger(fd: int, total: int, counted: float) -> None:
+    """Write ``total`` bytes counted at ``counted`` (unix time; 0: count again before trusting it)."""
+    os.pwrite(fd, f"{total} {counted:.3f}".ljust(WIDTH).encode(), 0)
+
+
+class Ledger:
+    """The cache folder's running total (published chunks and downloads in progress).
+
+    Shared by every process using the folder (see the module docstring).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> tuple[int, float] | None:
+        """(bytes, time of the last count), or None if there is no ledger (or it is unreadable).
+
+        Without a lock (a stopped holder cannot block it): a read that overlaps a write is read again.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            data = os.pread(fd, WIDTH, 0)
+            for _ in range(3):
+                again = os.pread(fd, WIDTH, 0)
+                if again == data:
+                    break
+                data = again
+            return parse_ledger(data)
+        finally:
+            os.close(fd)
+
+    def add(self, delta: int) -> None:
+        """Add ``delta`` bytes; without a ledger, nothing (the next eviction counts the folder)."""
+        if not delta:
+            return
+        fd = self._acquire(create=False)
+        if fd is None:
+            return
+        try:
+            known = parse_ledger(os.pread(fd, WIDTH, 0))
+            if known is not None:
+                write_ledger(fd, max(known[0] + delta, 0), known[1])
+        finally:
+            self._release(fd)
+
+    @contextlib.contextmanager
+    def locked(self) -> Generator[int, None, None]:
+        """A descriptor holding the ledger (created if missing) exclusively until the block ends."""
+        fd = self._acquire(create=True)
+        assert fd is not None
+        try:
+            yield fd
+        finally:
+            self._release(fd)
+
+    # -- holding ----------------------------------------------------------------------------------
+    def _open(self, create: bool) -> int | None:
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        while True:
+            with _held_lock:  # registered before it can hold a lock: a fork never misses it
+                try:
+                    fd = os.open(self.path, flags, 0o644)
+                except FileNotFoundError:
+                    if not create:
+                        return None
+                    fd = -1
+                if fd >= 0:
+                    _held.add(fd)
+                    return fd
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # the folder was removed (cache clear)
+
+    def _close(self, fd: int) -> None:
+        with _held_lock:
+            _held.discard(fd)
+            os.close(fd)
+
+    def _release(self, fd: int) -> None:
+        with contextlib.suppress(OSError):
+            os.pwrite(fd, _FREE, _HOLDER_AT)
+        self._close(fd)
+
+    def _try(self, create: bool) -> tuple[int | None, int | None]:
+        """(a descriptor holding the ledger, None) or (None, a descriptor of the busy one); (None, None) if missing."""
+        fd = self._open(create)
+        if fd is None:
+            return None, None
+        try:
+            flock(fd, EX | NB)
+        except BlockingIOError:
+            return None, fd
+        except BaseException:
+            self._close(fd)
+            raise
+        if same_file(fd, self.path) is None:  # deleted or replaced while we locked it: look again
+            self._close(fd)
+            return self._try(create)
+        _say_holder(fd)
+        return fd, None
+
+    def _acquire(self, create: bool) -> int | None:
+        fd, busy = self._try(create)
+        if busy is None:
+            return fd
+        stall_s = download_stall_seconds()
+        seen, started = "", time.monotonic()  # the holder, and since when it holds the ledger
+        pause, token = 0.0005, 0
+        try:
+            while True:
+                holder, state = _holder(busy)
+                now = time.monotonic()
+                if holder != seen:  # a new holder: its own clock, its own line on the watchdog's board
+                    seen, started = holder, now
+                    activity_end(token)
+                    after = f"taken over after {stall_s:g} s unless it runs" if stall_s else f"{ENV_STALL}=0"
+                    token = activity_begin(f"waiting for {holder} to release the cache ledger {self.path} ({after})")
+                if stall_s and now - started >= stall_s and state in _NOT_RUNNING:
+                    taken = self._take_over(busy, holder, state, stall_s)
+                    if taken is not None:
+                        return taken
+                    seen = ""  # replaced meanwhile by another taker: wait on the new one
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+                self._close(busy)
+                fd, busy = self._try(create)
+                if busy is None:
+                    return fd
+        finally:
+            if busy is not None:
+                self._close(busy)
+            activity_end(token)
+
+    def _take_over(self, watched: int, holder: str, state: str, stall_s: float) -> int | None:
+        """Replace the ledger ``watched`` (held by a process not running) with one we hold; None if it changed."""
+        fresh = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
+        with _held_lock:
+            fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            _held.add(fd)
+        try:
+            flock(fd, EX)  # nobody else opens this name
+            known = parse_ledger(os.pread(watched, WIDTH, 0))
+            write_ledger(fd, known[0] if known is not None else 0, 0.0)  # count again before trusting it
+            _say_holder(fd)
+            if same_file(watched, self.path) is None:
+                fresh.unlink()
+                self._close(fd)
+                return None
+            os.replace(fresh, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                fresh.unlink()
+            self._close(fd)
+            raise
+        if same_file(fd, self.path) is None:  # another taker replaced it right after us
+            self._close(fd)
+            return None
+        trace_instant("takeover", "lock", lock=self.path.name, holder=holder, state=state, after_s=stall_s)
+        return fd
+
+
+def _say_holder(fd: int) -> None:
+    text = f"{os.getpid()} {HOST}".encode("utf-8", "replace")[:_HOLDER_WIDTH]
+    os.pwrite(fd, text.ljust(_HOLDER_WIDTH), _HOLDER_AT)
+
+
+def _holder(fd: int) -> tuple[str, str]:
+    """Who holds the ledger open as ``fd`` (``pid 12 on host``) and whether it runs, as far as known."""
+    fields = os.pread(fd, _HOLDER_WIDTH, _HOLDER_AT).decode("utf-8", "replace").split(" ", 1)
+    if len(fields) < 2 or not fields[0].isdigit():
+        return "a process that did not say its pid", "unknown"
+    pid, host = int(fields[0]), fields[1].strip()
+    if host != HOST:
+        return f"pid {pid} on {host}", "elsewhere"
+    return f"pid {pid}", holder_state(pid)
