@@ -472,7 +472,9 @@ class Job:
         downloaders = check_knobs(kind, r.num_downloaders, r.optimize_dns, r.broadcast_paths, nodes.num_nodes)
         if ray is not None:  # num_workers is per node with num_nodes
             workers = (
-                ray.default_workers() if r.num_workers is None else ray.total_workers(default_num_workers(r.num_workers))
+                ray.default_workers()
+                if r.num_workers is None
+                else ray.total_workers(default_num_workers(r.num_workers))
             )
         else:
             workers = default_num_workers(r.num_workers)
