@@ -62,7 +62,6 @@ def _read_all(cache: ChunkCache, infos: list[ChunkInfo], src: Path) -> list[str]
 def _child(where: str, root: Path, src: Path, infos: list[ChunkInfo], out: Path) -> None:
     """Reads the dataset, stopping itself once inside the ledger's lock at ``where``."""
     import litdata_io._cache as cache_module
-    import litdata_io._cache_ledger as ledger_module
 
     stopped: list[bool] = []
 
@@ -82,6 +81,8 @@ def _child(where: str, root: Path, src: Path, infos: list[ChunkInfo], out: Path)
 
         cache_module.delete_if_unused = stop_then_delete  # type: ignore[assignment]
     else:  # holding the ledger in an update, with the total read and not yet written back
+        import litdata_io._cache_ledger as ledger_module
+
         write = ledger_module.write_ledger
 
         def stop_then_write(fd: int, total: int, counted: float) -> None:
