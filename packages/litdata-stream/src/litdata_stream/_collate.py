@@ -1,8 +1,20 @@
-"""``litdata_collate``: PyTorch Geometric graphs become a ``Batch``; everything else default_collate."""
+"""``litdata_collate``, and :class:`Batching`: the one owner of a batch's form across the worker boundary.
+
+``litdata_collate``: PyTorch Geometric graphs become a ``Batch``; everything else default_collate.
+
+When a StreamingDataLoader's datasets make the batches in its workers, :class:`Batching` decides
+everything about how a batch travels: how parts gathered as arrays are joined (or their samples
+collated), whether a batch leaves a worker as numpy arrays or tensors (:class:`ArrayBatch`), how
+many batches go in one message (:class:`BatchBundle`), and how the loader turns what it receives
+back into the batches torch would have delivered one at a time. The datasets and the loader call
+its methods and decide none of it themselves.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -20,7 +32,6 @@ __all__ = [
     "CollatedInDataset",
     "as_tensors",
     "bundle_size",
-    "finish_batch",
     "litdata_collate",
 ]
 
@@ -77,6 +88,77 @@ class Batching:
     # Called in the worker after each batch (the loader's profiler counts batches with it).
     on_batch: Callable[[], None] | None = None
 
+    @classmethod
+    def for_pass(
+        cls,
+        batch_size: int,
+        collate: Callable[[list[Any]], Any],
+        drop_last: bool,
+        *,
+        workers: int,
+        pin_memory: bool,
+        sample_bytes: float | None,
+        endless: bool,
+        on_batch: Callable[[], None] | None = None,
+    ) -> Batching:
+        """How a loader's workers make and send the batches of a pass.
+
+        Args:
+            batch_size: Samples per batch.
+            collate: The loader's ``collate_fn``.
+            drop_last: Whether each worker's last partial batch is dropped.
+            workers: The loader's ``num_workers``.
+            pin_memory: Whether the loader pins memory (torch pins tensors only: no arrays then).
+            sample_bytes: Bytes of one gathered sample, about; None when batches are not gathered.
+            endless: Whether the pass never ends (its batches are not bundled: no count to take them out by).
+            on_batch: Called in the worker after each batch.
+        """
+        arrays = not pin_memory
+        bundle = 1
+        if workers and arrays and not endless and sample_bytes is not None:
+            bundle = bundle_size(sample_bytes * batch_size)
+        return cls(batch_size, collate, drop_last, arrays, bundle, on_batch)
+
+    # -- in the worker ----------------------------------------------------------------------------
+    def of_parts(self, parts: list[Any]) -> Any:
+        """One batch of gathered ``parts``: joined as arrays, or else their samples collated alike."""
+        batch = concat_batches(parts)
+        if batch is None:  # some samples had to be read one by one: collate them all alike
+            return self.collate([sample for part in parts for sample in unbatch(part)])
+        return self.leaving(batch)
+
+    def leaving(self, batch: Any) -> Any:
+        """A gathered batch as it leaves the dataset: numpy arrays or tensors.
+
+        Numpy arrays come from a worker when small enough (see :class:`ArrayBatch`) and the loader allows it.
+        """
+        if self.arrays and get_worker_info() is not None:
+            return ArrayBatch.of(batch)
+        return as_tensors(batch)
+
+    def sent(self, batches: Iterator[Any], worker: int) -> Iterator[Any]:
+        """``batches`` as a worker sends them: counted for the profiler, and bundled (see BatchBundle)."""
+        if self.on_batch is not None:
+            batches = _noting(batches, self.on_batch)
+        if self.bundle > 1 and get_worker_info() is not None:
+            while bundle := list(itertools.islice(batches, self.bundle)):
+                yield BatchBundle(worker, bundle)
+        else:
+            yield from batches
+
+    # -- in the loader ----------------------------------------------------------------------------
+    def received(self, messages: Iterator[Any], worker_batches: Sequence[int] | None) -> Iterator[Any]:
+        """The batches of the workers' messages, as torch would have delivered them one at a time.
+
+        Args:
+            messages: What the loader's torch iterator yields.
+            worker_batches: Each worker's number of batches in the pass (needed when they are bundled).
+        """
+        if self.bundle > 1 and worker_batches is not None:
+            messages = _unbundled(messages, list(worker_batches))
+        for batch in messages:
+            yield as_tensors(batch.data) if type(batch) is ArrayBatch else batch
+
 
 class BatchBundle(NamedTuple):
     """Consecutive batches of one DataLoader worker, sent as one message.
@@ -131,16 +213,6 @@ class CollatedInDataset:
 
     def __call__(self, batch: Any) -> Any:
         return batch
-
-
-def finish_batch(batch: Any, batching: Batching | None) -> Any:
-    """A gathered batch as it leaves the dataset: numpy arrays or tensors.
-
-    Numpy arrays come from a worker when small enough (see :class:`ArrayBatch`) and the loader allows it.
-    """
-    if batching is not None and batching.arrays and get_worker_info() is not None:
-        return ArrayBatch.of(batch)
-    return as_tensors(batch)
 
 
 def as_tensors(batch: Any) -> Any:
@@ -231,3 +303,41 @@ def unbatch(part: Any) -> list[Any]:
         return list(part)
     keys = list(part)
     return [dict(zip(keys, values)) for values in zip(*(part[k] for k in keys))]
+
+
+def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
+    for batch in batches:
+        on_batch()
+        yield batch
+
+
+def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
+    """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers single batches.
+
+    That order is round-robin over the workers that still have some (the order the resume point is
+    computed from). ``counts`` is each worker's number of batches; as every worker's bundles but its last
+    hold the same number of batches, at most one bundle per worker waits.
+    """
+    waiting: list[deque[Any]] = [deque() for _ in counts]
+    left = list(counts)
+    while any(left):
+        for worker in range(len(left)):
+            if not left[worker]:
+                continue
+            while not waiting[worker]:
+                bundle = next(received, None)
+                if bundle is None:
+                    raise RuntimeError(
+                        f"DataLoader worker {worker} stopped {left[worker]} batches before the end of its share "
+                        "of the epoch; please report this with the dataset's index.json and the loader's options"
+                    )
+                assert type(bundle) is BatchBundle, f"expected a BatchBundle from the workers, got {type(bundle)}"
+                waiting[bundle.worker].extend(bundle.batches)
+            left[worker] -= 1
+            yield waiting[worker].popleft()
+    extra = sum(len(bundle.batches) for bundle in received) + sum(map(len, waiting))
+    if extra:
+        raise RuntimeError(
+            f"the DataLoader workers sent {extra} batches more than their share of the epoch; please report this "
+            "with the dataset's index.json and the loader's options"
+        )

@@ -21,8 +21,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from litdata_stream._collate import Batching, concat_batches, finish_batch, interleave, unbatch
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._collate import Batching, concat_batches, interleave, unbatch
+from litdata_stream._dataset import StreamingDataset, StreamingReader
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, round_robin
@@ -37,7 +37,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan
-from litdata_stream._takers import Taker, sent
+from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
 
 __all__ = ["CombinedStreamingDataset"]
@@ -63,7 +63,7 @@ class CombinedStreamingDataset(MixedDataset):
         force_override_state_dict: accept a state dict recorded with other weights or settings.
     """
 
-    kind = "CombinedStreamingDataset"
+    _kind = "CombinedStreamingDataset"
 
     def __init__(
         self,
@@ -172,7 +172,7 @@ class CombinedStreamingDataset(MixedDataset):
         after = _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
         return after - before
 
-    def loader_plan(self) -> LoaderPlan:
+    def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id).
 
         Stopping at its first exhausted dataset on several ranks, every rank stops together.
@@ -204,15 +204,15 @@ class CombinedStreamingDataset(MixedDataset):
         picks = draws(run.sizes[role], self.weights, self._unit(topology), self.iterate_over_all, rng)
         todo = _after(picks, skip, consumed)  # the draws left to this worker, and what was consumed before
 
-        def stretch(d: int) -> tuple[StreamingDataset, EpochOrder, list[Interval]]:
-            dataset = self._datasets[d]
-            order = dataset.epoch_order(this_pass.epoch)
-            return dataset, order, skip_samples(order.read_order(plans[d][role].intervals), consumed[d])
+        def stretch(d: int) -> tuple[StreamingReader, EpochOrder, list[Interval]]:
+            reader = self._readers[d]
+            order = reader.epoch_order(this_pass.epoch)
+            return reader, order, skip_samples(order.read_order(plans[d][role].intervals), consumed[d])
 
         if batching is None:
             yield from self._samples(todo, stretch)
         else:
-            yield from sent(self._batches(todo, stretch, batching), batching, worker.rank)
+            yield from batching.sent(self._batches(todo, stretch, batching), worker.rank)
         self._epochs.finish(this_pass)
 
     def _run(self, topology: Topology) -> _RankRun:
@@ -229,8 +229,8 @@ class CombinedStreamingDataset(MixedDataset):
             for d in block.tolist():
                 reader = readers[d]
                 if reader is None:
-                    dataset, order, intervals = stretch(d)
-                    reader = readers[d] = dataset.read_stretch(order, intervals)
+                    sub, order, intervals = stretch(d)
+                    reader = readers[d] = sub.read_stretch(order, intervals)
                 sample = next(reader, _END)
                 if sample is _END:
                     raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
@@ -252,8 +252,8 @@ class CombinedStreamingDataset(MixedDataset):
                     continue
                 taker = takers[d]
                 if taker is None:
-                    dataset, order, intervals = stretch(d)
-                    taker = takers[d] = dataset.stretch_taker(order, intervals, collate)
+                    sub, order, intervals = stretch(d)
+                    taker = takers[d] = sub.stretch_taker(order, intervals, collate)
                 shares[d], got = taker.take(wanted)
                 if got < wanted:
                     raise RuntimeError(f"CombinedStreamingDataset: datasets[{d}] ended before its planned stretch")
@@ -261,7 +261,7 @@ class CombinedStreamingDataset(MixedDataset):
             if batch is None:  # some share is not arrays alike: collate the samples in draw order
                 samples = {d: iter([s for part in parts for s in unbatch(part)]) for d, parts in shares.items()}
                 return collate([next(samples[d]) for d in picks.tolist()])
-            return finish_batch(batch, batching)
+            return batching.leaving(batch)
 
         pending: list[np.ndarray] = []
         count = 0
@@ -332,13 +332,13 @@ class CombinedStreamingDataset(MixedDataset):
         # under another topology, from what each sub-dataset had not consumed.
         replayable = all(state[field] == getattr(self, field) for field in fields)
         epoch = int(state["epoch"])
-        self.reset_to_epoch(epoch)
+        self._reset_to_epoch(epoch)
         bases, remaining = [], []
-        for d, dataset in enumerate(self._datasets):
+        for d in range(len(self._datasets)):
             sub = state["datasets"][str(d)]
             base = [(int(a), int(b)) for a, b in sub["base"]]
             plans = split_base(base, Topology(*sub["topology"]))
-            remaining.append(remaining_base(plans, sub["consumed"], dataset.epoch_order(epoch)))
+            remaining.append(remaining_base(plans, sub["consumed"], self._readers[d].epoch_order(epoch)))
             bases.append(base)
         self._resume = {
             "epoch": epoch,
@@ -349,7 +349,7 @@ class CombinedStreamingDataset(MixedDataset):
             "remaining": remaining,
         }
 
-    def load_upstream_state(self, state: dict[str, Any]) -> None:
+    def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Resume from the whole state dict of an upstream LitData ``StreamingDataLoader``.
 
         The loader was over a ``CombinedStreamingDataset``; its state records what each worker took of each
@@ -369,7 +369,7 @@ class CombinedStreamingDataset(MixedDataset):
                 f"the upstream state dict was recorded on a CombinedStreamingDataset of {len(subs)} datasets but "
                 f"this one has {len(self._datasets)}"
             )
-        found = [d.adopt_upstream_order(subs[str(i)]) for i, d in enumerate(self._datasets)]
+        found = [r.adopt_upstream_order(subs[str(i)]) for i, r in enumerate(self._readers)]
         topology, epoch = found[0].topology, found[0].epoch
         if topology.world_size > 1:
             raise ValueError(
@@ -380,12 +380,12 @@ class CombinedStreamingDataset(MixedDataset):
         taken = {int(w): [int(n) for n in counts] for w, counts in yielded.items()}
         none = [0] * len(self._datasets)
         bases, remaining = [], []
-        for d, dataset in enumerate(self._datasets):
-            length = len(dataset.epoch_order(epoch))
+        for d in range(len(self._datasets)):
+            length = len(self._readers[d].epoch_order(epoch))
             consumed = [[taken.get(w, none)[d] for w in range(topology.num_workers)]]
             remaining.append(remaining_base(upstream_plans(length, topology), consumed))
             bases.append([(0, length)])
-        self.reset_to_epoch(epoch)
+        self._reset_to_epoch(epoch)
         delivered = sum(sum(counts) for counts in taken.values())
         key = topology.key
         replays = (

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -21,17 +20,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
 from litdata_io.internal import ActivityBoard, attach_activity
-from litdata_stream._collate import (
-    ArrayBatch,
-    BatchBundle,
-    Batching,
-    CollatedInDataset,
-    as_tensors,
-    bundle_size,
-    litdata_collate,
-)
+from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, litdata_collate
 from litdata_stream._env import DistributedEnv
-from litdata_stream._epochs import LoaderPass, new_token, worker_token
+from litdata_stream._epochs import new_token, worker_token
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._profiling import (
     ProfiledCollate,
@@ -40,7 +31,7 @@ from litdata_stream._profiling import (
     profile_settings,
     worker_batch_done,
 )
-from litdata_stream._protocol import LoaderDataset
+from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader, pass_reader
 from litdata_stream._watchdog import (
     LoaderStats,
     PassTimes,
@@ -96,7 +87,7 @@ class StreamingDataLoader(DataLoader):
         watchdog_s: float | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, LoaderDataset):
+        if not isinstance(dataset, EpochsOwner) or not isinstance(dataset, LoaderDataset):
             raise NotAStreamingDatasetError(
                 "The provided dataset should be either an instance of StreamingDataset, CombinedStreamingDataset or "
                 f"ParallelStreamingDataset. Found a {type(dataset).__name__}: StreamingDataLoader reads only these"
@@ -147,8 +138,12 @@ class StreamingDataLoader(DataLoader):
         # The datasets make the batches themselves (in the worker), so torch moves whole batches:
         # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
-        self._batches_in_dataset = dataset.batches_in_workers
+        self._batches_in_dataset = pass_reader(dataset).batches_in_workers
         in_dataset = self._batches_in_dataset
+        # What torch batches when the dataset yields samples: (batch size, drop_last); None when
+        # the dataset makes the batches. The workers' own DataLoader is built with it (_workers_for).
+        self._torch_batching = None if in_dataset else (batch_size, dataset.drop_last)
+        self._workers: DataLoader[Any] | None = None  # persistent workers: the DataLoader that keeps them
         if in_dataset:
             collate_fn = CollatedInDataset(collate_fn)
         elif self._profiled:
@@ -196,24 +191,25 @@ class StreamingDataLoader(DataLoader):
         return self._collate
 
     def __len__(self) -> int:
-        batches = self.streaming_dataset.loader_plan().batches
+        batches = self._reader().plan().batches
         if batches is None:
             raise TypeError(f"an endless {type(self.dataset).__name__} (length=float('inf')) has no len()")
         return batches
 
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self.streaming_dataset
+        reader = self._reader()
         # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
         # whether a loaded state resumes) that the plans below and the workers all use.
         source, token = self._pass_tokens()
-        run = dataset.epochs.begin(token)
+        run = reader.epochs.begin(token)
         if self._resumes is None or run.epoch != self._resumes:
             self.current_epoch += 1  # a new pass; the rest of a loaded one keeps its number, as upstream
         self._resumes = None
         self._pass_epoch = run.epoch
         self._delivered = 0
         self._epoch_complete = False
-        plan = dataset.loader_plan()
+        plan = reader.plan()
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = plan.limit
         trace_begin("dataloader", "epoch", epoch=self.current_epoch)
@@ -221,44 +217,35 @@ class StreamingDataLoader(DataLoader):
         watchdog = self._watchdog
         if watchdog is not None and not self.num_workers:
             attach_activity(watchdog.board.path, 0)  # this process reads: it publishes what it waits on
-        batching, counts = None, None
+        batching = None
         if self._batches_in_dataset:
-            arrays, bundle = not self.pin_memory, 1
-            sample_bytes = dataset.gathered_sample_bytes(self._collate)
-            if self.num_workers and arrays and plan.worker_batches is not None and sample_bytes is not None:
-                bundle = bundle_size(sample_bytes * dataset.batch_size)
-                counts = list(plan.worker_batches) if bundle > 1 else None
-            on_batch = worker_batch_done if self._profiled else None  # the dataset counts them for the profiler
-            batching = Batching(dataset.batch_size, self._collate, dataset.drop_last, arrays, bundle, on_batch)
+            batching = Batching.for_pass(
+                dataset.batch_size, self._collate, dataset.drop_last, workers=self.num_workers,
+                pin_memory=self.pin_memory, sample_bytes=reader.gathered_sample_bytes(self._collate),
+                endless=plan.worker_batches is None,
+                on_batch=worker_batch_done if self._profiled else None,  # the dataset counts them for the profiler
+            )  # fmt: skip
         try:
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
                 # What torch's single-process iterator does when the dataset makes the batches,
                 # without its ~25 us of bookkeeping per batch.
-                dataset.hand_pass(LoaderPass(token, batching))
-                batches: Iterator[Any] = iter(dataset)
-                dataset.hand_pass(None)  # taken: a `for sample in dataset` meanwhile is a pass of its own
+                batches: Iterator[Any] = iter(pass_reader(reader.dataset, token, batching))
             else:
-                context = self.multiprocessing_context
-                if self.num_workers and context is not None and context.get_start_method() == "forkserver":
-                    start_forkserver(["litdata_stream"])  # the script and torch load once, not per worker
-                # The workers take their copy of the dataset, and with it the pass to join, as the
-                # iterator starts; torch's single-process iterator (or a subclass's own __iter__)
-                # may look at it later.
-                dataset.hand_pass(LoaderPass(source if self.num_workers else token, batching))
-                batches = super().__iter__()  # workers start here, before the main profiler does
-                if self.num_workers and self._batches_in_dataset:
-                    _widen_result_pipe(batches)
-                if counts is not None:
-                    batches = _unbundled(batches, counts)
-            if counts is None and self.num_workers and plan.worker_batches is not None:
+                # The workers take this pass's reader (the dataset, the pass to join, how to batch)
+                # as their dataset: torch pickles it into them as they start.
+                handed = pass_reader(reader.dataset, source if self.num_workers else token, batching)
+                batches = self._workers_for(handed)
+            if batching is not None:
+                batches = batching.received(batches, plan.worker_batches)
+            counts = None
+            if self.num_workers and plan.worker_batches is not None:
                 counts = list(plan.worker_batches)  # which worker each batch comes from, for stats()
             workers = worker_order(counts, self.num_workers)
             if watchdog is not None:
                 watchdog.start(self.current_epoch)
             with main_profiler(self._profile):
                 waited = time.perf_counter()  # the training loop waits inside next() from here
-                for received in batches:
-                    batch = as_tensors(received.data) if type(received) is ArrayBatch else received
+                for batch in batches:
                     self._delivered += 1
                     times.add(time.perf_counter() - waited, next(workers), batch_samples(batch))
                     if watchdog is not None:
@@ -271,7 +258,7 @@ class StreamingDataLoader(DataLoader):
                     if limit is not None and self._delivered >= limit:
                         break
             self._epoch_complete = True
-            dataset.epochs.finish(run)  # (also when it stopped at the limit)
+            reader.epochs.finish(run)  # (also when it stopped at the limit)
         finally:
             if watchdog is not None:
                 watchdog.stop()
@@ -279,7 +266,6 @@ class StreamingDataLoader(DataLoader):
                     attach_activity(None)
             times.ended = time.monotonic()
             times.trace()
-            dataset.hand_pass(None)
             trace_end("dataloader", "epoch", epoch=self.current_epoch)
 
     def stats(self) -> LoaderStats:
@@ -289,6 +275,49 @@ class StreamingDataLoader(DataLoader):
         """
         times = self._times if self._times is not None else PassTimes(self.current_epoch, self.num_workers)
         return times.stats()
+
+    def _reader(self) -> PassReader:
+        """The dataset as this loader talks to it outside a pass's iteration (its plan, epochs, resume)."""
+        return pass_reader(cast(EpochsOwner, self.dataset))
+
+    def _workers_for(self, reader: PassReader) -> Iterator[Any]:
+        """The batches of a pass read by this loader's workers (or by torch in this process): where they start.
+
+        The one place the loader prepares its workers: a torch DataLoader over ``reader``, with the
+        loader's own options (``worker_init_fn``, ``multiprocessing_context``, ``pin_memory``, ...).
+        Persistent workers keep the first pass's reader and derive each later pass's token from it
+        (``_pass_tokens``), so their DataLoader is kept too.
+        """
+        workers = self._workers
+        if workers is None:
+            context = self.multiprocessing_context
+            if self.num_workers and context is not None and context.get_start_method() == "forkserver":
+                start_forkserver(["litdata_stream"])  # the script and torch load once, not per worker
+            sampled = self._torch_batching
+            workers = DataLoader(
+                reader,
+                batch_size=None if sampled is None else sampled[0],
+                drop_last=False if sampled is None else sampled[1],
+                collate_fn=self.collate_fn,
+                num_workers=self.num_workers,
+                pin_memory=self.pin_memory,
+                timeout=self.timeout,
+                worker_init_fn=self.worker_init_fn,
+                multiprocessing_context=context,
+                generator=self.generator,
+                prefetch_factor=self.prefetch_factor,
+                persistent_workers=self.persistent_workers,
+                pin_memory_device=self.pin_memory_device,
+                in_order=self.in_order,
+            )
+            if self.persistent_workers:
+                self._workers = workers
+        batches = iter(workers)  # workers start here, before the main profiler does
+        if self.persistent_workers:
+            self._iterator = batches  # what torch's own persistent iterator would be
+        if self.num_workers and self._batches_in_dataset:
+            _widen_result_pipe(batches)
+        return batches
 
     def _pass_tokens(self) -> tuple[int, int]:
         """(what the workers derive their token from, the token of this pass).
@@ -341,54 +370,24 @@ class StreamingDataLoader(DataLoader):
         """
         if "dataset" not in state or "current_epoch" not in state:
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
-        dataset = self.streaming_dataset
         self.current_epoch = int(state["current_epoch"])
         # Upstream's states (and ours before "pass_epoch") number the loader's passes as the epochs.
         self._pass_epoch = int(state.get("pass_epoch", self.current_epoch))
         self._delivered = 0
         self._epoch_complete = bool(state.get("epoch_complete"))
-        self._iterator = None  # persistent workers hold a copy without the resume point: start new ones
+        # Persistent workers hold a reader of a dataset copy without the resume point: start new ones.
+        self._iterator = None
+        self._workers = None
         self._pool = None
-        dataset.load_loader_state(state)
+        reader = self._reader()
+        reader.load_loader_state(state)
         if self._epoch_complete or self.current_epoch == 0:
-            dataset.reset_to_epoch(self._pass_epoch + 1)  # the next iteration starts the next epoch
+            reader.reset_to_epoch(self._pass_epoch + 1)  # the next iteration starts the next epoch
             self._resumes = None
         else:  # upstream's rule: a pass continues the loaded one only if that one had delivered something
             yielded = state.get("num_samples_yielded")
             started = any(yielded.values()) if isinstance(yielded, dict) else bool(yielded)
             self._resumes = self._pass_epoch if started else None
-
-
-def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
-    """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers single batches.
-
-    That order is round-robin over the workers that still have some (the order the resume point is
-    computed from). ``counts`` is each worker's number of batches; as every worker's bundles but its last
-    hold the same number of batches, at most one bundle per worker waits.
-    """
-    waiting: list[deque[Any]] = [deque() for _ in counts]
-    left = list(counts)
-    while any(left):
-        for worker in range(len(left)):
-            if not left[worker]:
-                continue
-            while not waiting[worker]:
-                bundle = next(received, None)
-                if bundle is None:
-                    raise RuntimeError(
-                        f"DataLoader worker {worker} stopped {left[worker]} batches before the end of its share "
-                        "of the epoch; please report this with the dataset's index.json and the loader's options"
-                    )
-                assert type(bundle) is BatchBundle, f"expected a BatchBundle from the workers, got {type(bundle)}"
-                waiting[bundle.worker].extend(bundle.batches)
-            left[worker] -= 1
-            yield waiting[worker].popleft()
-    extra = sum(len(bundle.batches) for bundle in received) + sum(map(len, waiting))
-    if extra:
-        raise RuntimeError(
-            f"the DataLoader workers sent {extra} batches more than their share of the epoch; please report this "
-            "with the dataset's index.json and the loader's options"
-        )
 
 
 def _widen_result_pipe(iterator: Any) -> None:

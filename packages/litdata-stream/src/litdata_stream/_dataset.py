@@ -10,7 +10,8 @@ import hashlib
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,10 +22,10 @@ from litdata_format.internal import normalize_key
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_io.internal import activity_begin, activity_end, fork_generation
-from litdata_stream._collate import Batching, concat_batches, finish_batch, litdata_collate, unbatch
+from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
-from litdata_stream._epochs import Epochs, EpochsOwner
+from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotCallableError
 from litdata_stream._fetch import fetch_many
 from litdata_stream._notices import notice_setup
@@ -43,10 +44,10 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._posix import PosixProfile, detect_posix
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import EpochsOwner, LoaderPlan, PassReader
 from litdata_stream._shuffle import WindowOrder
 from litdata_stream._source import ChunkOrigin, ChunkSource, check_verifiable
-from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading, sent
+from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading
 from litdata_stream._upstream_state import (
     UpstreamOrder,
     UpstreamResume,
@@ -56,7 +57,7 @@ from litdata_stream._upstream_state import (
     upstream_state_fields,
 )
 
-__all__ = ["StreamingDataset"]
+__all__ = ["StreamingDataset", "StreamingReader"]
 
 _STATE_VERSION = 1
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
@@ -130,14 +131,15 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             read unverified after one warning naming them.
     """
 
-    sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
+    _sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
 
     # Whether a sample is exactly what the item loader reads: then reads skip ``__getitem__`` and
     # batches of fixed-size samples may be gathered as arrays. A subclass defining its own
     # ``__getitem__`` decides what a sample is, so there it is False (unless the subclass sets it).
     samples_are_items: ClassVar[bool] = True
     # Whether a subclass defines ``transform``: it then runs on every sample, ``transform=`` or not.
-    transform_overridden: ClassVar[bool] = False
+    _transform_overridden: ClassVar[bool] = False
+    _reader_class: ClassVar[type[PassReader]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -145,7 +147,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         if "__getitem__" in own and "samples_are_items" not in own:
             cls.samples_are_items = False
         if "transform" in own:
-            cls.transform_overridden = True
+            cls._transform_overridden = True
 
     def __init__(
         self,
@@ -172,22 +174,15 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         super().__init__()
         if not isinstance(subsample, (int, float)) or subsample <= 0:
             raise ValueError(f"subsample must be a float with value greater than 0, got {subsample!r}")
-        input_dir, self.file_pattern = split_file_pattern(input_dir)  # ".../train-*.parquet"
+        input_dir, self._file_pattern = split_file_pattern(input_dir)  # ".../train-*.parquet"
         self.input_dir = input_dir
         self.cache_dir = cache_dir
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.subsample = float(subsample)
-        self.encryption = encryption
-        self.storage_options = storage_options
-        self.session_options = session_options
-        self.max_cache_size = max_cache_size
-        self.max_pre_download = max_pre_download
-        self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
         self.num_canonical_nodes = num_canonical_nodes
         self.serializers = serializers
-        self.verify_chunks = bool(verify_chunks)
         if transform is None:
             self._transforms: list[Callable[[Any], Any]] = []
         elif callable(transform):
@@ -203,16 +198,16 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
-        self.posix: PosixProfile = detect_posix(_local_path(input_dir))
+        self._posix: PosixProfile = detect_posix(_local_path(input_dir))
         # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
-        self.origin: ChunkOrigin = locate_chunks(
-            input_dir, in_place=self.posix.in_place, cache_dir=cache_dir, index_path=index_path,
-            file_pattern=self.file_pattern, storage_options=storage_options, session_options=session_options,
+        self._origin: ChunkOrigin = locate_chunks(
+            input_dir, in_place=self._posix.in_place, cache_dir=cache_dir, index_path=index_path,
+            file_pattern=self._file_pattern, storage_options=storage_options, session_options=session_options,
             max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
-            verify=self.verify_chunks,
+            verify=bool(verify_chunks),
         )  # fmt: skip
-        index = self.origin.index
-        if self.verify_chunks:
+        index = self._origin.index
+        if self._origin.verify:
             check_verifiable(index)
         self._fingerprint = _fingerprint(index)
         if item_loader is None:
@@ -225,7 +220,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
         samples = sum(base_lengths)
         # Uncompressed bytes per sample on average (the chunks' offset tables included).
-        self.sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
+        self._sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
 
         self._epochs = Epochs()
         self.batch_size = 1
@@ -233,6 +228,42 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._resume: dict[str, Any] | None = None
         # (epoch, key): that epoch reads upstream LitData's order (a loaded upstream state dict's).
         self._upstream: tuple[int, list[Any]] | None = None
+
+    # -- the options the chunk source uses: stored once, on the origin ------------------------
+    @property
+    def storage_options(self) -> Mapping[str, Any] | None:
+        """Credentials and endpoint for the object store, as given."""
+        return self._origin.storage_options
+
+    @property
+    def session_options(self) -> Mapping[str, Any] | None:
+        """boto3-style session options, as given."""
+        return self._origin.session_options
+
+    @property
+    def max_cache_size(self) -> int | float | str | None:
+        """The byte cap of the local chunk cache, as given."""
+        return self._origin.max_cache_size
+
+    @property
+    def max_pre_download(self) -> int:
+        """Chunks fetched ahead of the one being read."""
+        return self._origin.max_pre_download
+
+    @property
+    def index_path(self) -> str | None:
+        """Where ``index.json`` is read from, when not from the dataset's folder."""
+        return self._origin.index_path
+
+    @property
+    def encryption(self) -> Any:
+        """The key for encrypted datasets, as given."""
+        return self._origin.encryption
+
+    @property
+    def verify_chunks(self) -> bool:
+        """Whether local chunks are checked against their recorded checksums when first opened."""
+        return self._origin.verify
 
     # -- the sample space -----------------------------------------------------------------------
     def _set_lengths(self, lengths: list[int]) -> None:
@@ -246,7 +277,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         # The fork generation changes in a forked child; comparing it costs no syscall per sample.
         found = self.__dict__.get("_chunk_source")
         if found is None or found[0] != fork_generation():
-            found = (fork_generation(), open_source(self.origin, self.item_loader.open_chunk))
+            found = (fork_generation(), open_source(self._origin, self.item_loader.open_chunk))
             self.__dict__["_chunk_source"] = found
         return found[1]
 
@@ -332,7 +363,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     @property
     def _has_transform(self) -> bool:
-        return bool(self._transforms) or self.transform_overridden
+        return bool(self._transforms) or self._transform_overridden
 
     def transform(self, sample: Any) -> Any:
         """Apply the ``transform`` callables to a sample; subclasses may override it.
@@ -355,7 +386,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
         topology = self._topology(num_workers, batch_size)
-        plans = self.rank_plans(topology)
+        plans = self._rank_plans(topology)
         return sum(plan.num_samples - done for plan, done in plans)
 
     def __len__(self) -> int:
@@ -365,11 +396,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def num_samples(self) -> int:
         """All samples of the dataset (after subsampling), across ranks."""
         return self._starts[-1]
-
-    @property
-    def samples_per_chunk(self) -> list[int]:
-        """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
-        return list(self._lengths)
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
@@ -414,21 +440,21 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         )
 
     # -- what a StreamingDataLoader asks (``_protocol.LoaderDataset``) ----------------------------
-    def loader_plan(self) -> LoaderPlan:
+    def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology)))
+        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
 
-    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+    def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
         """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
 
         Args:
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        return self.sample_bytes if self.gathers(collate) else None
+        return self._sample_bytes if self._gathers(collate) else None
 
-    def load_loader_state(self, state: dict[str, Any]) -> None:
+    def _load_loader_state(self, state: dict[str, Any]) -> None:
         """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's).
 
         Args:
@@ -437,7 +463,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.load_state_dict(state["dataset"])
 
     # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
-    def epoch_order(self, epoch: int) -> EpochOrder:
+    def _epoch_order(self, epoch: int) -> EpochOrder:
         """The order of the samples in a pass of ``epoch``.
 
         The mixing datasets read their sub-datasets' stretches in it (internal to the litdata packages).
@@ -452,7 +478,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 found = UpstreamOrder(self._lengths, self.seed, epoch, self.shuffle, upstream[1])
                 self.__dict__["_upstream_order"] = found
             return found
-        window = self.posix.window
+        window = self._posix.window
         if self.shuffle and window is not None:
             return WindowOrder(self._lengths, self.seed, epoch, window)
         return EpochOrder(self._lengths, self.seed, epoch, self.shuffle)
@@ -462,7 +488,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """``"none"``, ``"full"`` or ``"window:<size>"``: how the epoch order is drawn."""
         if not self.shuffle:
             return "none"
-        return "full" if self.posix.window is None else f"window:{self.posix.window}"
+        return "full" if self._posix.window is None else f"window:{self._posix.window}"
 
     def _run_start(self, topology: Topology, epoch: int) -> tuple[list[Interval], int, int]:
         """(base, first worker, batches already delivered) that a pass of ``epoch`` continues from."""
@@ -471,9 +497,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             return [(0, self._starts[-1])], 0, 0
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
-        return rebase_resume(resume, self.epoch_order(resume["epoch"])), 0, 0
+        return rebase_resume(resume, self._epoch_order(resume["epoch"])), 0, 0
 
-    def rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
+    def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
 
         The plans are those of a pass of ``epoch`` (by default the current one).
@@ -500,22 +526,22 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
-        plan, done = self.rank_plans(topology, run.epoch)[worker.rank]
-        order = self.epoch_order(run.epoch)
+        plan, done = self._rank_plans(topology, run.epoch)[worker.rank]
+        order = self._epoch_order(run.epoch)
         intervals = skip_samples(order.read_order(plan.intervals), done)
         if batching is None:
-            yield from self.read_stretch(order, intervals)
+            yield from self._read_stretch(order, intervals)
         else:
-            yield from sent(self._read_batches(order, intervals, batching), batching, worker.rank)
+            yield from batching.sent(self._read_batches(order, intervals, batching), worker.rank)
         self._epochs.finish(run)
 
-    def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
+    def _read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order.
 
         The mixing datasets read their sub-datasets' stretches through this too.
 
         Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            order: The order of the samples in the pass (from :meth:`_epoch_order`).
             intervals: Half-open ranges of positions in that order, read in the order given.
         """
         pieces = order.pieces(intervals)
@@ -548,39 +574,39 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             source.release(piece.chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`read_stretch` yields, already grouped into collated batches.
+        """What :meth:`_read_stretch` yields, already grouped into collated batches.
 
         A StreamingDataLoader has its workers do this, so a batch of fixed-size samples is read with one
         gather per leaf instead of a decode per sample. The batches are exactly those the DataLoader would
-        have made from :meth:`read_stretch`.
+        have made from :meth:`_read_stretch`.
         """
         size, collate = batching.batch_size, batching.collate
-        taker = self.stretch_taker(order, intervals, collate)
+        taker = self._stretch_taker(order, intervals, collate)
         while True:
             parts, count = taker.take(size)
             if not count or (batching.drop_last and count < size):
                 return
-            yield self._batch_of(parts, batching)
+            yield batching.of_parts(parts)
 
-    def stretch_taker(
+    def _stretch_taker(
         self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
     ) -> Taker:
         """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
 
-        They are gathered as arrays where :meth:`gathers`, else read one by one (the mixing datasets batch
+        They are gathered as arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch
         through this).
 
         Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            order: The order of the samples in the pass (from :meth:`_epoch_order`).
             intervals: Half-open ranges of positions in that order, read in the order given.
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        if self.gathers(collate):
+        if self._gathers(collate):
             return GatheringTaker(self._source(), order, intervals, self._items, self._gathered)
-        return SampleTaker(self.read_stretch(order, intervals))
+        return SampleTaker(self._read_stretch(order, intervals))
 
-    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether batches may be gathered as arrays.
 
         They may with the default collate, and samples that are exactly what the item loader reads (no
@@ -605,12 +631,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             load = self.item_loader.load
             return [load(chunk, item) for item in items.tolist()]
         return found
-
-    def _batch_of(self, parts: list[Any], batching: Batching) -> Any:
-        batch = concat_batches(parts)
-        if batch is None:  # some samples had to be read one by one: collate them all alike
-            return batching.collate([sample for part in parts for sample in unbatch(part)])
-        return finish_batch(batch, batching)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -653,8 +673,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 topology,
                 epoch,
                 delivered + batches_delivered,
-                directory=self.origin.directory,
-                url=self.origin.url,
+                directory=self._origin.directory,
+                url=self._origin.url,
                 cache_dir=self.cache_dir,
                 block_size=self.item_loader.block_size if isinstance(self.item_loader, TokensLoader) else None,
                 num_canonical_nodes=self.num_canonical_nodes,
@@ -718,7 +738,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         order = state.get("upstream_order")
         self._upstream = (int(order[0]), list(order[1])) if order else None
 
-    def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
+    def _adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
         """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
 
         Args:
@@ -733,9 +753,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
-        found = self.adopt_upstream_order(state)
+        found = self._adopt_upstream_order(state)
         where = f"StreamingDataset({self.input_dir!r})"
-        base, batches, exact = resume_point(len(self.epoch_order(found.epoch)), found)
+        base, batches, exact = resume_point(len(self._epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)
         self._resume = {
@@ -795,6 +815,80 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         clone._upstream = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
+
+
+@dataclass(frozen=True, eq=False)
+class StreamingReader(PassReader):
+    """A ``StreamingDataset``'s :class:`PassReader`: the loader protocol, and what the mixing datasets read.
+
+    ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` read their sub-datasets' stretches
+    through it (``StreamingReader(dataset)``); none of this is on the dataset itself.
+    """
+
+    dataset: StreamingDataset
+
+    @property
+    def num_samples(self) -> int:
+        """All samples of the dataset (after subsampling), across ranks."""
+        return self.dataset.num_samples
+
+    @property
+    def sample_bytes(self) -> float:
+        """Uncompressed bytes of one sample, about (the chunks' offset tables included)."""
+        return self.dataset._sample_bytes
+
+    @property
+    def samples_per_chunk(self) -> list[int]:
+        """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
+        return list(self.dataset._lengths)
+
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """The order of the samples in a pass of ``epoch``.
+
+        Args:
+            epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
+        """
+        return self.dataset._epoch_order(epoch)
+
+    def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
+        """The samples at ``intervals`` of ``order``'s sequence, in that order.
+
+        Args:
+            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            intervals: Half-open ranges of positions in that order, read in the order given.
+        """
+        return self.dataset._read_stretch(order, intervals)
+
+    def stretch_taker(
+        self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
+    ) -> Taker:
+        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
+
+        Args:
+            order: The order of the samples in the pass (from :meth:`epoch_order`).
+            intervals: Half-open ranges of positions in that order, read in the order given.
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
+        """
+        return self.dataset._stretch_taker(order, intervals, collate)
+
+    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+        """Whether batches made with ``collate`` may be gathered as arrays.
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
+        """
+        return self.dataset._gathers(collate)
+
+    def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
+        """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
+
+        Args:
+            state: The state dict of an upstream LitData ``StreamingDataset``.
+        """
+        return self.dataset._adopt_upstream_order(state)
+
+
+StreamingDataset._reader_class = StreamingReader
 
 
 def _local_path(input_dir: Any) -> str | None:

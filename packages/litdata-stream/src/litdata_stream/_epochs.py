@@ -32,15 +32,14 @@ import hashlib
 import os
 import struct
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from torch.utils.data import get_worker_info
 
 from litdata_io.internal import owned_file, record_lock
 
-__all__ = ["Epochs", "EpochsOwner", "LoaderPass", "Pass", "new_token", "worker_token"]
+__all__ = ["Epochs", "Pass", "new_token", "worker_token"]
 
 _RECORD = struct.Struct("<qqq")  # epoch, token of the pass holding it (0: none yet), workers finished
 
@@ -54,17 +53,6 @@ def worker_token(source: int, passes: int) -> int:
     """The token of a DataLoader worker's ``passes``-th pass of the iteration ``source`` names."""
     digest = hashlib.blake2b(f"{source}:{passes}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1 | 1
-
-
-@dataclass(frozen=True)
-class LoaderPass:
-    """What a StreamingDataLoader hands its workers with the dataset.
-
-    The token of its pass, and how to batch (None: torch batches, sample by sample).
-    """
-
-    token: int
-    batching: Any = None
 
 
 @dataclass(frozen=True)
@@ -173,121 +161,6 @@ class Epochs:
             return (epoch, holder, finished + 1)
 
         self._update(done)
-
-
-class EpochsOwner:
-    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``.
-
-    ``__iter__`` is one pass (its ``_iterate``), joining the pass a StreamingDataLoader handed it
-    (``hand_pass``).
-    """
-
-    _epochs: Epochs
-    _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
-    # Set by a StreamingDataLoader while it starts its workers, so that they join its pass.
-    _loader_pass: LoaderPass | None = None
-    # Whether ``__iter__`` makes the batches itself when handed a pass with a batching (see
-    # ``_protocol.LoaderDataset``): a subclass that defines its own ``__iter__`` yields samples,
-    # which the DataLoader then batches. Such a subclass may declare it True itself.
-    batches_in_workers: ClassVar[bool] = True
-    # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
-    # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
-    sized_passes: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__iter__" in vars(cls) and "batches_in_workers" not in vars(cls):
-            cls.batches_in_workers = False
-
-    @property
-    def epochs(self) -> Epochs:
-        """The record of which epoch a pass reads (a StreamingDataLoader begins and finishes its passes on it)."""
-        return self._epochs
-
-    @property
-    def current_epoch(self) -> int:
-        """The epoch of the pass in progress, or else of the next pass."""
-        return self._epochs.current
-
-    @current_epoch.setter
-    def current_epoch(self, epoch: int) -> None:
-        self.set_epoch(epoch)
-
-    def set_epoch(self, current_epoch: int) -> None:
-        """Make the next pass read epoch ``current_epoch``.
-
-        Ignored while a loaded state dict waits for its pass (as upstream does): a training loop
-        that calls ``set_epoch`` before every epoch still resumes where the state dict says.
-
-        Args:
-            current_epoch: The epoch the next pass reads (its shuffled order depends on it).
-        """
-        resume = self._resume
-        if resume is not None and self._epochs.pending == resume["epoch"]:
-            return
-        self.reset_to_epoch(int(current_epoch))
-
-    def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
-
-        Args:
-            epoch: The epoch the next pass reads, from its first sample.
-        """
-        self._resume = None
-        self._epochs.set(epoch)
-
-    def hand_pass(self, handed: LoaderPass | None) -> None:
-        """Make the next ``iter()`` of this dataset join a StreamingDataLoader's pass ``handed``.
-
-        The ``iter()`` is here, or in a DataLoader worker taking its copy now; ``handed`` is None when that
-        pass is over.
-
-        Args:
-            handed: The loader's pass (its token, and how its workers batch), or None when it is over.
-        """
-        if handed is None:
-            self.__dict__.pop("_loader_pass", None)
-        else:
-            self._loader_pass = handed
-
-    def __iter__(self) -> Iterator[Any]:
-        handed = self._loader_pass
-        if handed is None:
-            if self.sized_passes:
-                return SizedPass(self, self._iterate(None, None))
-            return self._iterate(None, None)
-        return self._iterate(handed.token, handed.batching)
-
-    def _iterate(self, token: int | None, batching: Any) -> Iterator[Any]:
-        raise NotImplementedError
-
-
-class SizedPass(Iterator[Any]):
-    """A pass over a dataset that also answers ``len()``: the dataset's length, as upstream's does.
-
-    Closing it (or dropping it) closes the pass, as it would the bare generator.
-    """
-
-    __slots__ = ("_dataset", "_samples")
-
-    def __init__(self, dataset: Any, samples: Iterator[Any]) -> None:
-        self._dataset = dataset
-        self._samples = samples
-
-    def __iter__(self) -> SizedPass:
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._samples)
-
-    def __len__(self) -> int:
-        return len(self._dataset)
-
-    def close(self) -> None:
-        """Break the pass off here (what ``del`` or the end of a ``for`` with ``break`` does too)."""
-        close = getattr(self._samples, "close", None)
-        if close is not None:
-            close()
 
 
 def _remove(path: str, owner: int, fd: int) -> None:

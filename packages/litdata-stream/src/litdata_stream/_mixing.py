@@ -11,12 +11,12 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._dataset import StreamingDataset, StreamingReader
 from litdata_stream._env import DistributedEnv
-from litdata_stream._epochs import Epochs, EpochsOwner
+from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import EpochsOwner, LoaderPlan
 from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
@@ -37,21 +37,23 @@ def round_robin(batches: Sequence[int], delivered: int, first: int = 0) -> tuple
 class MixedDataset(EpochsOwner, IterableDataset):
     """The base of the datasets made of several :class:`StreamingDataset` (not public)."""
 
-    kind = "MixedDataset"
+    _kind = "MixedDataset"
 
     def __init__(self, datasets: Sequence[StreamingDataset], seed: int, force_override_state_dict: bool) -> None:
         super().__init__()
         datasets = list(datasets)
         if not datasets:
-            raise ValueError(f"{self.kind} needs at least one dataset")
+            raise ValueError(f"{self._kind} needs at least one dataset")
         for i, dataset in enumerate(datasets):
             if not isinstance(dataset, StreamingDataset):
                 raise NotAStreamingDatasetError(
                     "The provided datasets should be instances of the StreamingDataset. "
-                    f"{self.kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset; "
+                    f"{self._kind}: datasets[{i}] is a {type(dataset).__name__}, not a StreamingDataset; "
                     "open each optimized dataset with StreamingDataset(input_dir) first"
                 )
         self._datasets = datasets
+        # What this dataset reads of each sub-dataset (their stretches, orders, sizes).
+        self._readers = [StreamingReader(d) for d in datasets]
         self.seed = int(seed)
         self.force_override_state_dict = bool(force_override_state_dict)
         self.distributed_env = DistributedEnv.detect()
@@ -60,11 +62,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         self.num_workers = 0
         self._drop_last: bool | None = None
         self._resume: dict[str, Any] | None = None
-
-    @property
-    def datasets(self) -> list[StreamingDataset]:
-        """The sub-datasets, in the order given."""
-        return self._datasets
 
     # -- settings the loader passes -------------------------------------------------------------
     @property
@@ -103,7 +100,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
             ValueError: ``batch_size`` is not a positive int.
         """
         if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"{self.kind}: batch_size must be a positive int, got {batch_size!r}")
+            raise ValueError(f"{self._kind}: batch_size must be a positive int, got {batch_size!r}")
         self.batch_size = batch_size
         for dataset in self._datasets:
             dataset.set_batch_size(batch_size)
@@ -143,32 +140,32 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def _samples_left(self, topology: Topology) -> int:
         raise NotImplementedError
 
-    def loader_plan(self) -> LoaderPlan:
+    def _loader_plan(self) -> LoaderPlan:
         """This rank's share of the loader's pass of the current epoch (see ``_protocol``)."""
         raise NotImplementedError
 
     @property
-    def sample_bytes(self) -> float:
+    def _sample_bytes(self) -> float:
         """Uncompressed bytes of one item, about (the loader sizes its messages by it)."""
-        return max(d.sample_bytes for d in self._datasets)
+        return max(r.sample_bytes for r in self._readers)
 
-    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
+    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether every sub-dataset's share of a batch is gathered as arrays.
 
         Args:
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        return all(d.gathers(collate) for d in self._datasets)
+        return all(r.gathers(collate) for r in self._readers)
 
-    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+    def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
         """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays.
 
         Args:
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        return self.sample_bytes if self.gathers(collate) else None
+        return self._sample_bytes if self._gathers(collate) else None
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -190,24 +187,24 @@ class MixedDataset(EpochsOwner, IterableDataset):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def load_upstream_state(self, state: dict[str, Any]) -> None:
+    def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Resume from the whole state dict of an upstream LitData ``StreamingDataLoader``."""
         raise NotImplementedError
 
-    def load_loader_state(self, state: dict[str, Any]) -> None:
+    def _load_loader_state(self, state: dict[str, Any]) -> None:
         """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's).
 
         Args:
             state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
         """
         if isinstance(state.get("num_samples_yielded"), dict):  # upstream's: what each worker took of each dataset
-            self.load_upstream_state(state)
+            self._load_upstream_state(state)
         else:
             self.load_state_dict(state["dataset"])
 
     def _state_header(self, topology: Topology) -> dict[str, Any]:
         return {
-            "kind": self.kind,
+            "kind": self._kind,
             "mixing_state_version": STATE_VERSION,
             "epoch": self.current_epoch,
             "seed": self.seed,
@@ -226,19 +223,19 @@ class MixedDataset(EpochsOwner, IterableDataset):
         kind = state.get("kind")
         if kind is None and state and all(isinstance(v, dict) and is_upstream_state(v) for v in state.values()):
             raise ValueError(
-                f"this is the dataset part of an upstream LitData {self.kind} state dict: give the loader's whole "
+                f"this is the dataset part of an upstream LitData {self._kind} state dict: give the loader's whole "
                 "state dict to StreamingDataLoader.load_state_dict (upstream keeps what each worker took there)"
-                + ("" if self.kind == "CombinedStreamingDataset" else "; see docs/streaming.md for what resumes")
+                + ("" if self._kind == "CombinedStreamingDataset" else "; see docs/streaming.md for what resumes")
             )
-        if kind != self.kind:
+        if kind != self._kind:
             found = kind or ("StreamingDataset" if "num_samples" in state else "another dataset")
-            raise ValueError(f"this state dict was recorded on a {found}, not on a {self.kind}")
+            raise ValueError(f"this state dict was recorded on a {found}, not on a {self._kind}")
         if state.get("mixing_state_version") != STATE_VERSION:
-            raise ValueError(f"this {self.kind} state dict has an unknown version {state.get('mixing_state_version')}")
+            raise ValueError(f"this {self._kind} state dict has an unknown version {state.get('mixing_state_version')}")
         recorded = state["datasets"]
         if len(recorded) != len(self._datasets):
             raise ValueError(
-                f"the state dict was recorded on a {self.kind} of {len(recorded)} datasets but this one has "
+                f"the state dict was recorded on a {self._kind} of {len(recorded)} datasets but this one has "
                 f"{len(self._datasets)}"
             )
         for i, dataset in enumerate(self._datasets):
@@ -249,14 +246,14 @@ class MixedDataset(EpochsOwner, IterableDataset):
             try:
                 dataset.load_state_dict(recorded[str(i)])
             except ValueError as error:
-                raise ValueError(f"{self.kind} datasets[{i}]: {error}") from error
+                raise ValueError(f"{self._kind} datasets[{i}]: {error}") from error
             finally:
                 dataset.force_override_state_dict = forced
-            dataset.reset_to_epoch(dataset.current_epoch)  # the epoch it loaded, without a resume point
+            self._readers[i].reset_to_epoch(dataset.current_epoch)  # the epoch it loaded, without a resume point
         if not self.force_override_state_dict:
             for field in fields:
                 if state[field] != getattr(self, field):
                     raise ValueError(
-                        f"the state dict was recorded with {field}={state[field]!r} but this {self.kind} has "
+                        f"the state dict was recorded with {field}={state[field]!r} but this {self._kind} has "
                         f"{field}={getattr(self, field)!r}; use the same value or force_override_state_dict=True"
                     )

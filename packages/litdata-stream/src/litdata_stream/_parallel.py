@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from litdata_stream._collate import Batching, concat_batches, finish_batch, unbatch
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._collate import Batching, concat_batches, unbatch
+from litdata_stream._dataset import StreamingDataset, StreamingReader
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import (
@@ -46,7 +46,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan
-from litdata_stream._takers import Taker, sent
+from litdata_stream._takers import Taker
 
 __all__ = ["ParallelStreamingDataset"]
 
@@ -114,7 +114,7 @@ class ParallelStreamingDataset(MixedDataset):
         reset_rngs: give ``transform`` the same generators at the same place of every epoch.
     """
 
-    kind = "ParallelStreamingDataset"
+    _kind = "ParallelStreamingDataset"
 
     def __init__(
         self,
@@ -212,7 +212,7 @@ class ParallelStreamingDataset(MixedDataset):
         consumed = [consumed_per_worker(p, recorded.batch_size, recorded.drop_last, batches, first)[0] for p in plans]
         return remaining_base(plans, consumed), 0, 0
 
-    def rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
+    def _rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
         """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
 
         Args:
@@ -227,19 +227,19 @@ class ParallelStreamingDataset(MixedDataset):
     def _samples_left(self, topology: Topology) -> int:
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
-        return sum(plan.num_samples - done for plan, done in self.rank_plans(topology))
+        return sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
 
-    def loader_plan(self) -> LoaderPlan:
+    def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""
         if self._infinite:
             return LoaderPlan(None)
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self.rank_plans(topology)))
+        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
 
     # -- iteration ------------------------------------------------------------------------------
     @property
-    def sample_bytes(self) -> float:
-        return sum(d.sample_bytes for d in self._datasets)
+    def _sample_bytes(self) -> float:
+        return sum(r.sample_bytes for r in self._readers)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``).
@@ -253,15 +253,15 @@ class ParallelStreamingDataset(MixedDataset):
         if self._infinite:
             stretches: Iterator[Interval] = self._endless_stretches(topology, worker.rank)
         else:
-            plan, done = self.rank_plans(topology)[worker.rank]
+            plan, done = self._rank_plans(topology)[worker.rank]
             stretches = iter(skip_samples(plan.intervals, done))
         offset = self._offset(self.current_epoch)
         if batching is None:
             yield from self._tuples(stretches, offset)
-        elif self.transform is None and self.gathers(batching.collate):
-            yield from sent(self._gathered(stretches, offset, batching), batching, worker.rank)
+        elif self.transform is None and self._gathers(batching.collate):
+            yield from batching.sent(self._gathered(stretches, offset, batching), worker.rank)
         else:
-            yield from sent(_grouped(self._tuples(stretches, offset), batching), batching, worker.rank)
+            yield from batching.sent(_grouped(self._tuples(stretches, offset), batching), worker.rank)
         self._epochs.finish(run)
 
     def _tuples(self, stretches: Iterator[Interval], offset: int) -> Iterator[Any]:
@@ -290,7 +290,7 @@ class ParallelStreamingDataset(MixedDataset):
         batches, as collating the tuples gives.
         """
         size = batching.batch_size
-        takers = [_SpanTaker(self, d, offset, batching.collate) for d in range(len(self._datasets))]
+        takers = [_SpanTaker(self, d, reader, offset, batching.collate) for d, reader in enumerate(self._readers)]
 
         def batch_of(count: int) -> Any:
             shares = []
@@ -303,7 +303,7 @@ class ParallelStreamingDataset(MixedDataset):
             if any(batch is None for batch in joined):  # some share is not arrays alike: collate the tuples
                 columns = [[sample for part in parts for sample in unbatch(part)] for parts in shares]
                 return batching.collate(list(zip(*columns)))
-            return finish_batch(joined, batching)
+            return batching.leaving(joined)
 
         pending = 0
         for start, end in stretches:
@@ -318,7 +318,7 @@ class ParallelStreamingDataset(MixedDataset):
 
     def _reader(self, d: int, start: int, end: int, orders: dict[int, EpochOrder]) -> Iterator[Any]:
         """Sub-dataset ``d``'s samples at endless positions ``start .. end - 1``."""
-        dataset = self._datasets[d]
+        dataset = self._readers[d]
         position = start
         while position < end:
             epoch, within = self._locate(d, position)
@@ -379,7 +379,7 @@ class ParallelStreamingDataset(MixedDataset):
     def _length_key(self) -> Any:
         return "inf" if self._infinite else self.length
 
-    def load_upstream_state(self, state: dict[str, Any]) -> None:
+    def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here.
 
         Args:
@@ -409,7 +409,7 @@ class ParallelStreamingDataset(MixedDataset):
         if self._infinite and tuple(state["topology"]) != self._topology().key:
             raise ValueError(_endless_topology_error(state["topology"], self._topology()))
         epoch = int(state["epoch"])
-        self.reset_to_epoch(epoch)
+        self._reset_to_epoch(epoch)
         self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
         self._resume = {
             "epoch": epoch,
@@ -423,11 +423,13 @@ class ParallelStreamingDataset(MixedDataset):
 class _SpanTaker:
     """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``).
 
-    A batch's share at a time, gathered as arrays (see ``StreamingDataset.stretch_taker``).
+    A batch's share at a time, gathered as arrays (see ``StreamingReader.stretch_taker``).
     """
 
-    def __init__(self, parallel: ParallelStreamingDataset, d: int, offset: int, collate: Any) -> None:
+    def __init__(self, parallel: ParallelStreamingDataset, d: int, reader: StreamingReader, offset: int,
+                 collate: Any) -> None:  # fmt: skip
         self._parallel, self._d, self._offset, self._collate = parallel, d, offset, collate
+        self._sub = reader
         self._spans: deque[tuple[int, int, int]] = deque()  # (epoch, first position in its order, count)
         self._taker: Taker | None = None
         self._order: EpochOrder | None = None
@@ -436,7 +438,7 @@ class _SpanTaker:
         position, end = self._offset + start, self._offset + end
         while position < end:
             epoch, within = self._parallel._locate(self._d, position)
-            count = min(end - position, self._parallel.datasets[self._d].num_samples - within)
+            count = min(end - position, self._sub.num_samples - within)
             self._spans.append((epoch, within, count))
             position += count
 
@@ -453,7 +455,7 @@ class _SpanTaker:
             if not self._spans:
                 break
             epoch, within, length = self._spans.popleft()
-            dataset = self._parallel.datasets[self._d]
+            dataset = self._sub
             if self._order is None or self._order.epoch != epoch:
                 self._order = dataset.epoch_order(epoch)
             self._taker = dataset.stretch_taker(self._order, [(within, within + length)], self._collate)

@@ -1,9 +1,18 @@
-"""What a ``StreamingDataLoader`` needs of its dataset: the one protocol it talks through.
+"""What a ``StreamingDataLoader`` needs of its dataset, and the one value it gets it through.
 
-``StreamingDataset``, ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` implement it;
-the loader uses nothing else of them (no private field, no check of which methods a subclass
-overrides). The members are public so the loader can use them, but they are internal to the
-litdata packages: user code has no reason to call them.
+The datasets (``StreamingDataset``, ``CombinedStreamingDataset``, ``ParallelStreamingDataset``)
+show their users only their user API: upstream LitData's, plus what docs/ promise. What the
+loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch record,
+one pass of batches) it gets from a :class:`PassReader`: a frozen value the loader builds with
+:func:`pass_reader` for each pass, holding the dataset, the pass's token and how its workers batch.
+torch pickles that value into the DataLoader workers as their dataset, so a worker learns which
+pass to join, and how to batch, from the value it was given: nothing is set on the shared
+dataset and cleared after the workers start.
+
+A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`
+(``_iterate``, ``_loader_plan``, ``_gathered_sample_bytes``, ``_load_loader_state``) and may name
+a richer reader class (``_reader_class``: a ``StreamingDataset``'s also reads the stretches the
+mixing datasets ask of their sub-datasets).
 """
 
 from __future__ import annotations
@@ -12,9 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from litdata_stream._epochs import Epochs, LoaderPass
+from torch.utils.data import IterableDataset
 
-__all__ = ["LoaderDataset", "LoaderPlan"]
+from litdata_stream._collate import Batching
+from litdata_stream._epochs import Epochs
+
+__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "pass_reader"]
 
 
 @dataclass(frozen=True)
@@ -41,11 +53,10 @@ class LoaderPlan:
 
 @runtime_checkable
 class LoaderDataset(Protocol):
-    """A dataset a ``StreamingDataLoader`` can read, resume, and have its workers batch."""
+    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's).
 
-    # Whether ``__iter__`` makes the batches itself when the loader hands it a pass with a
-    # ``Batching``. A subclass defining its own ``__iter__`` yields samples, so it is False there.
-    batches_in_workers: ClassVar[bool]
+    The rest it gets through the dataset's :class:`PassReader`.
+    """
 
     @property
     def batch_size(self) -> int:
@@ -55,15 +66,6 @@ class LoaderDataset(Protocol):
     @property
     def drop_last(self) -> bool:
         """Whether each worker's last partial batch is dropped."""
-        ...
-
-    @property
-    def epochs(self) -> Epochs:
-        """The record of which epoch a pass reads: the loader begins and finishes its passes on it."""
-        ...
-
-    def __iter__(self) -> Iterator[Any]:
-        """One pass over the dataset: its samples, or its batches when handed a pass with a batching."""
         ...
 
     def set_shuffle(self, shuffle: bool) -> None:
@@ -82,34 +84,207 @@ class LoaderDataset(Protocol):
         """The DataLoader workers of each rank (0: the main process reads)."""
         ...
 
-    def loader_plan(self) -> LoaderPlan:
-        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
-        ...
-
-    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays.
-
-        None when they are not (the loader sizes the messages of its workers by it).
-        """
-        ...
-
-    def hand_pass(self, handed: LoaderPass | None) -> None:
-        """Make the next ``iter()`` of this dataset join the loader's pass ``handed``.
-
-        The ``iter()`` is in the loader's process, or in a worker that takes its copy now; ``handed`` is
-        None when that pass is over.
-        """
-        ...
-
-    def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
-        ...
-
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches."""
         ...
 
-    def load_loader_state(self, state: dict[str, Any]) -> None:
+
+# A pass a PassReader runs through a subclass's own ``__iter__``: that ``__iter__`` calls the
+# base ``__iter__``, which takes the ticket (once) to join the reader's pass. Per process, keyed by
+# the dataset object: a worker's copy and the loader's dataset never share an entry.
+_TICKETS: dict[int, tuple[int | None, Batching | None]] = {}
+
+
+class EpochsOwner:
+    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``.
+
+    ``__iter__`` is one pass (its ``_iterate``). The other private hooks are what its
+    :class:`PassReader` asks for the loader.
+    """
+
+    _epochs: Epochs
+    _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
+    # Whether ``__iter__`` makes the batches itself when the loader asks for batches (see
+    # docs/streaming.md, *Subclasses*): a subclass that defines its own ``__iter__`` yields samples,
+    # which the DataLoader then batches. Such a subclass may declare it True itself.
+    batches_in_workers: ClassVar[bool] = True
+    # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
+    # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
+    _sized_passes: ClassVar[bool] = False
+    _reader_class: ClassVar[type[PassReader]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__iter__" in vars(cls) and "batches_in_workers" not in vars(cls):
+            cls.batches_in_workers = False
+
+    @property
+    def current_epoch(self) -> int:
+        """The epoch of the pass in progress, or else of the next pass."""
+        return self._epochs.current
+
+    @current_epoch.setter
+    def current_epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
+
+    def set_epoch(self, current_epoch: int) -> None:
+        """Make the next pass read epoch ``current_epoch``.
+
+        Ignored while a loaded state dict waits for its pass (as upstream does): a training loop
+        that calls ``set_epoch`` before every epoch still resumes where the state dict says.
+
+        Args:
+            current_epoch: The epoch the next pass reads (its shuffled order depends on it).
+        """
+        resume = self._resume
+        if resume is not None and self._epochs.pending == resume["epoch"]:
+            return
+        self._reset_to_epoch(int(current_epoch))
+
+    def _reset_to_epoch(self, epoch: int) -> None:
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
+        self._resume = None
+        self._epochs.set(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        ticket = _TICKETS.pop(id(self), None)
+        if ticket is not None:
+            return self._iterate(*ticket)
+        if self._sized_passes:
+            return SizedPass(self, self._iterate(None, None))
+        return self._iterate(None, None)
+
+    # -- the hooks its PassReader calls -----------------------------------------------------------
+    def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
+        """This process's share of a pass: its samples, or its batches when ``batching`` is given.
+
+        ``token`` names the pass to join (a StreamingDataLoader's; None: a pass of its own).
+        """
+        raise NotImplementedError
+
+    def _loader_plan(self) -> LoaderPlan:
+        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
+        raise NotImplementedError
+
+    def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays, else None."""
+        raise NotImplementedError
+
+    def _load_loader_state(self, state: dict[str, Any]) -> None:
         """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's)."""
-        ...
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class PassReader(IterableDataset[Any]):
+    """A dataset as a ``StreamingDataLoader`` sees it for one pass: the loader protocol.
+
+    Iterating it is the dataset's share of the pass in this process (a DataLoader worker, or
+    the loader's process): its samples, or with ``batching`` its batches.
+
+    Attributes:
+        dataset: the dataset read.
+        token: the pass to join (a StreamingDataLoader's; in a worker, what the worker derives
+            its pass's token from). None: a pass of its own.
+        batching: how to make batches (None: yield samples, which torch batches).
+    """
+
+    dataset: EpochsOwner
+    token: int | None = None
+    batching: Batching | None = None
+
+    @property
+    def batches_in_workers(self) -> bool:
+        """Whether iterating makes the batches (else it yields samples; see docs/streaming.md)."""
+        return type(self.dataset).batches_in_workers
+
+    @property
+    def epochs(self) -> Epochs:
+        """The record of which epoch a pass reads: the loader begins and finishes its passes on it."""
+        return self.dataset._epochs
+
+    def plan(self) -> LoaderPlan:
+        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
+        return self.dataset._loader_plan()
+
+    def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
+        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays.
+
+        None when they are not (the loader sizes the messages of its workers by it).
+
+        Args:
+            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
+        """
+        return self.dataset._gathered_sample_bytes(collate)
+
+    def reset_to_epoch(self, epoch: int) -> None:
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
+
+        Args:
+            epoch: The epoch the next pass reads, from its first sample.
+        """
+        self.dataset._reset_to_epoch(epoch)
+
+    def load_loader_state(self, state: dict[str, Any]) -> None:
+        """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's).
+
+        Args:
+            state: The loader's whole ``state_dict()``.
+        """
+        self.dataset._load_loader_state(state)
+
+    def __iter__(self) -> Iterator[Any]:
+        if type(self.dataset).__iter__ is EpochsOwner.__iter__:
+            return self.dataset._iterate(self.token, self.batching)
+        return self._through_own_iter()
+
+    def _through_own_iter(self) -> Iterator[Any]:
+        """The pass through a subclass's own ``__iter__``, whose base ``__iter__`` joins this pass."""
+        _TICKETS[id(self.dataset)] = (self.token, self.batching)
+        try:
+            yield from iter(self.dataset)
+        finally:
+            _TICKETS.pop(id(self.dataset), None)
+
+
+EpochsOwner._reader_class = PassReader
+
+
+def pass_reader(dataset: EpochsOwner, token: int | None = None, batching: Batching | None = None) -> PassReader:
+    """The reader of ``dataset`` for a pass (see the module docstring).
+
+    Args:
+        dataset: A StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset.
+        token: The pass to join (None: one of its own).
+        batching: How to make batches (None: yield samples).
+    """
+    return type(dataset)._reader_class(dataset, token, batching)
+
+
+class SizedPass(Iterator[Any]):
+    """A pass over a dataset that also answers ``len()``: the dataset's length, as upstream's does.
+
+    Closing it (or dropping it) closes the pass, as it would the bare generator.
+    """
+
+    __slots__ = ("_dataset", "_samples")
+
+    def __init__(self, dataset: Any, samples: Iterator[Any]) -> None:
+        self._dataset = dataset
+        self._samples = samples
+
+    def __iter__(self) -> SizedPass:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._samples)
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def close(self) -> None:
+        """Break the pass off here (what ``del`` or the end of a ``for`` with ``break`` does too)."""
+        close = getattr(self._samples, "close", None)
+        if close is not None:
+            close()

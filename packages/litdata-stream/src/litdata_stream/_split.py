@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._dataset import StreamingDataset, StreamingReader
 
 __all__ = ["train_test_split"]
 
@@ -50,7 +50,7 @@ def train_test_split(
     if math.fsum(fractions) > 1 + 1e-9:
         raise ValueError(f"Splits' sum must be less than 1: the splits sum to {math.fsum(fractions):g}")
 
-    lengths = np.asarray(dataset.samples_per_chunk, dtype=np.int64)
+    lengths = np.asarray(StreamingReader(dataset).samples_per_chunk, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     chunks = np.random.default_rng([seed]).permutation(len(lengths)) if shuffle else np.arange(len(lengths))
     # Global sample indexes, chunk by chunk in the drawn order.

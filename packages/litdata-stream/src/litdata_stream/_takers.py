@@ -14,16 +14,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
-from torch.utils.data import get_worker_info
 
 from litdata_format.internal import Chunk
 from litdata_io import trace_begin, trace_end
 from litdata_io.internal import activity_begin, activity_end
-from litdata_stream._collate import BatchBundle, Batching
 from litdata_stream._plan import EpochOrder, Interval
 from litdata_stream._source import ChunkSource
 
-__all__ = ["GatheringTaker", "SampleTaker", "Taker", "reading", "sent"]
+__all__ = ["GatheringTaker", "SampleTaker", "Taker", "reading"]
 
 
 class Taker(Protocol):
@@ -109,20 +107,3 @@ class GatheringTaker:
 def reading(source: ChunkSource, chunk: int) -> str:
     """What a worker reading ``chunk`` publishes for the hang watchdog (opening it waits for it)."""
     return f"read chunk {chunk} ({source.index.chunks[chunk].filename}: wait, open, decode, transform)"
-
-
-def sent(batches: Iterator[Any], batching: Batching, worker: int) -> Iterator[Any]:
-    """``batches`` as a worker sends them: counted for the profiler, and bundled (see BatchBundle)."""
-    if batching.on_batch is not None:
-        batches = _noting(batches, batching.on_batch)
-    if batching.bundle > 1 and get_worker_info() is not None:
-        while bundle := list(itertools.islice(batches, batching.bundle)):
-            yield BatchBundle(worker, bundle)
-    else:
-        yield from batches
-
-
-def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
-    for batch in batches:
-        on_batch()
-        yield batch
