@@ -7,11 +7,16 @@ The bottom of the index: :mod:`litdata_format._index` (LitData) and :mod:`litdat
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from litdata_format._guards import is_str_dict
+
+if TYPE_CHECKING:
+    from litdata_format._chunk_table import ChunkTable
 
 __all__ = ["INDEX_FILENAME", "ChunkInfo", "DatasetIndex", "check_chunk_filename", "int_field"]
 
@@ -105,22 +110,25 @@ def int_field(entry: Mapping[str, Any], key: str, where: str, optional: bool = F
 _MAX_TOTAL = (1 << 63) - 1
 
 
-def _check_totals(chunks: list[ChunkInfo], source: str) -> None:
+def _check_totals(chunks: ChunkTable, source: str) -> None:
     """Refuse an index whose chunks' items, tokens or bytes add up past what an int64 holds.
 
     Each field is bounded per chunk (:func:`int_field`), but 2**15 chunks at that bound still
     overflow the readers' sums; the error names the field and the chunk where the sum passes it.
     """
-    for field_name in ("chunk_size", "dim", "chunk_bytes"):
-        if sum(getattr(chunk, field_name) or 0 for chunk in chunks) <= _MAX_TOTAL:
-            continue
+    columns = (("chunk_size", chunks.chunk_sizes), ("dim", chunks.dims), ("chunk_bytes", chunks.chunk_bytes))
+    for field_name, values in columns:
+        column = np.maximum(values, 0)  # a null dim is -1
+        if not column.size or int(column.max()) * len(column) <= _MAX_TOTAL:
+            continue  # cannot overflow: no exact sum needed
         total = 0
-        for number, chunk in enumerate(chunks):  # where it passes, for the message
-            total += getattr(chunk, field_name) or 0
+        for number, value in enumerate(column.tolist()):  # where it passes, for the message
+            total += value
             if total > _MAX_TOTAL:
                 raise ValueError(
                     f"{source}: the chunks' {field_name!r} values add up past 2**63 - 1 at chunks[{number}] "
-                    f"({chunk.filename}); no dataset is that large, so the index is damaged or hostile: rewrite it"
+                    f"({chunks.filename(number)}); no dataset is that large, so the index is damaged or hostile: "
+                    "rewrite it"
                 )
 
 
@@ -130,18 +138,34 @@ class DatasetIndex:
 
     Attributes:
         chunks: the chunk entries, in order; item numbering runs through them in this order.
+            Given as any sequence of ``ChunkInfo``, kept as a ``ChunkTable`` (columns: its
+            ``chunk_sizes``, ``chunk_bytes``, ``dims`` arrays and ``filename(i)``).
         config: the ``config`` object as written (``data_format``, ``data_spec``, ...).
         updated_at: the writer's timestamp string, if any.
         source: where it was read from, for error messages.
     """
 
-    chunks: list[ChunkInfo]
+    chunks: Sequence[ChunkInfo]
     config: dict[str, Any]
     updated_at: str | None = None
     source: str = INDEX_FILENAME
 
     def __post_init__(self) -> None:
-        _check_totals(self.chunks, self.source)
+        from litdata_format._chunk_table import ChunkTable
+
+        if not isinstance(self.chunks, ChunkTable):
+            self.chunks = ChunkTable.from_infos(self.chunks)
+        _check_totals(self.table, self.source)
+
+    @property
+    def table(self) -> ChunkTable:
+        """The chunks as columns (sizes as arrays, file names without building entries)."""
+        from litdata_format._chunk_table import ChunkTable
+
+        chunks = self.chunks
+        if not isinstance(chunks, ChunkTable):  # chunks reassigned after construction
+            chunks = self.chunks = ChunkTable.from_infos(chunks)
+        return chunks
 
     @property
     def compression(self) -> str | None:
@@ -166,7 +190,7 @@ class DatasetIndex:
     @property
     def num_items(self) -> int:
         """How many items the chunks hold together."""
-        return sum(chunk.chunk_size for chunk in self.chunks)
+        return int(self.table.chunk_sizes.sum())
 
     def to_json(self) -> dict[str, Any]:
         """The index as ``index.json`` holds it (``updated_at`` is now when it was never set)."""

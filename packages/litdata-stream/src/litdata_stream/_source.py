@@ -17,11 +17,12 @@ from typing import Any, Protocol
 
 from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
 from litdata_format.internal import Chunk, check_checksum_fields, open_chunk
+from litdata_format.internal import ChunkOpener as OpenChunks
 
 __all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource", "check_verifiable"]
 
 # How a source opens chunk ``info`` of ``index`` stored at ``path`` (given the dataset's encryption).
-ChunkOpener = Callable[[Path, ChunkInfo, DatasetIndex, Any], Chunk]
+ChunkOpener = Callable[[str | os.PathLike[str], ChunkInfo, DatasetIndex, Any], Chunk]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,37 +115,39 @@ class LocalSource:
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
                  keep_open: int = 16, opener: ChunkOpener = open_chunk, verify: bool = False) -> None:  # fmt: skip
         self.directory = Path(directory)
+        self._folder = str(self.directory)
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
         self.opener = opener
-        self._keep_open = keep_open
-        self._open: dict[int, Chunk] = {}
-        self._unverified = set(range(len(self.index.chunks))) if verify else set()
+        table = self.index.table
+        self._chunks = OpenChunks(table.filename, table.chunk_sizes, self._open_file, keep_open)
+        self._verify = verify
+        self._verified: set[int] = set()
+
+    def _open_file(self, number: int) -> Chunk:
+        info = self.index.chunks[number]
+        path = os.path.join(self._folder, info.filename)  # a str: a Path per chunk costs ~10 us
+        found = self.opener(path, info, self.index, self.encryption)
+        # After opening, which refuses links out of the folder and FIFOs.
+        if self._verify and number not in self._verified:
+            try:
+                verify_file(path, info, str(self.directory))
+            except BaseException:
+                found.close()
+                raise
+            self._verified.add(number)
+        return found
 
     def schedule(self, chunks: list[int]) -> None:
         return None
 
     def chunk(self, number: int) -> Chunk:
-        found = self._open.pop(number, None)
-        if found is None:
-            info = self.index.chunks[number]
-            found = self.opener(self.directory / info.filename, info, self.index, self.encryption)
-            if number in self._unverified:  # after opening, which refuses links out of the folder and FIFOs
-                verify_file(self.directory / info.filename, info, str(self.directory))
-                self._unverified.discard(number)
-            if len(found) != info.chunk_size:
-                raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
-        self._open[number] = found  # most recently used last
-        while len(self._open) > self._keep_open:
-            del self._open[next(iter(self._open))]
-        return found
+        return self._chunks.chunk(number)
 
     def release(self, number: int) -> None:
         # A streaming pass is done with the chunk: unmap it, so the pages it touched leave this
         # process's RSS (random access never releases, and keeps up to ``keep_open`` mapped).
-        close = getattr(self._open.pop(number, None), "close", None)
-        if close is not None:
-            close()  # a no-op while a sample still views the mapping; the GC unmaps it later
+        self._chunks.release(number)
 
     def close(self) -> None:
-        self._open.clear()
+        self._chunks.close()
