@@ -77,6 +77,11 @@ class ChunkOpener:
             self._shut(oldest, self._open.pop(oldest), consumed=False)
         return opened
 
+    @property
+    def open_numbers(self) -> tuple[int, ...]:
+        """The numbers of the chunks open now, least recently used first."""
+        return tuple(self._open)
+
     def is_open(self, number: int) -> bool:
         """Whether chunk ``number`` is open now.
 

@@ -56,7 +56,7 @@ from litdata_stream._upstream_state import (
 
 __all__ = ["StreamingDataset"]
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: samples inside a chunk are shuffled by hashed_permutation (_plan)
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
