@@ -44,11 +44,13 @@ RUNNERS = ROOT / "benchmarks" / "runners"
 SAMPLES_PER_CHUNK = 4
 METRICS = (
     "open_s",
+    "open_cpu_s",
     "open_rss_mb",
     "plan_s",
     "state_s",
     "state_bytes",
     "epoch_w0_s",
+    "epoch_w0_cpu_s",
     "pss_w0_mb",
     "epoch_w2_s",
     "pss_w2_mb",
@@ -65,10 +67,11 @@ def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
     from litdata import StreamingDataLoader, StreamingDataset
 
     samples = chunks * SAMPLES_PER_CHUNK
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     dataset = StreamingDataset(data, shuffle=True)
     count = len(dataset)
-    out: dict[str, Any] = {"open_s": time.perf_counter() - started, "len": count}
+    out: dict[str, Any] = {"open_s": time.perf_counter() - started, "open_cpu_s": time.process_time() - cpu}
+    out["len"] = count
     if count != samples:
         raise SystemExit(f"{lib}: len() is {count}, expected {samples}")
     if what == "open":
@@ -87,12 +90,13 @@ def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
     seen = 0
     total = 0
     with Sampler(interval=0.2) as sampler:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for batch in loader:
             values = batch["i"]
             seen += len(values)
             total += int(values.sum())
         out[f"epoch_w{workers}_s"] = time.perf_counter() - started
+        out[f"epoch_w{workers}_cpu_s"] = time.process_time() - cpu  # this process only (not the workers)
     if seen != samples or total != samples * (samples - 1) // 2:
         raise SystemExit(f"{lib}: the epoch gave {seen} samples (sum {total}), not each of {samples} once")
     out[f"pss_w{workers}_mb"] = peak_rss(sampler)["rss_peak_mb"]
@@ -234,6 +238,7 @@ def main() -> None:
                 found = _run(pythons[lib], lib, what, folders[n], n, args.ours_src)
                 if what != "open":
                     found.pop("open_s", None)
+                    found.pop("open_cpu_s", None)
                 results[lib].setdefault(n, {}).update({k: v for k, v in found.items() if k != "len"})
                 print(f"[scale] {lib} {n} {what}: {found}", flush=True)
     record = {"label": args.label, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "sizes": sizes, "results": results}
