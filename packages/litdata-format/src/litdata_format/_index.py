@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
-from litdata_format._chunk_table import ChunkTable
-from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex, int_field
+from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._mds import parse_mds_index
 

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from litdata_format._chunk import Chunk as Chunk
     from litdata_format._chunk import ChunkView as ChunkView
     from litdata_format._chunk import encode_chunk as encode_chunk
-    from litdata_format._chunk_table import ChunkTable as ChunkTable
     from litdata_format._compression import compress as compress
     from litdata_format._compression import decompress as decompress
     from litdata_format._compression import decompress_file as decompress_file
+    from litdata_format._dataset_index import ChunkTable as ChunkTable
     from litdata_format._index import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index import chunk_name as chunk_name
     from litdata_format._index import parse_chunk_name as parse_chunk_name
