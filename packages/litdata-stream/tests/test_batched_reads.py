@@ -231,6 +231,6 @@ def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
     ds = StreamingDataset(path, shuffle=True)
     assert sum(len(b["index"]) for b in StreamingDataLoader(ds, batch_size=7)) == 60
     source: Any = ds._source()
-    assert source._open == {}  # the pages a pass touched leave the process's RSS
+    assert source._chunks.open_numbers == ()  # the pages a pass touched leave the process's RSS
     assert [ds[i]["index"] for i in (0, 15, 59)] == [0, 15, 59]
-    assert len(source._open) == 3  # random access keeps chunks mapped for the next read
+    assert len(source._chunks.open_numbers) == 3  # random access keeps chunks mapped for the next read

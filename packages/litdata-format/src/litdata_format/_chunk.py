@@ -8,8 +8,10 @@ the file), so a truncated or corrupt file fails with its name instead of returni
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import stat
+import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -31,6 +33,10 @@ __all__ = [
 # Layouts that upstream 0.2.76 writes inside a plain ``.bin``, told apart by these magics.
 FRAMED_MAGIC = b"LDFZ01\x00\x00"  # at the start: zstd frames of items plus a frame table
 ARROW_ROWS_MAGIC = b"LDARW01\x00"  # at the end: an Arrow IPC file of the rows
+
+
+_SMALL_TABLE = 256
+_LITTLE = sys.byteorder == "little"  # memoryview.cast reads native order; the format is little-endian
 
 
 def header_size(num_items: int) -> int:
@@ -68,11 +74,11 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
     return [header.tobytes(), *items]
 
 
-def map_file(path: str | os.PathLike[str]) -> mmap.mmap:
-    """Map a chunk file into memory.
+def map_file(path: str | os.PathLike[str]) -> mmap.mmap | bytearray:
+    """Map a chunk file into memory (a file of at most 64 KiB is read into a bytearray instead).
 
     The mapping is private copy-on-write (``ACCESS_COPY``): nothing is copied unless written,
-    and zero-copy tensors over it get the writable buffer torch asks for.
+    and zero-copy tensors over it get the writable buffer torch asks for (a bytearray is writable too).
     """
     # O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -82,15 +88,42 @@ def map_file(path: str | os.PathLike[str]) -> mmap.mmap:
             raise ValueError(f"chunk {path}: not a regular file (mode {oct(info.st_mode)}); refusing to read it")
         if info.st_size == 0:
             raise ValueError(f"chunk {path}: the file is empty")
+        if info.st_size <= _READ_BELOW:
+            return _read_whole(fd, info.st_size, path)
         return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     finally:
         os.close(fd)
 
 
+# Files this small are read rather than mapped: a mapping costs more syscalls (mmap, the page
+# fault, munmap) than copying a few pages, and a dataset of 100k small chunks opens each once.
+_READ_BELOW = 64 * 1024
+
+
+def _read_whole(fd: int, size: int, path: str | os.PathLike[str]) -> bytearray:
+    """The ``size`` bytes of the open file ``fd``, in a writable buffer (as a copy-on-write mapping is)."""
+    data = bytearray(size)
+    view = memoryview(data)
+    done = 0
+    while done < size:
+        got = os.readv(fd, [view[done:]])
+        if got == 0:
+            raise ValueError(f"chunk {path}: the file shrank to {done} bytes while it was read (it is being rewritten)")
+        done += got
+    return data
+
+
 class Chunk(Protocol):
-    """What item loaders read from: a chunk whose items can be fetched by position."""
+    """What item loaders read from: a chunk whose items can be fetched by position.
+
+    Attributes:
+        name: the chunk's file (path or URL), for messages.
+        views: arrays item loaders derive from the chunk once (rows, token blocks), by name;
+            cleared when the chunk is closed.
+    """
 
     name: str
+    views: dict[str, Any]
 
     def __len__(self) -> int: ...
 
@@ -104,6 +137,10 @@ class Chunk(Protocol):
 
     def payload(self) -> memoryview:
         """Everything after the offsets table (TokensLoader reads this as one token stream)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the chunk holds (a mapping, a file); item views already handed out stay valid."""
         ...
 
 
@@ -151,17 +188,23 @@ class StoredChunk:
                 f"{noun} {name}: says it holds {count} {self.item_noun}s but its {limit} bytes{where} cannot hold "
                 f"the offsets table; the file is truncated or not a {noun}"
             )
-        offsets = np.frombuffer(self._view[4:table_end], dtype="<u4").astype(np.int64)
+        if count <= _SMALL_TABLE and _LITTLE:  # a few Python ints cost less than numpy's calls
+            offsets: list[int] = self._view[4:table_end].cast("I").tolist()
+            increasing = all(map(operator.le, offsets, offsets[1:]))
+        else:
+            table = np.frombuffer(self._view[4:table_end], dtype="<u4").astype(np.int64)
+            increasing = not np.any(np.diff(table) < 0)
+            offsets = table.tolist()
         start_ok = offsets[0] == table_end if exact_start else offsets[0] >= table_end
-        if not start_ok or np.any(np.diff(offsets) < 0):
+        if not start_ok or not increasing:
             raise ValueError(f"{noun} {name}: the offsets table is corrupt (not increasing from the header end)")
         if offsets[-1] > limit:
             raise ValueError(
-                f"{noun} {name}: offsets end at {int(offsets[-1])} but the file has {limit} bytes{where}; "
+                f"{noun} {name}: offsets end at {offsets[-1]} but the file has {limit} bytes{where}; "
                 "it is truncated (re-download or re-create it)"
             )
         self._count = count
-        self._offsets = offsets.tolist()
+        self._offsets = offsets
 
     def __len__(self) -> int:
         return self._count

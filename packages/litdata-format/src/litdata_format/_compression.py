@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,7 +156,8 @@ def _inflate(
     """
     zstandard = _zstd()
     sizes = _allowed(expected_size)
-    head = bytes(memoryview(source)[:18]) if not hasattr(source, "read") else None
+    in_memory = not hasattr(source, "read")
+    head = bytes(memoryview(source)[:18]) if in_memory else None
     try:
         if head is None:
             position = source.tell()
@@ -177,8 +179,17 @@ def _inflate(
                 "refusing to decompress it (the file does not belong to this index, or is damaged or hostile): "
                 "rewrite the chunk, or the dataset, at the source"
             )
+        if in_memory and claimed is not None and claimed <= _ONE_SHOT and _one_frame(source):
+            # One frame whose header records its size, within the bound: inflate it in one call
+            # (zstd fails a frame whose content differs from that size, so the bound holds).
+            piece = _decompressor().decompress(source)
+            total = len(piece)
+            if limit is not None and total > limit:  # claimed <= limit was checked above
+                raise DecompressionError(f"chunk {name}: decompressed past its frame header's {claimed} bytes")
+            write(piece)
+            return _checked_total(total, sizes, name, declared_by, source)
         total = 0
-        reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=_PIECE, read_across_frames=True)
+        reader = _decompressor().stream_reader(source, read_size=_PIECE, read_across_frames=True)
         with reader:
             while True:
                 want = _PIECE if limit is None else min(_PIECE, limit + 1 - total)
@@ -197,6 +208,10 @@ def _inflate(
         raise DecompressionError(
             f"chunk {name}: zstd decompression failed ({err}); the file is corrupt or truncated"
         ) from None
+    return _checked_total(total, sizes, name, declared_by, source)
+
+
+def _checked_total(total: int, sizes: tuple[int, ...], name: str, declared_by: str, source: Any) -> int:
     if not sizes and not _frames_complete(source):
         raise DecompressionError(f"chunk {name}: its zstd frame is truncated; the file is corrupt or was cut short")
     if sizes and total not in sizes:
@@ -205,6 +220,25 @@ def _inflate(
             "truncated or does not belong to this index: fetch or rewrite it again"
         )
     return total
+
+
+# Frames up to this size (as their header records it) inflate in one call rather than in pieces.
+_ONE_SHOT = 16 << 20
+_LOCAL = threading.local()
+
+
+def _decompressor() -> Any:
+    """This thread's zstd decompressor (one per thread: a decompressor is not thread-safe)."""
+    found = getattr(_LOCAL, "decompressor", None)
+    if found is None:
+        found = _LOCAL.decompressor = _zstd().ZstdDecompressor()
+    return found
+
+
+def _one_frame(source: Any) -> bool:
+    """Whether the bytes-like ``source`` is exactly one zstd frame (then a one-call inflate reads it all)."""
+    view = memoryview(source).cast("B")
+    return _frame_end(view, 0) == len(view)
 
 
 _ZSTD_MAGIC = 0xFD2FB528
@@ -233,24 +267,32 @@ def _frames_complete(source: Any) -> bool:
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size follows its magic
             at += 8 + int.from_bytes(view[at + 4 : at + 8], "little")
             continue
-        if magic != _ZSTD_MAGIC:
+        found = _frame_end(view, at)
+        if found is None:
             return False
-        descriptor = view[at + 4]
-        single = descriptor >> 5 & 1
-        fcs = _FCS_BYTES[descriptor >> 6] or single
-        at += 5 + (not single) + _DICT_BYTES[descriptor & 3] + fcs
-        while True:
-            if at + 3 > end:
-                return False
-            header = int.from_bytes(view[at : at + 3], "little")
-            kind, size = header >> 1 & 3, header >> 3
-            at += 3 + (1 if kind == 1 else size)  # an RLE block stores one byte
-            if header & 1:
-                break
-        at += 4 * (descriptor >> 2 & 1)  # the content checksum
-        if at > end:
-            return False
+        at = found
     return end > 0
+
+
+def _frame_end(view: memoryview, at: int) -> int | None:
+    """Where the zstd frame starting at ``at`` ends (walking its block headers), or None if it is not one or is cut."""
+    end = len(view)
+    if at + 5 > end or int.from_bytes(view[at : at + 4], "little") != _ZSTD_MAGIC:
+        return None
+    descriptor = view[at + 4]
+    single = descriptor >> 5 & 1
+    fcs = _FCS_BYTES[descriptor >> 6] or single
+    at += 5 + (not single) + _DICT_BYTES[descriptor & 3] + fcs
+    while True:
+        if at + 3 > end:
+            return None
+        header = int.from_bytes(view[at : at + 3], "little")
+        kind, size = header >> 1 & 3, header >> 3
+        at += 3 + (1 if kind == 1 else size)  # an RLE block stores one byte
+        if header & 1:
+            break
+    at += 4 * (descriptor >> 2 & 1)  # the content checksum
+    return at if at <= end else None
 
 
 class DecompressionError(ValueError):

@@ -14,6 +14,7 @@ the header bytes of their chunk's first row, so nothing variable is ever read as
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -34,6 +35,7 @@ from litdata_format._serializers import (
 __all__ = ["chunk_rows", "gather_rows"]
 
 _ROWS_KEY = "rows"
+_UNKNOWN: Any = object()  # no layout looked for yet (None: the chunk has none)
 _LAYOUT_KEY = "pytree-layout"
 
 
@@ -59,7 +61,10 @@ def _rows_of(chunk: ChunkView) -> np.ndarray | None:
     size = offsets[1] - offsets[0]
     if size <= 0 or offsets[-1] - offsets[0] != size * count:
         return None
-    if count > 1 and np.any(np.diff(np.asarray(offsets, dtype=np.int64)) != size):
+    if count <= 256:  # a few Python ints cost less than numpy's calls
+        if any(b - a != size for a, b in itertools.pairwise(offsets)):
+            return None
+    elif np.any(np.diff(np.asarray(offsets, dtype=np.int64)) != size):
         return None
     start = header_size(count)
     return np.frombuffer(chunk.raw(), dtype=np.uint8, count=size * count, offset=start).reshape(count, size)
@@ -72,11 +77,11 @@ class _Leaf:
     shape: tuple[int, ...]  # of one sample's value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Layout:
     leaves: tuple[_Leaf, ...]
-    fixed: tuple[slice, ...]  # byte ranges every row must share with the chunk's first row
-    reference: tuple[bytes, ...]  # those bytes in the first row
+    fixed: np.ndarray  # the byte columns every row must share with the reference row
+    reference: np.ndarray  # those bytes in the reference row (uint8)
 
 
 _NUMERIC = "biufc"
@@ -101,6 +106,7 @@ def gather_rows(
     spec: TreeSpec,
     serializers: Sequence[Serializer],
     decode_first: Callable[[Chunk], Any],
+    learned: dict[int, Any] | None = None,
 ) -> Any:
     """Items ``items`` of ``chunk`` (PyTree samples) as arrays, or ``None`` when they do not qualify.
 
@@ -112,19 +118,39 @@ def gather_rows(
             serializer decides its own decoding).
         decode_first: ``decode_first(chunk)`` decodes the chunk's first item (the layout's
             reference).
+        learned: layouts found in earlier chunks, by row size (the caller keeps it per dataset):
+            a chunk whose rows share one is gathered without decoding its first item.
     """
     if not all(_numeric(s) for s in serializers):
         return None
     keys = _flat_keys(spec)
     if keys is None:
         return None
-    layout = _layout(chunk, keys, serializers, decode_first)
     rows = chunk_rows(chunk)
-    if layout is None or rows is None or not _shares_layout(rows, items, layout):
+    if rows is None or type(chunk) is not ChunkView:
         return None
-    # Fancy indexing copies whole runs of a row's bytes (np.take would go byte by byte).
+    # Fancy indexing copies whole rows (np.take would go byte by byte); one copy, then views of it.
+    taken = rows[items]
+    views = chunk.views
+    layout = views.get(_LAYOUT_KEY, _UNKNOWN)
+    checked = False
+    if layout is _UNKNOWN and learned is not None:
+        # Another chunk's layout holds here if every row taken has its fixed bytes (the sizes and
+        # numpy headers, which fix the dtypes and shapes): _shares_layout checks exactly that.
+        known = learned.get(rows.shape[1])
+        if known is not None and _shares_layout(taken, known):
+            views[_LAYOUT_KEY] = layout = known
+            checked = True
+    if layout is _UNKNOWN:
+        views[_LAYOUT_KEY] = layout = _layout_of(chunk, keys, serializers, decode_first)
+        if learned is not None and layout is not None:
+            learned[rows.shape[1]] = layout
+    if layout is None or (not checked and not _shares_layout(taken, layout)):
+        return None
+    count = len(items)
     columns = [
-        rows[:, leaf.columns][items].view(leaf.dtype).reshape((len(items), *leaf.shape)) for leaf in layout.leaves
+        np.ascontiguousarray(taken[:, leaf.columns]).view(leaf.dtype).reshape((count, *leaf.shape))
+        for leaf in layout.leaves
     ]
     return columns[0] if keys == () else dict(zip(keys, columns))
 
@@ -136,17 +162,6 @@ def _flat_keys(spec: TreeSpec) -> tuple[Any, ...] | None:
     if spec.type != "builtins.dict" or not all(child.is_leaf() for child in spec.children):
         return None
     return tuple(spec.context)
-
-
-def _layout(
-    chunk: Chunk, keys: tuple[Any, ...], serializers: Sequence[Serializer], decode_first: Callable[[Chunk], Any]
-) -> _Layout | None:
-    if type(chunk) is not ChunkView:
-        return None
-    views = chunk.views
-    if _LAYOUT_KEY not in views:
-        views[_LAYOUT_KEY] = _layout_of(chunk, keys, serializers, decode_first)
-    return views[_LAYOUT_KEY]
 
 
 def _is_array(value: object) -> TypeGuard[np.ndarray]:
@@ -184,12 +199,10 @@ def _layout_of(
         start += size
     if start != rows.shape[1]:
         return None
-    return _Layout(tuple(leaves), tuple(fixed), tuple(row[s].tobytes() for s in fixed))
+    columns = np.concatenate([np.arange(s.start, s.stop) for s in fixed])
+    return _Layout(tuple(leaves), columns, np.array(row[columns]))
 
 
-def _shares_layout(rows: np.ndarray, items: np.ndarray, layout: _Layout) -> bool:
-    for columns, reference in zip(layout.fixed, layout.reference):
-        expected = np.frombuffer(reference, dtype=np.uint8)
-        if not (rows[:, columns][items] == expected).all():
-            return False
-    return True
+def _shares_layout(taken: np.ndarray, layout: _Layout) -> bool:
+    """Whether every row of ``taken`` has ``layout``'s fixed bytes."""
+    return bool((taken[:, layout.fixed] == layout.reference).all())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
-from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex, int_field
+from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._mds import parse_mds_index
 
@@ -115,6 +115,14 @@ def check_chunk_file(path: str | os.PathLike[str], filename: str, source: str) -
     symlink to elsewhere, or a FIFO or device that would block or never end, is refused before
     it is opened. A missing file is left to the opener, which says so.
     """
+    if "/" not in filename:
+        # The common case, without resolving two paths: a direct entry of the folder that is a
+        # regular file (lstat does not follow a link) is inside it; a missing one is the opener's.
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                return
+        except FileNotFoundError:
+            return
     path = Path(path)
     root = path
     for _ in filename.split("/"):
@@ -224,7 +232,7 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     if not is_any_list(chunks) or not is_str_dict(config):
         raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
     _check_config(config, source)
-    infos = [ChunkInfo.from_json(entry, f"{source}: chunks[{number}]") for number, entry in enumerate(chunks)]
+    infos = ChunkTable.parse(chunks, source)
     updated = obj.get("updated_at")
     return DatasetIndex(infos, config, None if updated is None else str(updated), source)
 

@@ -47,19 +47,18 @@ def open_chunk(
         ValueError: the file's size is not the index's ``chunk_bytes`` (the message names the
             file and both sizes), or it does not decompress to that size, or its bytes are not a chunk.
     """
-    path = Path(path)
-    check_chunk_file(path, info.filename, index.source)
+    name = os.fspath(path)  # no Path: building one costs more than the rest of opening a small chunk
+    check_chunk_file(name, info.filename, index.source)
     if is_mds_index(index):
-        return open_mds_shard(path, info, index)
-    name = str(path)
+        return open_mds_shard(Path(name), info, index)
     compression = index.compression
     data: Any
-    if compression and path.name.endswith(f".{compression}.bin"):
-        with open(path, "rb") as file:  # streamed from the file: neither side is held whole twice
+    if compression and name.endswith(f".{compression}.bin"):
+        with open(name, "rb") as file:  # streamed from the file: neither side is held whole twice
             data = decompress(file, name, cached_chunk_sizes(info))
     else:
-        data = map_file(path)
-        _check_size(len(data), path, info, index)
+        data = map_file(name)
+        _check_size(len(data), name, info, index)
     decrypt: Callable[[Any], bytes] | None = None
     if index.encryption:
         if encryption is None:
@@ -88,7 +87,7 @@ def open_chunk(
     return ChunkView(data, name, decrypt)
 
 
-def _check_size(size: int, path: Path, info: ChunkInfo, index: DatasetIndex) -> None:
+def _check_size(size: int, path: str, info: ChunkInfo, index: DatasetIndex) -> None:
     """Refuse a chunk file whose size is not the one its index entry gives (the mapping's length: no syscall)."""
     sizes = cached_chunk_sizes(info)
     if sizes and size not in sizes:

@@ -114,6 +114,16 @@ class BaseItemLoader:
         """
         return chunk.chunk_size
 
+    def item_counts(self, index: DatasetIndex) -> np.ndarray:
+        """:meth:`items_in_chunk` of every chunk of ``index``, as an int64 array (without building entries).
+
+        Args:
+            index: the dataset's index.
+        """
+        if type(self).items_in_chunk is BaseItemLoader.items_in_chunk:
+            return index.table.chunk_sizes
+        return np.fromiter((self.items_in_chunk(c) for c in index.chunks), dtype=np.int64, count=len(index.chunks))
+
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> Chunk:  # fmt: skip
         """Open the chunk file at ``path`` for :meth:`load`.
@@ -162,6 +172,7 @@ class PyTreeLoader(BaseItemLoader):
     ) -> None:
         super().setup(index, serializers, allow_pickle)
         self._decoder: SampleDecoder | MdsSampleDecoder
+        self._layouts: dict[int, Any] = {}  # the gathered rows' layouts, by row size: one dataset's chunks share them
         if is_mds_index(index):
             self._decoder = MdsSampleDecoder(index)
         elif not index.chunks and index.config.get("data_spec") is None:
@@ -186,7 +197,9 @@ class PyTreeLoader(BaseItemLoader):
         decoder = self._decoder
         if not isinstance(decoder, SampleDecoder):
             return None
-        return gather_rows(chunk, items, decoder.spec, decoder.serializers, lambda opened: self.load(opened, 0))
+        return gather_rows(
+            chunk, items, decoder.spec, decoder.serializers, lambda opened: self.load(opened, 0), self._layouts
+        )
 
 
 class TokensLoader(BaseItemLoader):
@@ -241,18 +254,23 @@ class TokensLoader(BaseItemLoader):
         self._dtype = np.dtype(
             _torch_numpy_name(suffix_int(formats[0])) if self._as_tensor else numpy_dtype(suffix_int(formats[0]))
         )
-        for chunk in index.chunks:
-            if chunk.dim is None:
-                raise ValueError(f"{index.source}: chunk {chunk.filename} has no 'dim' (token count)")
+        missing = np.flatnonzero(index.table.dims < 0)
+        if missing.size:
+            name = index.table.filename(int(missing[0]))
+            raise ValueError(f"{index.source}: chunk {name} has no 'dim' (token count)")
 
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
         assert self.block_size is not None
         return (chunk.dim or 0) // self.block_size
 
+    def item_counts(self, index: DatasetIndex) -> np.ndarray:
+        assert self.block_size is not None
+        return np.maximum(index.table.dims, 0) // self.block_size
+
     def _blocks(self, chunk: Chunk) -> np.ndarray:
         """The chunk's tokens as a ``(blocks, block_size)`` view (a tail shorter than a block is left out)."""
-        views = getattr(chunk, "views", None)
-        found = views.get("token-blocks") if views is not None else None
+        views = chunk.views
+        found = views.get("token-blocks")
         if found is None:
             assert self.block_size is not None
             payload = chunk.payload()
@@ -260,8 +278,7 @@ class TokensLoader(BaseItemLoader):
             found = np.frombuffer(payload, dtype=self._dtype, count=count * self.block_size).reshape(
                 count, self.block_size
             )
-            if views is not None:
-                views["token-blocks"] = found
+            views["token-blocks"] = found
         return found
 
     def load(self, chunk: Chunk, index: int) -> Any:

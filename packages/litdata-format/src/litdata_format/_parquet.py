@@ -52,6 +52,7 @@ class ParquetChunk:
                  low_memory: bool = True, preload: bool = False) -> None:  # fmt: skip
         pq = require_pyarrow("reading Parquet files")
         self.name = str(path)
+        self.views: dict[str, Any] = {}
         try:
             self._file = pq.ParquetFile(self.name, memory_map=True)
         except Exception as error:  # pyarrow raises ArrowInvalid / OSError subclasses
@@ -113,6 +114,7 @@ class ParquetChunk:
 
     def close(self) -> None:
         """Drop decoded rows and close the file (rows already handed out stay valid)."""
+        self.views.clear()
         self._rows.clear()
         self._reads.clear()
         self._table = None

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from litdata_format._chunk import Chunk
-from litdata_format._dataset_index import ChunkInfo
 from litdata_format._index import load_index
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
+from litdata_format._opener import ChunkOpener
 from litdata_format._registry import resolve_serializers
+from litdata_format._sample_map import SampleMap
 from litdata_format._serializers import Serializer
 
 __all__ = ["DatasetReader"]
@@ -45,14 +45,12 @@ class DatasetReader:
         self.item_loader = item_loader
         self.item_loader.setup(self.index, resolve_serializers(serializers), allow_pickle)
         self.encryption = encryption
-        counts = [self.item_loader.items_in_chunk(c) for c in self.index.chunks]
-        self._starts = [0]
-        for count in counts:
-            self._starts.append(self._starts[-1] + count)
-        self._open: dict[int, Chunk] = {}
+        self.samples = SampleMap(self.item_loader.item_counts(self.index))
+        table = self.index.table
+        self._opener = ChunkOpener(table.filename, table.chunk_sizes, self._open_file, keep_open=None)
 
     def __len__(self) -> int:
-        return self._starts[-1]
+        return len(self.samples)
 
     def locate(self, index: int) -> tuple[int, int]:
         """(chunk number, position inside the chunk) of sample ``index``.
@@ -62,26 +60,19 @@ class DatasetReader:
         """
         if not 0 <= index < len(self):
             raise IndexError(f"sample {index} is out of range: the dataset at {self.input_dir} has {len(self)}")
-        chunk = bisect.bisect_right(self._starts, index) - 1
-        return chunk, index - self._starts[chunk]
+        return self.samples.locate(index)
 
     def chunk(self, number: int) -> Chunk:
-        """Chunk ``number``, opened on first use.
+        """Chunk ``number``, opened on first use (and kept open until :meth:`close`).
 
         Args:
             number: the chunk's position in the index.
         """
-        found = self._open.get(number)
-        if found is None:
-            info = self.index.chunks[number]
-            found = self.item_loader.open_chunk(self.input_dir / info.filename, info, self.index, self.encryption)
-            self._check_count(found, info)
-            self._open[number] = found
-        return found
+        return self._opener.chunk(number)
 
-    def _check_count(self, chunk: Chunk, info: ChunkInfo) -> None:
-        if len(chunk) != info.chunk_size:
-            raise ValueError(f"chunk {chunk.name}: holds {len(chunk)} items but index.json says {info.chunk_size}")
+    def _open_file(self, number: int) -> Chunk:
+        info = self.index.chunks[number]
+        return self.item_loader.open_chunk(self.input_dir / info.filename, info, self.index, self.encryption)
 
     def __getitem__(self, index: int) -> Any:
         number, position = self.locate(index)
@@ -93,11 +84,7 @@ class DatasetReader:
 
     def close(self) -> None:
         """Release the chunks this reader opened (their mappings or file handles)."""
-        for chunk in self._open.values():
-            close = getattr(chunk, "close", None)
-            if close is not None:
-                close()
-        self._open.clear()
+        self._opener.close()
 
 
 def _default_loader(name: str) -> BaseItemLoader:

@@ -5,9 +5,7 @@ It is shuffled, split over ranks and workers, and resumable exactly (see ``_plan
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
-from litdata_format.internal import normalize_key
+from litdata_format import BaseItemLoader, DatasetIndex, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
+from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
 from litdata_io.internal import activity_begin, activity_end, fork_generation
@@ -59,12 +57,14 @@ from litdata_stream._upstream_state import (
 
 __all__ = ["StreamingDataset", "StreamingReader"]
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: samples inside a chunk are shuffled by hashed_permutation (_plan)
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
 
 
-def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle: bool) -> list[np.ndarray | None]:
-    """Per chunk, the item positions kept by ``subsample`` (None = all, in order).
+def _subsample_lists(
+    counts: Sequence[int] | np.ndarray, fraction: float, seed: int, shuffle: bool
+) -> list[np.ndarray | None] | None:
+    """Per chunk, the item positions kept by ``subsample``; None when that is every item, in order.
 
     Whole chunks, as upstream LitData takes them, so only those are ever downloaded: one copy of
     every chunk per whole unit of ``fraction``, then chunks in turn until ``floor(rest * total)``
@@ -73,7 +73,8 @@ def _subsample_lists(lengths: Sequence[int], fraction: float, seed: int, shuffle
     each applied to the previous order: the chunks upstream picks for the same seed).
     """
     if math.isclose(fraction, 1.0):
-        return [None] * len(lengths)
+        return None
+    lengths = [int(n) for n in counts]
     count = len(lengths)
     rng = python_random_state(seed) if shuffle else None  # seeded like upstream's RandomState([seed])
     order = np.arange(count)
@@ -215,12 +216,12 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.item_loader = item_loader
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
         self._source()  # a cache folder that cannot be used fails here, not at the first read
-        base_lengths = [self.item_loader.items_in_chunk(c) for c in index.chunks]
-        self._items = _subsample_lists(base_lengths, self.subsample, self.seed, self.shuffle)
-        self._set_lengths([len(x) if x is not None else n for x, n in zip(self._items, base_lengths)])
-        samples = sum(base_lengths)
+        counts = self.item_loader.item_counts(index)
+        # The one sample map (chunk prefix sums, kept items): parsed once, inherited by forked workers.
+        self._samples = SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle))
+        samples = int(counts.sum())
         # Uncompressed bytes per sample on average (the chunks' offset tables included).
-        self._sample_bytes = sum(c.chunk_bytes for c in index.chunks) / samples if samples else 0.0
+        self._sample_bytes = int(index.table.chunk_bytes.sum()) / samples if samples else 0.0
 
         self._epochs = Epochs()
         self.batch_size = 1
@@ -266,11 +267,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return self._origin.verify
 
     # -- the sample space -----------------------------------------------------------------------
-    def _set_lengths(self, lengths: list[int]) -> None:
-        self._lengths = lengths
-        self._starts = [0]
-        for n in lengths:
-            self._starts.append(self._starts[-1] + n)
+    @property
+    def _lengths(self) -> np.ndarray:
+        return self._samples.lengths
 
     def _source(self) -> ChunkSource:
         # One source per process: a forked DataLoader worker must not share the parent's threads.
@@ -289,26 +288,19 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return state
 
     def _locate(self, index: int) -> tuple[int, int]:
-        total = self._starts[-1]
-        if index < 0:
-            index += total
-        if not 0 <= index < total:
-            raise IndexError(f"sample {index} is out of range: the dataset has {total} samples")
-        chunk = bisect.bisect_right(self._starts, index) - 1
-        return chunk, index - self._starts[chunk]
+        return self._samples.locate(index + len(self._samples) if index < 0 else index)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, str):
             return self.get_by_key(index)  # an int stays a position: get_by_key(5) finds the int key 5
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._starts[-1]))]
+            return [self[i] for i in range(*index.indices(len(self._samples)))]
         chunk, position = self._locate(int(index))
         return self._sample_at(self._source().chunk(chunk), chunk, position, int(index))
 
     def _sample_at(self, opened: Any, chunk: int, position: int, index: int) -> Any:
         """Sample ``index``, the ``position``-th kept item of chunk ``chunk`` (``opened``), transformed."""
-        kept = self._items[chunk]
-        item = position if kept is None else int(kept[position])
+        item = self._samples.item(chunk, position)
         return self._transformed(self.item_loader.load(opened, item), index, opened, item)
 
     def get_by_key(self, key: Any) -> Any:
@@ -332,11 +324,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         position = found.get(normalize_key(key, "get_by_key"))
         if position is None:
             raise KeyError(f"no sample of {self.input_dir} has the key {key!r}")
-        source = self._source()
-        starts = list(itertools.accumulate((c.chunk_size for c in source.index.chunks), initial=0))
-        chunk = bisect.bisect_right(starts, position) - 1
-        opened = source.chunk(chunk)
-        item = position - starts[chunk]
+        chunk, item = self._samples.locate_item(position)  # a key names a stored item, kept or not
+        opened = self._source().chunk(chunk)
         return self._transformed(self.item_loader.load(opened, item), position, opened, item)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
@@ -347,7 +336,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
-        return fetch_many(indices, self._starts, self._source(), self._sample_at)
+        return fetch_many(indices, self._samples, self._source(), self._sample_at)
 
     def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
         """``transform(data)``; an error names the sample and where it is stored."""
@@ -395,7 +384,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     @property
     def num_samples(self) -> int:
         """All samples of the dataset (after subsampling), across ranks."""
-        return self._starts[-1]
+        return len(self._samples)
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
@@ -494,7 +483,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """(base, first worker, batches already delivered) that a pass of ``epoch`` continues from."""
         resume = self._resume
         if resume is None or resume["epoch"] != epoch:
-            return [(0, self._starts[-1])], 0, 0
+            return [(0, len(self._samples))], 0, 0
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
         return rebase_resume(resume, self._epoch_order(resume["epoch"])), 0, 0
@@ -552,11 +541,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         load = self.item_loader.load
         for piece in pieces:
             within = order.within(piece.chunk)[piece.lo : piece.hi]
-            start = self._starts[piece.chunk]
+            start = int(self._samples.starts[piece.chunk])
             trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
             reading_token = activity_begin(reading(source, piece.chunk))
             if direct:
-                kept = self._items[piece.chunk]
+                kept = self._samples.items(piece.chunk)
                 items = within.tolist() if kept is None else kept[within].tolist()
                 for position, item in zip(within.tolist(), items):
                     opened = source.chunk(piece.chunk)  # a dict lookup; no syscall, no lock
@@ -603,7 +592,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 default :func:`litdata_collate` lets batches be gathered.
         """
         if self._gathers(collate):
-            return GatheringTaker(self._source(), order, intervals, self._items, self._gathered)
+            return GatheringTaker(self._source(), order, intervals, self._samples, self._gathered)
         return SampleTaker(self._read_stretch(order, intervals))
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
@@ -661,7 +650,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "dataset": self._fingerprint,
             "drop_last": self.drop_last,
             "subsample": self.subsample,
-            "num_samples": self._starts[-1],
+            "num_samples": len(self._samples),
             "base": [list(i) for i in base],
             "topology": list(topology.key),
             "batches": delivered + batches_delivered,
@@ -705,10 +694,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
-        if state["num_samples"] != self._starts[-1]:
+        if state["num_samples"] != len(self._samples):
             raise ValueError(
                 f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
-                f"{self._starts[-1]}; it is not the same dataset (or subsample differs)"
+                f"{len(self._samples)}; it is not the same dataset (or subsample differs)"
             )
         recorded = state.get("dataset")
         if recorded is not None and recorded != self._fingerprint:
@@ -747,7 +736,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         Returns:
             The resume point that state describes.
         """
-        found = upstream_resume(state, f"StreamingDataset({self.input_dir!r})", self._lengths, self.shuffle, self.seed)
+        where = f"StreamingDataset({self.input_dir!r})"
+        found = upstream_resume(state, where, self._lengths.tolist(), self.shuffle, self.seed)
         self._upstream = (found.epoch, found.order_key())
         return found
 
@@ -796,21 +786,13 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             IndexError: an index is outside ``[0, num_samples)``.
         """
         if isinstance(indices, slice):
-            indices = range(*indices.indices(self._starts[-1]))
+            indices = range(*indices.indices(len(self._samples)))
         chosen = np.asarray(list(indices), dtype=np.int64)
-        if chosen.size and (chosen.min() < 0 or chosen.max() >= self._starts[-1]):
-            raise IndexError(f"subset indexes must be in [0, {self._starts[-1]}); got {chosen.min()}..{chosen.max()}")
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._samples)):
+            raise IndexError(f"subset indexes must be in [0, {len(self._samples)}); got {chosen.min()}..{chosen.max()}")
         clone = self.__class__.__new__(self.__class__)
         clone.__dict__.update(self.__getstate__())
-        chosen = np.sort(chosen)
-        items: list[np.ndarray | None] = []
-        for c in range(len(self._lengths)):
-            lo, hi = np.searchsorted(chosen, [self._starts[c], self._starts[c + 1]])
-            local = chosen[lo:hi] - self._starts[c]
-            kept = self._items[c]
-            items.append(local if kept is None else kept[local])
-        clone._items = items
-        clone._set_lengths([len(x) for x in items])  # type: ignore[arg-type]
+        clone._samples = self._samples.subset(np.sort(chosen))
         clone._resume = None
         clone._upstream = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
@@ -840,7 +822,7 @@ class StreamingReader(PassReader):
     @property
     def samples_per_chunk(self) -> list[int]:
         """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
-        return list(self.dataset._lengths)
+        return np.asarray(self.dataset._lengths).tolist()
 
     def epoch_order(self, epoch: int) -> EpochOrder:
         """The order of the samples in a pass of ``epoch``.
@@ -899,9 +881,9 @@ def _local_path(input_dir: Any) -> str | None:
     return resolved.path if resolved.url is None else None
 
 
-def _fingerprint(index: Any) -> str:
+def _fingerprint(index: DatasetIndex) -> str:
     """A short digest of the chunk list: tells a state dict recorded on another dataset."""
-    digest = hashlib.sha1()
-    for chunk in index.chunks:
-        digest.update(f"{chunk.filename}:{chunk.chunk_size}:{chunk.chunk_bytes};".encode())
-    return digest.hexdigest()[:16]
+    table = index.table
+    sizes, nbytes = table.chunk_sizes.tolist(), table.chunk_bytes.tolist()
+    text = "".join(f"{name}:{size}:{count};" for name, size, count in zip(table.filenames, sizes, nbytes))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from litdata_stream._posix import posix_fast_setting
@@ -104,30 +105,30 @@ class ReadAhead:
 
     Args:
         directory: the dataset folder.
-        filenames: the chunk files, by chunk number.
+        filename: the chunk file of a chunk number.
         depth: chunks to ask ahead (0: none).
     """
 
-    def __init__(self, directory: Path, filenames: list[str], depth: int) -> None:
+    def __init__(self, directory: Path, filename: Callable[[int], str], depth: int) -> None:
         self.directory = directory
-        self.filenames = filenames
+        self.filename = filename
         self.depth = depth
         self._order: list[int] = []
         self._position: dict[int, int] = {}
         self._asked: set[int] = set()
 
     @classmethod
-    def for_reader(cls, directory: Path, filenames: list[str], chunk_bytes: list[int], wanted: int) -> ReadAhead:
+    def for_reader(cls, directory: Path, filename: Callable[[int], str], largest: int, wanted: int) -> ReadAhead:
         """The read-ahead of this process: its depth capped by memory, the cap noticed once (by worker 0)."""
         global _noticed
         from litdata_stream._env import WorkerEnv
 
         worker = WorkerEnv.detect()
-        depth, notice = readahead_depth(wanted, max(chunk_bytes, default=1), readers_on_node(worker.world_size))
+        depth, notice = readahead_depth(wanted, max(largest, 1), readers_on_node(worker.world_size))
         if notice is not None and worker.rank == 0 and not _noticed:
             _noticed = True
             logger.warning(notice)
-        return cls(directory, filenames, depth)
+        return cls(directory, filename, depth)
 
     def schedule(self, order: list[int]) -> None:
         """The chunks in the order this reader will read them."""
@@ -152,7 +153,7 @@ class ReadAhead:
         if not hasattr(os, "posix_fadvise"):
             return  # macOS, Windows: no such hint
         try:
-            descriptor = os.open(self.directory / self.filenames[number], os.O_RDONLY)
+            descriptor = os.open(self.directory / self.filename(number), os.O_RDONLY)
         except OSError:
             return  # a missing chunk is reported when it is opened
         try:

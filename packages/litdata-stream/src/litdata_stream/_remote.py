@@ -15,6 +15,7 @@ from typing import Any
 
 from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index, parse_index
 from litdata_format.internal import Chunk, open_chunk, write_file_atomic
+from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, dataset_version, get_storage
 from litdata_stream._parquet_index import remote_parquet_index
 from litdata_stream._source import ChunkOpener, ChunkOrigin
@@ -32,8 +33,8 @@ class RemoteSource:
         self.cache = cache
         self.prefetcher = prefetcher
         self.encryption = encryption
-        self._keep_open = keep_open
-        self._open: dict[int, Chunk] = {}
+        table = index.table
+        self._chunks = OpenChunks(table.filename, table.chunk_sizes, self._open_file, keep_open, self._unpin)
 
     @classmethod
     def open(cls, origin: ChunkOrigin, opener: ChunkOpener = open_chunk) -> RemoteSource:
@@ -62,41 +63,28 @@ class RemoteSource:
         self.prefetcher.schedule([self.index.chunks[c] for c in chunks])
 
     def chunk(self, number: int) -> Chunk:
-        found = self._open.pop(number, None)
-        if found is None:
-            info = self.index.chunks[number]
-            path = self.prefetcher.wait(info)  # returned pinned
-            try:
-                found = self.opener(path, info, self.index, self.encryption)
-            except BaseException:
-                self.cache.release(info)
-                raise
-            if len(found) != info.chunk_size:
-                self.cache.release(info)
-                raise ValueError(f"chunk {found.name}: holds {len(found)} items but index.json says {info.chunk_size}")
-        self._open[number] = found
-        while len(self._open) > self._keep_open:
-            oldest = next(iter(self._open))
-            self._unpin(oldest, consumed=False)
-        return found
+        return self._chunks.chunk(number)
+
+    def _open_file(self, number: int) -> Chunk:
+        info = self.index.chunks[number]
+        path = self.prefetcher.wait(info)  # returned pinned; unpinned when the opener closes it
+        try:
+            return self.opener(path, info, self.index, self.encryption)
+        except BaseException:
+            self.cache.release(info)
+            raise
 
     def release(self, number: int) -> None:
-        if number in self._open:
-            self._unpin(number, consumed=True)
+        self._chunks.release(number)
 
     def _unpin(self, number: int, consumed: bool) -> None:
-        chunk = self._open.pop(number)
         info: ChunkInfo = self.index.chunks[number]
-        close = getattr(chunk, "close", None)
-        if close is not None:
-            close()
         self.cache.release(info)
         if consumed:
             self.cache.mark_consumed(info)
 
     def close(self) -> None:
-        for number in list(self._open):
-            self._unpin(number, consumed=False)
+        self._chunks.close()
         self.prefetcher.close()
 
 

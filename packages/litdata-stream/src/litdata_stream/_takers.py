@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from litdata_format.internal import Chunk
+from litdata_format.internal import Chunk, SampleMap
 from litdata_io import trace_begin, trace_end
 from litdata_io.internal import activity_begin, activity_end
 from litdata_stream._plan import EpochOrder, Interval
@@ -53,12 +53,12 @@ class GatheringTaker:
         source: the dataset's chunk source in this process.
         order: the epoch order the stretch is in.
         intervals: the stretch.
-        kept: per chunk, the item numbers the dataset keeps (None: all of them, in order).
+        kept: the dataset's sample map (which items of each chunk it keeps).
         gather: items of one opened chunk, as arrays (or a list of samples).
     """
 
     def __init__(self, source: ChunkSource, order: EpochOrder, intervals: Sequence[Interval],
-                 kept: Sequence[np.ndarray | None], gather: Callable[[Chunk, np.ndarray], Any]) -> None:  # fmt: skip
+                 kept: SampleMap, gather: Callable[[Chunk, np.ndarray], Any]) -> None:  # fmt: skip
         self._order = order
         self._kept = kept
         self._gather = gather
@@ -95,7 +95,7 @@ class GatheringTaker:
         if piece is None:
             return False
         within = self._order.within(piece.chunk)[piece.lo : piece.hi]
-        kept = self._kept[piece.chunk]
+        kept = self._kept.items(piece.chunk)
         self._chunk, self._taken = piece.chunk, 0
         self._items = within if kept is None else kept[within]
         self._opened = self._source.chunk(piece.chunk)
@@ -106,4 +106,4 @@ class GatheringTaker:
 
 def reading(source: ChunkSource, chunk: int) -> str:
     """What a worker reading ``chunk`` publishes for the hang watchdog (opening it waits for it)."""
-    return f"read chunk {chunk} ({source.index.chunks[chunk].filename}: wait, open, decode, transform)"
+    return f"read chunk {chunk} ({source.index.table.filename(chunk)}: wait, open, decode, transform)"
