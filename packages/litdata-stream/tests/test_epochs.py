@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream._dataset import StreamingReader
 
 N = 40
 
@@ -228,7 +229,7 @@ def _make_record(folder: str, paths: Any, stop: Any) -> None:
 
     tempfile.tempdir = folder  # what TMPDIR gives a fresh process (the parent's choice is cached)
     dataset = StreamingDataset(str(paths.recv()))
-    paths.send(dataset.epochs.path)
+    paths.send(StreamingReader(dataset).epochs.path)
     stop.wait(120)
 
 
