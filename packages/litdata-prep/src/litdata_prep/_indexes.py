@@ -21,6 +21,7 @@ from litdata_prep._output import Output
 
 __all__ = [
     "LAYOUT_HINT",
+    "in_input_order",
     "next_chunk_indexes",
     "node_index_key",
     "read_rank_indexes",
@@ -58,6 +59,26 @@ def read_rank_indexes(staging: Path, ranks: list[int]) -> list[DatasetIndex]:
             raise RuntimeError(f"worker {rank} finished without writing {path}; the job cannot be completed")
         parts.append(load_index(path))
     return parts
+
+
+def in_input_order(
+    parts: list[DatasetIndex], ranks: list[int], summaries: dict[int, dict[str, Any]]
+) -> list[DatasetIndex]:
+    """The chunks of the shared queue's workers as one-chunk parts, ordered by the inputs they hold.
+
+    Each worker reported, per chunk it wrote, the position of the input its first sample came
+    from (``chunk_inputs``); its chunks never mix two runs of inputs, so listing every chunk by
+    that position (a worker's own chunks keep their order) lists the samples in input order.
+    """
+    entries: list[tuple[int, int, int, DatasetIndex]] = []
+    for part, rank in zip(parts, ranks):
+        firsts = summaries.get(rank, {}).get("chunk_inputs")
+        if not isinstance(firsts, list) or len(firsts) != len(part.chunks):  # pyright: ignore[reportUnknownArgumentType]
+            raise RuntimeError(f"worker {rank} wrote {len(part.chunks)} chunks but reported their inputs as {firsts!r}")
+        for n, (chunk, first) in enumerate(zip(part.chunks, firsts)):  # pyright: ignore[reportUnknownArgumentType]
+            entries.append((int(first), rank, n, DatasetIndex([chunk], part.config, part.updated_at, part.source)))
+    entries.sort(key=lambda entry: entry[:3])
+    return [entry[3] for entry in entries]
 
 
 def merge_timeout() -> float:

@@ -21,6 +21,7 @@ from litdata_prep._checkpoint import (
 )
 from litdata_prep._indexes import (
     LAYOUT_HINT,
+    in_input_order,
     next_chunk_indexes,
     node_index_key,
     read_rank_indexes,
@@ -330,8 +331,11 @@ def optimize(
             spec.checkpoint = checkpoints[w] if checkpoints is not None else None
             if spec.checkpoint is not None and not spec.checkpoint.chunks and spec.checkpoint.next_input == 0:
                 spec.checkpoint.next_chunk_index = chunk_starts[spec.rank]
-        job.run(specs, shared, total, verbose, source=queue)
+            spec.keep_order = shared is not None
+        summaries = job.run(specs, shared, total, verbose, source=queue)
         parts = read_rank_indexes(staging, ranks)
+        if shared is not None:  # the queue's batches went to whichever worker was free: list them in input order
+            parts = in_input_order(parts, ranks, summaries)
         rank_keys = read_rank_keys(staging, ranks) if key_fn is not None else None
         index = _finish(output, nodes, existing, parts, job.items, rank_keys, gc=use_checkpoint or mode == "overwrite")
         if use_checkpoint:

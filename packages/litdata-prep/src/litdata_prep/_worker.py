@@ -79,6 +79,9 @@ class WorkerSpec:
         downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
         key_fn: optimize's ``key_fn``: each sample's key goes to ``{rank}.keys.json`` next to the rank index.
         env: environment variables to set in the worker.
+        keep_order: the shared queue's batches are contiguous runs of the inputs: end a chunk where a
+            batch does not continue the last one, and report each chunk's first input position
+            (``summary["chunk_inputs"]``) so the index can list the chunks in input order.
     """
 
     kind: str
@@ -98,6 +101,7 @@ class WorkerSpec:
     downloaders: int = 2
     key_fn: Callable[[Any], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    keep_order: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ class _Worker:
         self.done_inputs = 0
         self._reported = 0
         self._last_report = time.monotonic()
+        self.batch_starts: set[int] = set()  # positions opening a shared-queue batch that does not continue the last
 
     def report(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -262,13 +267,18 @@ class _Worker:
                 yield i, pos, item
             return
         i = 0
+        last = -2
         while True:
             payload = work.get()
             if payload is None:
                 return
-            for pos, item in pickle.loads(payload):  # the feeder sends small batches of inputs
+            batch = pickle.loads(payload)  # the feeder sends batches of inputs
+            if len(batch) and batch[0][0] != last + 1:
+                self.batch_starts.add(batch[0][0])
+            for pos, item in batch:
                 yield i, pos, item
                 i += 1
+                last = pos
 
     def call(self, pos: int, item: Any, fetched: Future[Any] | None, *args: Any, **kwargs: Any) -> Iterable[Any]:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
@@ -332,7 +342,18 @@ class _Worker:
             state.writer = writer.resume_state()
             self.publisher.put_json(state.key, state.to_json())
 
+        chunk_inputs: list[int] = []  # per chunk this run writes, the position of its first sample's input
+        opened: int | None = None  # that position for the chunk being filled
+
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
+            if spec.keep_order and pos in self.batch_starts:
+                self.batch_starts.discard(pos)
+                written = writer.end_chunk()  # the chunks of one run of inputs hold no other inputs
+                if written is not None:
+                    chunk_inputs.append(pos if opened is None else opened)
+                    published += 1
+                    self.publisher.put_file(Path(written))
+                opened = None
             for j, sample in enumerate(self.call(pos, item, fetched)):
                 if skip:
                     skip -= 1
@@ -350,6 +371,11 @@ class _Worker:
                     raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 wrote_any = True
                 if written is not None:
+                    chunk_inputs.append(pos if opened is None else opened)
+                    opened = None
+                if opened is None:
+                    opened = pos
+                if written is not None:
                     published += 1
                     self.publisher.put_file(written)
                     checkpoint(i, j)
@@ -357,6 +383,8 @@ class _Worker:
             skip = 0
             self.done_inputs += 1
             self.report()
+        if writer.end_chunk() is not None and opened is not None:
+            chunk_inputs.append(opened)
         writer.done()
         for chunk in writer.chunks[published:]:
             self.publisher.put_file(Path(spec.staging) / chunk.filename)
@@ -368,7 +396,10 @@ class _Worker:
         if spec.key_fn is not None:
             write_json_atomic(Path(spec.node_staging) / f"{spec.rank}.keys.json", keys)
         write_json_atomic(Path(spec.node_staging) / rank_index_name(spec.rank), rank_index.to_json())
-        return {"samples": sample_no, "chunks": len(writer.chunks)}
+        summary: dict[str, Any] = {"samples": sample_no, "chunks": len(writer.chunks)}
+        if spec.keep_order:
+            summary["chunk_inputs"] = chunk_inputs
+        return summary
 
     def _resumed_keys(self, state: WorkerCheckpoint) -> list[str | int]:
         """The keys of the samples in the chunks a killed run already published."""
