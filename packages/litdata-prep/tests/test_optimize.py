@@ -180,6 +180,14 @@ def test_the_shared_queue_keeps_input_order(tmp_path: Path) -> None:
     assert read(tmp_path / "even") == list(range(0, 200, 2))
 
 
+def test_the_shared_queue_keeps_the_order_of_an_iterator(tmp_path: Path) -> None:
+    """A generator's growing batches are runs of consecutive inputs too: its samples stay in input order."""
+    out = tmp_path / "out"
+    optimize(fns.slow_pair, (i for i in range(300)), out, chunk_bytes="64MB", num_workers=2, **FORK)
+    assert read(out) == [(i, i**2) for i in range(300)]
+    assert {c.filename.split("-")[1] for c in load_index(out).chunks} == {"0", "1"}  # both workers took some
+
+
 def test_append_then_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "out"
     ordered = {"keep_data_ordered": True, **FORK}

@@ -248,6 +248,7 @@ def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path
         mine.send(str(path))
         made.append((process, mine.recv()))
         if len(made) == 1:
+            assert process.pid is not None
             os.kill(process.pid, signal.SIGKILL)
             process.join(30)
             assert Path(made[0][1]).exists()  # nobody removed it
