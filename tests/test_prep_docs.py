@@ -1,8 +1,6 @@
 """Every optimize / map / merge example of upstream's documentation, on local disk, streamed back.
 
-Adapted only where the example needs the internet or a cloud (paths, a stand-in tokenizer) and in
-the append example, which asserts input order and so sets ``keep_data_ordered=True`` (the default
-shared queue hands inputs to whichever worker is free, so order across workers is not kept).
+Adapted only where the example needs the internet or a cloud (paths, a stand-in tokenizer).
 """
 
 from __future__ import annotations
@@ -53,10 +51,9 @@ def test_filter_with_try_except(tmp_path: Path) -> None:
 
 def test_append_and_overwrite(tmp_path: Path) -> None:
     out = str(tmp_path / "my_optimized_dataset")
-    optimize(fn=fns.compress, inputs=list(range(100)), output_dir=out, chunk_bytes="64MB", num_workers=2,
-             keep_data_ordered=True)  # fmt: skip
+    optimize(fn=fns.compress, inputs=list(range(100)), output_dir=out, chunk_bytes="64MB", num_workers=2)
     optimize(fn=fns.compress, inputs=list(range(100, 200)), output_dir=out, chunk_bytes="64MB", mode="append",
-             num_workers=2, keep_data_ordered=True)  # fmt: skip
+             num_workers=2)  # fmt: skip
     ds = StreamingDataset(out)
     assert len(ds) == 200
     assert ds[:] == [(i, i**2) for i in range(200)]

@@ -29,6 +29,12 @@ def pair(i: int) -> tuple[int, int]:
     return i, i**2
 
 
+def slow_pair(i: int) -> tuple[int, int]:
+    """``pair`` taking a while, so every worker of a shared queue gets some of the inputs."""
+    time.sleep(0.005)
+    return i, i**2
+
+
 def even_only(i: int) -> Any:
     if i % 2 == 0:
         yield i

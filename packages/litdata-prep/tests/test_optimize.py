@@ -165,6 +165,29 @@ def test_keep_data_ordered_keeps_input_order(tmp_path: Path) -> None:
     assert names[0] == "chunk-0-0.bin" and names[-1].startswith("chunk-1-")
 
 
+def test_the_shared_queue_keeps_input_order(tmp_path: Path) -> None:
+    """The default shared queue balances the workers and still publishes the samples in input order."""
+    out = tmp_path / "out"
+    optimize(fns.slow_pair, list(range(300)), out, chunk_bytes="64MB", num_workers=2, **FORK)
+    optimize(fns.slow_pair, list(range(300, 600)), out, chunk_bytes="64MB", num_workers=2, mode="append", **FORK)
+    assert read(out) == [(i, i**2) for i in range(600)]
+    ranks = {c.filename.split("-")[1] for c in load_index(out).chunks}
+    assert ranks == {"0", "1"}  # both workers took inputs from the queue
+    # Several samples per input, and samples filtered out, in order too.
+    optimize(fns.three_each, list(range(90)), tmp_path / "many", chunk_size=7, num_workers=2, **FORK)
+    assert [(s["i"], s["k"]) for s in read(tmp_path / "many")] == [(i, k) for i in range(90) for k in range(3)]
+    optimize(fns.even_only, list(range(200)), tmp_path / "even", chunk_bytes="1MB", num_workers=2, **FORK)
+    assert read(tmp_path / "even") == list(range(0, 200, 2))
+
+
+def test_the_shared_queue_keeps_the_order_of_an_iterator(tmp_path: Path) -> None:
+    """A generator's growing batches are runs of consecutive inputs too: its samples stay in input order."""
+    out = tmp_path / "out"
+    optimize(fns.slow_pair, (i for i in range(300)), out, chunk_bytes="64MB", num_workers=2, **FORK)
+    assert read(out) == [(i, i**2) for i in range(300)]
+    assert {c.filename.split("-")[1] for c in load_index(out).chunks} == {"0", "1"}  # both workers took some
+
+
 def test_append_then_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "out"
     ordered = {"keep_data_ordered": True, **FORK}

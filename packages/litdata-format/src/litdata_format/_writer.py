@@ -237,6 +237,14 @@ class BinaryWriter:
         """
         return self.add_item(self._next_index, item)
 
+    def end_chunk(self) -> str | None:
+        """Write the samples added since the last chunk as a chunk now, however small; its path, or None.
+
+        The next sample opens a new chunk. A caller that must keep groups of samples in separate
+        chunks (to order the chunks later) calls this between groups.
+        """
+        return self._flush()
+
     def _flush(self) -> str | None:
         if not self._pending:
             return None

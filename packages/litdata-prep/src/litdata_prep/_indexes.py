@@ -1,7 +1,8 @@
 """Putting a job's index together: worker ranks -> node -> ``index.json``, published last.
 
 Every worker sends its index to the parent in its ``Done`` message. The node concatenates
-them in rank order (each rank's chunks in the order written) after the chunks of an existing
+them in rank order (each rank's chunks in the order written; with the shared queue, every chunk
+by the first input it holds, see :func:`in_input_order`) after the chunks of an existing
 dataset (``mode="append"``) with :func:`litdata_format.merge_indexes`. On one node that is
 ``index.json``; with several nodes each node publishes ``{node_rank}-index.json`` to the output
 and the last node waits for all of them, merges them and publishes ``index.json``, so readers
@@ -20,6 +21,7 @@ from litdata_prep._output import Output
 
 __all__ = [
     "LAYOUT_HINT",
+    "in_input_order",
     "next_chunk_indexes",
     "node_index_key",
     "wait_for_node_indexes",
@@ -45,6 +47,33 @@ def next_chunk_indexes(existing: DatasetIndex | None, ranks: list[int]) -> dict[
         if parsed is not None and parsed[0] in start:
             start[parsed[0]] = max(start[parsed[0]], parsed[1] + 1)
     return start
+
+
+def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ranks: list[int]) -> list[DatasetIndex]:
+    """The chunks of the shared queue's workers as one-chunk parts, ordered by the inputs they hold.
+
+    Args:
+        parts: each worker's index (its chunks in the order written), in rank order.
+        firsts: for each worker, the position of the input each of its chunks' first sample came
+            from (what its ``Done`` carries). A worker's chunks never mix two runs of consecutive
+            inputs, so listing every chunk by that position (a worker's own chunks keep their
+            order, which is already by position) lists the samples in input order.
+        ranks: the workers' ranks, for messages.
+
+    Raises:
+        RuntimeError: a worker's positions do not match its chunks.
+    """
+    entries: list[tuple[int, int, int, DatasetIndex]] = []
+    for part, chunk_firsts, rank in zip(parts, firsts, ranks, strict=True):
+        if chunk_firsts is None or len(chunk_firsts) != len(part.chunks):
+            raise RuntimeError(
+                f"optimize: worker {rank} wrote {len(part.chunks)} chunks but reported the inputs of "
+                f"{chunk_firsts!r}; the job cannot be completed"
+            )
+        for n, (chunk, first) in enumerate(zip(part.chunks, chunk_firsts)):
+            entries.append((first, rank, n, DatasetIndex([chunk], part.config, part.updated_at, part.source)))
+    entries.sort(key=lambda entry: entry[:3])
+    return [entry[3] for entry in entries]
 
 
 def merge_timeout() -> float:

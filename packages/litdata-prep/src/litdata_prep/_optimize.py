@@ -22,6 +22,7 @@ from litdata_prep._checkpoint import (
 )
 from litdata_prep._indexes import (
     LAYOUT_HINT,
+    in_input_order,
     next_chunk_indexes,
     node_index_key,
     wait_for_node_indexes,
@@ -291,13 +292,17 @@ def _optimize(r: OptimizeRequest) -> None:
         total = sum(len(s) for s in slices)
 
     def task(rank: int) -> OptimizeTask:
-        return OptimizeTask(options, r.encryption, key_fn, chunk_starts[rank], checkpoints.get(rank))
+        # The shared queue's batches are runs of consecutive inputs that the index puts back in order.
+        keep_order = shared is not None
+        return OptimizeTask(options, r.encryption, key_fn, chunk_starts[rank], checkpoints.get(rank), keep_order)
 
     staging = make_staging(output, nodes.node_rank, "optimize")
     index: DatasetIndex | None = None
     try:
         done = job.run(job.worker_specs(staging, slices, task), shared, total, source=queue)
         parts = [_rank_index(done, rank) for rank in ranks]
+        if shared is not None:  # the queue's batches went to whichever worker was free: list them in input order
+            parts = in_input_order(parts, [done[rank].chunk_inputs for rank in ranks], ranks)
         rank_keys = {rank: done[rank].keys or [] for rank in ranks} if key_fn is not None else None
         items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
         index = _finish(output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite")

@@ -70,6 +70,9 @@ class OptimizeTask:
         key_fn: optimize's ``key_fn``: each sample's key goes back to the parent with the index.
         chunk_index: the number of this worker's first chunk (append mode).
         checkpoint: where to resume (``use_checkpoint``), else None.
+        keep_order: the shared queue's batches are runs of consecutive inputs: end a chunk where a
+            batch does not continue the last one, and report each chunk's first input position
+            (``Done.chunk_inputs``) so the index can list the chunks in input order.
     """
 
     writer: WriterOptions
@@ -77,6 +80,7 @@ class OptimizeTask:
     key_fn: Callable[[Any], Any] | None = None
     chunk_index: int = 0
     checkpoint: WorkerCheckpoint | None = None
+    keep_order: bool = False
     #: The job's name in messages.
     what: ClassVar[str] = "optimize"
 
@@ -138,12 +142,15 @@ class Done:
         summary: counts of what it wrote.
         index: an optimize worker's index (its chunks, in the order written), else None.
         keys: with ``key_fn``, the key of each sample it wrote, in sample order, else None.
+        chunk_inputs: with ``OptimizeTask.keep_order``, for each chunk of ``index`` the position of
+            the input its first sample came from, else None.
     """
 
     rank: int
     summary: dict[str, Any]
     index: DatasetIndex | None = None
     keys: list[Any] | None = None
+    chunk_inputs: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +284,7 @@ class _Worker:
         self.done_inputs = 0
         self._reported = 0
         self._last_report = time.monotonic()
+        self.batch_starts: set[int] = set()  # positions opening a shared-queue batch that does not continue the last
 
     def report(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -292,14 +300,20 @@ class _Worker:
             for i, (pos, item) in enumerate(self.spec.items[start:], start):
                 yield i, pos, item
             return
+        keep_order = isinstance(self.spec.task, OptimizeTask) and self.spec.task.keep_order
         i = 0
+        last = -2  # the position of the last input taken (none yet: no batch continues it)
         while True:
             payload = work.get()
             if payload is None:
                 return
-            for pos, item in pickle.loads(payload):  # the feeder sends small batches of inputs
+            batch = pickle.loads(payload)  # the feeder sends batches of inputs
+            if keep_order and len(batch) and batch[0][0] != last + 1:
+                self.batch_starts.add(batch[0][0])
+            for pos, item in batch:
                 yield i, pos, item
                 i += 1
+                last = pos
 
     def call(self, pos: int, item: Any, fetched: Future[Any] | None, *args: Any, **kwargs: Any) -> Iterable[Any]:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
@@ -364,7 +378,18 @@ class _Worker:
             state.writer = writer.resume_state()
             self.publisher.put_json(state.key, state.to_json())
 
+        chunk_inputs: list[int] = []  # per chunk this run writes, the position of its first sample's input
+        opened: int | None = None  # that position for the chunk being filled
+
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
+            if task.keep_order and pos in self.batch_starts:
+                self.batch_starts.discard(pos)
+                written = writer.end_chunk()  # the chunks of one run of inputs hold no other inputs
+                if written is not None:
+                    chunk_inputs.append(pos if opened is None else opened)
+                    published += 1
+                    self.publisher.put_file(Path(written))
+                opened = None
             for j, sample in enumerate(self.call(pos, item, fetched)):
                 if skip:
                     skip -= 1
@@ -381,6 +406,11 @@ class _Worker:
                         raise  # the chunk could not be written: the sample is not to blame
                     raise FnFailed(pos, item, traceback.format_exc(), refused=True) from err
                 if written is not None:
+                    chunk_inputs.append(pos if opened is None else opened)
+                    opened = None
+                if opened is None:
+                    opened = pos
+                if written is not None:
                     published += 1
                     self.publisher.put_file(written)
                     checkpoint(i, j)
@@ -388,6 +418,8 @@ class _Worker:
             skip = 0
             self.done_inputs += 1
             self.report()
+        if writer.end_chunk() is not None and opened is not None:
+            chunk_inputs.append(opened)
         index = writer.finish()
         for chunk in index.chunks[published:]:
             self.publisher.put_file(Path(spec.staging) / chunk.filename)
@@ -395,7 +427,8 @@ class _Worker:
             checkpoint(len(spec.items), 0)
         self.publisher.close()
         summary = {"samples": sample_no, "chunks": len(index.chunks)}
-        return Done(spec.rank, summary, index, keys if task.key_fn is not None else None)
+        keys_out = keys if task.key_fn is not None else None
+        return Done(spec.rank, summary, index, keys_out, chunk_inputs if task.keep_order else None)
 
     def _resumed_keys(self, state: WorkerCheckpoint) -> list[str | int]:
         """The keys of the samples in the chunks a killed run already published."""
