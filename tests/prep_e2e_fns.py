@@ -129,3 +129,8 @@ def same_key(sample: Any) -> str:
 
 def identity_key(sample: Any) -> Any:
     return sample
+
+
+def bytes_and_mixed_list(index: int) -> dict[str, Any]:
+    """A sample upstream 0.2.76 writes and reads: bytes, and a list of ints and floats (its length varies)."""
+    return {"b": b"x" * (index + 1), "l": [index, 2.5] + [3] * (index % 3), "n": index}

@@ -115,3 +115,37 @@ def _key_rows(path: Path) -> dict[str, list[Any]]:
     import pyarrow.parquet as pq
 
     return pq.read_table(path / "keys" / "shard-00000.parquet").to_pydict()
+
+
+LOOKS_UP_AND_EXITS = """
+import sys
+import litdata as ld
+
+ds = ld.StreamingDataset(sys.argv[1])
+assert ds["item-7"]["value"] == 21
+# What aborted the interpreter's exit (with torch loaded) came with pyarrow's dataset reader.
+assert "pyarrow.dataset" not in sys.modules and "pyarrow._acero" not in sys.modules, sorted(sys.modules)
+"""
+
+
+def test_a_key_lookup_exits_cleanly_every_time(tmp_path: Path) -> None:
+    """``ds["key"]`` in 20 fresh interpreters (torch and pyarrow loaded): every one exits with code 0."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "keyed"
+    optimize(fn=fns.named, inputs=list(range(23)), output_dir=str(out), chunk_size=5, num_workers=1,
+             key_fn=fns.name_key, **FORK)  # fmt: skip
+    script = tmp_path / "lookup.py"
+    script.write_text(LOOKS_UP_AND_EXITS)
+    codes: list[int] = []
+    for _ in range(5):  # 4 at a time: 20 interpreters without starving the 2 cores
+        procs = [
+            subprocess.Popen([sys.executable, str(script), str(out)], stderr=subprocess.PIPE, env=dict(os.environ))
+            for _ in range(4)
+        ]
+        errors = [proc.communicate(timeout=300)[1].decode(errors="replace") for proc in procs]
+        codes.extend(proc.returncode for proc in procs)
+        assert codes == [0] * len(codes), "\n".join(e[-2000:] for e in errors)
+    assert codes == [0] * 20

@@ -239,3 +239,20 @@ def test_upstream_reads_our_registered_namedtuples_and_defaultdicts(tmp_path: Pa
     )
     got = run_upstream(script, str(tmp_path / "ds"))
     assert got == [("Pair", (i, str(i)), "list", {"k": [i]}) for i in range(5)]
+
+
+def test_bytes_and_a_list_of_ints_and_floats(tmp_path: Path) -> None:
+    """A dict holding bytes plus a list mixing ints and floats (upstream writes and reads it): optimize
+    takes it, both libraries read it back with the ints still ints."""
+    from litdata_prep import optimize
+    from litdata_stream import StreamingDataset
+    from tests import prep_e2e_fns as fns
+
+    out = tmp_path / "ds"
+    optimize(fn=fns.bytes_and_mixed_list, inputs=list(range(7)), output_dir=str(out), chunk_size=3, num_workers=2,
+             start_method="fork", verbose=False)  # fmt: skip
+    expected = [fns.bytes_and_mixed_list(i) for i in range(7)]
+    got = list(StreamingDataset(str(out)))
+    assert got == expected
+    assert [[type(v) for v in s["l"]] for s in got] == [[type(v) for v in s["l"]] for s in expected]
+    assert run_upstream(READ_ALL, str(out)) == expected

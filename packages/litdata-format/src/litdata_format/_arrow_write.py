@@ -38,6 +38,7 @@ __all__ = [
     "arrow_available",
     "find_conflict",
     "fuse_kinds",
+    "holds_bytes",
     "import_arrow_soon",
     "pack_arrow_rows",
     "scan_row",
@@ -179,6 +180,18 @@ def find_conflict(kind: Kind) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def holds_bytes(kind: Kind) -> bool:
+    """Whether a column of ``kind`` holds bytes anywhere inside."""
+    if isinstance(kind, str):
+        return kind == "bytes"
+    tag, inner = kind
+    if tag == "conflict":
+        return "bytes" in str(inner)
+    if tag == "list":
+        return holds_bytes(inner)
+    return any(holds_bytes(field) for _, field in inner)
 
 
 def unwrap_leaves(value: Any) -> Any:

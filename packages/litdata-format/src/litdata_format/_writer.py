@@ -24,6 +24,7 @@ from litdata_format._arrow_write import (
     arrow_available,
     find_conflict,
     fuse_kinds,
+    holds_bytes,
     import_arrow_soon,
     pack_arrow_rows,
     scan_row,
@@ -116,6 +117,7 @@ class BinaryWriter:
         # Arrow rows: None until the first sample decides, then True or False for good.
         plain = arrow_rows and type(self.item_loader) is PyTreeLoader and encryption is None and not serializers
         self._arrow: bool | None = None if plain and arrow_available() else False
+        self._json_fields = False  # PyTree items whose list and dict fields are stored as json leaves
         self._rows_kind: Any = NULL  # the fused kind of the pending rows
         self._rows_leaf = False  # whether a pending row holds a JsonLeaf
         self._row_bytes: int | None = None  # bytes per row of the last Arrow chunk, for chunk_bytes
@@ -170,6 +172,9 @@ class BinaryWriter:
             item: the sample.
         """
         scan = self._scan(item, index) if self._arrow is not False else None
+        if self._json_fields and type(item) is dict:
+            fields = cast("dict[str, Any]", item)
+            item = {k: JsonLeaf(v) if type(v) in (list, dict) else v for k, v in fields.items()}
         data: Any
         if scan is not None:
             data, weight = item, 1
@@ -220,6 +225,12 @@ class BinaryWriter:
                 "(str keys) of them; convert other values (e.g. arrays with .tolist())"
             ) from None
         if self._arrow is None:
+            if holds_bytes(scan.kind) and find_conflict(scan.kind) is not None:
+                # Arrow rows with a field of two kinds fall back to JSON, which cannot hold bytes: store
+                # PyTree items, each list or dict field one json leaf (so lists may vary in length), as
+                # upstream 0.2.76 does with such a sample.
+                self._arrow, self._json_fields = False, True
+                return None
             self._choose_rows(index)
         return scan
 

@@ -281,6 +281,35 @@ def _r2_endpoint(environ: Mapping[str, str]) -> str | None:
     return environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or environ.get("AWS_ENDPOINT")
 
 
+_GCS_ENDPOINT_NAMES = frozenset({"endpoint_url", "base_url", "google_base_url", "gcs_base_url", "endpoint"})
+_GCS_CREDENTIAL_NAMES = frozenset(
+    {
+        "token",
+        "service_account",
+        "service_account_path",
+        "google_service_account",
+        "service_account_key",
+        "google_service_account_key",
+        "application_credentials",
+        "google_application_credentials",
+        "bearer_token",
+        "access_token",
+        "google_bearer_token",
+        "anon",
+        "skip_signature",
+        "google_skip_signature",
+    }
+)
+
+
+def _gcs_emulator(environ: Mapping[str, str]) -> str | None:
+    """The URL of ``STORAGE_EMULATOR_HOST`` (``host:port`` or a URL, as Google's clients accept), or None."""
+    host = environ.get("STORAGE_EMULATOR_HOST", "").strip().rstrip("/")
+    if not host:
+        return None
+    return host if "://" in host else f"http://{host}"
+
+
 def _gcs(builder: _Builder, options: Mapping[str, Any]) -> None:
     for name, value in options.items():
         lowered = name.lower()
@@ -443,7 +472,7 @@ def normalize_options(
         storage_options: the user's options, in any of the supported spellings.
         session_options: boto3 ``Session`` kwargs (``profile_name``, ``region_name``, credentials),
             used for ``s3://``/``r2://`` and ignored elsewhere.
-        environ: the environment (``os.environ`` by default), for r2's endpoint.
+        environ: the environment (``os.environ`` by default), for r2's endpoint and ``STORAGE_EMULATOR_HOST`` (gs).
 
     Raises:
         ValueError: an unknown key, a key given twice with different values, or a missing r2 endpoint.
@@ -453,6 +482,14 @@ def normalize_options(
     io = {name: options.pop(name) for name in IO_OPTION_NAMES if name in options}
     provider = "local" if scheme in ("", "file", "local") else provider_of(scheme)
     default = {"local": "local", "hf": "fsspec", "fsspec": "fsspec"}.get(provider, "obstore")
+    emulator = _gcs_emulator(environ) if provider == "gcs" else None
+    if emulator is not None and not _GCS_ENDPOINT_NAMES.intersection(name.lower() for name in options):
+        # Google's clients (and upstream LitData) send every request to STORAGE_EMULATOR_HOST, without
+        # credentials. The emulators (fake-gcs-server, Google's testbench) implement the JSON API, which
+        # gcsfs speaks; obstore uploads through the XML API, which they refuse: fsspec by default.
+        default = "fsspec"
+        anonymous = not any(name.lower() in _GCS_CREDENTIAL_NAMES for name in options)
+        options = {**options, "endpoint_url": emulator, **({"token": "anon"} if anonymous else {})}
     backend = str(options.pop("backend", default) or default).lower()
     if backend == "python":
         raise ValueError(
