@@ -18,6 +18,10 @@ def load_image(path: str) -> dict[str, Any]:
     return {"image": ld.Image(path=path, quality=95, format="jpeg"), "id": path}
 
 
+def load_image_as_is(path: str) -> dict[str, Any]:
+    return {"image": ld.Image(path=path), "id": path}
+
+
 def process(pq_file: Any, output_dir: str) -> None:
     # pq_file is a pyarrow.parquet.ParquetFile
     with open(os.path.join(output_dir, f"{uuid.uuid4().hex}.rows"), "w") as f:

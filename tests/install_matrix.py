@@ -156,6 +156,23 @@ out = subprocess.run([litdata, "quickstart", "--samples", "64"], capture_output=
 assert out.returncode == 0 and "-> OK" in out.stdout, out.stdout + out.stderr
 import litdata, viztracer, pyarrow, obstore, PIL  # everything: profiling, Parquet, object stores, images
 assert litdata.StreamingDataLoader is not None and litdata.optimize is not None
+
+# The docs' map with ParquetReader's defaults: fn gets a pandas DataFrame, as in upstream.
+import pyarrow.parquet as pq
+from litdata import map
+from litdata.processing.readers import ParquetReader
+
+work = Path(sys.argv[1])
+pq.write_table(pyarrow.table({"x": list(range(10))}), work / "in.parquet")
+
+def process(pq_file, output_dir):
+    (Path(output_dir) / f"{int(pq_file['x'].iloc[0])}.txt").write_text(type(pq_file).__name__)
+
+if __name__ == "__main__":
+    map(fn=process, inputs=[str(work / "in.parquet")], output_dir=str(work / "out"), num_workers=1,
+        reader=ParquetReader(cache_folder=str(work / "pq-shards"), num_rows=4))
+    assert sorted(p.name for p in (work / "out").iterdir()) == ["0.txt", "4.txt", "8.txt"]
+    assert (work / "out" / "0.txt").read_text() == "DataFrame"
 """
 
 LITRACER = """

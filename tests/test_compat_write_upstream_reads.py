@@ -256,3 +256,35 @@ def test_bytes_and_a_list_of_ints_and_floats(tmp_path: Path) -> None:
     assert got == expected
     assert [[type(v) for v in s["l"]] for s in got] == [[type(v) for v in s["l"]] for s in expected]
     assert run_upstream(READ_ALL, str(out)) == expected
+
+
+def test_we_read_a_zstd_folder_upstream_has_read(tmp_path: Path) -> None:
+    """Upstream, reading our local zstd dataset, swaps each ``chunk-*.zstd.bin`` for its decompressed ``.bin``."""
+    from litdata import StreamingDataLoader, StreamingDataset
+    from litdata_format import ChecksumError
+
+    folder = tmp_path / "ds"
+    samples = [_arrays_sample(i) for i in range(11)]
+    _write(folder, samples, chunk_size=4, compression="zstd")
+    index_before = (folder / "index.json").read_bytes()
+    got = run_upstream(READ_ALL, str(folder))  # upstream really reads the folder first
+    assert len(got) == len(samples)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin", "index.json"], names  # what upstream left
+    assert (folder / "index.json").read_bytes() == index_before
+
+    dataset = StreamingDataset(str(folder))
+    assert len(dataset) == len(samples)
+    for i, expected in enumerate(samples):
+        _assert_same(expected, dataset[i], f"sample {i}")
+    verified = StreamingDataset(str(folder), verify_chunks=True, shuffle=False)
+    assert sorted(int(s["vec"][-1]) for s in verified) == list(range(11))
+    loader = StreamingDataLoader(StreamingDataset(str(folder)), batch_size=4, num_workers=1, collate_fn=list)
+    assert sum(len(batch) for batch in loader) == 11  # in a worker process too
+
+    # The sibling must be the very bytes the compressed chunk held (index.json's plain_checksum).
+    damaged = bytearray((folder / "chunk-0-1.bin").read_bytes())
+    damaged[-1] ^= 0xFF
+    (folder / "chunk-0-1.bin").write_bytes(bytes(damaged))
+    with pytest.raises(ChecksumError, match=r"chunk-0-1\.zstd\.bin.*decompressed sibling chunk-0-1\.bin"):
+        StreamingDataset(str(folder))[5]

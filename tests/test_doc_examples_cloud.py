@@ -289,8 +289,8 @@ def test_map_with_parquet_reader_into_s3(tmp_path: Path, aws_env: S3Server, s3_b
         fn=process,
         inputs=list_of_parquet_paths,
         output_dir=f"s3://{s3_bucket}/out",
-        # to_pandas=False: the fn gets a ParquetFile, as the docs' comment says (upstream's default,
-        # to_pandas=True, hands a pandas DataFrame, and pandas is not installed here)
+        # to_pandas=False: the fn gets a ParquetFile, as the docs' comment says (the default, to_pandas=True
+        # as upstream, hands a pandas DataFrame; tests/install_matrix.py runs that after `pip install litdata`)
         reader=ParquetReader(cache_folder=str(tmp_path / "pq-shards"), num_rows=10, to_pandas=False),
         num_workers=1,
         start_method="fork",

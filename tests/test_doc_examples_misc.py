@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 def test_optimize_images_as_jpeg(tmp_path: Path) -> None:
     list_of_paths = []
     for i in range(6):
-        path = tmp_path / f"{i}.png"
+        path = tmp_path / f"{i}.{'png' if i % 2 else 'jpg'}"  # a folder mixing png and jpg files
         PILImage.fromarray(np.full((20, 30, 3), 40 * i, dtype=np.uint8)).save(path)
         list_of_paths.append(str(path))
     fast_data = str(tmp_path / "fast_data")
@@ -41,10 +41,27 @@ def test_optimize_images_as_jpeg(tmp_path: Path) -> None:
                 num_workers=2)  # fmt: skip
     dataset = StreamingDataset(fast_data)
     assert len(dataset) == 6 and all(tuple(s["image"].shape) == (3, 20, 30) for s in dataset)  # decoded JPEG
+    # The sample wraps its media in Image(...), so its plain string "id" is text, the path it names.
+    assert sorted(s["id"] for s in dataset) == sorted(list_of_paths)
     config = json.loads((Path(fast_data) / "index.json").read_text())["config"]
-    # "id": path is a path to an existing file, so it is stored as that file (here a PNG), as upstream
-    # does: the docs' reason to wrap media in Image(...) "so a filepath is not confused with a caption".
-    assert config["data_format"] == ["image:jpg", "image:png"]
+    assert config["data_format"] == ["image:jpg", "str"]
+
+
+def test_optimize_image_paths_of_mixed_formats(tmp_path: Path) -> None:
+    """``Image(path=...)`` keeps each file as it is: png and jpg files of one folder go in one dataset."""
+    list_of_paths = []
+    for i in range(6):
+        path = tmp_path / f"{i}.{'png' if i % 2 else 'jpg'}"
+        PILImage.fromarray(np.full((20, 30, 3), 40 * i, dtype=np.uint8)).save(path)
+        list_of_paths.append(str(path))
+    out = str(tmp_path / "as_is")
+    ld.optimize(fn=doc_example_fns.load_image_as_is, inputs=list_of_paths, output_dir=out, chunk_bytes="64MB",
+                num_workers=1)  # fmt: skip
+    samples = sorted(StreamingDataset(out), key=lambda s: s["id"])
+    assert [s["id"] for s in samples] == sorted(list_of_paths)
+    # png bytes stored under the first sample's image:jpg still decode (by the file's own header).
+    assert all(tuple(sample["image"].shape) == (3, 20, 30) for sample in samples)
+    assert torch.equal(samples[1]["image"], torch.from_numpy(np.full((3, 20, 30), 40, dtype=np.uint8)))
 
 
 def test_complete_dataset_from_rank_indexes(tmp_path: Path) -> None:

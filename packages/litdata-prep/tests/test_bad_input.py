@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import json
 import multiprocessing as mp
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -140,3 +141,36 @@ def test_option_conflicts(tmp_path: Path) -> None:
     for call, error, match in cases:
         _run(call, error, match, out)
     q.close()
+
+
+_TRACED_FAILURE = """
+import sys
+from litdata_io import enable_tracer
+from litdata_prep import optimize
+
+def fn(i):
+    if i == 7:
+        raise ValueError(f"bad input {i}")
+    return {"i": i}
+
+if __name__ == "__main__":
+    enable_tracer("batch", log_file=sys.argv[1])
+    try:
+        optimize(fn, list(range(12)), sys.argv[2], chunk_size=4, num_workers=2, verbose=False)
+    except Exception as err:
+        print(type(err).__name__)
+"""
+
+
+def test_a_worker_that_raises_writes_a_crash_event(tmp_path: Path) -> None:
+    """An optimize worker whose fn raises records a ``crash`` instant in the tracer's log (its own process)."""
+    script = tmp_path / "job.py"
+    script.write_text(_TRACED_FAILURE)
+    log = tmp_path / "litdata_debug.log"
+    out = subprocess.run(
+        [sys.executable, str(script), str(log), str(tmp_path / "out")], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "WorkerError", out.stdout + out.stderr
+    crashes = [line for line in log.read_text().splitlines() if "name: crash;" in line]
+    assert len(crashes) == 1, crashes
+    assert "position: 7;" in crashes[0] and "error: ValueError: bad input 7;" in crashes[0], crashes[0]

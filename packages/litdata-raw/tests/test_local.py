@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,31 @@ def test_indexing_from_inside_a_running_loop(folder: Path, tmp_path: Path) -> No
         return ds[0]
 
     assert asyncio.run(main()) == ds[0]
+
+
+_LOOP_SCRIPT = """
+import asyncio, sys
+from litdata_io.internal import run_sync
+from litdata_raw import StreamingRawDataset
+
+ds = StreamingRawDataset(sys.argv[1])
+assert ds[0] == b"a" and ds.__getitems__([0, 1]) == [b"a", b"b"]
+
+async def loop_module():
+    return type(asyncio.get_running_loop()).__module__
+
+print(run_sync(loop_module()))  # the loop the dataset's downloads ran on
+"""
+
+
+def test_downloads_run_on_uvloop_when_installed(tmp_path: Path) -> None:
+    """As upstream's docs say: StreamingRawDataset uses uvloop when it is installed (a fresh process)."""
+    pytest.importorskip("uvloop")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "0.bin").write_bytes(b"a")
+    (tmp_path / "data" / "1.bin").write_bytes(b"b")
+    out = subprocess.run(
+        [sys.executable, "-c", _LOOP_SCRIPT, str(tmp_path / "data")], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("uvloop"), out.stdout

@@ -71,3 +71,10 @@ def test_upstreams_namedtuple_registration_is_ours() -> None:
     from litdata.utilities._pytree import _register_namedtuple
 
     assert _register_namedtuple is litdata_format.register_namedtuple
+
+
+def test_extras_extra_is_declared() -> None:
+    """``pip install "litdata[extras]"`` (upstream's docs) names an extra the installed metadata declares."""
+    from importlib.metadata import metadata
+
+    assert "extras" in (metadata("litdata").get_all("Provides-Extra") or [])

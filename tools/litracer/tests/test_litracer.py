@@ -122,7 +122,8 @@ def test_cli_writes_json_that_loads(tmp_path: Path) -> None:
     out = subprocess.run([*_cli(), str(log), "--validate"], capture_output=True, text=True, check=True)
     assert "events from" in out.stderr
     assert "crashes 1" in out.stderr
-    trace = json.loads((tmp_path / "litdata_debug.json").read_text())  # the default output name
+    # The default output name, gzip Chrome JSON as upstream's docs show.
+    trace = json.loads(gzip.decompress((tmp_path / "litdata_debug.json.gz").read_bytes()))
     _check_chrome(trace["traceEvents"])
 
     gz = tmp_path / "io.json.gz"

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
+from litdata_format._checksum import verify_file
 from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
 from litdata_format._compression import decompress
 from litdata_format._dataset_index import ChunkInfo, DatasetIndex
 from litdata_format._framed import FramedChunk, SampleZstdChunk
-from litdata_format._index import cached_chunk_sizes, check_chunk_file
+from litdata_format._index import cached_chunk_sizes, check_chunk_file, plain_chunk_name
 from litdata_format._mds import is_mds_index, open_mds_shard
 
 __all__ = ["open_chunk"]
@@ -35,7 +36,10 @@ def open_chunk(
 
     Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
     cache should decompress to a plain file once (:func:`decompress_file`) and open that instead.
-    Either way the output is bounded by the size the index declares.
+    Either way the output is bounded by the size the index declares. When the compressed file is
+    gone but its decompressed sibling (``chunk-0-0.bin``) is there, as upstream LitData 0.2.76 leaves
+    a local folder it has read, the sibling is read, once its size and (when the index records one)
+    its ``plain_checksum`` match.
 
     Args:
         path: the chunk file.
@@ -52,6 +56,8 @@ def open_chunk(
     if is_mds_index(index):
         return open_mds_shard(Path(name), info, index)
     compression = index.compression
+    if compression and name.endswith(f".{compression}.bin") and not os.path.exists(name):
+        name = str(_decompressed_sibling(Path(name), info, index, compression))
     data: Any
     if compression and name.endswith(f".{compression}.bin"):
         with open(name, "rb") as file:  # streamed from the file: neither side is held whole twice
@@ -85,6 +91,23 @@ def open_chunk(
     if index.config.get("compression_level") == "sample":
         return SampleZstdChunk(data, name, decrypt)
     return ChunkView(data, name, decrypt)
+
+
+def _decompressed_sibling(path: Path, info: ChunkInfo, index: DatasetIndex, compression: str) -> Path:
+    """The decompressed file next to the missing compressed chunk ``path``, checked; else ``path`` itself.
+
+    Upstream LitData 0.2.76, reading a local dataset folder, replaces each ``chunk-*.zstd.bin`` with
+    the decompressed ``chunk-*.bin`` and leaves index.json as it was; people who read a folder with
+    both libraries would otherwise be stranded.
+    """
+    sibling = path.with_name(path.name[: -len(f".{compression}.bin")] + ".bin")
+    plain_name = plain_chunk_name(info, compression)
+    check_chunk_file(sibling, plain_name, index.source)
+    if not sibling.is_file():
+        return path  # neither file: the opener says the compressed one is missing
+    # Written by another program: it must be the very bytes the compressed chunk holds.
+    verify_file(sibling, info, f"{index.source}, read as its decompressed sibling {plain_name}", plain=True)
+    return sibling
 
 
 def _check_size(size: int, path: str, info: ChunkInfo, index: DatasetIndex) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from litdata_format._dataset_index import INDEX_FILENAME
+from litdata_format._media import Graph, JpegArray, MediaRef
 from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
 from litdata_format._registry import lookup_serializer, serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
@@ -28,6 +29,15 @@ class _Unseen:
 
 def _describe(value: Any) -> str:
     return type(value).__qualname__
+
+
+# Kinds whose reader decodes any of their variants (the image decoder reads the file's own header), so a
+# later sample's ``image:png`` may sit under the first sample's ``image:jpg`` (a folder of png and jpg).
+_ANY_VARIANT_KINDS = ("image:", "file:")
+
+
+def _same_kind(name: str, fixed: str) -> bool:
+    return name == fixed or any(name.startswith(kind) and fixed.startswith(kind) for kind in _ANY_VARIANT_KINDS)
 
 
 class SampleEncoder:
@@ -61,7 +71,15 @@ class SampleEncoder:
             raise ValueError(f"sample {index}: {err}") from None
         formats: list[str] = []
         chosen: list[Serializer] = []
+        # A sample that wraps its media (Image(path=...)) says which leaves are files: its plain strings are
+        # text, even one naming an existing file ({"image": Image(path=p), "id": p} keeps "id" a path string).
+        text = self._serializers.get("str")
+        wrapped = any(isinstance(leaf, (MediaRef, JpegArray, Graph)) for leaf in leaves)
         for position, leaf in enumerate(leaves):
+            if wrapped and text is not None and type(leaf) is str:
+                chosen.append(text)
+                formats.append("str")
+                continue
             for name, serializer in self._serializers.items():
                 if serializer.can_serialize(leaf):
                     chosen.append(serializer)
@@ -151,7 +169,7 @@ class SampleEncoder:
             if type(leaf) is not expected:
                 self._check_leaf(sample, index, position, leaf, serializer)
             data, name = self._serialize(index, position, leaf)
-            if name is not None and name != fixed:
+            if name is not None and not _same_kind(name, fixed):
                 raise TypeError(
                     f"sample {index}, {self._leaf(position)}: encoded as {name!r} but the first sample "
                     f"fixed {fixed!r} (e.g. a different dtype)"

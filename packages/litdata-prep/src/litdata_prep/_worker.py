@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
 from litdata_format.internal import WriterOptions, normalize_key, tree_flatten, tree_unflatten
-from litdata_io import Dir
+from litdata_io import Dir, enable_tracer, trace_crash, trace_enabled
 from litdata_io.internal import declare_worker
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
 from litdata_prep._output import Output
@@ -513,10 +513,12 @@ def run_spec(spec: WorkerSpec, events: Any, work: Any) -> Done | Failed:
         worker.report(force=True)
         return done
     except FnFailed as failure:
+        trace_crash(failure.__cause__ or failure, worker=spec.rank, position=failure.pos)
         if worker is not None:
             worker.publisher.abort()
         return Failed(spec.rank, failure.headline(spec.rank), failure.pos, failure.item, failure.text)
     except BaseException as err:
+        trace_crash(err, worker=spec.rank)
         if worker is not None:
             worker.publisher.abort()
         text = traceback.format_exc()
@@ -532,6 +534,11 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     """
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     _set_environ({**environ, **spec.env})
+    if not trace_enabled("crash") and (
+        os.environ.get("LITDATA_TRACE_LEVEL") or os.environ.get("LITDATA_TRACE_CATEGORIES")
+    ):
+        # A forkserver child imported litdata_io before the job's environment (enable_tracer's) arrived.
+        enable_tracer()
     result = run_spec(spec, events, work)
     events.put(result)
     if isinstance(result, Failed):

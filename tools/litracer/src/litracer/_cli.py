@@ -1,4 +1,4 @@
-"""``litracer LOG [-o OUT.json]``: convert a litdata tracer log into a Chrome/Perfetto trace."""
+"""``litracer LOG [-o OUT.json.gz]``: convert a litdata tracer log into a Chrome/Perfetto trace."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ _REQUIRED = ("name", "ph", "ts", "pid", "tid")
 
 
 def _default_output(log: Path) -> Path:
-    return log.with_name(log.stem + ".json") if log.suffix else log.with_name(log.name + ".json")
+    # gzip by default, as upstream's litracer: Perfetto and chrome://tracing open .json.gz as they are.
+    return log.with_name(log.stem + ".json.gz") if log.suffix else log.with_name(log.name + ".json.gz")
 
 
 def _validate(out: Path) -> list[str]:
@@ -49,7 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("log", type=Path, help="the log written by enable_tracer (e.g. litdata_debug.log)")
     parser.add_argument(
-        "-o", "--output", help="output file (default: LOG with a .json suffix); .gz compresses; '-' is stdout"
+        "-o",
+        "--output",
+        help="output file (default: LOG with a .json.gz suffix, gzip Chrome JSON); a .json name is "
+        "uncompressed; '-' is stdout",
     )
     parser.add_argument("--cat", help="keep only these comma-separated categories, e.g. download,read,delete")
     parser.add_argument("--no-complete", action="store_true", help="keep B/E pairs instead of complete (X) events")
