@@ -62,6 +62,25 @@ def test_state_dict_from_another_dataset(tmp_path: Path) -> None:
         other_size.load_state_dict({"dataset": {"epoch": 1}, "current_epoch": 1})
 
 
+def test_state_dict_of_the_earlier_release(tmp_path: Path) -> None:
+    """state_version 1 (before in-chunk shuffling by hash): resumed unshuffled, refused shuffled."""
+    path = _make(tmp_path / "a", n=60, chunk_size=7)
+    for shuffle in (False, True):
+        loader = StreamingDataLoader(StreamingDataset(path, shuffle=shuffle), batch_size=4)
+        batches = iter(loader)
+        seen = [int(i) for _ in range(3) for i in next(batches)["index"]]
+        state = loader.state_dict()
+        state["dataset"]["state_version"] = 1
+        resumed = StreamingDataLoader(StreamingDataset(path, shuffle=shuffle), batch_size=4)
+        if shuffle:
+            with pytest.raises(ValueError, match=r"state_version 1.*dataset.set_epoch\(1\)"):
+                resumed.load_state_dict(state)
+            continue
+        resumed.load_state_dict(state)
+        rest = [int(i) for batch in resumed for i in batch["index"]]
+        assert seen + rest == list(range(60))
+
+
 def _fails_on_seven(sample: dict[str, Any]) -> Any:
     if int(sample["index"]) == 7:
         raise KeyError("label")

@@ -689,7 +689,17 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         kind = state.get("kind")
         if kind is not None and kind != "StreamingDataset":
             raise ValueError(f"this state dict was recorded on a {kind}, not on a StreamingDataset")
-        if state.get("state_version") != _STATE_VERSION:
+        version = state.get("state_version")
+        if version == 1 and not state.get("shuffle"):
+            version = _STATE_VERSION  # without shuffling, version 1's order is this version's
+        if version == 1:
+            raise ValueError(
+                "this state dict was written by an earlier litdata release (state_version 1), which shuffled "
+                "the samples inside a chunk in another order: resuming its shuffled epoch here would repeat "
+                "some samples and skip others. Finish that epoch with the release that wrote it, or start the "
+                f"epoch over here (dataset.set_epoch({state.get('epoch')!r}) instead of load_state_dict)"
+            )
+        if version != _STATE_VERSION:
             raise ValueError(
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
