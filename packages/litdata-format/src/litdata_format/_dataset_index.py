@@ -290,6 +290,13 @@ class ChunkTable(Sequence[ChunkInfo]):
         items: Sequence[Any] = other  # pyright: ignore[reportUnknownVariableType]
         return len(self) == len(items) and all(a == b for a, b in zip(self, items))
 
+    def __add__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
+        """The entries of both, as a list (``index.chunks`` was a list: ``a.chunks + b.chunks`` still works)."""
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
+        return [*other, *self]
+
     def __hash__(self) -> int:  # a mutable-looking sequence, compared by value: not hashable
         raise TypeError("unhashable type: 'ChunkTable'")
 
