@@ -223,14 +223,16 @@ def test_len_of_an_iterator_over_the_dataset_is_its_length(path: Path) -> None:
     assert len(iterator) == N and len(list(iterator)) == N - 1  # pyright: ignore[reportArgumentType]  # a SizedPass
 
 
-def _make_record(folder: str, paths: Any, stop: Any) -> None:
-    """A forked process's dataset: its epoch record in ``folder`` (as TMPDIR), held until killed."""
+def _make_record(folder: str, paths: Any) -> None:
+    """A forked process's dataset: its epoch record in ``folder`` (as TMPDIR), held until killed or told to stop."""
     import tempfile
 
     tempfile.tempdir = folder  # what TMPDIR gives a fresh process (the parent's choice is cached)
     dataset = StreamingDataset(str(paths.recv()))
     paths.send(StreamingReader(dataset).epochs.path)
-    stop.wait(120)
+    # Its own pipe, not a shared multiprocessing.Event: a waiter killed inside Event.wait leaves the
+    # Event's condition counting a sleeper that never wakes, and Event.set then blocks forever.
+    paths.poll(120)
 
 
 def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path: Path, tmp_path: Path) -> None:
@@ -240,11 +242,12 @@ def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path
     import signal
 
     context = multiprocessing.get_context("fork")
-    stop = context.Event()
     made: list[tuple[Any, str]] = []
+    pipes: list[Any] = []
     for _ in range(2):
         mine, theirs = context.Pipe()
-        process = context.Process(target=_make_record, args=(str(tmp_path), theirs, stop))
+        pipes.append(mine)
+        process = context.Process(target=_make_record, args=(str(tmp_path), theirs))
         process.start()
         mine.send(str(path))
         made.append((process, mine.recv()))
@@ -257,7 +260,7 @@ def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path
         assert not Path(made[0][1]).exists()  # the second dataset's record swept it
         assert Path(made[1][1]).exists()
     finally:
-        stop.set()
+        pipes[1].send("stop")
         made[1][0].join(30)
     assert not Path(made[1][1]).exists()  # a clean exit removes its own
     assert sorted(p.name for p in tmp_path.iterdir()) == []
