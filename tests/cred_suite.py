@@ -130,3 +130,21 @@ def check_source_hands_out_keys(
         issued, _ = stack["stack"].authority.counts(f"{source}/")
         assert issued == ({} if issuer == "static" else {issuer: issued.get(issuer, 0)})
         assert issuer == "static" or issued[issuer] >= 1
+
+
+def group_tests(group: tuple[str, ...]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests of one file of sources (a file each, so pytest-xdist spreads the slow drivers).
+
+    Assign them to ``test_source_in_every_process, test_source_hands_out_keys`` in the file.
+    """
+
+    @pytest.mark.parametrize(("source", "phase"), [(source, phase) for source in group for phase in ALL])
+    def in_every_process(
+        aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]], source: str, phase: str
+    ) -> None:
+        check_source_in_phase(aws_stack, aws_drive, source, phase)
+
+    def hands_out_keys(aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]]) -> None:
+        check_source_hands_out_keys(aws_stack, aws_drive, group)
+
+    return in_every_process, hands_out_keys

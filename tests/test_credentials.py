@@ -6,29 +6,20 @@ mid-epoch. The other sources are in ``tests/test_credentials_containers.py`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.cred_driver import N
 from tests.cred_servers import MIN_TTL
-from tests.cred_suite import ALL, check_source_hands_out_keys, check_source_in_phase, drive_source
+from tests.cred_suite import drive_source, group_tests
 
 pytestmark = pytest.mark.cloud
 
 GROUP = ("imds", "web-identity", "static-profile")
 
 
-@pytest.mark.parametrize(("source", "phase"), [(source, phase) for source in GROUP for phase in ALL])
-def test_source_in_every_process(
-    aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]], source: str, phase: str
-) -> None:
-    check_source_in_phase(aws_stack, aws_drive, source, phase)
-
-
-def test_source_hands_out_keys(aws_stack: dict[str, Any], aws_drive: Callable[[str], dict[str, Any]]) -> None:
-    check_source_hands_out_keys(aws_stack, aws_drive, GROUP)
+test_source_in_every_process, test_source_hands_out_keys = group_tests(GROUP)
 
 
 def test_credentials_expiring_mid_epoch_are_refreshed(aws_stack: dict[str, Any]) -> None:
