@@ -32,7 +32,14 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows  # noqa: E402
 from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline  # noqa: E402
-from benchmarks._inputs import Inputs, ensure_inputs, folder_bytes, warm_code, warm_page_cache  # noqa: E402
+from benchmarks._inputs import (  # noqa: E402
+    Inputs,
+    ensure_inputs,
+    evict_page_cache,
+    folder_bytes,
+    warm_code,
+    warm_page_cache,
+)
 from benchmarks._report import Limits, baseline_table, machine_info, render, summarize, write_report  # noqa: E402
 from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 
@@ -128,6 +135,7 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
             "key": "label" if labels else "index",
             "expected": count * n,
             "expected_sum": count * (sum(i % 1000 for i in range(n)) if labels else n * (n - 1) // 2),
+            "work_s": row.work_ms / 1000,
         }
         if row.s3:
             endpoint = ctx.cloud if row.cloud else ctx.s3
@@ -348,7 +356,9 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                     continue
                 warm_code(code)
                 name, _ = files.get((row.name, lib), (None, None))
-                if name is not None and not row.s3:
+                if name is not None and row.cold:
+                    evict_page_cache(folders[name])  # the run reads its files from the disk
+                elif name is not None and not row.s3:
                     warm_page_cache(folders[name])  # every run reads its files from the page cache
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 params = params_for(row, lib, ctx, work)

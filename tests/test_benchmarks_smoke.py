@@ -48,16 +48,22 @@ def _quick_ours(tmp_path: Path, only: str) -> tuple[list[dict[str, Any]], str]:
 
 @pytest.mark.slow
 def test_quick_suite_runs_our_side(tmp_path: Path) -> None:
-    runs, text = _quick_ours(tmp_path, "stream-local-w0,random-access")
-    assert sorted((r["row"], r["lib"]) for r in runs) == [("random-access", "ours"), ("stream-local-w0", "ours")]
+    runs, text = _quick_ours(tmp_path, "stream-local-w0,stream-local-cold-w2,random-access")
+    assert sorted((r["row"], r["lib"]) for r in runs) == [
+        ("random-access", "ours"),
+        ("stream-local-cold-w2", "ours"),
+        ("stream-local-w0", "ours"),
+    ]
     for run in runs:
         assert run["ok"], run
         assert run["items"] > 0 and run["elapsed_s"] > 0 and run["rss_peak_mb"] > 0
     assert next(r for r in runs if r["row"] == "stream-local-w0")["complete"] is True
+    assert next(r for r in runs if r["row"] == "stream-local-cold-w2")["complete"] is True
 
     assert "<!-- results:begin" in text and "<!-- results:end -->" in text
     assert "| stream-local-w0 | samples/s | 1 | **" in text
     assert "| random-access | samples/s | 1 | **" in text
+    assert "| stream-local-cold-w2 | samples/s | 1 | **" in text
 
 
 @pytest.mark.slow

@@ -181,6 +181,7 @@ def read_epochs(loader: Any, params: dict[str, Any], started: float) -> dict[str
     column; the result's ``complete`` says whether every sample came exactly once per epoch (the
     count and the sum are ``params["expected"]`` and ``params["expected_sum"]``)."""
     key = params["key"]
+    work_s = params.get("work_s", 0.0)  # the training step's time per sample (a sleep)
     count, total, first = 0, 0, None
     for _ in range(params.get("epochs", 1)):
         for batch in loader:
@@ -189,6 +190,8 @@ def read_epochs(loader: Any, params: dict[str, Any], started: float) -> dict[str
             values = batch[key]
             count += len(values)
             total += int(values.sum())
+            if work_s:
+                time.sleep(work_s * len(values))
     return {
         "items": count,
         "elapsed_s": time.perf_counter() - started,

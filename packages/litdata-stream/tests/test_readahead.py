@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from litdata_format import BinaryWriter
-from litdata_stream import StreamingDataset, _readahead
-from litdata_stream._readahead import available_memory, readahead_depth
+from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset, _readahead
+from litdata_stream._readahead import available_memory, readahead_depth, worker_cap
 from litdata_stream._source import LocalSource
 
 # A real /proc/meminfo's lines (kB), with a 16 GiB hugetlb pool that sits idle.
@@ -139,3 +139,41 @@ def test_the_cap_is_noticed_once_by_a_dataset(
         assert [int(item["i"]) for item in dataset] == [0, 1, 2, 3]
     notices = [r.getMessage() for r in caplog.records if "read-ahead capped" in r.getMessage()]
     assert len(notices) == 1 and "capped at 1 chunk(s) per reader (asked 4)" in notices[0], notices
+
+
+def test_the_worker_cap_keeps_one_chunk_per_reader_under_half_of_memavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meminfo = _meminfo(tmp_path, 1024 * 1024)  # 1 GiB available: 512 MiB for the readers' chunks
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert worker_cap(8, 64 * MiB, meminfo) == (8, None)  # 8 x 64 MiB = 512 MiB fits
+    workers, notice = worker_cap(8, 128 * MiB, meminfo)
+    assert workers == 4 and notice is not None
+    assert "4 DataLoader worker(s) per rank instead of num_workers=8" in notice and "128 MiB" in notice
+    assert worker_cap(8, 4096 * MiB, meminfo)[0] == 1  # never fewer than one
+    assert worker_cap(8, 0, meminfo) == (8, None)  # nothing read in place (a bucket through the cache)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks on the node share the budget
+    assert worker_cap(8, 64 * MiB, meminfo)[0] == 2
+    monkeypatch.setenv("LITDATA_POSIX_FAST", "0")  # no in-place reads: no cap
+    assert worker_cap(8, 4096 * MiB, meminfo) == (8, None)
+
+
+def test_a_loader_starts_fewer_workers_when_their_chunks_would_not_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = _dataset(tmp_path / "ds", chunks=4, chunk_mib=1)
+    mixed = _dataset(tmp_path / "other", chunks=2, chunk_mib=1)
+    # 3 MiB available: 1.5 MiB for the readers, so one worker with its 1 MiB chunk.
+    monkeypatch.setenv("LITDATA_MEMINFO", str(_meminfo(tmp_path, 3 * 1024)))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    with caplog.at_level(logging.WARNING, logger="litdata.streaming.dataset"):
+        loader = StreamingDataLoader(StreamingDataset(str(root)), batch_size=1, num_workers=2)
+        assert loader.num_workers == 1
+        assert sorted(int(batch["i"][0]) for batch in loader) == [0, 1, 2, 3]  # every sample once
+        # A mixed dataset: a worker reads both, so their chunks add up (2 MiB: over the budget).
+        combined = CombinedStreamingDataset([StreamingDataset(str(root)), StreamingDataset(str(mixed))])
+        assert StreamingDataLoader(combined, batch_size=1, num_workers=2).num_workers == 1
+    notices = [r.getMessage() for r in caplog.records if "DataLoader worker(s) per rank" in r.getMessage()]
+    assert len(notices) == 2 and "instead of num_workers=2" in notices[0], notices
+    monkeypatch.setenv("LITDATA_MEMINFO", str(_meminfo(tmp_path, 64 * 1024)))  # 64 MiB: room for both
+    assert StreamingDataLoader(StreamingDataset(str(root)), batch_size=1, num_workers=2).num_workers == 2

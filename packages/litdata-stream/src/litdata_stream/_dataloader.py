@@ -32,6 +32,7 @@ from litdata_stream._profiling import (
     worker_batch_done,
 )
 from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader, pass_reader
+from litdata_stream._readahead import capped_workers
 from litdata_stream._watchdog import (
     LoaderStats,
     PassTimes,
@@ -98,6 +99,9 @@ class StreamingDataLoader(DataLoader):
             # No worker process is started, so there is no start method to choose; upstream's docs
             # pass multiprocessing_context="spawn" with the default num_workers=0, which torch refuses.
             kwargs.pop("multiprocessing_context", None)
+        if num_workers > 1:
+            # Each worker maps at least one chunk of a dataset read in place: cap the workers to memory.
+            num_workers = capped_workers(num_workers, pass_reader(dataset).in_place_chunk_bytes())
         if shuffle is not None:
             dataset.set_shuffle(shuffle)
         if drop_last is not None:

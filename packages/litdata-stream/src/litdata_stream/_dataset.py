@@ -443,6 +443,14 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         return self._sample_bytes if self._gathers(collate) else None
 
+    def _in_place_chunk_bytes(self) -> int:
+        """The largest chunk when the chunks are read in place (a local or network-drive folder), else 0."""
+        origin = self._origin
+        if origin.directory is None:
+            return 0
+        sizes = origin.index.table.chunk_bytes
+        return int(sizes.max()) if len(sizes) else 0
+
     def _load_loader_state(self, state: dict[str, Any]) -> None:
         """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's).
 

@@ -16,7 +16,7 @@ from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
-from litdata_stream._protocol import EpochsOwner, LoaderPlan
+from litdata_stream._protocol import EpochsOwner, LoaderPlan, pass_reader
 from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
@@ -166,6 +166,10 @@ class MixedDataset(EpochsOwner, IterableDataset):
                 default :func:`litdata_collate` lets batches be gathered.
         """
         return self._sample_bytes if self._gathers(collate) else None
+
+    def _in_place_chunk_bytes(self) -> int:
+        """What each sub-dataset's reader maps at least, summed: a worker reads all of them."""
+        return sum(pass_reader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,

@@ -175,6 +175,10 @@ class EpochsOwner:
         """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's)."""
         raise NotImplementedError
 
+    def _in_place_chunk_bytes(self) -> int:
+        """Bytes one reader maps at least while it reads chunks in place (0: it reads none in place)."""
+        return 0
+
 
 @dataclass(frozen=True, eq=False)
 class PassReader(IterableDataset[Any]):
@@ -233,6 +237,14 @@ class PassReader(IterableDataset[Any]):
             state: The loader's whole ``state_dict()``.
         """
         self.dataset._load_loader_state(state)
+
+    def in_place_chunk_bytes(self) -> int:
+        """Bytes a reader of this dataset maps at least, whatever its read-ahead.
+
+        Its largest chunk read in place (local or network-drive folders), summed over a mixed
+        dataset's sub-datasets; 0 when every chunk comes through the cache.
+        """
+        return self.dataset._in_place_chunk_bytes()
 
     def __iter__(self) -> Iterator[Any]:
         if type(self.dataset).__iter__ is EpochsOwner.__iter__:

@@ -6,7 +6,9 @@ into the page cache with ``posix_fadvise(POSIX_FADV_WILLNEED)``, which starts th
 and returns at once. The pages asked for must not crowd out the training's memory: all readers of
 the node together (DataLoader workers times ranks on the node) may ask for at most half of
 ``MemAvailable`` (``/proc/meminfo``; the kernel leaves the hugetlb pool out of it, free or not, so
-idle hugepages never count). When that cap shortens the read-ahead, one log line says so.
+idle hugepages never count). When that cap shortens the read-ahead, one log line says so. When
+even one chunk per reader does not fit (huge chunks, many workers, little memory), the
+``StreamingDataLoader`` starts fewer workers (:func:`worker_cap`), also with one log line.
 ``LITDATA_POSIX_FAST=0`` (no in-place reads) turns read-ahead off too.
 """
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from litdata_stream._posix import posix_fast_setting
 
-__all__ = ["ReadAhead", "available_memory", "readahead_depth"]
+__all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
 
 # Upstream LitData's dataset logger, as ``_notices`` uses, so logging set up for upstream applies.
 logger = logging.getLogger("litdata.streaming.dataset")
@@ -98,6 +100,47 @@ def readahead_depth(
         f"{chunk_bytes / 2**20:.0f} MiB chunks must stay under half of MemAvailable ({available / 2**30:.1f} GiB)"
     )
     return depth, notice
+
+
+def worker_cap(workers: int, chunk_bytes: int, meminfo: str | os.PathLike[str] | None = None) -> tuple[int, str | None]:
+    """How many DataLoader workers may read in place, and the notice to log when memory capped them.
+
+    Each worker maps at least the chunk it reads (read-ahead can shrink to nothing, that chunk
+    cannot), so the node's readers times ``chunk_bytes`` must stay under half of ``MemAvailable``.
+
+    Args:
+        workers: the workers asked for (per rank).
+        chunk_bytes: what one worker maps at least (the largest chunk read in place; 0: nothing
+            is read in place, no cap).
+        meminfo: the ``/proc/meminfo``-format file to read (default: :func:`available_memory`'s).
+
+    Returns:
+        ``(workers, notice)``: at least 1 when ``workers`` was; ``notice`` is None unless the cap bit.
+    """
+    if workers <= 1 or chunk_bytes <= 0 or posix_fast_setting() is False:
+        return workers, None
+    available = available_memory(meminfo)
+    if available is None:
+        return workers, None
+    ranks = readers_on_node(1)
+    fits = int(available * MEMORY_FRACTION) // (chunk_bytes * ranks)
+    if fits >= workers:
+        return workers, None
+    capped = max(1, fits)
+    notice = (
+        f"litdata starts {capped} DataLoader worker(s) per rank instead of num_workers={workers}: {ranks} rank(s) x "
+        f"{workers} workers x {chunk_bytes / 2**20:.0f} MiB chunks read in place would not stay under half of "
+        f"MemAvailable ({available / 2**30:.1f} GiB); free memory or write smaller chunks to use them all"
+    )
+    return capped, notice
+
+
+def capped_workers(workers: int, chunk_bytes: int) -> int:
+    """:func:`worker_cap` of this node's memory, its notice logged."""
+    capped, notice = worker_cap(workers, chunk_bytes)
+    if notice is not None:
+        logger.warning(notice)
+    return capped
 
 
 class ReadAhead:
