@@ -192,8 +192,8 @@ def test_uses_uvloop_when_installed(tmp_path: Path) -> None:
     with Prefetcher(cache, 1) as prefetcher:
         prefetcher.schedule(infos)
         cache.release(infos[0]) if prefetcher.wait(infos[0]) else None
-        assert prefetcher._runner is not None
-        assert type(prefetcher._runner.loop).__module__.startswith("uvloop")
+        assert prefetcher._now.runner is not None
+        assert type(prefetcher._now.runner.loop).__module__.startswith("uvloop")
 
 
 def _use_in_child(prefetcher: Prefetcher, infos: list[ChunkInfo]) -> None:

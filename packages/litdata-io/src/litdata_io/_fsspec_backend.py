@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from litdata_format.internal import atomic_file
-from litdata_io import _process
 from litdata_io._options import BackendOptions, is_str_mapping
+from litdata_io._process import PerProcess
 from litdata_io._retry import retry_call
 from litdata_io._secret import Secret
 from litdata_io._storage import ObjectInfo, Storage, check_key
@@ -86,14 +86,7 @@ class FsspecStorage(Storage):
         self.options = options
         self.settings = options.settings
         self._extra = extra
-        self._fs: Any = None
-        self._root = ""
-        self._generation = -1
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_fs=None, _generation=-1)
-        return state
+        self._fs: PerProcess[tuple[Any, str]] = PerProcess()  # (the filesystem, its root), per process
 
     def _secrets(self) -> Sequence[Secret]:
         return self.options.secret_values()
@@ -111,11 +104,11 @@ class FsspecStorage(Storage):
             ) from None
 
     def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None or self._generation != _process.fork_generation():
-            self._fs, root = self._open_fs()
-            self._root = root.rstrip("/")
-            self._generation = _process.fork_generation()
-        return self._fs, self._root
+        return self._fs.get(self._opened)
+
+    def _opened(self) -> tuple[Any, str]:
+        fs, root = self._open_fs()
+        return fs, root.rstrip("/")
 
     def _path(self, key: str) -> str:
         _, root = self._filesystem()

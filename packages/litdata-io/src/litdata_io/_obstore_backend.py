@@ -28,6 +28,7 @@ from litdata_format.internal import Checksum, atomic_file
 from litdata_io import _process
 from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._options import BackendOptions, parse_connection_string
+from litdata_io._process import PerProcess
 from litdata_io._requests import (
     Copy,
     Delete,
@@ -124,13 +125,12 @@ class ObstoreStorage(Storage):
         parts = urlsplit(url)
         self._bucket = parts.netloc
         self._prefix = parts.path.strip("/")
-        self._store: Any = None
-        self._generation = -1
+        self._store: PerProcess[Any] = PerProcess()  # live clients stay in their process
         self._blob: bytes | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_store=None, _generation=-1, _blob=None)  # live clients stay in their process
+        state.update(_blob=None)
         return state
 
     def _pickled(self) -> bytes:
@@ -211,10 +211,7 @@ class ObstoreStorage(Storage):
         raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")  # pragma: no cover
 
     def _client(self) -> Any:
-        if self._store is None or self._generation != _process.fork_generation():
-            self._store = self._build()
-            self._generation = _process.fork_generation()
-        return self._store
+        return self._store.get(self._build)
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
         return await retry_call(

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
-from litdata_io import _process
 from litdata_io._activity import activity
 from litdata_io._cache import ChunkCache
 from litdata_io._loop import LoopThread
+from litdata_io._process import PerProcess
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
 
@@ -87,6 +87,18 @@ class _Slot:
     future: concurrent.futures.Future[Path] = field(default_factory=concurrent.futures.Future[Path])
 
 
+@dataclass(eq=False)
+class _Live:
+    """A prefetcher's state in one process: its lock, reading order, loop thread and downloads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    slots: deque[_Slot] = field(default_factory=deque[_Slot])
+    runner: LoopThread | None = None
+    urgent: list[_Slot] = field(default_factory=list[_Slot])
+    active: int = 0
+    tasks: set[asyncio.Task[None]] = field(default_factory=set[asyncio.Task[None]])
+
+
 class Prefetcher:
     """Fetch chunks into ``cache`` ahead of one reader, in the order it will read them.
 
@@ -124,13 +136,7 @@ class Prefetcher:
         self.asynchronous = async_prefetch_enabled() if asynchronous is None else asynchronous
         self.max_pre_download = max(max_pre_download, min_pre_download()) if self.asynchronous else max_pre_download
         self.concurrency = download_concurrency() if concurrency is None else concurrency
-        self._lock = threading.Lock()
-        self._slots: deque[_Slot] = deque()
-        self._runner: LoopThread | None = None
-        self._urgent: list[_Slot] = []
-        self._active = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._generation = _process.fork_generation()
+        self._per_process: PerProcess[_Live] = PerProcess()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -143,14 +149,14 @@ class Prefetcher:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._slots = deque()
-        self._runner = None
-        self._urgent = []
-        self._active = 0
-        self._tasks = set()
-        self._generation = _process.fork_generation()
+        self._per_process = PerProcess()
         self._closed = False
+
+    @property
+    def _now(self) -> _Live:
+        # A forked child starts with its own: the parent's thread does not exist there and its
+        # lock may be held.
+        return self._per_process.get(_Live)
 
     # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
@@ -159,11 +165,10 @@ class Prefetcher:
         Args:
             infos: the chunks' entries, in reading order.
         """
-        self._check_process()
-        with self._lock:
+        with self._now.lock:
             if self._closed:
                 raise RuntimeError("this Prefetcher is closed")
-            self._slots.extend(_Slot(info) for info in infos)
+            self._now.slots.extend(_Slot(info) for info in infos)
         if self.asynchronous:
             self._kick()
 
@@ -181,22 +186,21 @@ class Prefetcher:
         Raises:
             The download's error (naming the chunk's URL) if it failed.
         """
-        self._check_process()
         name = info.filename
-        with self._lock:
+        with self._now.lock:
             if self._closed:
                 raise RuntimeError("this Prefetcher is closed")
-            position = next((i for i, slot in enumerate(self._slots) if slot.info.filename == name), None)
+            position = next((i for i, slot in enumerate(self._now.slots) if slot.info.filename == name), None)
             if position is None:
                 slot = _Slot(info)  # not scheduled: fetch it now
             else:
                 for _ in range(position):
-                    self._drop(self._slots.popleft())
-                slot = self._slots.popleft()
+                    self._drop(self._now.slots.popleft())
+                slot = self._now.slots.popleft()
             if not self.asynchronous:
                 slot.state = _DROPPED
             elif slot.state == _PENDING:
-                self._urgent.append(slot)  # the reader waits for it: it goes before the window
+                self._now.urgent.append(slot)  # the reader waits for it: it goes before the window
         if not self.asynchronous:
             return self.cache.acquire(info)
         self._kick()
@@ -205,20 +209,19 @@ class Prefetcher:
 
     def pending(self) -> int:
         """How many scheduled chunks the reader has not taken yet."""
-        with self._lock:
-            return len(self._slots)
+        with self._now.lock:
+            return len(self._now.slots)
 
     def close(self) -> None:
         """Stop prefetching, release what was fetched but not taken, and stop the thread."""
-        self._check_process()
-        with self._lock:
+        with self._now.lock:
             self._closed = True
-            slots, self._slots = [*self._slots, *self._urgent], deque()
-            self._urgent = []
+            slots, self._now.slots = [*self._now.slots, *self._now.urgent], deque()
+            self._now.urgent = []
             for slot in slots:
                 self._drop(slot)
                 slot.future.cancel()  # a reader blocked in wait() (another thread) gets CancelledError
-            runner, self._runner = self._runner, None
+            runner, self._now.runner = self._now.runner, None
         if runner is not None:
             runner.stop(timeout=10.0)
 
@@ -229,22 +232,11 @@ class Prefetcher:
         self.close()
 
     # -- machinery ------------------------------------------------------------------------------
-    def _check_process(self) -> None:
-        if self._generation != _process.fork_generation():
-            # A forked child: the parent's thread does not exist here and its lock may be held.
-            self._lock = threading.Lock()
-            self._slots = deque()
-            self._runner = None
-            self._urgent = []
-            self._active = 0
-            self._tasks = set()
-            self._generation = _process.fork_generation()
-
     def _loop(self) -> LoopThread:
-        with self._lock:
-            if self._runner is None:
-                self._runner = LoopThread("litdata-prefetch", fast=True)
-            return self._runner
+        with self._now.lock:
+            if self._now.runner is None:
+                self._now.runner = LoopThread("litdata-prefetch", fast=True)
+            return self._now.runner
 
     def _kick(self) -> None:
         runner = self._loop()
@@ -257,22 +249,22 @@ class Prefetcher:
         First what the reader waits for, then the window in order, while fewer than
         ``concurrency`` are in flight.
         """
-        with self._lock:
-            window = [slot for slot, _ in zip(self._slots, range(self.max_pre_download))]
+        with self._now.lock:
+            window = [slot for slot, _ in zip(self._now.slots, range(self.max_pre_download))]
             starting: list[_Slot] = []
-            for slot in (*self._urgent, *window):
-                if self._active >= self.concurrency:
+            for slot in (*self._now.urgent, *window):
+                if self._now.active >= self.concurrency:
                     break
                 if slot.state == _PENDING:
                     slot.state = _RUNNING
-                    self._active += 1
+                    self._now.active += 1
                     starting.append(slot)
-            self._urgent = [slot for slot in self._urgent if slot.state == _PENDING]
+            self._now.urgent = [slot for slot in self._now.urgent if slot.state == _PENDING]
         loop = asyncio.get_running_loop()
         for slot in starting:
             task = loop.create_task(self._fetch(slot))
-            self._tasks.add(task)  # the loop keeps only weak references to tasks
-            task.add_done_callback(self._tasks.discard)
+            self._now.tasks.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._now.tasks.discard)
 
     async def _fetch(self, slot: _Slot) -> None:
         try:
@@ -285,10 +277,10 @@ class Prefetcher:
                 slot.future.set_exception(err)
             return
         finally:
-            with self._lock:
-                self._active -= 1
+            with self._now.lock:
+                self._now.active -= 1
             self._pump()
-        with self._lock:
+        with self._now.lock:
             dropped = slot.state == _DROPPED
             if not dropped:
                 slot.state = _READY

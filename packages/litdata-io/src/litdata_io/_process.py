@@ -6,7 +6,8 @@ in a forked child. Rather than each keeping its own ``os.register_at_fork`` hook
 ``os.getpid()`` on every call, they use this module: :func:`on_fork_in_child` registers a reset,
 :func:`pid` is the current process id without a system call, and :func:`fork_generation` is a number
 that changes in every forked child (compare it to a remembered one to learn "am I still the
-process that built this?").
+process that built this?"). :class:`PerProcess` is that comparison as a value: the one way a
+client, a loop, a source or any other object is built once per process.
 
 Where obstore runs. obstore's Rust (tokio) runtime does not survive ``fork()``: once a process
 made an obstore request, any child forked from it hangs on its first request (checked again with
@@ -34,9 +35,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
-__all__ = ["declare_worker", "fork_generation", "obstore_placement", "on_fork_in_child", "pid", "serve_obstore_here"]
+__all__ = [
+    "PerProcess",
+    "declare_worker",
+    "fork_generation",
+    "obstore_placement",
+    "on_fork_in_child",
+    "pid",
+    "serve_obstore_here",
+]
+
+T = TypeVar("T")
 
 Placement = Literal["here", "helper"]
 _ENV = "LITDATA_OBSTORE_PROCESS"
@@ -75,6 +86,43 @@ def pid() -> int:
 def fork_generation() -> int:
     """A number that changes in every forked child: state built under another number is the parent's."""
     return _generation
+
+
+class PerProcess(Generic[T]):
+    """A value built on first use in each process.
+
+    A forked child builds its own, and a pickled copy (a spawned worker's) carries none. The
+    holder of a client, an event loop, a chunk source or any state that must not cross a fork
+    keeps it in one of these and asks :meth:`get` with the function that builds it; the check is
+    one integer comparison, no system call.
+    """
+
+    __slots__ = ("_generation", "_value")
+
+    def __init__(self) -> None:
+        self._value: T | None = None
+        self._generation = -1
+
+    def get(self, build: Callable[[], T]) -> T:
+        """The value built in this process, built now by ``build()`` if there is none yet."""
+        if self._generation != _generation:
+            self._value = build()
+            self._generation = _generation
+        return self._value  # type: ignore[return-value]  # set just above in this process
+
+    def peek(self) -> T | None:
+        """The value built in this process, or None if none was (nothing is built)."""
+        return self._value if self._generation == _generation else None
+
+    def clear(self) -> None:
+        """Forget the value: the next :meth:`get` builds it again."""
+        self._value, self._generation = None, -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.clear()
 
 
 def on_fork_in_child(callback: Callable[[], None]) -> Callable[[], None]:

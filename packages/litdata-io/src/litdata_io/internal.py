@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from litdata_io._prefetch import async_prefetch_enabled as async_prefetch_enabled
     from litdata_io._prefetch import download_concurrency as download_concurrency
     from litdata_io._prefetch import min_pre_download as min_pre_download
+    from litdata_io._process import PerProcess as PerProcess
     from litdata_io._process import declare_worker as declare_worker
     from litdata_io._process import fork_generation as fork_generation
 

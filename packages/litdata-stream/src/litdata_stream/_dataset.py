@@ -19,7 +19,7 @@ from litdata_format import BaseItemLoader, DatasetIndex, ParquetLoader, PyTreeLo
 from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
 from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
-from litdata_io.internal import activity_begin, activity_end, fork_generation
+from litdata_io.internal import PerProcess, activity_begin, activity_end
 from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
@@ -200,6 +200,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
         self._posix: PosixProfile = detect_posix(_local_path(input_dir))
+        self._chunk_source: PerProcess[ChunkSource] = PerProcess()
         # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
         self._origin: ChunkOrigin = locate_chunks(
             input_dir, in_place=self._posix.in_place, cache_dir=cache_dir, index_path=index_path,
@@ -273,16 +274,14 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     def _source(self) -> ChunkSource:
         # One source per process: a forked DataLoader worker must not share the parent's threads.
-        # The fork generation changes in a forked child; comparing it costs no syscall per sample.
-        found = self.__dict__.get("_chunk_source")
-        if found is None or found[0] != fork_generation():
-            found = (fork_generation(), open_source(self._origin, self.item_loader.open_chunk))
-            self.__dict__["_chunk_source"] = found
-        return found[1]
+        return self._chunk_source.get(self._open_source)
+
+    def _open_source(self) -> ChunkSource:
+        return open_source(self._origin, self.item_loader.open_chunk)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.pop("_chunk_source", None)  # each process opens its own (no shared handles, fork-safe)
+        state["_chunk_source"] = PerProcess()  # each process opens its own (a copy too: no shared handles)
         state.pop("_upstream_order", None)  # rebuilt where needed
         state.pop("_key_index", None)  # read again where it is used
         return state
