@@ -1,13 +1,15 @@
 """Data under a bucket's mount is read from the bucket (a real S3 server, a mountinfo-format table).
 
-The machine gives no FUSE to unprivileged users (``/dev/fuse`` is root-only and no ``fusermount``
-is installed), so no mount is really made: the mount table that names the mount is a file in the
-kernel's format, and the mount point an empty folder, so reading through it would find nothing.
+Most tests make no mount: the mount table that names the mount is a file in the kernel's format
+(``LITDATA_MOUNTINFO``), and the mount point an empty folder, so reading through it would find
+nothing. One test makes a real s3fs mount of the bucket (it needs root for ``/dev/fuse`` and the
+``s3fs`` program, which ``.ci/run`` installs) and reads the kernel's own mount table.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -92,3 +94,49 @@ def test_a_mapped_studio_connection_streams_from_the_bucket(
     _user_credentials(monkeypatch, s3_server)
     dataset = StreamingDataset("/teamspace/s3_connections/my-data/optimized")
     assert sorted(dataset) == [(i, i**2) for i in range(20)]
+
+
+def _fuse_unavailable() -> str | None:
+    """Why this machine cannot make a real s3fs mount (None: it can). ``.ci/run`` installs s3fs."""
+    if os.geteuid() != 0 or not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return "a FUSE mount needs /dev/fuse, which only root may open here"
+    if shutil.which("s3fs") is None:
+        return "s3fs is not installed (.ci/run installs it: apt-get install s3fs)"
+    return None
+
+
+def test_a_dataset_on_a_real_s3fs_mount_streams_from_the_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server: S3Server, s3_bucket: str
+) -> None:
+    why = _fuse_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    optimize(fns.compress, list(range(40)), f"s3://{s3_bucket}/team/ds", chunk_size=8, num_workers=1,
+             storage_options=s3_server.storage_options(), verbose=False)  # fmt: skip
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    secrets = tmp_path / "s3fs-passwd"
+    secrets.write_text(f"{s3_server.access_key}:{s3_server.secret_key}\n")
+    secrets.chmod(0o600)
+    # A real mount: s3fs's daemon serves the bucket at the mount point, listed in /proc/self/mountinfo
+    # as "fuse.s3fs s3fs" (the source names no bucket: its command line does).
+    subprocess.run(
+        ["s3fs", s3_bucket, str(mountpoint), "-o", f"url={s3_server.endpoint}", "-o", "use_path_request_style",
+         "-o", f"passwd_file={secrets}"],
+        check=True, timeout=60,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (mountpoint / "team" / "ds" / "index.json").is_file():
+            assert time.monotonic() < deadline, "the s3fs mount did not show the bucket's files"
+            time.sleep(0.1)
+        assert f" {mountpoint} " in Path("/proc/self/mountinfo").read_text()
+        monkeypatch.setenv("LITDATA_CACHE_DIR", str(tmp_path / "cache"))
+        _user_credentials(monkeypatch, s3_server)
+        dataset = StreamingDataset(str(mountpoint / "team" / "ds"))
+        assert sorted(dataset) == [(i, i**2) for i in range(40)]
+        # Read from the bucket through the cache, not mapped in place through the mount.
+        assert any((tmp_path / "cache").rglob("*.bin"))
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=False, timeout=60)
+    assert not Path("/proc/self/mountinfo").read_text().count(f" {mountpoint} ")
