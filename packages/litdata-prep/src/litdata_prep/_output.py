@@ -12,11 +12,14 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
-from litdata_io import Dir, LocalStorage, Storage
+from litdata_io import Dir
 from litdata_io.internal import PerProcess
+
+if TYPE_CHECKING:
+    from litdata_io import Storage
 
 __all__ = ["DatasetExistsError", "Output"]
 
@@ -74,9 +77,13 @@ class Output:
         return self._storage.get(self._open)
 
     def _open(self) -> Storage:
+        # Imported here: a worker that only renames its chunks into a local folder never loads
+        # the storage layer (nor asyncio), which its start-up would pay for.
         if not self.is_remote:
+            from litdata_io.internal import LocalStorage
+
             return LocalStorage(self.local_path, hidden=True)
-        from litdata_io import get_storage  # a local output never needs the remote backends
+        from litdata_io import get_storage
 
         return get_storage(self.dir.url or "", self.storage_options)
 
