@@ -32,13 +32,23 @@ class LocalStorage(Storage):
         url: the URL to name in messages (``local:/drive/data``, ``file:///data``); default the
             folder's path.
         settings: the IO settings (local files are never retried).
+        hidden: list dot-files and dot-folders too. By default they are left out: in a dataset
+            folder they are the temporary files of atomic writes in progress. A writer that owns
+            the folder (``optimize``'s output, with its ``.checkpoints/`` and leftover temporary
+            files to clean up) lists them, as a bucket lists every key.
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], url: str | None = None, settings: IOSettings | None = None
+        self,
+        root: str | os.PathLike[str],
+        url: str | None = None,
+        settings: IOSettings | None = None,
+        *,
+        hidden: bool = False,
     ) -> None:
         self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
         self.url = url or str(self.root)
+        self.hidden = hidden
         if settings is not None:
             self.settings = settings
 
@@ -76,7 +86,7 @@ class LocalStorage(Storage):
                 continue
             with entries:
                 for entry in entries:
-                    if entry.name.startswith("."):
+                    if entry.name.startswith(".") and not self.hidden:
                         continue  # hidden files are temp files of an atomic write in progress
                     key = f"{folder}/{entry.name}" if folder else entry.name
                     try:
@@ -109,6 +119,12 @@ class LocalStorage(Storage):
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def put(self, key: str, data: bytes) -> None:
+        write_file_atomic(self._path(key), data)
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
 
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
         return await asyncio.to_thread(self._list, prefix, recursive)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from litdata_io._activity import attach_activity as attach_activity
     from litdata_io._cache import resolve_max_cache_size as resolve_max_cache_size
     from litdata_io._forkserver import forkserver_running as forkserver_running
+    from litdata_io._local import LocalStorage as LocalStorage
     from litdata_io._loop import run_sync as run_sync
     from litdata_io._owned import lifetime_locks as lifetime_locks
     from litdata_io._owned import owned_file as owned_file

@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
-from litdata_format.internal import atomic_file, write_json_atomic
 from litdata_io import Dir
+from litdata_io.internal import PerProcess
 
 if TYPE_CHECKING:
     from litdata_io import Storage
@@ -34,7 +33,12 @@ class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
 
 
 class Output:
-    """One output location of ``optimize``/``map``/``merge_datasets``.
+    """One output location of ``optimize``/``map``/``merge_datasets``: a :class:`~litdata_io.Storage`.
+
+    A local folder is a ``LocalStorage`` that lists dot-files too (the job's ``.checkpoints/`` and
+    leftover temporary files, which a bucket lists like any key), so every read and write goes
+    through the same calls whatever the destination. What stays local-only: a file published into
+    a local folder is renamed there rather than copied, and deleting leaves no empty folder.
 
     Args:
         location: the resolved output (a local ``path`` or a ``url``).
@@ -46,12 +50,7 @@ class Output:
             raise ValueError("an output needs a local path or a URL")
         self.dir = location
         self.storage_options = dict(storage_options or {})
-        self._storage: Storage | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_storage"] = None
-        return state
+        self._storage: PerProcess[Storage] = PerProcess()
 
     # -- what it is -----------------------------------------------------------------------------
     @property
@@ -74,84 +73,67 @@ class Output:
 
     @property
     def storage(self) -> Storage:
-        if self._storage is None:
-            from litdata_io import get_storage  # a local output never needs the storage layer
+        """The destination's storage, opened once in each process."""
+        return self._storage.get(self._open)
 
-            self._storage = get_storage(self.dir.url or "", self.storage_options)
-        return self._storage
+    def _open(self) -> Storage:
+        # Imported here: a worker that only renames its chunks into a local folder never loads
+        # the storage layer (nor asyncio), which its start-up would pay for.
+        if not self.is_remote:
+            from litdata_io.internal import LocalStorage
+
+            return LocalStorage(self.local_path, hidden=True)
+        from litdata_io import get_storage
+
+        return get_storage(self.dir.url or "", self.storage_options)
 
     # -- reading --------------------------------------------------------------------------------
     def list(self) -> list[str]:
         """Every key under the output (files only, recursively)."""
-        if self.is_remote:
-            return [info.key for info in self.storage.list("")]
-        root = self.local_path
-        if not root.is_dir():
-            return []
-        return sorted(str(p.relative_to(root)).replace(os.sep, "/") for p in root.rglob("*") if p.is_file())
+        return [info.key for info in self.storage.list("")]
 
     def exists(self, key: str) -> bool:
-        if self.is_remote:
-            return self.storage.exists(key)
-        return (self.local_path / key).is_file()
+        return self.storage.exists(key)
 
     def read_json(self, key: str) -> Any:
         """The decoded JSON object at ``key``, or None if there is none."""
-        if self.is_remote:
-            try:
-                data = self.storage.get(key)
-            except FileNotFoundError:
-                return None
-            return json.loads(data)
-        path = self.local_path / key
-        if not path.is_file():
+        try:
+            data = self.storage.get(key)
+        except FileNotFoundError:
             return None
-        return json.loads(path.read_text())
+        return json.loads(data)
 
-    # -- writing --------------------------------------------------------------------------------
     def read_index(self, key: str = INDEX_FILENAME) -> DatasetIndex | None:
         """The index at ``key``, checked as readers check it, or None if there is none."""
         obj = self.read_json(key)
         return None if obj is None else parse_index(obj, f"{self.display}/{key}")
 
+    # -- writing --------------------------------------------------------------------------------
     def write_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` whole (a temporary name and a rename locally)."""
-        if self.is_remote:
-            self.storage.put(key, json.dumps(obj, sort_keys=True).encode())
-            return
-        path = self.local_path / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, obj)
+        self.storage.put(key, json.dumps(obj, sort_keys=True).encode())
 
     def put_file(self, source: str | os.PathLike[str], key: str, move: bool = True) -> None:
-        """Publish the local file ``source`` at ``key`` (moved when ``move`` and the output is local)."""
-        if self.is_remote:
-            self.storage.upload(os.fspath(source), key)
-            if move:
-                Path(source).unlink(missing_ok=True)
-            return
-        dest = self.local_path / key
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if move:
+        """Publish the local file ``source`` at ``key`` (moved when ``move``: renamed into a local output)."""
+        if move and not self.is_remote:
+            dest = self.local_path / key
+            dest.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.replace(source, dest)
                 return
             except OSError:
-                pass  # another filesystem: copy through a temporary name instead
-        with open(source, "rb") as reader, atomic_file(dest) as out:
-            shutil.copyfileobj(reader, out, 1 << 20)
+                pass  # another filesystem: copied through a temporary name below
+        self.storage.upload(os.fspath(source), key)
         if move:
             Path(source).unlink(missing_ok=True)
 
     def delete(self, key: str) -> None:
         """Delete ``key``; in a local output, with the folders it leaves empty (``.checkpoints/``)."""
+        self.storage.delete(key)
         if self.is_remote:
-            self.storage.delete(key)
             return
         root = self.local_path
-        path = root / key
-        path.unlink(missing_ok=True)
-        for folder in path.parents:
+        for folder in (root / key).parents:
             if folder == root or not folder.is_relative_to(root):
                 break
             try:
@@ -168,20 +150,19 @@ class Output:
     def check_writable(self) -> None:
         """Create and remove a probe object, so a read-only output fails before any work starts."""
         probe = f".litdata-write-probe-{uuid.uuid4().hex}"
-        if not self.is_remote:
-            root = self.local_path
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-                (root / probe).write_bytes(b"")
-                (root / probe).unlink()
-            except OSError as err:
-                raise PermissionError(
-                    f"output_dir {root} is not writable ({err.strerror or err}); choose a folder you can write to"
-                ) from None
-            return
         try:
+            if not self.is_remote:
+                self.local_path.mkdir(parents=True, exist_ok=True)
             self.storage.put(probe, b"")
             self.storage.delete(probe)
+        except OSError as err:
+            if self.is_remote:
+                raise PermissionError(
+                    f"output_dir {self.display} is not writable: {err}; check the URL, the bucket and storage_options"
+                ) from err
+            raise PermissionError(
+                f"output_dir {self.display} is not writable ({err.strerror or err}); choose a folder you can write to"
+            ) from None
         except Exception as err:
             raise PermissionError(
                 f"output_dir {self.display} is not writable: {err}; check the URL, the bucket and storage_options"
