@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
+import importlib
 import multiprocessing
 import os
 import pickle
 import random
 import shutil
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -27,19 +26,7 @@ from litdata_io import dataset_version, get_storage
 from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
 from litdata_io._cache_clear import cache_path, clear_cache
 
-
-def _load_folder_storage() -> Any:
-    name = "_litdata_io_tests_folder_storage"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_folder_storage.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].FolderStorage
-
-
-FolderStorage = _load_folder_storage()
+FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 LEDGER = ".cache-bytes"
 FORK = multiprocessing.get_context("fork")
 # These tests fork on purpose (DataLoader workers do); a helper thread may be alive at that moment.

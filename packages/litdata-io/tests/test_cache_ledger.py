@@ -13,11 +13,10 @@ existed, every read here waited for the stopped child for ever (the test's timeo
 from __future__ import annotations
 
 import fcntl
-import importlib.util
+import importlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,19 +27,7 @@ import pytest
 from litdata_format import ChunkInfo
 from litdata_io._cache import ChunkCache
 
-
-def _load_folder_storage() -> Any:
-    name = "_litdata_io_tests_folder_storage"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_folder_storage.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].FolderStorage
-
-
-FolderStorage = _load_folder_storage()
+FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 FORK = multiprocessing.get_context("fork")
 pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 CHUNKS = 12

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
+import importlib
 import multiprocessing
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,19 +17,7 @@ from litdata_format import ChunkInfo
 from litdata_io._cache import ChunkCache
 from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
 
-
-def _load_folder_storage() -> Any:
-    name = "_litdata_io_tests_folder_storage"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_folder_storage.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].FolderStorage
-
-
-FolderStorage = _load_folder_storage()
+FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 ENV = ("LITDATA_ASYNC_CHUNK_PREFETCH", "LITDATA_ASYNC_DOWNLOAD_CONCURRENCY", "LITDATA_ASYNC_MIN_PRE_DOWNLOAD")
 
 
