@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +72,14 @@ def readers_on_node(workers: int) -> int:
     return max(1, workers) * ranks
 
 
+def _fitting(unit_bytes: int, meminfo: str | os.PathLike[str] | None) -> tuple[int, int]:
+    """How many times ``unit_bytes`` fit in half of ``MemAvailable``, and ``MemAvailable`` (unknown: no limit)."""
+    available = available_memory(meminfo)
+    if available is None:
+        return sys.maxsize, 0
+    return int(available * MEMORY_FRACTION) // max(1, unit_bytes), available
+
+
 def readahead_depth(
     wanted: int, chunk_bytes: int, readers: int, meminfo: str | os.PathLike[str] | None = None
 ) -> tuple[int, str | None]:
@@ -87,11 +96,7 @@ def readahead_depth(
     """
     if wanted <= 0 or posix_fast_setting() is False:
         return 0, None
-    available = available_memory(meminfo)
-    if available is None:
-        return wanted, None
-    budget = int(available * MEMORY_FRACTION)
-    fits = budget // max(1, chunk_bytes * readers)
+    fits, available = _fitting(chunk_bytes * readers, meminfo)
     if fits >= wanted:
         return wanted, None
     depth = max(0, fits)
@@ -119,11 +124,8 @@ def worker_cap(workers: int, chunk_bytes: int, meminfo: str | os.PathLike[str] |
     """
     if workers <= 1 or chunk_bytes <= 0 or posix_fast_setting() is False:
         return workers, None
-    available = available_memory(meminfo)
-    if available is None:
-        return workers, None
     ranks = readers_on_node(1)
-    fits = int(available * MEMORY_FRACTION) // (chunk_bytes * ranks)
+    fits, available = _fitting(chunk_bytes * ranks, meminfo)
     if fits >= workers:
         return workers, None
     capped = max(1, fits)
