@@ -200,9 +200,10 @@ class SampleEncoder:
         if is_node(leaf):  # a container where the first sample had a leaf (the fast flatten let it by)
             raise self._other_structure(sample, index)
         if not serializer.can_serialize(leaf):
-            raise TypeError(
+            kind = self.data_format[position].split(":")[0]
+            raise TypeError(  # ends with upstream's sentence, which code written for upstream matches
                 f"sample {index}, {self._leaf(position)}: a {_describe(leaf)} cannot be stored as "
-                f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
+                f"{kind!r}, the kind the first sample fixed. The provided item should be of type {kind!r}"
             )
 
     def encode(self, sample: Any, index: int) -> bytes:

@@ -211,6 +211,10 @@ class BinaryWriter:
         self._sampled = True
         return written
 
+    def __setitem__(self, index: int, item: Any) -> None:
+        """``writer[index] = item``, upstream's way of adding a sample: the same as :meth:`add_item`."""
+        self.add_item(index, item)
+
     def _scan(self, item: Any, index: int) -> RowScan | None:
         """The sample as an Arrow row, or None when this writer stores PyTree items."""
         try:
