@@ -8,11 +8,17 @@ upstream test file it answers; the tests are written for this library, not copie
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
+from PIL import Image as PILImage
 
+from litdata.streaming import Cache, StreamingDataset, TokensLoader
+from litdata.streaming.serializers import Serializer
 from litdata.streaming.writer import BinaryWriter
 
 # --- tests/streaming/test_writer.py ----------------------------------------------------------
@@ -52,3 +58,77 @@ def test_eleven_rank_indexes_merge_in_rank_order(tmp_path: Path) -> None:
     BinaryWriter(tmp_path, chunk_size=1).merge(num_workers=11)
     index = json.loads((tmp_path / "index.json").read_text())
     assert [c["filename"] for c in index["chunks"]] == [f"chunk-{r}-0.bin" for r in range(11)]
+
+
+# --- tests/streaming/test_cache.py -----------------------------------------------------------
+
+
+def test_a_sample_bigger_than_chunk_bytes_is_warned_about_in_upstreams_words(tmp_path: Path) -> None:
+    cache = Cache(str(tmp_path), chunk_bytes=9000)
+    sizes = [500, 10_000, 150, 200]  # the 10 KB sample cannot share a chunk, so it is one alone
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i, size in enumerate(sizes[:2]):
+            cache[i] = np.zeros(size, dtype=np.uint8)
+    assert caught == []
+    # Its chunk is written when the next sample comes, as upstream's warning comes then too.
+    with pytest.warns(UserWarning, match=r"An item was larger than the target chunk size \(9.0 KB\)") as record:
+        cache[2] = np.zeros(sizes[2], dtype=np.uint8)
+    assert "holds sample 1 alone" in str(record[0].message)
+    cache[3] = np.zeros(sizes[3], dtype=np.uint8)
+    cache.done()
+    cache.merge()
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert [(c["filename"], c["chunk_size"]) for c in index["chunks"]] == [
+        ("chunk-0-0.bin", 1),
+        ("chunk-0-1.bin", 1),
+        ("chunk-0-2.bin", 2),
+    ]
+
+
+class Custom:
+    pass
+
+
+class CustomSerializer(Serializer):
+    def serialize(self, data: Any) -> tuple[bytes, str | None]:
+        return b"\x01\x02", None
+
+    def deserialize(self, data: Any) -> Any:
+        return data
+
+    def can_serialize(self, data: Any) -> bool:
+        return isinstance(data, Custom)
+
+
+def test_a_serializer_of_your_own_is_given_bytes(tmp_path: Path) -> None:
+    cache = Cache(str(tmp_path), serializers={"custom": CustomSerializer()}, chunk_size=1)
+    for i in range(3):
+        cache[i] = (Custom(),)
+    cache.done()
+    cache.merge()
+    assert cache[0][0] == b"\x01\x02" and type(cache[0][0]) is bytes  # as upstream: .decode() works on it
+
+
+def test_an_image_path_in_a_dict_is_stored_as_the_image(tmp_path: Path) -> None:
+    pixels = np.random.default_rng(0).integers(0, 255, size=(28, 28), dtype=np.uint8)
+    path = tmp_path / "img.png"
+    PILImage.fromarray(pixels).save(path)
+    cache = Cache(str(tmp_path / "cache"), chunk_size=10)
+    cache[0] = {"image": str(path), "class": 3}  # a dict of a str and an int, but the str is a file
+    cache.done()
+    cache.merge()
+    for sample in (cache[0], StreamingDataset(str(tmp_path / "cache"))[0]):
+        assert isinstance(sample["image"], torch.Tensor) and sample["image"].shape == (3, 28, 28)
+        assert torch.equal(sample["image"][0], torch.from_numpy(pixels)) and sample["class"] == 3
+    index = json.loads((tmp_path / "cache" / "index.json").read_text())
+    assert index["config"]["data_format"] == ["image:png", "int"]
+
+
+def test_a_token_dataset_read_without_tokens_loader_names_it(tmp_path: Path) -> None:
+    cache = Cache(str(tmp_path), chunk_size=12, item_loader=TokensLoader(block_size=4))
+    cache[0] = torch.arange(12, dtype=torch.int32)
+    cache.done()
+    cache.merge()
+    with pytest.raises(ValueError, match="TokensLoader"):
+        len(Cache(str(tmp_path), chunk_size=12))
