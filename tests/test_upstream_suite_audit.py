@@ -7,6 +7,7 @@ upstream test file it answers; the tests are written for this library, not copie
 
 from __future__ import annotations
 
+import datetime
 import json
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ import torch
 from PIL import Image as PILImage
 
 from litdata.streaming import Cache, StreamingDataset, TokensLoader
+from litdata.streaming.resolver import Dir, resolve_dir
 from litdata.streaming.serializers import Serializer
 from litdata.streaming.writer import BinaryWriter
 
@@ -132,3 +134,36 @@ def test_a_token_dataset_read_without_tokens_loader_names_it(tmp_path: Path) -> 
     cache.merge()
     with pytest.raises(ValueError, match="TokensLoader"):
         len(Cache(str(tmp_path), chunk_size=12))
+
+
+# --- tests/streaming/test_resolver.py --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "variable"),
+    [
+        ("/teamspace/s3_connections/imagenet", "LIGHTNING_CLOUD_PROJECT_ID"),
+        ("/teamspace/gcs_connections/my_dataset/train", "LIGHTNING_CLOUD_PROJECT_ID"),
+        ("/teamspace/lightning_storage/my_dataset", "LIGHTNING_CLOUD_PROJECT_ID"),
+        ("/teamspace/studios/other_studio", "LIGHTNING_CLUSTER_ID"),
+        ("/teamspace/datasets/imagenet", "LIGHTNING_CLUSTER_ID"),
+    ],
+)
+def test_a_studio_path_outside_a_studio_names_the_variable_in_upstreams_words(
+    monkeypatch: pytest.MonkeyPatch, path: str, variable: str
+) -> None:
+    for name in ("LIGHTNING_CLOUD_PROJECT_ID", "LIGHTNING_CLUSTER_ID", "LIGHTNING_CLOUD_SPACE_ID", "LITDATA_MOUNTS"):
+        monkeypatch.delenv(name, raising=False)
+    for error in (RuntimeError, ValueError):  # upstream's type and ours
+        with pytest.raises(error, match=f"`{variable}` couldn't be found from the environment variables.") as e:
+            resolve_dir(path)
+        assert "LITDATA_MOUNTS" in str(e.value)  # and ours says how to read it anyway
+
+
+def test_a_relative_path_and_a_time_template_resolve_as_upstreams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_dir("relative") == Dir(path=str(tmp_path / "relative"), url=None)
+    now = datetime.datetime.now()
+    assert resolve_dir("/logs/log_{%Y-%m}/important").path == f"/logs/log_{now.year}-{now.month:02d}/important"
