@@ -167,3 +167,28 @@ def test_a_relative_path_and_a_time_template_resolve_as_upstreams(
     assert resolve_dir("relative") == Dir(path=str(tmp_path / "relative"), url=None)
     now = datetime.datetime.now()
     assert resolve_dir("/logs/log_{%Y-%m}/important").path == f"/logs/log_{now.year}-{now.month:02d}/important"
+
+
+# --- tests/streaming/test_item_loader.py -----------------------------------------------------
+
+
+def test_compression_options_are_refused_in_upstreams_words(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="compression_level='batch'"):
+        BinaryWriter(tmp_path, chunk_size=4, compression="zstd_framed")
+    with pytest.raises(ValueError, match="zstd:4"):
+        BinaryWriter(tmp_path, chunk_size=4, compression="zstd", compression_level=4)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("level", "framed"), [("chunk", False), ("batch", True), ("sample", False)])
+def test_a_cache_takes_the_compression_level(tmp_path: Path, level: str, framed: bool) -> None:
+    cache = Cache(str(tmp_path), chunk_size=10, compression="zstd", compression_level=level)
+    for i in range(20):
+        cache[i] = i
+    cache.done()
+    cache.merge()
+    names = sorted(p.name for p in tmp_path.glob("chunk-*"))
+    assert all(name.endswith(".zstd.bin") for name in names) == (level == "chunk")
+    assert (tmp_path / names[0]).read_bytes().startswith(b"LDFZ01") == framed
+    recorded = json.loads((tmp_path / "index.json").read_text())["config"].get("compression_level")
+    assert recorded == (None if level == "chunk" else level)  # whole-file chunks need no mark: readers see .zstd.bin
+    assert [StreamingDataset(str(tmp_path))[i] for i in range(20)] == list(range(20))
