@@ -19,9 +19,11 @@ import torch
 from PIL import Image as PILImage
 
 from litdata.streaming import Cache, StreamingDataset, TokensLoader
+from litdata.streaming.item_loader import ParquetLoader, PyTreeLoader
 from litdata.streaming.resolver import Dir, resolve_dir
 from litdata.streaming.serializers import Serializer
-from litdata.streaming.writer import BinaryWriter
+from litdata.streaming.writer import BinaryWriter, index_parquet_dataset
+from litdata.utilities.hf_dataset import index_hf_dataset
 
 # --- tests/streaming/test_writer.py ----------------------------------------------------------
 
@@ -192,3 +194,55 @@ def test_a_cache_takes_the_compression_level(tmp_path: Path, level: str, framed:
     recorded = json.loads((tmp_path / "index.json").read_text())["config"].get("compression_level")
     assert recorded == (None if level == "chunk" else level)  # whole-file chunks need no mark: readers see .zstd.bin
     assert [StreamingDataset(str(tmp_path))[i] for i in range(20)] == list(range(20))
+
+
+# --- tests/streaming/test_parquet.py ---------------------------------------------------------
+
+
+def _parquet_folder(path: Path, files: int = 3, rows: int = 5) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.mkdir()
+    for f in range(files):
+        table = pa.table({"name": [f"n{f}-{r}" for r in range(rows)], "weight": [float(r) for r in range(rows)]})
+        pq.write_table(table, path / f"tmp-{f}.parquet")
+    return path
+
+
+def test_a_parquet_folder_is_indexed_and_streamed_as_upstreams(tmp_path: Path) -> None:
+    folder = _parquet_folder(tmp_path / "pq")
+    index_parquet_dataset(str(folder))
+    index = json.loads((folder / "index.json").read_text())
+    assert index["config"]["item_loader"] == "ParquetLoader"
+    assert [c["chunk_size"] for c in index["chunks"]] == [5, 5, 5]
+    rows = list(StreamingDataset(str(folder)))
+    assert len(rows) == 15 and rows[0] == {"name": "n0-0", "weight": 0.0}
+
+
+def test_parquet_errors_carry_upstreams_words(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    for error in (RuntimeError, FileNotFoundError):  # upstream's type and ours
+        with pytest.raises(error, match="No Parquet files were found"):
+            index_parquet_dataset(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="Invalid Hugging Face dataset URL"):
+        index_hf_dataset("invalid_url")
+    folder = _parquet_folder(tmp_path / "pq")
+    for error in (AssertionError, FileNotFoundError):  # upstream's type and ours
+        with pytest.raises(error, match="No chunks") as e:
+            StreamingDataset(str(folder / "foo*.parquet"))
+        assert "tmp-0.parquet" in str(e.value)  # ours says which files there are
+
+
+@pytest.mark.parametrize("loader", [PyTreeLoader, PyTreeLoader(), TokensLoader(block_size=4)])
+def test_a_loader_other_than_parquet_for_hf_is_refused_in_upstreams_words(loader: Any) -> None:
+    # Refused before anything is fetched: no Hugging Face server is needed.
+    with pytest.raises(ValueError, match="Invalid item_loader for hf://datasets.") as e:
+        StreamingDataset("hf://datasets/some_org/some_repo/some_path", item_loader=loader)
+    assert "ParquetLoader" in str(e.value) or "()" in str(e.value)
+
+
+def test_a_loader_class_for_an_instance_is_named(tmp_path: Path) -> None:
+    folder = _parquet_folder(tmp_path / "pq")
+    with pytest.raises(ValueError, match=r"item_loader=ParquetLoader is a class; pass an instance: ParquetLoader\(\)"):
+        StreamingDataset(str(folder), item_loader=ParquetLoader)  # type: ignore[arg-type]
