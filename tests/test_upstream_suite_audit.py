@@ -18,6 +18,7 @@ import pytest
 import torch
 from PIL import Image as PILImage
 
+from litdata import map, optimize
 from litdata.streaming import Cache, StreamingDataset, TokensLoader
 from litdata.streaming.item_loader import ParquetLoader, PyTreeLoader
 from litdata.streaming.resolver import Dir, resolve_dir
@@ -246,3 +247,46 @@ def test_a_loader_class_for_an_instance_is_named(tmp_path: Path) -> None:
     folder = _parquet_folder(tmp_path / "pq")
     with pytest.raises(ValueError, match=r"item_loader=ParquetLoader is a class; pass an instance: ParquetLoader\(\)"):
         StreamingDataset(str(folder), item_loader=ParquetLoader)  # type: ignore[arg-type]
+
+
+# --- tests/processing/test_data_processor.py -------------------------------------------------
+
+RUN: dict[str, Any] = {"num_workers": 1, "start_method": "fork", "verbose": False}
+
+
+def count_up(index: int, shift: int = 2) -> Any:
+    yield from range(index + shift)
+
+
+def touch(index: int, output_dir: str) -> None:
+    Path(output_dir, f"{index}.txt").write_text("hello")
+
+
+def nothing(index: int) -> None:
+    return None
+
+
+def test_optimize_and_map_leave_upstreams_files(tmp_path: Path) -> None:
+    optimize(count_up, [0, 1], str(tmp_path / "gen"), chunk_size=2, **RUN)  # 2 + 3 samples
+    assert sorted(p.name for p in (tmp_path / "gen").iterdir()) == [
+        "chunk-0-0.bin",
+        "chunk-0-1.bin",
+        "chunk-0-2.bin",
+        "index.json",
+    ]
+    assert len(Cache(str(tmp_path / "gen"), chunk_size=1)) == 5
+    optimize(nothing, [1, 2, 3], str(tmp_path / "empty"), chunk_bytes="64MB", **RUN)
+    assert [p.name for p in (tmp_path / "empty").iterdir()] == ["index.json"]
+    map(touch, list(range(3)), str(tmp_path / "mapped"), **RUN)
+    assert sorted(p.name for p in (tmp_path / "mapped").iterdir()) == ["0.txt", "1.txt", "2.txt"]
+
+
+def test_map_errors_carry_upstreams_words(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="The provided weights length should match the inputs' length."):
+        map(touch, list(range(5)), str(tmp_path / "w"), reorder_files=True, weights=[1], **RUN)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "old.txt").write_text("kept")
+    for error in (RuntimeError, ValueError):  # upstream's type and ours
+        with pytest.raises(error, match="already contains data and datasets are meant to be immutable") as e:
+            map(touch, [0, 1], str(tmp_path / "full"), error_when_not_empty=True, **RUN)
+        assert "old.txt" in str(e.value)  # ours names what is there
