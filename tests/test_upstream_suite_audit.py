@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image as PILImage
 
-from litdata import map, optimize
+from litdata import map, optimize, train_test_split
 from litdata.streaming import Cache, StreamingDataset, TokensLoader
 from litdata.streaming.item_loader import ParquetLoader, PyTreeLoader
 from litdata.streaming.resolver import Dir, resolve_dir
@@ -290,3 +290,28 @@ def test_map_errors_carry_upstreams_words(tmp_path: Path) -> None:
         with pytest.raises(error, match="already contains data and datasets are meant to be immutable") as e:
             map(touch, [0, 1], str(tmp_path / "full"), error_when_not_empty=True, **RUN)
         assert "old.txt" in str(e.value)  # ours names what is there
+
+
+# --- tests/utilities/test_train_test_split.py ------------------------------------------------
+
+
+def _ints(path: Path, n: int, chunk_size: int) -> str:
+    cache = Cache(str(path), chunk_size=chunk_size)
+    for i in range(n):
+        cache[i] = i
+    cache.done()
+    cache.merge()
+    return str(path)
+
+
+def test_splits_name_the_chunk_files_they_read(tmp_path: Path) -> None:
+    dataset = StreamingDataset(_ints(tmp_path / "a", 22, 2))
+    train, test = train_test_split(dataset, splits=[0.5, 0.5], shuffle=False)
+    assert train.subsampled_files == [f"chunk-0-{i}.bin" for i in range(6)]  # chunk-0-10 last, not third
+    assert test.subsampled_files == [f"chunk-0-{i}.bin" for i in range(5, 11)]  # chunk 5 is in both
+    assert dataset.subsampled_files == [f"chunk-0-{i}.bin" for i in range(11)]
+    shuffled = train_test_split(dataset, splits=[0.5, 0.5], shuffle=True)
+    assert sorted(len(s) for s in shuffled) == [11, 11]
+    subsampled = StreamingDataset(_ints(tmp_path / "b", 200, 10), subsample=0.25)
+    with pytest.warns(UserWarning, match="leaves an empty split"):  # ours says so; upstream is silent
+        assert [len(s) for s in train_test_split(subsampled, [0.01, 0.01, 0.98])] == [0, 0, 49]

@@ -267,6 +267,15 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """Whether local chunks are checked against their recorded checksums when first opened."""
         return self._origin.verify
 
+    @property
+    def subsampled_files(self) -> list[str]:
+        """The chunk files this dataset reads samples of (after ``subsample``, a subset or a split), in index order.
+
+        Upstream LitData's attribute of the same name: a chunk two splits share is in both lists.
+        """
+        chunks = self._origin.index.chunks
+        return [chunks[i].filename for i, count in enumerate(self._lengths.tolist()) if count]
+
     # -- the sample space -----------------------------------------------------------------------
     @property
     def _lengths(self) -> np.ndarray:
