@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image as PILImage
 
-from litdata import map, optimize, train_test_split
+from litdata import StreamingRawDataset, map, optimize, train_test_split
+from litdata.raw.indexer import FileIndexer
 from litdata.streaming import Cache, StreamingDataset, TokensLoader
 from litdata.streaming.item_loader import ParquetLoader, PyTreeLoader
 from litdata.streaming.resolver import Dir, resolve_dir
@@ -315,3 +316,30 @@ def test_splits_name_the_chunk_files_they_read(tmp_path: Path) -> None:
     subsampled = StreamingDataset(_ints(tmp_path / "b", 200, 10), subsample=0.25)
     with pytest.warns(UserWarning, match="leaves an empty split"):  # ours says so; upstream is silent
         assert [len(s) for s in train_test_split(subsampled, [0.01, 0.01, 0.98])] == [0, 0, 49]
+
+
+# --- tests/raw/test_dataset.py, tests/raw/test_indexer.py, tests/streaming/test_raw_dataset.py -------
+
+
+def test_raw_index_errors_carry_upstreams_words(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"file{i}.jpg").write_bytes(f"content{i}".encode())
+    dataset = StreamingRawDataset(str(tmp_path), cache_files=False)
+    assert dataset[0] == b"content0" and dataset.__getitems__([0, 2]) == [b"content0", b"content2"]
+    with pytest.raises(IndexError, match="Index 5 out of range for dataset with length 3") as e:
+        dataset[5]
+    assert str(tmp_path) in str(e.value)  # ours names the dataset
+    with pytest.raises(IndexError, match="out of range"):
+        dataset.__getitems__([0, 5])
+
+
+def test_a_cached_listing_of_another_folder_is_not_reused(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.jpg").write_bytes(b"x")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    indexer = FileIndexer(extensions=[".jpg"])
+    assert [Path(f.path).name for f in indexer.build_or_load_index(str(tmp_path / "a"), str(cache), {})] == ["a.jpg"]
+    # The same cache folder for another dataset: its own files, not the listing cached for "a".
+    assert [Path(f.path).name for f in indexer.build_or_load_index(str(tmp_path / "b"), str(cache), {})] == ["b.jpg"]
