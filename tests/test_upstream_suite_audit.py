@@ -131,6 +131,16 @@ def test_an_image_path_in_a_dict_is_stored_as_the_image(tmp_path: Path) -> None:
     assert index["config"]["data_format"] == ["image:png", "int"]
 
 
+def test_a_path_to_another_kind_of_file_in_a_dict_stays_text(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    cache = Cache(str(tmp_path / "cache"), chunk_size=10)
+    cache[0] = {"path": str(notes), "n": 1}  # upstream pickles this str; here it stays text: the same value back
+    cache.done()
+    cache.merge()
+    assert cache[0] == {"path": str(notes), "n": 1}
+
+
 def test_a_token_dataset_read_without_tokens_loader_names_it(tmp_path: Path) -> None:
     cache = Cache(str(tmp_path), chunk_size=12, item_loader=TokensLoader(block_size=4))
     cache[0] = torch.arange(12, dtype=torch.int32)

@@ -457,14 +457,31 @@ class BinaryWriter:
 
 
 def _names_a_file(value: Any) -> bool:
-    """Whether a str inside a row (a dict of JSON-like values) is the path of an existing file."""
+    """Whether a str inside a row (a dict of JSON-like values) is the path of an existing media file.
+
+    Upstream's str serializer refuses a str naming an existing file, so another serializer stores
+    it: a media one (an image path becomes its pixels) changes what is read back. Any other
+    existing file would be pickled as the same str, so such a row stays an Arrow row of text.
+    """
     if isinstance(value, str):
-        return len(value) < 4096 and os.path.isfile(value)  # a long str is text, not worth a stat
+        # A long str is text, not worth a stat.
+        return len(value) < 4096 and os.path.isfile(value) and _first_claim(value) not in _AS_TEXT
     if isinstance(value, dict):
         return any(_names_a_file(v) for v in cast("dict[str, Any]", value).values())
     if isinstance(value, list):
         return any(_names_a_file(v) for v in cast("list[Any]", value))
     return False
+
+
+_AS_TEXT = frozenset({None, "str", "text", "bytes", "json", "pickle"})  # serializers that give the str back
+_BUILT_IN: dict[str, Serializer] = {}
+
+
+def _first_claim(path: str) -> str | None:
+    """The name of the first built-in serializer (in upstream's order) that takes ``path``."""
+    if not _BUILT_IN:
+        _BUILT_IN.update(resolve_serializers())
+    return next((name for name, serializer in _BUILT_IN.items() if serializer.can_serialize(path)), None)
 
 
 def _human_bytes(size: int) -> str:
