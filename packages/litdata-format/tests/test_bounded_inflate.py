@@ -74,3 +74,46 @@ def test_mds_gzip_and_bz2_shards_are_bounded_too(family: str) -> None:
     assert bytes(mds_decompress(good, family, "s", 10)) == b"q" * 10
     with pytest.raises(ValueError, match="truncated|failed"):
         mds_decompress(good[:-6], family, "s", 10)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def test_a_snappy_shard_declaring_another_size_is_refused_before_inflating() -> None:
+    # A raw snappy block opens with its uncompressed length: read before anything is inflated, and
+    # without python-snappy (the refusal needs no codec).
+    claims_a_gib = _varint(1 << 30) + b"\x00" * 16
+    with pytest.raises(
+        ValueError, match=r"shard s\.mds\.snappy: its snappy header declares 1073741824 bytes but the index"
+    ):
+        mds_decompress(claims_a_gib, "snappy", "s.mds.snappy", 1000)
+    with pytest.raises(ValueError, match=r"shard s\.mds\.snappy: no snappy length header"):
+        mds_decompress(b"\xff" * 8, "snappy", "s.mds.snappy", 1000)
+
+
+def test_a_snappy_shard_of_the_declared_size_inflates() -> None:
+    snappy = pytest.importorskip("snappy")  # python-snappy is optional: `pip install python-snappy`
+    payload = bytes(range(256)) * 400
+    assert bytes(mds_decompress(snappy.compress(payload), "snappy", "s", len(payload))) == payload
+
+
+def test_a_brotli_bomb_stops_one_piece_past_the_declared_size() -> None:
+    brotli = pytest.importorskip("brotli")  # optional: `pip install brotli`
+    if "output_buffer_limit" not in (brotli.Decompressor.process.__doc__ or ""):
+        pytest.skip("brotli before 1.2 cannot limit its output: such shards inflate whole, then are checked")
+    bomb = brotli.compress(bytes(_BOMB), quality=1)
+    with pytest.raises(
+        ValueError, match=r"shard b\.mds\.br: decompresses to more than 4096 bytes but the index declares"
+    ):
+        mds_decompress(bomb, "br", "b.mds.br", 4096)
+    payload = bytes(range(256)) * 400
+    compressed = brotli.compress(payload)
+    assert bytes(mds_decompress(compressed, "br", "b", len(payload))) == payload
+    with pytest.raises(ValueError, match="the br stream is truncated"):
+        mds_decompress(compressed[: len(compressed) // 2], "br", "b", len(payload))

@@ -29,7 +29,7 @@ COMMON = {
 
 STREAMING = COMMON | {
     # upstream LitData's methods
-    "get_by_key", "transform", "subset",
+    "get_by_key", "transform", "subset", "subsampled_files",
     # upstream's constructor options, kept as attributes
     "input_dir", "cache_dir", "item_loader", "shuffle", "subsample", "serializers", "max_cache_size",
     "max_pre_download", "storage_options", "session_options", "index_path", "encryption",

@@ -38,8 +38,17 @@ DEFAULT_FRAME_ROWS = 256  # items per zstd frame of compression_level="batch" (u
 def zstd_level(compression: str) -> int:
     """The zstd level a compression string asks for, or a clear error."""
     name, _, level = compression.partition(":")
+    if name == "zstd_framed":  # an upstream pre-release name; upstream's words first
+        raise ValueError(
+            f"compression={compression!r} is not a codec. Use compression='zstd' with compression_level='batch' "
+            "(zstd frames of runs of items inside a plain .bin)"
+        )
     if name != "zstd":
-        raise ValueError(f"compression={compression!r} is not supported; use 'zstd' or 'zstd:1'..'zstd:22'")
+        # Upstream's sentence first: code written for upstream matches it.
+        raise ValueError(
+            f"The provided compression {compression} isn't available in ['zstd']: "
+            f"compression={compression!r} is not supported; use 'zstd' or 'zstd:1'..'zstd:22'"
+        )
     if not level:
         return _DEFAULT_LEVEL
     if not level.isdigit() or not 1 <= int(level) <= 22:

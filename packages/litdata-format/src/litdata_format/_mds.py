@@ -195,9 +195,11 @@ def mds_decompress(
 ) -> bytes | bytearray:
     """Undo MDS whole-shard compression (``compression`` as written in the shard's index entry).
 
-    zstd, gzip and bz2 shards are inflated piece by piece and stopped once past ``expected_size``
-    (the index's size), so a shard that inflates far beyond it never fills memory; brotli and
-    snappy shards are checked after inflating.
+    zstd, gzip, bz2 and (brotli 1.2 or later) brotli shards are inflated piece by piece and stopped
+    once past ``expected_size`` (the index's size), so a shard that inflates far beyond it never fills
+    memory. A snappy shard declares its size in its header: one that declares another size than the
+    index is refused before it is inflated. Older brotli releases (no output limit) inflate whole,
+    then are checked.
     """
     family = _compression_family(compression, f"shard {name}")
     if family == "zstd":
@@ -206,14 +208,67 @@ def mds_decompress(
         return decompress(data, name, expected_size)
     if family in ("gz", "bz2"):
         return _inflate_stdlib(data, family, name, expected_size)
-    if family == "br":
-        codec = _optional_module("brotli", "brotli", compression)
-    else:
+    if family == "snappy":
+        declared = _snappy_declared_size(data, name)
+        if expected_size is not None and declared != expected_size:
+            raise ValueError(
+                f"shard {name}: its snappy header declares {declared} bytes but the index declares {expected_size}; "
+                "not inflated (the file does not belong to this index, or is damaged or hostile)"
+            )
         codec = _optional_module("snappy", "python-snappy", compression)
+    else:
+        codec = _optional_module("brotli", "brotli", compression)
+        streamed = _inflate_brotli(codec, data, name, expected_size)
+        if streamed is not None:
+            return streamed
     try:
         out = codec.decompress(bytes(data))
     except Exception as err:
         raise ValueError(f"shard {name}: {compression} decompression failed ({err}); the file is corrupt") from None
+    if expected_size is not None and len(out) != expected_size:
+        raise ValueError(f"shard {name}: decompressed to {len(out)} bytes but the index says {expected_size}")
+    return out
+
+
+def _snappy_declared_size(data: bytes | memoryview, name: str) -> int:
+    """The uncompressed size a raw snappy block declares: its leading little-endian base-128 varint."""
+    size = 0
+    for i, byte in enumerate(bytes(data[:5])):  # a 32-bit length takes at most 5 bytes
+        size |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            return size
+    raise ValueError(f"shard {name}: no snappy length header (the file is corrupt, or not snappy)")
+
+
+def _too_big(name: str, limit: int) -> ValueError:
+    return ValueError(
+        f"shard {name}: decompresses to more than {limit} bytes but the index declares {limit}; "
+        "stopped there (the file does not belong to this index, or is damaged or hostile)"
+    )
+
+
+def _inflate_brotli(codec: Any, data: bytes | memoryview, name: str, expected_size: int | None) -> bytearray | None:
+    """Inflate a brotli shard at most one piece past ``expected_size``; None if brotli cannot limit its output."""
+    decoder = codec.Decompressor()
+    try:
+        piece = decoder.process(bytes(data), output_buffer_limit=_PIECE)
+    except TypeError:  # brotli before 1.2: no output limit, inflated whole by the caller
+        return None
+    except Exception as err:
+        raise ValueError(f"shard {name}: br decompression failed ({err}); the file is corrupt") from None
+    limit = expected_size or None
+    out = bytearray(piece)
+    try:
+        while True:
+            if limit is not None and len(out) > limit:
+                raise _too_big(name, limit)
+            if decoder.is_finished():
+                break
+            if decoder.can_accept_more_data():  # it wants input, and all of it was given
+                raise ValueError(f"shard {name}: the br stream is truncated; the file is corrupt")
+            out += decoder.process(b"", output_buffer_limit=_PIECE)
+    except codec.error as err:
+        raise ValueError(f"shard {name}: br decompression failed ({err}); the file is corrupt") from None
     if expected_size is not None and len(out) != expected_size:
         raise ValueError(f"shard {name}: decompressed to {len(out)} bytes but the index says {expected_size}")
     return out
@@ -240,10 +295,7 @@ def _inflate_stdlib(data: bytes | memoryview, family: str, name: str, expected_s
                 pending, done = b"", bz.eof
             out += piece
             if limit is not None and len(out) > limit:
-                raise ValueError(
-                    f"shard {name}: decompresses to more than {limit} bytes but the index declares {limit}; "
-                    "stopped there (the file does not belong to this index, or is damaged or hostile)"
-                )
+                raise _too_big(name, limit)
             if done:
                 break
             if not piece and not pending and (gz is not None or (bz is not None and bz.needs_input)):

@@ -200,9 +200,10 @@ class SampleEncoder:
         if is_node(leaf):  # a container where the first sample had a leaf (the fast flatten let it by)
             raise self._other_structure(sample, index)
         if not serializer.can_serialize(leaf):
-            raise TypeError(
+            kind = self.data_format[position].split(":")[0]
+            raise TypeError(  # ends with upstream's sentence, which code written for upstream matches
                 f"sample {index}, {self._leaf(position)}: a {_describe(leaf)} cannot be stored as "
-                f"{self.data_format[position].split(':')[0]!r}, the kind the first sample fixed"
+                f"{kind!r}, the kind the first sample fixed. The provided item should be of type {kind!r}"
             )
 
     def encode(self, sample: Any, index: int) -> bytes:
@@ -234,6 +235,9 @@ class SampleDecoder:
                 f"config.data_format lists {len(data_format)}"
             )
         self._serializers = [serializer_for_format(fmt, serializers) for fmt in data_format]
+        # The user's own serializers get bytes, as upstream gives them (a memoryview has no .decode(), and
+        # json.loads refuses one); the built-ins read the memoryview in place, without that copy.
+        self._as_bytes = [not type(s).__module__.startswith("litdata_format.") for s in self._serializers]
         self._num = len(self._serializers)
         # Parsing the size header with struct costs ~0.1 us; numpy's frombuffer + sum ~2 us per sample.
         self._header = struct.Struct(f"<{self._num}I")
@@ -267,7 +271,8 @@ class SampleDecoder:
             raise ValueError(f"{where}: its leaves need {end} bytes but the item has {len(view)}")
         leaves: list[Any] = []
         start = header
-        for size, serializer in zip(sizes, self._serializers):
-            leaves.append(serializer.deserialize(view[start : start + size]))
+        for size, serializer, as_bytes in zip(sizes, self._serializers, self._as_bytes):
+            leaf = view[start : start + size]
+            leaves.append(serializer.deserialize(bytes(leaf) if as_bytes else leaf))
             start += size
         return self._rebuild(leaves)

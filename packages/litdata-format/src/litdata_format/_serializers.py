@@ -157,7 +157,8 @@ class Serializer(ABC):
         """Decode bytes written by :meth:`serialize`.
 
         Args:
-            data: the stored bytes.
+            data: the stored bytes: a ``bytes`` for serializers of your own (as upstream gives them), a
+                ``memoryview`` of the chunk for the built-in ones, which read it without a copy.
         """
 
     @abstractmethod

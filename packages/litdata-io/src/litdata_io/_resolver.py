@@ -73,15 +73,30 @@ def expand_time_template(text: str, now: datetime.datetime | None = None) -> str
     return _TEMPLATE.sub(lambda match: moment.strftime(match.group(1)), text)
 
 
+class _StudioPathError(ValueError, RuntimeError):
+    """A ``/teamspace/...`` path neither mounted nor found: a ValueError here, upstream's RuntimeError too."""
+
+
+# The environment variables upstream's resolver needs for each kind of Studio path, in the order it checks them.
+_STUDIO_ENV = {
+    "studios": ("LIGHTNING_CLUSTER_ID", "LIGHTNING_CLOUD_PROJECT_ID"),
+    "datasets": ("LIGHTNING_CLUSTER_ID", "LIGHTNING_CLOUD_PROJECT_ID", "LIGHTNING_CLOUD_SPACE_ID"),
+}
+
+
 def _studio_error(path: str) -> ValueError:
     parts = path.split("/")
     kind = parts[2] if len(parts) > 2 else ""
     instead = _STUDIO_PREFIXES.get(kind, "the bucket URL behind the mount (s3://..., gs://...)")
-    return ValueError(
-        f"{path!r} is a Lightning Studio data connection that is not mounted here, and the bucket behind it was "
-        f"not found (no LITDATA_MOUNTS entry or register_mount call for it, and no Lightning Studio environment: "
-        f"lightning_sdk with LIGHTNING_CLOUD_PROJECT_ID). Pass {instead} with storage_options instead, map the "
-        f"mount with LITDATA_MOUNTS='/teamspace/{kind}/<name>=<bucket URL>', or read the mounted files "
+    missing = [name for name in _STUDIO_ENV.get(kind, ("LIGHTNING_CLOUD_PROJECT_ID",)) if not os.environ.get(name)]
+    # Upstream's sentence first when it applies: code written for upstream matches it.
+    upstream = f"`{missing[0]}` couldn't be found from the environment variables. " if missing else ""
+    return _StudioPathError(
+        f"{upstream}{path!r} is a Lightning Studio data connection that is not mounted here, and the "
+        "bucket behind it was not found (no LITDATA_MOUNTS entry or register_mount call for it, and no "
+        "Lightning Studio environment: lightning_sdk with LIGHTNING_CLOUD_PROJECT_ID). "
+        f"Pass {instead} with storage_options instead, map the mount with "
+        f"LITDATA_MOUNTS='/teamspace/{kind}/<name>=<bucket URL>', or read the mounted files "
         f"as a plain network drive with 'local:{path}' (slow through FUSE)"
     )
 

@@ -317,7 +317,10 @@ def prepare_items(
     if batch_size is not None and batch_size > 1:
         items = batched(items, batch_size)
     if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
-        raise ValueError(f"{what}: weights needs one positive number per input ({len(items)}), got {len(weights)}")
+        raise ValueError(
+            f"The provided weights length should match the inputs' length. {what}: weights needs one positive "
+            f"number per input ({len(items)}), got {len(weights)}"
+        )
     if reader is not None:
         items = check_inputs(reader.remap_items(items, num_workers), f"{what} (after reader.remap_items)")
     if weights is None and reorder_files and input_dir is not None and input_dir.path and items:

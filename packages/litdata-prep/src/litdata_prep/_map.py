@@ -89,8 +89,9 @@ def _map(r: MapRequest) -> None:
     if r.error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]
         if found:
-            raise ValueError(
-                f"map: output_dir {output.display} is not empty ({len(found)} files, e.g. {found[:3]}) and "
+            raise _NotEmptyError(  # upstream's sentence first: code written for upstream matches it
+                f"The provided output_dir `{output.display}` already contains data and datasets are meant to be "
+                f"immutable. map: it is not empty ({len(found)} files, e.g. {found[:3]}) and "
                 "error_when_not_empty=True; choose an empty output_dir"
             )
     if job.ray is not None:
@@ -118,3 +119,7 @@ def _map(r: MapRequest) -> None:
         job.run(job.worker_specs(staging, slices, lambda rank: MapTask()), shared, total)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+class _NotEmptyError(ValueError, RuntimeError):
+    """A non-empty output_dir with error_when_not_empty: a ValueError here, upstream's RuntimeError too."""

@@ -169,7 +169,10 @@ class StreamingRawDataset(Dataset[Any]):
         indices = [int(i) for i in indices]
         for index in indices:
             if not 0 <= index < len(self.items):
-                raise IndexError(f"index {index} is out of range for a dataset of {len(self.items)} samples")
+                raise IndexError(  # upstream's words first: code written for upstream matches them
+                    f"Index {index} out of range for dataset with length {len(self.items)}: index {index} is out "
+                    f"of range for a dataset of {len(self.items)} samples ({self.input_dir.url or self.input_dir.path})"
+                )
         if self._storage is None:
             # Local files: plain reads in this thread beat a hop to the event loop and a thread per
             # file (small files come from the page cache in microseconds).

@@ -136,7 +136,8 @@ class BaseIndexer(ABC):
         remote = None if _is_local(input_dir) else get_storage(input_dir, storage_options)
         if not recompute_index:
             files = _load_cached(local_index, remote)
-            if files:
+            # A listing of another folder (a cache_dir shared by two datasets) is not this one's.
+            if files and all(_under(f.path, input_dir) for f in files):
                 return files
         files = self.discover_files(input_dir, storage_options)
         if not files:
@@ -175,6 +176,12 @@ def _read_local(local_index: Path) -> list[FileMetadata] | None:
     except ValueError as err:
         logger.warning("ignoring the cached index: %s", err)
         return None
+
+
+def _under(path: str, root: str) -> bool:
+    """Whether the file ``path`` (as the indexer joined it) lies under the dataset folder ``root``."""
+    sep = "/" if "://" in root or root.startswith("local:") else os.sep
+    return path.startswith(root.rstrip(sep) + sep)
 
 
 def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:

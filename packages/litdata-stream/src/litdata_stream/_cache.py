@@ -39,6 +39,10 @@ class Cache:
         item_loader: how items are laid out (``TokensLoader(block_size)`` for token streams).
         serializers: extra serializers by key, tried before the built-in ones.
         writer_chunk_index: the number of the first chunk this process writes.
+        compression_level: with ``compression``, what one zstd frame holds: ``"chunk"`` (the whole
+            file, the default), ``"batch"`` (runs of items) or ``"sample"``, as for
+            :class:`~litdata_format.BinaryWriter`.
+        compression_batch_size: items per frame with ``"batch"``.
     """
 
     def __init__(
@@ -51,6 +55,8 @@ class Cache:
         item_loader: BaseItemLoader | None = None,
         serializers: Mapping[str, Serializer] | None = None,
         writer_chunk_index: int | None = None,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
     ) -> None:
         resolved = resolve_dir(input_dir)
         if resolved.path is None:
@@ -58,7 +64,9 @@ class Cache:
                 f"Cache writes to and reads from a local folder; {input_dir!r} has none "
                 "(give a path, or Dir(path=..., url=...))"
             )
-        check_writer_options(chunk_size, chunk_bytes, compression, encryption, item_loader)  # the writer's own check
+        check_writer_options(  # the writer's own check, before any sample
+            chunk_size, chunk_bytes, compression, encryption, item_loader, compression_level, compression_batch_size
+        )
         self._cache_dir = resolved.path
         self._writer_options: dict[str, Any] = {
             "chunk_size": chunk_size,
@@ -67,6 +75,8 @@ class Cache:
             "encryption": encryption,
             "serializers": serializers,
             "chunk_index": writer_chunk_index or 0,
+            "compression_level": compression_level,
+            "compression_batch_size": compression_batch_size,
         }
         self._item_loader = item_loader
         self._serializers = serializers

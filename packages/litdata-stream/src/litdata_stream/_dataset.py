@@ -196,6 +196,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 "callables"
             )
 
+        _check_item_loader(input_dir, item_loader)
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
@@ -266,6 +267,15 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     def verify_chunks(self) -> bool:
         """Whether local chunks are checked against their recorded checksums when first opened."""
         return self._origin.verify
+
+    @property
+    def subsampled_files(self) -> list[str]:
+        """The chunk files this dataset reads samples of (after ``subsample``, a subset or a split), in index order.
+
+        Upstream LitData's attribute of the same name: a chunk two splits share is in both lists.
+        """
+        chunks = self._origin.index.chunks
+        return [chunks[i].filename for i, count in enumerate(self._lengths.tolist()) if count]
 
     # -- the sample space -----------------------------------------------------------------------
     @property
@@ -904,3 +914,17 @@ def _fingerprint(index: DatasetIndex) -> str:
     sizes, nbytes = table.chunk_sizes.tolist(), table.chunk_bytes.tolist()
     text = "".join(f"{name}:{size}:{count};" for name, size, count in zip(table.filenames, sizes, nbytes))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _check_item_loader(input_dir: Any, item_loader: Any) -> None:
+    """Refuse a loader class given for an instance, and any loader but ParquetLoader for ``hf://datasets``."""
+    hf = isinstance(input_dir, str) and input_dir.startswith("hf://datasets")
+    where = " for hf://datasets." if hf else ":"  # upstream's sentence for hf://, which code may match
+    if isinstance(item_loader, type):
+        name = item_loader.__name__
+        raise ValueError(f"Invalid item_loader{where} item_loader={name} is a class; pass an instance: {name}()")
+    if hf and item_loader is not None and not isinstance(item_loader, ParquetLoader):
+        raise ValueError(
+            f"Invalid item_loader{where} {type(item_loader).__name__} cannot read a Parquet dataset; pass "
+            "item_loader=ParquetLoader(...) or leave it out"
+        )

@@ -92,11 +92,21 @@ async def _footers(storage: Storage, files: Sequence[ObjectInfo], workers: int) 
     return list(await asyncio.gather(*(_footer(storage, f, gate) for f in files)))
 
 
+class _NoParquetFilesError(FileNotFoundError, RuntimeError):
+    """No Parquet file to index: a FileNotFoundError here, upstream's RuntimeError too."""
+
+
+class _NoChunksError(FileNotFoundError, AssertionError):
+    """A file pattern matching no file: a FileNotFoundError here, upstream's AssertionError too."""
+
+
 def build_parquet_index(storage: Storage, files: Sequence[ObjectInfo], num_workers: int = 4) -> dict[str, Any]:
     """The ``index.json`` object for ``files`` of ``storage`` (all must share one schema)."""
     pa = _pyarrow()
     if not files:
-        raise FileNotFoundError(f"{storage.url}: {_NONE_FOUND}; point at the folder that holds the files")
+        raise _NoParquetFilesError(
+            f"No Parquet files were found in {storage.url}: {_NONE_FOUND}; point at the folder that holds the files"
+        )
     footers = run_sync(_footers(storage, files, num_workers))
     chunks: list[dict[str, Any]] = []
     first: tuple[str, Any] | None = None
@@ -224,7 +234,10 @@ def index_hf_dataset(
         storage_options: ``token``, ``endpoint``, ``revision``.
     """
     if not isinstance(dataset_url, str) or not dataset_url.startswith("hf://"):
-        raise ValueError(f"index_hf_dataset({dataset_url!r}): the URL must start with hf://datasets/<org>/<name>")
+        raise ValueError(
+            f"Invalid Hugging Face dataset URL: index_hf_dataset({dataset_url!r}): the URL must start with "
+            "hf://datasets/<org>/<name>"
+        )
     folder_url, _ = split_file_pattern(dataset_url)
     url = resolve_dir(folder_url).url
     assert url is not None
@@ -253,7 +266,9 @@ def select_files(index: DatasetIndex, pattern: str | None) -> DatasetIndex:
     if not chunks:
         names = ", ".join(c.filename for c in index.chunks[:5])
         more = ", ..." if len(index.chunks) > 5 else ""
-        raise FileNotFoundError(f"{index.source}: no file matches {pattern!r} (it lists {names}{more})")
+        raise _NoChunksError(  # upstream's words first ("No chunks"), then which files there are
+            f"No chunks match {pattern!r}: {index.source}: no file matches {pattern!r} (it lists {names}{more})"
+        )
     return DatasetIndex(chunks, index.config, index.updated_at, index.source)
 
 
