@@ -4,23 +4,23 @@ A listing of millions of small files as ``FileMetadata`` objects costs ~200 byte
 object headers and dicts, and every DataLoader worker forked from the process touches their
 reference counts as it reads them, which copies the pages they live on into each worker. A
 :class:`FileList` keeps the paths as one UTF-8 blob (after a prefix common to all of them, the
-dataset's root) with an offset per path, and the sizes as an int64 array: three buffers that a
-forked worker shares with its parent untouched, ~(path length + 16) bytes per file. A
+dataset's root) with offsets per path, and the sizes as an int64 array (stdlib ``array``s): buffers
+that a forked worker shares with its parent untouched, ~(path length + 16) bytes per file. A
 :class:`FileMetadata` is made when an entry is read.
 """
 
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, overload
-
-import numpy as np
 
 __all__ = ["FileList", "FileListBuilder", "FileMetadata"]
 
-_BLOCK = 65536  # entries buffered as Python objects before they join the arrays
+_BLOCK = 8192  # entries buffered as Python objects before they join the arrays (~1 MiB)
 
 
 @dataclass
@@ -62,10 +62,10 @@ class FileList(Sequence[FileMetadata]):
     def __init__(
         self,
         prefix: str,
-        blob: bytes,
-        starts: np.ndarray[Any, Any],
-        ends: np.ndarray[Any, Any],
-        sizes: np.ndarray[Any, Any],
+        blob: bytes | bytearray,
+        starts: array[int],
+        ends: array[int],
+        sizes: array[int],
     ) -> None:
         self._prefix = prefix
         self._blob = blob
@@ -100,6 +100,7 @@ class FileList(Sequence[FileMetadata]):
 
     def __getitem__(self, index: int | slice) -> FileMetadata | FileList:
         if isinstance(index, slice):
+            # The offsets and sizes are copied (a few bytes per file); the blob is shared.
             return FileList(self._prefix, self._blob, self._starts[index], self._ends[index], self._sizes[index])
         count = len(self._sizes)
         position = int(index)
@@ -111,7 +112,7 @@ class FileList(Sequence[FileMetadata]):
 
     def path(self, position: int) -> str:
         """The path of the file at ``position`` (no ``FileMetadata`` made)."""
-        key = self._blob[int(self._starts[position]) : int(self._ends[position])].decode("utf-8")
+        key = self._blob[self._starts[position] : self._ends[position]].decode("utf-8")
         return self._prefix + key
 
     def __iter__(self) -> Iterator[FileMetadata]:
@@ -125,7 +126,6 @@ class FileList(Sequence[FileMetadata]):
             block: the most files in one block.
         """
         prefix, blob = self._prefix, self._blob
-        # Plain ints in blocks: numpy scalars cost ~100 ns each to convert one by one.
         for first in range(0, len(self._sizes), block):
             starts = self._starts[first : first + block].tolist()
             ends = self._ends[first : first + block].tolist()
@@ -133,11 +133,9 @@ class FileList(Sequence[FileMetadata]):
             yield paths, self._sizes[first : first + block].tolist()
 
     @property
-    def sizes(self) -> np.ndarray[Any, Any]:
-        """Every file's size in bytes, as an int64 array (read-only)."""
-        view = self._sizes.view()
-        view.flags.writeable = False
-        return view
+    def sizes(self) -> memoryview:
+        """Every file's size in bytes: a read-only view of int64 values (``.tolist()``, numpy's ``asarray``)."""
+        return memoryview(self._sizes).toreadonly()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
@@ -171,12 +169,12 @@ class FileList(Sequence[FileMetadata]):
         return f"FileList([{shown}{more}])"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # A slice's arrays are views of the whole list's: pickle only what they cover.
-        return (FileList, (self._prefix, self._blob, self._starts.copy(), self._ends.copy(), self._sizes.copy()))
+        return (FileList, (self._prefix, self._blob, self._starts, self._ends, self._sizes))
 
     def nbytes(self) -> int:
         """The bytes the list's buffers take (the blob and the three arrays)."""
-        return len(self._blob) + self._starts.nbytes + self._ends.nbytes + self._sizes.nbytes
+        arrays = (self._starts, self._ends, self._sizes)
+        return len(self._blob) + sum(len(a) * a.itemsize for a in arrays)
 
 
 class FileListBuilder:
@@ -190,13 +188,13 @@ class FileListBuilder:
     def __init__(self, prefix: str = "") -> None:
         self._prefix = prefix
         self._blob = bytearray()
-        self._lengths: list[np.ndarray[Any, Any]] = []
-        self._size_blocks: list[np.ndarray[Any, Any]] = []
+        self._lengths = array("q")
+        self._all_sizes = array("q")
         self._keys: list[bytes] = []
         self._sizes: list[int] = []
 
     def __len__(self) -> int:
-        return sum(len(block) for block in self._size_blocks) + len(self._sizes)
+        return len(self._all_sizes) + len(self._sizes)
 
     def add(self, path: str, size: int) -> None:
         """Append one file.
@@ -216,8 +214,8 @@ class FileListBuilder:
         if not self._sizes:
             return
         self._blob += b"".join(self._keys)
-        self._lengths.append(np.fromiter(map(len, self._keys), dtype=np.int64, count=len(self._keys)))
-        self._size_blocks.append(np.array(self._sizes, dtype=np.int64))
+        self._lengths.extend(map(len, self._keys))
+        self._all_sizes.extend(self._sizes)
         self._keys, self._sizes = [], []
 
     def _shorten_prefix(self, path: str) -> None:
@@ -226,25 +224,26 @@ class FileListBuilder:
         shorter = os.path.commonprefix([self._prefix, path])  # noqa: RUF071 - characters, not path parts
         cut = self._prefix[len(shorter) :].encode("utf-8")
         self._prefix = shorter
-        if not self._size_blocks:
+        if not self._lengths:
             return
-        lengths = np.concatenate(self._lengths)
-        ends = np.cumsum(lengths)
-        old = bytes(self._blob)
-        pieces = (cut + old[end - length : end] for end, length in zip(ends.tolist(), lengths.tolist(), strict=True))
+        old, end = bytes(self._blob), 0
+        pieces: list[bytes] = []
+        for length in self._lengths:
+            pieces.append(cut + old[end : end + length])
+            end += length
         self._blob = bytearray(b"".join(pieces))
-        self._lengths = [lengths + len(cut)]
+        self._lengths = array("q", (length + len(cut) for length in self._lengths))
 
     def build(self) -> FileList:
         """The list of every file added, in order."""
         self._flush()
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
-        sizes = np.concatenate(self._size_blocks) if self._size_blocks else np.zeros(0, dtype=np.int64)
-        ends = np.cumsum(lengths, dtype=np.int64)
-        starts = ends - lengths
-        if len(self._blob) < 2**32:  # offsets of 4 bytes: 8 bytes per file instead of 16
-            starts, ends = starts.astype(np.uint32), ends.astype(np.uint32)
-        blob = bytes(self._blob)
-        self._blob = bytearray()
-        self._lengths, self._size_blocks = [], []
+        # Offsets of 4 bytes below 4 GiB of paths: 8 bytes per file instead of 16.
+        code = "I" if len(self._blob) < 2**32 and array("I").itemsize == 4 else "q"
+        ends = array(code, accumulate(self._lengths))
+        starts = array(code, [0])
+        starts.extend(ends[:-1])
+        if not ends:
+            starts = array(code)
+        blob, self._blob = self._blob, bytearray()  # kept as is: a bytes copy would double it for a moment
+        sizes, self._all_sizes, self._lengths = self._all_sizes, array("q"), array("q")
         return FileList(self._prefix, blob, starts, ends, sizes)
