@@ -233,13 +233,16 @@ class FileIndexer(BaseIndexer):
             if not folder.is_dir():
                 raise NotADirectoryError(f"input_dir {root} is a file, not a folder of files")
         storage = get_storage(root, storage_options)
-        found = FileListBuilder(_join(root, ""))
+        base = _join(root, "")
+        # The key's "/" are the path's separators on POSIX: no join per file.
+        join = (lambda key: base + key) if ("://" in root or os.sep == "/") else (lambda key: _join(root, key))
+        found = FileListBuilder(base)
         listed = 0
         started = last_report = time.monotonic()
         for page in storage.list_pages("", recursive=True, page_size=_PAGE_SIZE):
             for info in page:
                 if self._keep(info.key):
-                    found.add(_join(root, info.key), info.size)
+                    found.add(join(info.key), info.size)
             listed += len(page)
             now = time.monotonic()
             if now - last_report >= _PROGRESS_EVERY:
