@@ -7,7 +7,6 @@ import json
 import pickle
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -114,7 +113,7 @@ def test_item_type_path(folder: Path, tmp_path: Path) -> None:
 
 
 class Pairs(StreamingRawDataset):
-    def setup(self, files: Sequence[FileMetadata]) -> list[list[FileMetadata]]:
+    def setup(self, files: list[FileMetadata]) -> list[list[FileMetadata]]:
         ordered = sorted(files, key=lambda f: f.path)
         return [ordered[i : i + 2] for i in range(0, len(ordered) - 1, 2)]
 
@@ -127,7 +126,7 @@ def test_setup_groups_files(folder: Path, tmp_path: Path) -> None:
 
 
 class Broken(StreamingRawDataset):
-    def setup(self, files: Sequence[FileMetadata]) -> list[FileMetadata]:
+    def setup(self, files: list[FileMetadata]) -> list[FileMetadata]:
         return tuple(files)  # type: ignore[return-value]
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from torch.utils.data import Dataset, get_worker_info
 
@@ -132,7 +132,10 @@ class StreamingRawDataset(Dataset[Any]):
         self._files_dir = self.cache_dir
         if cache_files and not self._local:
             self._files_dir = str(claim_version(self.cache_dir, self._listing_version(), root))
-        self.items: Sequence[FileMetadata] | list[list[FileMetadata]] = self.setup(self.files)
+        # setup() is annotated with upstream's list (see there): the FileList stands in for it.
+        self.items: Sequence[FileMetadata] | list[list[FileMetadata]] = self.setup(
+            cast("list[FileMetadata]", self.files)
+        )
         if not isinstance(self.items, (list, FileList)):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
 
@@ -148,13 +151,14 @@ class StreamingRawDataset(Dataset[Any]):
             identity = json.dumps([[f.path, f.size] for f in self.files]).encode()
         return dataset_version(self._root, identity)
 
-    def setup(self, files: Sequence[FileMetadata]) -> Sequence[FileMetadata] | list[list[FileMetadata]]:
+    def setup(self, files: list[FileMetadata]) -> Sequence[FileMetadata] | list[list[FileMetadata]]:
         """Turn the listed files into samples. Override it to filter or group files.
 
         Args:
-            files: every file the indexer found, sorted by path: a :class:`~litdata_raw.FileList`
-                (indexable, iterable, sliceable like a list; each entry is a :class:`FileMetadata`
-                made when read).
+            files: every file the indexer found, sorted by path. Annotated ``list`` as upstream's
+                (so overrides written for upstream type-check), it is a read-only
+                :class:`~litdata_raw.FileList` at run time: indexable, iterable, sliceable like a
+                list, each entry a :class:`FileMetadata` made when read; no in-place changes.
 
         Returns:
             A list of :class:`FileMetadata` (one file per sample) or of lists of them (one group
