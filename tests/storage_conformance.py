@@ -29,6 +29,7 @@ import pytest
 
 from litdata_format import checksum_file
 from litdata_io import ObjectInfo, Storage
+from litdata_io.internal import run_sync
 
 __all__ = ["StorageConformance"]
 
@@ -129,6 +130,33 @@ class StorageConformance:
         assert keys("zzz/") == []
         sizes = {info.key: info.size for info in storage.list()}
         assert sizes["a/b/3.bin"] == len(b"a/b/3.bin")
+
+    def test_list_pages_give_the_listing_in_key_order(
+        self, storage: Storage, seed: Callable[[str, bytes], None]
+    ) -> None:
+        keys = ["a/1.bin", "a/2.bin", "a/b/3.bin", "a-b.bin", "ab/4.bin", "c.bin", "c/5.bin"]
+        for key in keys:
+            seed(key, key.encode())
+        pages = list(storage.list_pages(page_size=2))
+        assert [len(page) for page in pages[:-1]] == [2] * (len(pages) - 1)
+        assert [info.key for page in pages for info in page] == sorted(keys)
+        assert [info.key for info in next(iter(storage.list_pages("a/", page_size=10)))] == [
+            "a/1.bin",
+            "a/2.bin",
+            "a/b/3.bin",
+        ]
+        page, cursor = run_sync(storage.alist_page("a", "", 2))
+        assert [info.key for info in page] and cursor
+        assert [info.key for page in storage.list_pages("a", page_size=1) for info in page] == [
+            "a-b.bin",
+            "a/1.bin",
+            "a/2.bin",
+            "a/b/3.bin",
+            "ab/4.bin",
+        ]
+        assert list(storage.list_pages("zzz/")) == []
+        with pytest.raises(ValueError, match="page_size"):
+            next(iter(storage.list_pages(page_size=0)))
 
     def test_download_is_atomic(self, storage: Storage, seed: Callable[[str, bytes], None], tmp_path: Path) -> None:
         data = _payload(3000, seed=3)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import socket
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from litdata_io import StorageError, get_storage
-from litdata_raw import StreamingRawDataset
+from litdata_io.internal import run_sync
+from litdata_raw import FileIndexer, StreamingRawDataset, _index
 from litdata_raw._index import INDEX_FILENAME, decode_index
 from tests.servers import S3Server
 
@@ -133,3 +136,43 @@ def test_cached_files_follow_the_listing(tmp_path: Path, s3_server: S3Server, s3
     fresh = open_dataset(recompute_index=True)  # the user says the data changed
     assert Path(fresh[3]).read_bytes() == after
     assert not old.exists()  # the previous listing's files are cleared
+
+
+def test_a_big_prefix_is_listed_in_pages(
+    tmp_path: Path,
+    s3_server: S3Server,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    count, page = 1000, 90
+    url = f"s3://{s3_bucket}/many"
+    storage = get_storage(url, s3_server.storage_options())
+
+    async def upload() -> None:
+        for first in range(0, count, 200):  # a few hundred requests in flight, not two thousand
+            await asyncio.gather(
+                *(storage.aput(f"d{i % 3}/{i:05d}.bin", b"x" * (i % 5)) for i in range(first, first + 200))
+            )
+
+    run_sync(upload())
+    storage.put("other/skip.txt", b"")  # outside the extensions filter
+    monkeypatch.setattr(_index, "_PAGE_SIZE", page)
+    monkeypatch.setattr(_index, "_PROGRESS_EVERY", 0.0)  # a line per page: one per listing request
+    with caplog.at_level(logging.INFO, logger="litdata_raw"):
+        ds = StreamingRawDataset(
+            url,
+            cache_dir=tmp_path / "cache",
+            storage_options=s3_server.storage_options(),
+            indexer=FileIndexer(extensions=[".bin"]),
+        )
+    expected = sorted((f"{url}/d{i % 3}/{i:05d}.bin", i % 5) for i in range(count))
+    assert [(f.path, f.size) for f in ds.files] == expected
+    lines = [r.getMessage() for r in caplog.records if r.name == "litdata_raw"]
+    pages = -(-(count + 1) // page)
+    assert sum("so far" in line for line in lines) == pages
+    assert f"listed {page:,} files of {url} so far" in lines[0]
+    assert any(f"indexed {count:,} files of {url}" in line for line in lines)
+    # Each page is its own stateless request: the cursor is the last key of the page.
+    first_page, cursor = run_sync(storage.alist_page("", "", page))
+    assert len(first_page) == page and cursor == first_page[-1].key

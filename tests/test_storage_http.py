@@ -110,3 +110,9 @@ class TestHTTPStorage(StorageConformance):
     def test_list_prefix_and_recursion(self, storage: Storage, seed: Callable[[str, bytes], None]) -> None:
         with pytest.raises(StorageError):  # a plain web server has no listing API
             storage.list()
+
+    def test_list_pages_give_the_listing_in_key_order(
+        self, storage: Storage, seed: Callable[[str, bytes], None]
+    ) -> None:
+        with pytest.raises(StorageError):  # nor in pages
+            next(iter(storage.list_pages(page_size=2)))

@@ -38,6 +38,7 @@ from litdata_io._requests import (
     GetRange,
     Head,
     Listing,
+    ListingPage,
     Put,
     Request,
     Upload,
@@ -47,7 +48,7 @@ from litdata_io._secret import Secret
 from litdata_io._storage import ObjectInfo, Storage, check_key
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from types import CoroutineType
 
 __all__ = ["ObstoreStorage"]
@@ -239,6 +240,47 @@ class ObstoreStorage(Storage):
             else:
                 metas = (await obstore.list_with_delimiter_async(store, folder))["objects"]
             return sorted((_meta_info(m) for m in metas if m["path"].startswith(prefix)), key=lambda i: i.key)
+
+        return await self._call("LIST", prefix, attempt)
+
+    async def alist_pages(
+        self, prefix: str = "", recursive: bool = True, page_size: int = 1000
+    ) -> AsyncIterator[list[ObjectInfo]]:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if not recursive or self.options.provider != "s3":
+            # GCS, Azure and HTTP stores have no "list after this key" request in object_store (it
+            # would re-list from the start for every page): one whole listing, handed out in pages.
+            async for page in super().alist_pages(prefix, recursive, page_size):
+                yield page
+            return
+        # S3 pages by key (ListObjectsV2 start-after): each page is its own retried request, which
+        # also works across the helper process, where a stream could not be kept open.
+        cursor = ""
+        while True:
+            page, cursor = await self.alist_page(prefix, cursor, page_size)
+            if page:
+                yield page
+            if not cursor:
+                return
+
+    @_served(ListingPage)
+    async def alist_page(
+        self, prefix: str = "", start_after: str = "", limit: int = 1000
+    ) -> tuple[list[ObjectInfo], str]:
+        prefix = check_key(self.url, prefix)
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
+        obstore = _import_obstore()
+
+        async def attempt() -> tuple[list[ObjectInfo], str]:
+            stream = obstore.list(self._client(), folder, offset=start_after or None, chunk_size=limit)
+            nothing: list[Any] = []
+            metas: list[Any] = await anext(aiter(stream), nothing)
+            if not metas:
+                return [], ""
+            # A short batch is the listing's end (the stream fills each batch up to chunk_size).
+            cursor = str(metas[-1]["path"]) if len(metas) >= limit else ""
+            return [_meta_info(m) for m in metas if str(m["path"]).startswith(prefix)], cursor
 
         return await self._call("LIST", prefix, attempt)
 

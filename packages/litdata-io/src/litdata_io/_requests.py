@@ -26,6 +26,7 @@ __all__ = [
     "GetRange",
     "Head",
     "Listing",
+    "ListingPage",
     "Put",
     "Request",
     "Upload",
@@ -74,6 +75,21 @@ class Listing(Request[list[ObjectInfo]]):
 
     async def run(self, storage: Storage) -> list[ObjectInfo]:
         return await storage.alist(self.prefix, self.recursive)
+
+
+@dataclass(frozen=True)
+class ListingPage(Request[tuple[list[ObjectInfo], str]]):
+    """:meth:`Storage.alist_page`."""
+
+    prefix: str = ""
+    start_after: str = ""
+    limit: int = 1000
+
+    def about(self) -> str:
+        return self.prefix
+
+    async def run(self, storage: Storage) -> tuple[list[ObjectInfo], str]:
+        return await storage.alist_page(self.prefix, self.start_after, self.limit)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ whole new object. Objects larger than ``settings.parallel_threshold`` are fetche
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,48 @@ class Storage(ABC):
             prefix: the start of the keys to list.
             recursive: list the whole tree under the prefix's folder rather than that folder alone.
         """
+
+    async def alist_pages(
+        self, prefix: str = "", recursive: bool = True, page_size: int = 1000
+    ) -> AsyncIterator[list[ObjectInfo]]:
+        """The listing of :meth:`alist`, in pages of at most ``page_size`` objects, in key order.
+
+        Backends that can stream a listing (local folders, S3) hold about one page at a time, so a
+        prefix of millions of objects can be consumed with bounded memory; the others list
+        everything first (as :meth:`alist`) and hand it out in pages.
+
+        Args:
+            prefix: the start of the keys to list.
+            recursive: list the whole tree under the prefix's folder rather than that folder alone.
+            page_size: the most objects in one page.
+        """
+        _check_page_size(page_size)
+        found = await self.alist(prefix, recursive)
+        for start in range(0, len(found), page_size):
+            yield found[start : start + page_size]
+
+    async def alist_page(
+        self, prefix: str = "", start_after: str = "", limit: int = 1000
+    ) -> tuple[list[ObjectInfo], str]:
+        """One page of the recursive listing of ``prefix``: a call that can be repeated statelessly.
+
+        Returns up to ``limit`` objects whose key sorts after ``start_after`` (``""``: from the
+        start), and the ``start_after`` of the next page (``""`` when the listing is done). A page
+        may be empty while the listing is not done (every key it looked at was outside
+        ``prefix``). Backends whose store pages by key (S3) make one request per page; the
+        default lists everything and picks the page.
+
+        Args:
+            prefix: the start of the keys to list.
+            start_after: the cursor the previous page returned.
+            limit: the most objects to look at.
+        """
+        _check_page_size(limit)
+        found = await self.alist(prefix, True)
+        keys = [info.key for info in found]
+        start = bisect.bisect_right(keys, start_after) if start_after else 0
+        page = found[start : start + limit]
+        return page, page[-1].key if start + limit < len(found) else ""
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:
@@ -275,6 +318,16 @@ class Storage(ABC):
         """Sync twin of :meth:`alist`."""
         return run_sync(self.alist(prefix, recursive))
 
+    def list_pages(self, prefix: str = "", recursive: bool = True, page_size: int = 1000) -> Iterator[list[ObjectInfo]]:
+        """Sync twin of :meth:`alist_pages`: each page is fetched when the iteration reaches it."""
+        pages = self.alist_pages(prefix, recursive, page_size)
+        try:
+            while (page := run_sync(_next_page(pages))) is not None:
+                yield page
+        finally:
+            if isinstance(pages, AsyncGenerator):  # close the backend's listing if the caller stopped early
+                run_sync(pages.aclose())
+
     def get(self, key: str) -> bytes:
         """Sync twin of :meth:`aget`."""
         return run_sync(self.aget(key))
@@ -306,6 +359,15 @@ class Storage(ABC):
     def copy(self, src_key: str, dst_key: str) -> None:
         """Sync twin of :meth:`acopy`."""
         run_sync(self.acopy(src_key, dst_key))
+
+
+async def _next_page(pages: AsyncIterator[list[ObjectInfo]]) -> list[ObjectInfo] | None:
+    return await anext(pages, None)
+
+
+def _check_page_size(page_size: int) -> None:
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
 
 
 def _pwrite(fd: int, data: Any, offset: int, lock: threading.Lock) -> None:

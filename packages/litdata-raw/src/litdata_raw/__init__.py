@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from litdata_raw._dataset import StreamingRawDataset as StreamingRawDataset
     from litdata_raw._index import BaseIndexer as BaseIndexer
     from litdata_raw._index import FileIndexer as FileIndexer
+    from litdata_raw._index import FileList as FileList
     from litdata_raw._index import FileMetadata as FileMetadata
 
 if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too

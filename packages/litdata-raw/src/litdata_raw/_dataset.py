@@ -7,13 +7,14 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from torch.utils.data import Dataset, get_worker_info
 
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import run_sync
-from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer, FileMetadata
+from litdata_raw._files import FileList, FileMetadata
+from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer
 
 __all__ = ["StreamingRawDataset"]
 
@@ -124,14 +125,18 @@ class StreamingRawDataset(Dataset[Any]):
         self._storage: Storage | None = None if self._local else get_storage(root, self.storage_options)
 
         Path(self.cache_dir).mkdir(parents=True, exist_ok=True)
-        self.files: list[FileMetadata] = self.indexer.build_or_load_index(
+        # A FileList: paths and sizes in a few arrays, shared by forked workers without copies.
+        self.files: Sequence[FileMetadata] = self.indexer.build_or_load_index(
             root, self.cache_dir, self.storage_options, recompute_index
         )
         self._files_dir = self.cache_dir
         if cache_files and not self._local:
             self._files_dir = str(claim_version(self.cache_dir, self._listing_version(), root))
-        self.items: list[FileMetadata] | list[list[FileMetadata]] = self.setup(self.files)
-        if not isinstance(self.items, list):
+        # setup() is annotated with upstream's list (see there): the FileList stands in for it.
+        self.items: Sequence[FileMetadata] | list[list[FileMetadata]] = self.setup(
+            cast("list[FileMetadata]", self.files)
+        )
+        if not isinstance(self.items, (list, FileList)):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
 
     def _listing_version(self) -> str:
@@ -146,15 +151,19 @@ class StreamingRawDataset(Dataset[Any]):
             identity = json.dumps([[f.path, f.size] for f in self.files]).encode()
         return dataset_version(self._root, identity)
 
-    def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
+    def setup(self, files: list[FileMetadata]) -> Sequence[FileMetadata] | list[list[FileMetadata]]:
         """Turn the listed files into samples. Override it to filter or group files.
 
         Args:
-            files: every file the indexer found, sorted by path.
+            files: every file the indexer found, sorted by path. Annotated ``list`` as upstream's
+                (so overrides written for upstream type-check), it is a read-only
+                :class:`~litdata_raw.FileList` at run time: indexable, iterable, sliceable like a
+                list, each entry a :class:`FileMetadata` made when read; no in-place changes.
 
         Returns:
             A list of :class:`FileMetadata` (one file per sample) or of lists of them (one group
-            per sample, whose sample is the list of the files' contents in that order).
+            per sample, whose sample is the list of the files' contents in that order), or
+            ``files`` itself or a slice of it.
         """
         return files
 

@@ -16,22 +16,29 @@ dataset indexed again elsewhere (``recompute_index=True``) is never read from a 
 
 from __future__ import annotations
 
-import json
+import io
 import logging
 import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
-from litdata_format.internal import decompress, write_file_atomic
+from litdata_format.internal import atomic_file, write_file_atomic
 from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
+from litdata_raw._files import FileList, FileListBuilder, FileMetadata
+from litdata_raw._index_codec import read_index, write_index
 
-__all__ = ["INDEX_FILENAME", "BaseIndexer", "FileIndexer", "FileMetadata", "decode_index", "encode_index"]
+__all__ = [
+    "INDEX_FILENAME",
+    "BaseIndexer",
+    "FileIndexer",
+    "FileList",
+    "FileMetadata",
+    "decode_index",
+    "encode_index",
+]
 
 logger = logging.getLogger("litdata_raw")
 
@@ -44,52 +51,25 @@ INDEX_FILENAME = "index.json.zstd"
 _REMOTE_TAG = ".index.json.zstd.remote"  # which remote object the local copy is
 
 
-@dataclass
-class FileMetadata:
-    """One file of a raw dataset.
-
-    Attributes:
-        path: the file's full URL (``s3://bucket/files/a.jpg``) or absolute local path.
-        size: its size in bytes.
-    """
-
-    path: str
-    size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The index's JSON form."""
-        return {"path": self.path, "size": self.size}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
-        """Read one entry of the index's ``files`` list.
-
-        Args:
-            data: the entry, decoded.
-        """
-        return cls(path=str(data["path"]), size=int(data["size"]))
+# Objects asked for per listing request, and how often a long listing says how far it got.
+_PAGE_SIZE = 1000
+_PROGRESS_EVERY = 5.0
 
 
 def encode_index(files: Sequence[FileMetadata], source: str) -> bytes:
     """The bytes of an ``index.json.zstd`` listing ``files`` of the dataset at ``source``."""
-    payload = {"source": source, "files": [f.to_dict() for f in files], "created_at": time.time()}
-    return zstandard.ZstdCompressor(level=3).compress(json.dumps(payload).encode("utf-8"))
+    buffer = io.BytesIO()
+    write_index(buffer, files, source)
+    return buffer.getvalue()
 
 
-def decode_index(data: bytes, name: str) -> list[FileMetadata]:
+def decode_index(data: bytes, name: str) -> FileList:
     """The files an ``index.json.zstd`` lists.
 
     Raises:
         ValueError: the bytes are not a zstd-compressed index (``name`` says which file).
     """
-    try:
-        # Streamed, bounded by the frame's own content size when it records one (frames written
-        # without it are read too).
-        raw = decompress(data, name, None, "the index's zstd frame")
-        payload = json.loads(raw.decode("utf-8"))
-        return [FileMetadata.from_dict(entry) for entry in payload["files"]]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{name}: not a valid {INDEX_FILENAME} ({err})") from None
+    return read_index(io.BytesIO(data), name)
 
 
 def _join(root: str, key: str) -> str:
@@ -102,8 +82,11 @@ class BaseIndexer(ABC):
     """How a raw dataset finds its files. Subclass it and implement :meth:`discover_files`."""
 
     @abstractmethod
-    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
+    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> Sequence[FileMetadata]:
         """List the dataset's files (no cache involved).
+
+        Return a list of :class:`FileMetadata`, or a :class:`FileList` to hold millions of them
+        compactly.
 
         Args:
             input_dir: the dataset's folder or URL.
@@ -116,7 +99,7 @@ class BaseIndexer(ABC):
         cache_dir: str,
         storage_options: Mapping[str, Any] | None,
         recompute_index: bool = False,
-    ) -> list[FileMetadata]:
+    ) -> FileList:
         """The dataset's files: from the cached index if there is one, else listed and cached.
 
         Looks in ``cache_dir`` first, then (remote datasets) next to the data. A missing or
@@ -137,26 +120,26 @@ class BaseIndexer(ABC):
         if not recompute_index:
             files = _load_cached(local_index, remote)
             # A listing of another folder (a cache_dir shared by two datasets) is not this one's.
-            if files and all(_under(f.path, input_dir) for f in files):
+            if files and _all_under(files, input_dir):
                 return files
-        files = self.discover_files(input_dir, storage_options)
+        files = FileList.from_files(self.discover_files(input_dir, storage_options))
         if not files:
             raise ValueError(
                 f"No files found in {input_dir}: put the files there, or check the path "
                 "(and the indexer's extensions filter)"
             )
-        data = encode_index(files, input_dir)
-        write_file_atomic(local_index, data)
+        with atomic_file(local_index) as handle:
+            write_index(handle, files, input_dir)
         local_index.with_name(_REMOTE_TAG).unlink(missing_ok=True)
         if remote is not None:
             try:
-                remote.put(INDEX_FILENAME, data)
+                remote.upload(local_index, INDEX_FILENAME)
                 write_file_atomic(local_index.with_name(_REMOTE_TAG), _tag(remote.head(INDEX_FILENAME)))
             except Exception as err:  # read-only credentials are common: the local copy is enough
                 logger.warning(
                     "could not upload %s (continuing with the local copy): %s", remote.url_for(INDEX_FILENAME), err
                 )
-        logger.info("indexed %d files of %s", len(files), input_dir)
+        logger.info("indexed %s files of %s", f"{len(files):,}", input_dir)
         return files
 
 
@@ -168,9 +151,10 @@ def _tag(info: ObjectInfo) -> bytes:
     return f"{(info.etag or '').strip(chr(34))} {info.size} {info.mtime}".encode()
 
 
-def _read_local(local_index: Path) -> list[FileMetadata] | None:
+def _read_local(local_index: Path) -> FileList | None:
     try:
-        return decode_index(local_index.read_bytes(), str(local_index))
+        with open(local_index, "rb") as handle:
+            return read_index(handle, str(local_index))
     except FileNotFoundError:
         return None
     except ValueError as err:
@@ -178,13 +162,16 @@ def _read_local(local_index: Path) -> list[FileMetadata] | None:
         return None
 
 
-def _under(path: str, root: str) -> bool:
-    """Whether the file ``path`` (as the indexer joined it) lies under the dataset folder ``root``."""
+def _all_under(files: FileList, root: str) -> bool:
+    """Whether every file (as the indexer joined its path) lies under the dataset folder ``root``."""
     sep = "/" if "://" in root or root.startswith("local:") else os.sep
-    return path.startswith(root.rstrip(sep) + sep)
+    base = root.rstrip(sep) + sep
+    if files.prefix.startswith(base):
+        return True  # the common start of all paths: no path to make
+    return all(path.startswith(base) for paths, _ in files.blocks() for path in paths)
 
 
-def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata] | None:
+def _load_cached(local_index: Path, remote: Storage | None) -> FileList | None:
     """The cached listing, or None if there is neither a local nor a remote one.
 
     The local copy, unless the remote index is another object than the one it was copied from
@@ -199,18 +186,23 @@ def _load_cached(local_index: Path, remote: Storage | None) -> list[FileMetadata
         tag = _tag(remote.head(INDEX_FILENAME))
         if local and tag_file.is_file() and tag_file.read_bytes() == tag:
             return local
-        data = remote.get(INDEX_FILENAME)
+        # Downloaded to a file and parsed from it: the index of a big bucket is never in memory whole.
+        fresh = local_index.with_name(f".{INDEX_FILENAME}.{os.getpid()}.download")
+        remote.download(INDEX_FILENAME, fresh)
     except FileNotFoundError:
         return local  # never shared (read-only credentials): the local listing is the only one
     except Exception as err:  # listing will hit the same store and report the problem clearly
         logger.warning("could not read %s: %s", where, err)
         return local
     try:
-        files = decode_index(data, where)
+        with open(fresh, "rb") as handle:
+            files = read_index(handle, where)
+        os.replace(fresh, local_index)
     except ValueError as err:
         logger.warning("ignoring the remote index: %s", err)
         return local
-    write_file_atomic(local_index, data)
+    finally:
+        fresh.unlink(missing_ok=True)
     write_file_atomic(tag_file, tag)
     return files
 
@@ -230,8 +222,11 @@ class FileIndexer(BaseIndexer):
         self.max_depth = max_depth
         self.extensions = [e.lower() if e.startswith(".") else "." + e.lower() for e in (extensions or [])]
 
-    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> list[FileMetadata]:
+    def discover_files(self, input_dir: str, storage_options: Mapping[str, Any] | None) -> FileList:
         """List the files of ``input_dir`` (a local folder or any URL litdata-io opens).
+
+        The listing is read a page at a time into a compact :class:`FileList`; a listing that
+        takes more than a few seconds logs its progress (logger ``litdata_raw``, level INFO).
 
         Args:
             input_dir: the dataset's folder or URL.
@@ -248,11 +243,24 @@ class FileIndexer(BaseIndexer):
             if not folder.is_dir():
                 raise NotADirectoryError(f"input_dir {root} is a file, not a folder of files")
         storage = get_storage(root, storage_options)
-        found = []
-        for info in storage.list("", recursive=True):
-            if self._keep(info.key):
-                found.append(FileMetadata(path=_join(root, info.key), size=info.size))
-        return found
+        base = _join(root, "")
+        # The key's "/" are the path's separators on POSIX: no join per file.
+        join = (lambda key: base + key) if ("://" in root or os.sep == "/") else (lambda key: _join(root, key))
+        found = FileListBuilder(base)
+        listed = 0
+        started = last_report = time.monotonic()
+        for page in storage.list_pages("", recursive=True, page_size=_PAGE_SIZE):
+            for info in page:
+                if self._keep(info.key):
+                    found.add(join(info.key), info.size)
+            listed += len(page)
+            now = time.monotonic()
+            if now - last_report >= _PROGRESS_EVERY:
+                logger.info("listed %s files of %s so far (%.0f s)", f"{listed:,}", root, now - started)
+                last_report = now
+        if last_report != started:
+            logger.info("listed %s files of %s in %.0f s", f"{listed:,}", root, time.monotonic() - started)
+        return found.build()
 
     def _keep(self, key: str) -> bool:
         name = key.rsplit("/", 1)[-1]
