@@ -17,7 +17,7 @@ them is the docs' text, byte for byte), and each has one entry below with its st
 - ``pending``: could run with those changes but is not a test yet (``reason`` says what it needs);
   the count test pins the list, so it only shrinks.
 
-``tests/test_doc_examples_as_written.py`` runs every example that is not ``offline_impossible`` in
+``tests/test_doc_examples_as_written.py`` runs every example that is not ``offline_impossible`` (or ``pending``) in
 a fresh interpreter, checks the committed text against the docs when the docs file is present, and
 pins the counts.
 """
