@@ -58,7 +58,6 @@ class Example:
             ``hf`` are reached through the standard environment variables.
         setup: the name of the test's input-making function, run in the empty folder first.
         expect: substrings the example's stdout must contain.
-        slow: takes more than a few seconds (large sizes as written, spawned workers).
     """
 
     number: int
@@ -71,7 +70,6 @@ class Example:
     servers: tuple[str, ...] = ()
     setup: str | None = None
     expect: tuple[str, ...] = ()
-    slow: bool = False
 
     @property
     def path(self) -> Path:
@@ -152,8 +150,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(10, "pyg_gcn", (199, 233), "guarded",
             "torch-geometric installed; 1,024 graphs as written. It calls optimize at import time: workers that "
             "import the script (spawn, upstream's default; forkserver here, as torch is loaded) would run it again",
-            guard_from='optimize(make_graph, inputs=list(range(1024)), output_dir="graphs", chunk_size=64)',
-            slow=True),
+            guard_from='optimize(make_graph, inputs=list(range(1024)), output_dir="graphs", chunk_size=64)'),
     Example(11, "graph_wrapper", (237, 249), "offline_impossible",
             _NEEDS + "uses torch without importing it (it continues example 10)"),
     Example(12, "heterodata", (255, 277), "offline_impossible",
@@ -168,7 +165,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(16, "hf_stream", (358, 370), "guarded",
             "a Parquet dataset repo on the Hub stand-in; the loader spawns 4 workers, which re-import the script",
             guard_from="dataset = ld.StreamingDataset(hf_dataset_uri)",
-            servers=("hf",), setup="hf_clevr", expect=("Sample",), slow=True),
+            servers=("hf",), setup="hf_clevr", expect=("Sample",)),
     Example(17, "hf_index", (376, 379), "as_written", "a Parquet dataset repo on the Hub stand-in",
             servers=("hf",), setup="hf_clevr"),
     Example(18, "hf_index_path", (383, 391), "as_written", "a Parquet dataset repo on the Hub stand-in",
@@ -180,19 +177,18 @@ EXAMPLES: tuple[Example, ...] = (
     Example(21, "cloud_providers", (485, 530), "offline_impossible",
             _NEEDS + "uses botocore without importing it (NameError before any LitData call)"),
     Example(22, "resume", (538, 555), "as_written", "100,000 samples at s3://my-bucket/my-data; os.cpu_count() workers",
-            servers=("s3",), setup="my_data", slow=True),
+            servers=("s3",), setup="my_data"),
     Example(23, "canonical_nodes", (559, 559), "offline_impossible",
             _NEEDS + "one line; StreamingDataset is not imported"),
-    Example(24, "optimize_random_images", (565, 585), "as_written", "1,000 images, 4 workers", slow=True),
-    Example(25, "optimize_queue", (605, 639), "as_written", "a producer sleeping 10 ms per item: 10 s as written",
-            slow=True),
+    Example(24, "optimize_random_images", (565, 585), "as_written", "1,000 images, 4 workers"),
+    Example(25, "optimize_queue", (605, 639), "as_written", "a producer sleeping 10 ms per item: 10 s as written"),
     Example(26, "tokenize_slimpajama", (649, 698), "offline_impossible",
             "imports lit-gpt's tokenizer.Tokenizer with Llama-2 weights and reads the SlimPajama-627B download"),
     Example(27, "filter_yield", (702, 725), "as_written", expect=("[0, 2, 4, 6, 8, 10,", "994, 996, 998]")),
     Example(28, "filter_try", (729, 750), "as_written", expect=("[1.0, 0.5, 0.25]",)),
     Example(29, "combined", (756, 788), "as_written",
             "two token datasets at s3://tinyllama-template/{slimpajama/train,starcoder}; os.cpu_count() workers",
-            servers=("s3",), setup="tinyllama", slow=True),
+            servers=("s3",), setup="tinyllama"),
     Example(30, "batching_stratified", (796, 799), "offline_impossible",
             _NEEDS + "dataset1 and dataset2 are the user's; CombinedStreamingDataset is not imported"),
     Example(31, "batching_per_stream", (803, 806), "offline_impossible",
@@ -206,7 +202,7 @@ EXAMPLES: tuple[Example, ...] = (
             _NEEDS + "dset_1, dset_2 are the user's; Tuple, Dict, Any, ParallelStreamingDataset are not imported"),
     Example(35, "parallel_cycle", (853, 865), "offline_impossible",
             "a SyntaxError in the docs: print(len(cycled_dataset))) has one ')' too many"),
-    Example(36, "merge", (871, 895), "as_written", "4 x 250 images, 4 workers each", expect=("1000",), slow=True),
+    Example(36, "merge", (871, 895), "as_written", "4 x 250 images, 4 workers each", expect=("1000",)),
     Example(37, "complete_dataset", (899, 902), "as_written", "a folder my_chunks with only {rank}.index.json files",
             setup="rank_chunks"),
     Example(38, "transform_fn", (908, 923), "offline_impossible",
@@ -226,7 +222,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(46, "parquet_stream", (1064, 1087), "guarded",
             "Parquet files at s3://my-bucket/my-parquet-data; the loader spawns 4 workers, which re-import the script",
             guard_from='uri = "s3://my-bucket/my-parquet-data"', servers=("s3",), setup="parquet",
-            expect=("'id': 0",), slow=True),
+            expect=("'id': 0",)),
     Example(47, "parquet_map", (1095, 1107), "offline_impossible",
             _NEEDS + "list_of_parquet_paths is the user's and process's body is '...'"),
     Example(48, "compression", (1113, 1127), "as_written"),
@@ -265,7 +261,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(61, "rsa", (1394, 1401), "offline_impossible",
             _NEEDS + "optimize, fn, data_dir and StreamingDataset come from example 60"),
     Example(62, "tracer", (1409, 1420), "as_written", "100,000 samples at s3://my-bucket/my-data; 8 workers",
-            servers=("s3",), setup="my_data", slow=True),
+            servers=("s3",), setup="my_data"),
     Example(63, "uri_schemes", (1457, 1466), "local_url",
             "a dataset at each URL: moto (s3://, r2://), fake-gcs through STORAGE_EMULATOR_HOST (gs://), Azurite, "
             "the Hub stand-in; the two storage_options={...} placeholders (a set holding Ellipsis) become moto's "
@@ -279,7 +275,7 @@ EXAMPLES: tuple[Example, ...] = (
                    + AZURE_URL + '", "credential": "' + AZURE_KEY + '"})'),
                   ("local:/data/shared-drive/some-data", "local:" + CWD + "/data/shared-drive/some-data"),
                   ('"/var/data/fast_data"', '"' + CWD + '/var/data/fast_data"')),
-            servers=("s3", "gs", "azure", "hf"), setup="uri_schemes", slow=True),
+            servers=("s3", "gs", "azure", "hf"), setup="uri_schemes"),
     Example(64, "resolver_dir", (1474, 1481), "local_url",
             "the placeholder cache folder /fast-ssd/cache/run-1 becomes a folder in the working folder",
             subs=(('"/fast-ssd/cache/run-1"', '"' + CWD + '/fast-ssd/cache/run-1"'),), servers=("s3",),
@@ -289,7 +285,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(66, "teamspace_paths", (1503, 1523), "offline_impossible", _TEAMSPACE),
     Example(67, "map_resize", (1535, 1552), "as_written",
             "a folder my_large_images of images and the bucket my-bucket; 8 workers", servers=("s3",),
-            setup="large_images", slow=True),
+            setup="large_images"),
 )  # fmt: skip
 
 SHELL: tuple[ShellBlock, ...] = (

@@ -331,7 +331,7 @@ def _env(example: Example, w: World, home: Path) -> dict[str, str]:
 
 
 def _param(example: Example) -> object:
-    marks = [pytest.mark.slow] if example.slow else []
+    marks = [pytest.mark.slow]  # a fresh interpreter importing torch, often workers: seconds each
     if example.servers:
         marks.append(pytest.mark.cloud)
     return pytest.param(example, id=f"{example.number:02d}_{example.slug}", marks=marks)
