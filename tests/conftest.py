@@ -24,6 +24,7 @@ LONGEST_FILES = (
     "tests/test_credentials_profiles.py",
     "tests/test_credentials_containers.py",
     "tests/test_credentials.py",
+    "tests/test_doc_examples_as_written.py",
     "tests/test_ddp.py",
     "tests/test_credentials_expiring.py",
     "tests/test_keyed_update.py",

@@ -1,31 +1,58 @@
-"""Upstream's documentation examples run as a user runs them: the example's text as a script.
+"""Every example of upstream's documentation that can run offline, run as a user runs it.
 
-Each example is the docs' code unchanged but for an ``if __name__ == "__main__":`` guard (where the
-docs have none and the example starts workers) and, for examples that need a bucket, the local
-test server's URL and options. Every script runs in a fresh interpreter in an empty folder and
-must exit with code 0 (the examples' own ``assert`` lines included).
+The examples' text is committed verbatim (``tests/fixtures/doc_examples/``, inventory in
+``tests/doc_examples.py``). Each runnable one runs as ``example.py`` in a fresh interpreter in an
+empty folder and must exit with code 0 (the example's own ``assert`` lines included); the only
+changes are a ``__main__`` guard and the local servers' URLs and options (listed per example). Inputs
+an example reads (a bucket's dataset, a folder of images) are made before it runs: that is the
+user's data, not a change to the example. The standard variables (``AWS_ENDPOINT_URL``,
+``HF_ENDPOINT``, ...) point at local servers: moto for S3, the Hub stand-in for ``hf://``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from PIL import Image
 
-pytestmark = pytest.mark.slow
+from litdata_format import BinaryWriter
+from litdata_io import get_storage
+from tests.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
+from tests.servers import S3Server, start_moto
+from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
 
 _REPO = Path(__file__).resolve().parent.parent
+DOCS = Path(os.environ.get("LITDATA_DOCS_TXT", "/work/shared/LITDATA-DOCS.txt"))
+# Written by MosaicML Streaming 0.13.0: int, pil, bytes and str columns, zstd shards.
+MDS = _REPO / "packages/litdata-format/tests/fixtures/mds-0.13.0/mds_zstd"
+
+# The pinned counts: every code block of the docs is in the inventory.
+PYTHON_EXAMPLES = 67
+SHELL_BLOCKS = 15
+RUNNABLE = 35
+PENDING: list[int] = []  # runnable offline with the allowed changes, not a test yet (tests/doc_examples.py says why)
+
+_CLEARED_ENV = ("AWS_", "HF_", "GOOGLE_", "AZURE_", "STORAGE_EMULATOR_HOST", "LITDATA_")
 
 
-def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180.0) -> str:
+def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300.0) -> str:
     """Run ``code`` as ``example.py`` in ``cwd`` with this interpreter; its stdout, or fail with its output."""
     script = cwd / "example.py"
     script.write_text(textwrap.dedent(code))
-    environ = {**os.environ, "PYTHONPATH": str(_REPO), **(env or {})}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_ENV)}
+    environ = {**base, "PYTHONPATH": str(_REPO), **(env or {})}
     proc = subprocess.run(
         [sys.executable, str(script)],
         check=False,
@@ -39,36 +66,341 @@ def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout
     return proc.stdout
 
 
-def test_append_keeps_input_order(tmp_path: Path) -> None:
-    """docs line 1001: optimize, append, and the example's own assert on input order (default workers)."""
-    run_example(
-        """
-        from litdata import optimize, StreamingDataset
+@dataclass
+class World:
+    """What an example's inputs are made in: its empty working folder and the local servers."""
 
-        def compress(index):
-            return index, index**2
+    cwd: Path
+    s3: S3Server
+    hf: HfHubServer
+    my_data: Path  # 100,000 samples (the docs' "out: 100,000"), written once
+    gcs: FakeGcsServer | None = None
+    azure: AzuriteServer | None = None
 
-        if __name__ == "__main__":
-            # Add some data
-            optimize(
-                fn=compress,
-                inputs=list(range(100)),
-                output_dir="./my_optimized_dataset",
-                chunk_bytes="64MB",
-            )
+    def upload(self, folder: Path, url: str) -> None:
+        storage = get_storage(url, self.s3.storage_options())
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                storage.upload(path, path.relative_to(folder).as_posix())
 
-            # Later on, you add more data
-            optimize(
-                fn=compress,
-                inputs=list(range(100, 200)),
-                output_dir="./my_optimized_dataset",
-                chunk_bytes="64MB",
-                mode="append",
-            )
+    def bucket(self, name: str) -> None:
+        self.s3.client().create_bucket(Bucket=name)
 
-            ds = StreamingDataset("./my_optimized_dataset")
-            assert len(ds) == 200
-            assert ds[:] == [(i, i**2) for i in range(200)]
-        """,
-        tmp_path,
-    )
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        self.s3.client().put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def _numbers(folder: Path, count: int, chunk_bytes: str = "256KB") -> Path:
+    writer = BinaryWriter(folder, chunk_bytes=chunk_bytes)
+    for i in range(count):
+        writer.add_item(i, i)
+    writer.done()
+    writer.merge()
+    return folder
+
+
+def _png(color: int) -> bytes:
+    from io import BytesIO
+
+    out = BytesIO()
+    Image.new("RGB", (8, 8), (color, color, color)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _parquet(folder: Path, files: int = 2, rows: int = 20) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        ids = list(range(f * rows, (f + 1) * rows))
+        table = pa.table({"id": ids, "text": [f"row {i}" for i in ids]})
+        pq.write_table(table, folder / f"train-{f:05d}-of-{files:05d}.parquet", row_group_size=8)
+
+
+def _my_data(w: World) -> None:
+    w.bucket("my-bucket")
+    w.upload(w.my_data, "s3://my-bucket/my-data")
+
+
+def _seg_pairs(w: World) -> None:
+    w.bucket("bucket")
+    for i in range(6):
+        w.put("bucket", f"seg/img_{i:03d}.jpg", b"jpeg %d" % i)
+        w.put("bucket", f"seg/img_{i:03d}.png", b"mask %d" % i)
+    w.put("bucket", "seg/img_999.jpg", b"an image without a mask")
+
+
+def _bucket_data(w: World) -> None:
+    w.bucket("bucket")
+    w.upload(w.my_data, "s3://bucket/data")
+
+
+def _mds(w: World) -> None:
+    w.bucket("my-bucket")
+    w.upload(MDS, "s3://my-bucket/my-mds-data")
+
+
+def _hf_repo(w: World, repo: str) -> None:
+    _parquet(w.hf.dataset_repo(repo) / "data", files=2, rows=10)
+
+
+def _my_train(w: World) -> None:
+    w.bucket("my-bucket")
+    w.upload(w.my_data, "s3://my-bucket/train")
+
+
+def _tinyllama(w: World) -> None:
+    from litdata import TokensLoader
+
+    w.bucket("tinyllama-template")
+    for prefix, first, blocks in (("slimpajama/train", 0, 40), ("starcoder", 1000, 20)):
+        folder = w.cwd.parent / "made" / prefix
+        writer = BinaryWriter(folder, chunk_size=2049 * 4, item_loader=TokensLoader())
+        for i in range(blocks):
+            writer.add_item(i, np.full(2049, first + i, dtype=np.int32))
+        writer.done()
+        writer.merge()
+        w.upload(folder, f"s3://tinyllama-template/{prefix}")
+
+
+def _two_inputs(w: World) -> None:
+    for name in ("input_dir_1", "input_dir_2"):
+        _numbers(w.cwd / name, 30)
+
+
+def _rank_chunks(w: World) -> None:
+    for rank in range(2):
+        writer = BinaryWriter(w.cwd / "my_chunks", chunk_size=4, rank=rank)
+        for i in range(10):
+            writer.add_item(i, {"rank": rank, "i": i})
+        writer.done()  # {rank}.index.json only, as the docs' case
+    assert not (w.cwd / "my_chunks" / "index.json").exists()
+
+
+def _parquet_bucket(w: World) -> None:
+    w.bucket("my-bucket")
+    _parquet(w.cwd.parent / "made" / "pq")
+    w.upload(w.cwd.parent / "made" / "pq", "s3://my-bucket/my-parquet-data")
+
+
+def _my_optimized_dataset(w: World) -> None:
+    w.bucket("my-bucket")
+    w.upload(w.my_data, "s3://my-bucket/my_optimized_dataset")
+
+
+def _shared_drive(w: World) -> None:
+    _numbers(w.cwd / "data" / "shared-drive" / "some-data", 100)
+
+
+def _my_bucket(w: World) -> None:
+    w.bucket("my-bucket")
+
+
+def _fast_data(w: World) -> None:
+    w.bucket("my-bucket")
+    w.upload(w.my_data, "s3://my-bucket/fast_data")
+
+
+def _large_images(w: World) -> None:
+    w.bucket("my-bucket")
+    (w.cwd / "my_large_images").mkdir()
+    for i in range(6):
+        Image.new("RGB", (300, 260), (i * 40, 0, 0)).save(w.cwd / "my_large_images" / f"{i}.png")
+
+
+def _uri_schemes(w: World) -> None:
+    assert w.gcs is not None and w.azure is not None
+    _fast_data(w)
+    local = _numbers(w.cwd / "var" / "data" / "fast_data", 100)
+    shutil.copytree(local, w.cwd / "data" / "shared-drive" / "some-data")
+    w.gcs.create_bucket("my-bucket")
+    gcs = get_storage("gs://my-bucket/fast_data", {**w.gcs.gcsfs_options(), "backend": "fsspec"})
+    w.azure.create_container("my-container")
+    azure = get_storage("azure://my-container/fast_data", _azure_options(w.azure))
+    for path in sorted(local.iterdir()):
+        gcs.upload(path, path.name)
+        azure.upload(path, path.name)
+    _hf_repo(w, "org/name")
+
+
+def _azure_options(server: AzuriteServer) -> dict[str, str]:
+    return {"account_url": server.endpoint, "credential": server.account_key}
+
+
+SETUPS: dict[str, Callable[[World], None]] = {
+    "my_data": _my_data,
+    "my_data_no_env": _my_data,
+    "seg_pairs": _seg_pairs,
+    "bucket_data": _bucket_data,
+    "mds": _mds,
+    "hf_clevr": lambda w: _hf_repo(w, "leonardPKU/clevr_cogen_a_train"),
+    "hf_openthoughts": lambda w: _hf_repo(w, "open-thoughts/OpenThoughts-114k"),
+    "my_train": _my_train,
+    "tinyllama": _tinyllama,
+    "two_inputs": _two_inputs,
+    "rank_chunks": _rank_chunks,
+    "parquet": _parquet_bucket,
+    "my_optimized_dataset": _my_optimized_dataset,
+    "shared_drive": _shared_drive,
+    "my_bucket": _my_bucket,
+    "fast_data": _fast_data,
+    "large_images": _large_images,
+    "uri_schemes": _uri_schemes,
+}
+
+
+def _objects(server: S3Server, bucket: str, prefix: str) -> list[str]:
+    listing = server.client().list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return [item["Key"] for item in listing.get("Contents", [])]
+
+
+def _after(number: int, w: World) -> None:
+    """What an example leaves behind, where the example itself checks nothing."""
+    if number == 7:
+        assert any((w.cwd / "path/to/cache").rglob("index.json"))
+    elif number == 22:
+        assert (w.cwd / "dataloader_state.pt").is_file()
+    elif number == 37:
+        assert (w.cwd / "my_chunks" / "index.json").is_file()
+    elif number == 44:
+        assert (w.cwd / "my_optimized_dataset" / "index.json").is_file()
+    elif number == 56:
+        assert any((w.cwd / "path/to/your/cache").rglob("index.json"))
+    elif number == 60:
+        assert (w.cwd / "fernet.pem").is_file() and any(
+            k.endswith("index.json") for k in _objects(w.s3, "my-bucket", "optimized_data/")
+        )
+    elif number == 62:
+        log = (w.cwd / "litdata_debug.log").read_text()
+        assert "download" in log and "read" in log
+    elif number == 64:
+        assert any((w.cwd / "fast-ssd/cache/run-1").rglob("index.json"))
+    elif number == 67:
+        assert sorted(k.rsplit("/", 1)[1] for k in _objects(w.s3, "my-bucket", "my_resized_images/")) == [
+            f"{i}.png" for i in range(6)
+        ]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    """A moto server for this file: every example starts from an empty server (moto's reset)."""
+    with start_moto() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
+    with start_hf_hub(tmp_path_factory.mktemp("hub")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gcs() -> Iterator[FakeGcsServer]:
+    with start_fake_gcs() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def azure() -> Iterator[AzuriteServer]:
+    with start_azurite() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def my_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _numbers(tmp_path_factory.mktemp("my-data") / "my-data", 100_000)
+
+
+def _env(example: Example, w: World, home: Path) -> dict[str, str]:
+    env = {
+        "LITDATA_CACHE_DIR": str(home / "litdata-cache"),
+        "HF_HOME": str(home / "hf"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
+        "AWS_CONFIG_FILE": str(home / "no-aws-config"),
+    }
+    if "s3" in example.servers:
+        env |= {
+            "AWS_ACCESS_KEY_ID": w.s3.access_key,
+            "AWS_SECRET_ACCESS_KEY": w.s3.secret_key,
+            "AWS_ENDPOINT_URL": w.s3.endpoint,
+            "AWS_REGION": w.s3.region,
+        }
+    if "hf" in example.servers:
+        env |= w.hf.env
+    if w.gcs is not None:
+        env |= {"STORAGE_EMULATOR_HOST": w.gcs.endpoint}
+    return env
+
+
+def _param(example: Example) -> object:
+    marks = [pytest.mark.slow]  # a fresh interpreter importing torch, often workers: seconds each
+    if example.servers:
+        marks.append(pytest.mark.cloud)
+    return pytest.param(example, id=f"{example.number:02d}_{example.slug}", marks=marks)
+
+
+@pytest.mark.parametrize("example", [_param(e) for e in EXAMPLES if e.runs])
+def test_example_runs_as_written(
+    example: Example, tmp_path: Path, s3: S3Server, hf: HfHubServer, my_data: Path, request: pytest.FixtureRequest
+) -> None:
+    urllib.request.urlopen(urllib.request.Request(f"{s3.endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    shutil.rmtree(hf.root / "datasets", ignore_errors=True)
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    world = World(cwd=cwd, s3=s3, hf=hf, my_data=my_data)
+    # started only for the examples that use them (one does)
+    if "gs" in example.servers:
+        world.gcs = request.getfixturevalue("gcs")
+    if "azure" in example.servers:
+        world.azure = request.getfixturevalue("azure")
+    if example.setup:
+        SETUPS[example.setup](world)
+    values = {"s3_endpoint": s3.endpoint, "s3_key": s3.access_key, "s3_secret": s3.secret_key, "cwd": str(cwd)}
+    if world.azure is not None:
+        values |= {"azure_url": world.azure.endpoint, "azure_key": world.azure.account_key}
+    out = run_example(runnable_script(example, values), cwd, _env(example, world, tmp_path / "home"))
+    for text in example.expect:
+        assert text in out, f"{text!r} not in the example's output:\n{out[-3000:]}"
+    _after(example.number, world)
+
+
+def test_inventory_covers_every_code_block_of_the_docs() -> None:
+    assert [e.number for e in EXAMPLES] == list(range(1, PYTHON_EXAMPLES + 1))
+    assert [s.number for s in SHELL] == list(range(1, SHELL_BLOCKS + 1))
+    committed = sorted(p.name for p in FOLDER.iterdir())
+    assert committed == sorted([e.path.name for e in EXAMPLES] + [s.path.name for s in SHELL])
+    for example in EXAMPLES:
+        assert example.status in STATUSES, example
+        if example.status in ("offline_impossible", "pending"):
+            assert example.reason and not (example.subs or example.guard_from or example.setup), example
+        else:
+            # the status says exactly which changes the example gets
+            assert bool(example.subs) == (example.status == "local_url"), example
+            assert (example.guard_from is not None) == (example.status == "guarded"), example
+    runnable = [e for e in EXAMPLES if e.runs]
+    assert len(runnable) == RUNNABLE
+    assert [e.number for e in EXAMPLES if e.status == "pending"] == PENDING
+    counts = {status: sum(e.status == status for e in EXAMPLES) for status in STATUSES}
+    line = f"{len(runnable)} of {PYTHON_EXAMPLES} run as written"
+    print(line, counts)
+    # the docs page states the same count, and lists every example with its status
+    page = (_REPO / "docs" / "doc-examples.md").read_text()
+    assert line in page
+    for e in EXAMPLES:
+        lines = f"{e.lines[0]}" if e.lines[0] == e.lines[1] else f"{e.lines[0]}-{e.lines[1]}"
+        assert f"| {e.number} | {lines} | {e.status} |" in page, e
+
+
+def test_committed_examples_are_the_docs_text() -> None:
+    """Each committed example is the docs' lines, byte for byte (needs the docs file; CI without it skips)."""
+    if not DOCS.is_file():
+        pytest.skip(f"{DOCS} is not here (set LITDATA_DOCS_TXT to upstream's docs text)")
+    lines = DOCS.read_text(encoding="utf-8").split("\n")
+    blocks = [*EXAMPLES, *SHELL]
+    for block in blocks:
+        first, last = block.lines
+        assert verbatim(block.path) == "\n".join(lines[first - 1 : last]), block.path.name
+        assert lines[first - 2].strip() == "" or first == 1, block.path.name  # a block starts after a blank line
+    # every line of code in the docs is in some block: the lines outside blocks are prose or blank
+    inside = {n for b in blocks for n in range(b.lines[0], b.lines[1] + 1)}
+    code_starts = ("from litdata", "import litdata", "optimize(", "dataset = ", "ld.", "StreamingDataset(")
+    stray = [n for n, line in enumerate(lines, 1) if n not in inside and line.startswith(code_starts)]
+    assert stray == []

@@ -174,3 +174,27 @@ def test_a_worker_that_raises_writes_a_crash_event(tmp_path: Path) -> None:
     crashes = [line for line in log.read_text().splitlines() if "name: crash;" in line]
     assert len(crashes) == 1, crashes
     assert "position: 7;" in crashes[0] and "error: ValueError: bad input 7;" in crashes[0], crashes[0]
+
+
+_UNGUARDED = """
+import sys
+import torch  # loaded: the default start method is then a forkserver, which imports this script again
+from litdata_prep import optimize
+
+def fn(i):
+    return i
+
+optimize(fn, list(range(4)), sys.argv[1], chunk_size=2, num_workers=1, verbose=False)
+"""
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path: Path) -> None:
+    """The workers' copy of an unguarded script reaches optimize again: the error names the guard, not `python -c`."""
+    script = tmp_path / "job.py"
+    script.write_text(_UNGUARDED)
+    argv = [sys.executable, str(script), str(tmp_path / "out")]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert out.returncode != 0
+    told = "the script calls optimize/map when it is imported (no `if __name__ == '__main__':` guard)"
+    assert told in out.stderr, out.stderr
+    assert "interactive session" not in out.stderr, out.stderr

@@ -41,3 +41,13 @@ def test_plain_leaves_use_default_collate() -> None:
     batch = litdata_collate([{"a": torch.ones(2), "b": (1, "x")}, {"a": torch.zeros(2), "b": (2, "y")}])
     assert torch.equal(batch["a"], torch.tensor([[1.0, 1.0], [0.0, 0.0]]))
     assert torch.equal(batch["b"][0], torch.tensor([1, 2])) and batch["b"][1] == ["x", "y"]
+
+
+def test_pil_images_stay_a_list_next_to_collated_leaves() -> None:
+    """torch's default_collate raises TypeError on PIL images (an MDS ``pil`` column): they stay a list."""
+    from PIL import Image
+
+    images = [Image.new("RGB", (4, 4), (i, 0, 0)) for i in range(3)]
+    batch = litdata_collate([{"id": i, "image": image} for i, image in enumerate(images)])
+    assert torch.equal(batch["id"], torch.arange(3))
+    assert batch["image"] == images

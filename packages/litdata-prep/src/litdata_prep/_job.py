@@ -172,6 +172,13 @@ def _pickled_modules(data: bytes) -> set[str]:
 
 def _importable_elsewhere(module: str) -> str | None:
     """None if a fresh interpreter could import ``module``, else why not."""
+    if module == "__mp_main__" and sys.modules.get("__mp_main__") is not None:
+        # A process importing the script for its workers (a forkserver or a spawned child) reached
+        # optimize/map: the script calls it at import time.
+        return (
+            "the script calls optimize/map when it is imported (no `if __name__ == '__main__':` guard), "
+            "and worker processes import the script again"
+        )
     if module in ("__main__", "__mp_main__"):
         main = sys.modules.get("__main__")
         if getattr(main, "__file__", None) is None and getattr(main, "__spec__", None) is None:

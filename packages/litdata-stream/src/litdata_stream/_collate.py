@@ -13,6 +13,7 @@ its methods and decide none of it themselves.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,10 +48,13 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
         batch: The samples of one batch, as the dataset yielded them.
 
     Returns:
-        The batch: each leaf's values stacked into one tensor along a new first dimension (graphs as above).
+        The batch: each leaf's values stacked into one tensor along a new first dimension (graphs as
+        above; PIL images, which torch's ``default_collate`` refuses, stay a list).
     """
     first = batch[0]
     if isinstance(first, Graph):  # returned without PyG installed: nothing to batch them with
+        return list(batch)
+    if _is_pil_image(first):  # an MDS ``pil``/``jpeg`` column, an ``Image`` decoded to PIL: no tensor form to pick
         return list(batch)
     if is_pyg_data(first):
         from torch_geometric.data import Batch
@@ -71,6 +75,11 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     if isinstance(first, (tuple, list)) and not isinstance(first, str):
         return [litdata_collate(list(group)) for group in zip(*batch)]
     return default_collate(list(batch))
+
+
+def _is_pil_image(value: object) -> bool:
+    pil = sys.modules.get("PIL.Image")  # a PIL image exists only if Pillow is imported already
+    return pil is not None and isinstance(value, pil.Image)
 
 
 @dataclass(frozen=True)
