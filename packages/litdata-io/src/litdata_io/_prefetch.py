@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
 from litdata_io import _process
-from litdata_io._activity import activity
 from litdata_io._cache import ChunkCache
+from litdata_io._instrument import probe
 from litdata_io._loop import LoopThread
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
@@ -200,7 +200,8 @@ class Prefetcher:
         if not self.asynchronous:
             return self.cache.acquire(info)
         self._kick()
-        with activity(f"waiting on the prefetcher for {self.cache.storage.url_for(name)}"):
+        url = self.cache.storage.url_for(name)
+        with probe.span("prefetch_wait", "lock", lambda: f"waiting on the prefetcher for {url}"):
             return slot.future.result(timeout)
 
     def pending(self) -> int:
