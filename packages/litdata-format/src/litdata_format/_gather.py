@@ -37,6 +37,7 @@ __all__ = ["chunk_rows", "gather_rows"]
 _ROWS_KEY = "rows"
 _UNKNOWN: Any = object()  # no layout looked for yet (None: the chunk has none)
 _LAYOUT_KEY = "pytree-layout"
+_FORM = -1  # the key of ``learned`` (row sizes are positive) holding the samples' keys, or None
 
 
 def chunk_rows(chunk: Chunk) -> np.ndarray | None:
@@ -121,9 +122,13 @@ def gather_rows(
         learned: layouts found in earlier chunks, by row size (the caller keeps it per dataset):
             a chunk whose rows share one is gathered without decoding its first item.
     """
-    if not all(_numeric(s) for s in serializers):
-        return None
-    keys = _flat_keys(spec)
+    # Whether the samples' form qualifies is the same for every chunk: asked once per dataset.
+    if learned is not None and _FORM in learned:
+        keys = learned[_FORM]
+    else:
+        keys = _flat_keys(spec) if all(_numeric(s) for s in serializers) else None
+        if learned is not None:
+            learned[_FORM] = keys
     if keys is None:
         return None
     rows = chunk_rows(chunk)

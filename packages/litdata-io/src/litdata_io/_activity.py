@@ -72,7 +72,11 @@ class _Slot:
         if not self._open:  # the usual end of a chunk's read: nothing left to show
             _HEADER.pack_into(self._map, self._offset, 0)
             return
-        lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
+        if len(self._open) == 1:  # the usual case: one operation (a chunk's read)
+            ((since, text),) = self._open.values()
+            lines = f"{since:.3f}\t{text}"
+        else:
+            lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
         data = lines.encode("utf-8", "replace")[: _SLOT - _HEADER.size]
         start = self._offset + _HEADER.size
         self._map[start : start + len(data)] = data

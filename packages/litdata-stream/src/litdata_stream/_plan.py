@@ -96,6 +96,8 @@ class EpochOrder:
             self.chunk_order = np.random.default_rng([seed, epoch, count]).permutation(count)
         else:
             self.chunk_order = np.arange(count)
+        # The hash state of (seed, epoch, chunk count): each chunk's in-chunk order continues from it.
+        self._hash_state = hash_state(0x9E3779B97F4A7C15, seed, epoch, count)
         # starts[k] = position in S where the k-th chunk of the order begins.
         self.starts = np.concatenate([[0], np.cumsum(self.chunk_lengths[self.chunk_order])])
 
@@ -107,7 +109,7 @@ class EpochOrder:
         length = int(self.chunk_lengths[chunk])
         if not self.shuffle:
             return np.arange(length)
-        return hashed_permutation(length, self.seed, self.epoch, len(self.chunk_lengths), chunk)
+        return permutation_from(hash_state(self._hash_state, chunk), length)
 
     def read_order(self, intervals: Sequence[Interval]) -> list[Interval]:
         """The intervals of ``S`` one worker's stretch is read in (its own order, here unchanged).
@@ -151,9 +153,18 @@ def hashed_permutation(length: int, *key: int) -> np.ndarray:
     it. Building a numpy generator per chunk costs ~30-200 us (its seed sequence), which a dataset
     of 100k small chunks pays 100k times per epoch; this costs a few us for a small chunk.
     """
-    state = 0x9E3779B97F4A7C15
+    return permutation_from(hash_state(0x9E3779B97F4A7C15, *key), length)
+
+
+def hash_state(state: int, *key: int) -> int:
+    """The hash state after mixing in ``key`` (ints) from ``state`` (a key's prefix is mixed once, then reused)."""
     for part in key:
         state = _mix((state ^ (part & _MASK)) + 0x9E3779B97F4A7C15 & _MASK)
+    return state
+
+
+def permutation_from(state: int, length: int) -> np.ndarray:
+    """The permutation of ``range(length)`` that :func:`hashed_permutation` gives for the key hashed into ``state``."""
     if length < 2:
         return np.arange(length)
     if length <= 64:  # the same hashes in Python ints: numpy's per-call cost dominates small chunks
