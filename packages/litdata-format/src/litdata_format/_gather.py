@@ -83,6 +83,7 @@ class _Layout:
     leaves: tuple[_Leaf, ...]
     fixed: np.ndarray  # the byte columns every row must share with the reference row
     reference: np.ndarray  # those bytes in the reference row (uint8)
+    runs: tuple[tuple[int, int, bytes], ...]  # the same as runs of columns: (start, stop, the reference's bytes)
 
 
 _NUMERIC = "biufc"
@@ -205,9 +206,21 @@ def _layout_of(
     if start != rows.shape[1]:
         return None
     columns = np.concatenate([np.arange(s.start, s.stop) for s in fixed])
-    return _Layout(tuple(leaves), columns, np.array(row[columns]))
+    runs = tuple((s.start, s.stop, row[s].tobytes()) for s in fixed)
+    return _Layout(tuple(leaves), columns, np.array(row[columns]), runs)
 
 
 def _shares_layout(taken: np.ndarray, layout: _Layout) -> bool:
     """Whether every row of ``taken`` has ``layout``'s fixed bytes."""
+    count, width = taken.shape
+    if count <= _FEW_ROWS:  # a few rows of a small chunk: comparing bytes costs less than numpy's calls
+        data = taken.tobytes()
+        for start in range(0, count * width, width):
+            for first, stop, expected in layout.runs:
+                if data[start + first : start + stop] != expected:
+                    return False
+        return True
     return bool((taken[:, layout.fixed] == layout.reference).all())
+
+
+_FEW_ROWS = 16
