@@ -3,13 +3,14 @@
 Usage (from the repository root, after ``scale.py`` ran)::
 
     uv run python benchmarks/scale_plot.py                       # docs/scale.png from the latest runs
-    uv run python benchmarks/scale_plot.py --after after --before before --out docs/scale.png
+    uv run python benchmarks/scale_plot.py --ours after --upstream after --before before --out docs/scale.png
 
-It reads ``benchmarks/out/scale/results.jsonl`` (one record per ``scale.py`` run), takes the latest
-record labelled ``--after`` (ours and upstream) and, if there is one, the latest labelled
-``--before`` (ours at an older commit), and draws each metric over the number of chunks on log-log
-axes, with the fitted growth exponent (``scale.exponent``: the slope of log(value) over
-log(chunks)) in the legend. matplotlib is in the workspace's dev dependencies.
+It reads ``benchmarks/out/scale/results.jsonl`` (one record per ``scale.py`` run), takes ours from
+the records labelled ``--ours``, upstream from those labelled ``--upstream`` and, if there are
+some, ours at an older commit from those labelled ``--before`` (a later run's values replace an
+earlier one's), and draws each metric over the number of chunks on log-log axes, with the
+fitted growth exponent (``scale.exponent``: the slope of log(value) over log(chunks)) in the
+legend. matplotlib is in the workspace's dev dependencies.
 """
 
 from __future__ import annotations
@@ -36,8 +37,16 @@ STYLES = {"ours": ("tab:blue", "o", "-"), "upstream": ("tab:orange", "s", "-"), 
 
 
 def _latest(records: list[dict[str, Any]], label: str) -> dict[str, Any] | None:
+    """The runs labelled ``label`` merged, a later run's values replacing an earlier one's."""
     found = [r for r in records if r.get("label") == label]
-    return found[-1] if found else None
+    if not found:
+        return None
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in found:
+        for lib, sizes in record["results"].items():
+            for size, values in sizes.items():
+                merged.setdefault(lib, {}).setdefault(str(size), {}).update(values)
+    return {"label": label, "when": found[-1].get("when", ""), "results": merged}
 
 
 def _series(record: dict[str, Any], lib: str, metric: str) -> list[tuple[int, float]]:
@@ -51,7 +60,8 @@ def _series(record: dict[str, Any], lib: str, metric: str) -> list[tuple[int, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--after", default="after", help="label of the run with ours and upstream")
+    parser.add_argument("--ours", default="after-ours", help="label of the run with ours")
+    parser.add_argument("--upstream", default="after", help="label of the run with upstream")
     parser.add_argument("--before", default="before", help="label of ours at an older commit (optional)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scale.png")
     args = parser.parse_args()
@@ -61,13 +71,15 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for line in (OUT / "results.jsonl").read_text().splitlines() if line.strip()]
-    after = _latest(records, args.after)
-    if after is None:
-        raise SystemExit(f"no scale.py run labelled {args.after!r} in {OUT / 'results.jsonl'}")
-    before = _latest(records, args.before)
-    lines: list[tuple[str, dict[str, Any], str]] = [("ours", after, "ours"), ("upstream", after, "upstream")]
-    if before is not None:
-        lines.insert(1, ("ours before", before, "ours"))
+    lines: list[tuple[str, dict[str, Any], str]] = []
+    for name, label, lib in (("ours", args.ours, "ours"), ("ours before", args.before, "ours"),
+                             ("upstream", args.upstream, "upstream")):  # fmt: skip
+        record = _latest(records, label)
+        if record is not None and record["results"].get(lib):
+            lines.append((name, record, lib))
+    if not lines:
+        raise SystemExit(f"no scale.py runs labelled {args.ours!r} / {args.upstream!r} in {OUT / 'results.jsonl'}")
+    when = max(str(record.get("when", "")) for _, record, _ in lines)
     figure, axes = plt.subplots(2, 2, figsize=(11, 8))
     for axis, (metric, title, unit, scale) in zip(axes.flat, PANELS):
         for name, record, lib in lines:
@@ -86,7 +98,7 @@ def main() -> None:
         axis.set_ylabel(unit)
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle(f"Scale (issue 29): {after.get('when', '')}, CPU times are process_time", fontsize=11)
+    figure.suptitle(f"Scale (issue 29), measured up to {when}; CPU times are process_time", fontsize=11)
     figure.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(args.out, dpi=90)
