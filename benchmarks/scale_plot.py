@@ -28,7 +28,7 @@ from scale import OUT, exponent  # noqa: E402
 
 # (metric key, panel title, y label, scale applied to the value)
 PANELS = (
-    ("open_s", "open: StreamingDataset(dir, shuffle=True) + len()", "seconds (wall)", 1.0),
+    ("open_cpu_s", "open: StreamingDataset(dir, shuffle=True) + len()", "CPU seconds", 1.0),
     ("epoch_w0_cpu_s", "per-epoch overhead: one epoch, num_workers=0", "CPU seconds", 1.0),
     ("epoch_w2_all_cpu_s", "per-epoch overhead: one epoch, num_workers=2", "CPU seconds (main + workers)", 1.0),
     ("open_rss_mb", "memory: peak RSS after open", "MiB", 1.0),
