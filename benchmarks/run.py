@@ -610,7 +610,11 @@ def main(argv: list[str] | None = None) -> int:
     if baseline is not None:
         use_baseline(baseline)
         libs.insert(1, "baseline")  # right after ours in every round
-    ctx = Context(sizes=sizes, out=out, inputs=ensure_inputs(out, sizes), libs=libs)
+    if limits_wanted or any(row.kind != "scale" for row in rows):
+        inputs = ensure_inputs(out, sizes)
+    else:  # the scale row writes its own datasets: no images, tokens or raw files to generate
+        inputs = Inputs(out / "inputs", out / "inputs" / "images", out / "inputs" / "tokens", out / "inputs" / "raw")
+    ctx = Context(sizes=sizes, out=out, inputs=inputs, libs=libs)
     shutil.rmtree(out / "runs", ignore_errors=True)
     shutil.rmtree(out / "logs", ignore_errors=True)
     prepare_datasets(ctx, rows, limits_wanted)
