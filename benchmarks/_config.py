@@ -35,6 +35,7 @@ class Sizes:
     latency_s: float = 0.03  # the cloud proxy: first-byte delay of every request ...
     bandwidth: float = 50e6  # ... and bytes/s per connection
     timeout: float = 300.0  # a run that takes longer is recorded as a timeout (a stall)
+    scale_chunks: tuple[int, ...] = (1_000, 10_000)  # the scale row: datasets of this many 4-sample chunks
 
     @property
     def chunk_tokens(self) -> int:
@@ -46,6 +47,7 @@ class Sizes:
             f"r{self.records}-i{self.images}x{self.image_side}-t{self.total_tokens}x{self.token_files}"
             f"-f{self.raw_files}-c{self.chunk_bytes}-b{self.block}x{self.chunk_blocks}"
             f"-s{self.small_records}x{self.small_chunk_bytes}"
+            + (f"-k{'x'.join(map(str, self.scale_chunks))}" if self.scale_chunks != (1_000, 10_000) else "")
         )
 
 
@@ -63,6 +65,7 @@ QUICK = replace(
     small_records=2_000,
     small_chunk_bytes=4 << 10,
     timeout=60.0,
+    scale_chunks=(200, 1_000),
 )
 
 
@@ -151,6 +154,10 @@ ROWS = (
         cache_cap=0.05,
         target=1.5,
     ),
+    # Issue 29: many tiny chunks (BinaryWriter(chunk_size=4), {"i": int, "x": int32[4]}) at two
+    # sizes: the open time and the CPU per chunk of a shuffled epoch (num_workers=0); the rate is
+    # chunks per CPU-second of the epochs, so its ratio is the per-chunk cost's (see the Scale table).
+    Row("scale-small-chunks", "scale", "chunks/cpu-s", libs=("ours", "upstream")),
 )
 
 

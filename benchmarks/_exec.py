@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmarks._venvs import Baseline, peer_python
 
-__all__ = ["RUNNERS", "Job", "python_for", "run_batch", "run_once", "use_baseline"]
+__all__ = ["RUNNERS", "Job", "python_for", "run_batch", "run_once", "use_baseline", "use_python"]
 
 HERE = Path(__file__).resolve().parent
 RUNNERS = {
@@ -28,12 +28,18 @@ RUNNERS = {
 # The library name each runner is told (the baseline is ours, at another commit).
 _RUNNER_LIB = {"baseline": "ours"}
 _baseline: Baseline | None = None
+_pythons: dict[str, str] = {}  # a peer's python given on the command line (its venv is not built)
 
 
 def use_baseline(baseline: Baseline) -> None:
     """Run the library ``baseline`` with ``baseline``'s venv from now on."""
     global _baseline
     _baseline = baseline
+
+
+def use_python(lib: str, python: str) -> None:
+    """Run the peer ``lib`` with ``python`` (an existing venv's) instead of the side venv run.py builds."""
+    _pythons[lib] = python
 
 
 RESULT_PREFIX = "BENCH_RESULT "
@@ -49,7 +55,7 @@ def python_for(lib: str) -> str:
         if _baseline is None:
             raise RuntimeError("the baseline is not built: run.py --baseline REV builds it")
         return str(_baseline.python)
-    return str(peer_python(lib))
+    return _pythons.get(lib) or str(peer_python(lib))
 
 
 def _env(work: Path) -> dict[str, str]:

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows  # noqa: E402
-from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline  # noqa: E402
+from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline, use_python  # noqa: E402
 from benchmarks._inputs import (  # noqa: E402
     Inputs,
     ensure_inputs,
@@ -40,7 +40,15 @@ from benchmarks._inputs import (  # noqa: E402
     warm_code,
     warm_page_cache,
 )
-from benchmarks._report import Limits, baseline_table, machine_info, render, summarize, write_report  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    Limits,
+    baseline_table,
+    machine_info,
+    render,
+    scale_table,
+    summarize,
+    write_report,
+)
 from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
@@ -54,6 +62,7 @@ EXTRA_ROUNDS = 2
 # as long as a stream-local-w2 epoch of ours).
 NOISE_RECORD_BYTES = 528
 NOISE_PASSES = 2
+SCALE_SAMPLES_PER_CHUNK = 4
 
 NOTES = [
     "Upstream 0.2.76 downloads S3 chunks with obstore, whose client it builds without `allow_http`, so it "
@@ -155,6 +164,9 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
         }
     if row.kind == "random-access":
         return {"input": str(ctx.datasets[f"records-{_fmt(lib)}"]), "n": s.random_reads, "seed": 0}
+    if row.kind == "scale":
+        folders = {str(n): str(ctx.datasets[f"scale-{n}"]) for n in s.scale_chunks}
+        return {"folders": folders, "batch_size": s.stream_batch, "samples_per_chunk": SCALE_SAMPLES_PER_CHUNK}
     if row.kind == "raw-files":
         return {
             "input": str(ctx.inputs.raw),
@@ -192,6 +204,9 @@ PREP = {
 def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None:
     """Write the datasets the rows read once (LitData format by upstream's optimize when upstream
     is benchmarked, else by ours; MDS by Mosaic)."""
+    if any(row.kind == "scale" for row in rows):
+        for chunks in ctx.sizes.scale_chunks:
+            ctx.datasets[f"scale-{chunks}"] = write_scale_dataset(ctx.out / "data" / f"scale-{chunks}", chunks)
     needed = {row.data for row in rows if row.kind in RECORDS_READERS}
     if "tokens-stream" in {row.kind for row in rows}:
         needed.add("tokens")
@@ -223,12 +238,31 @@ def prepare_datasets(ctx: Context, rows: list[Row], limits_wanted: bool) -> None
         (target / ".bench-ready").write_text(json.dumps({"writer": writer, "impl": result.get("impl")}))
 
 
+def write_scale_dataset(target: Path, chunks: int) -> Path:
+    """The scale row's dataset: ``chunks`` chunks of 4 samples ``{"i": int, "x": int32[4]}`` (ours' BinaryWriter)."""
+    if (target / ".bench-ready").exists():
+        return target
+    import numpy as np
+
+    from litdata_format import BinaryWriter
+
+    print(f"[data] writing {_show(target)} ({chunks} chunks) ...", flush=True)
+    shutil.rmtree(target, ignore_errors=True)
+    writer = BinaryWriter(target, chunk_size=SCALE_SAMPLES_PER_CHUNK)
+    for i in range(chunks * SCALE_SAMPLES_PER_CHUNK):
+        writer.add_item(i, {"i": i, "x": np.full(4, i, dtype=np.int32)})
+    writer.done()
+    writer.merge()
+    (target / ".bench-ready").write_text(json.dumps({"writer": "ours", "impl": "BinaryWriter(chunk_size=4)"}))
+    return target
+
+
 def upload_datasets(ctx: Context, server: Any) -> None:
     """Copy the datasets the streaming rows read into the server's bucket (moto keeps them in memory)."""
     client = server.client()
     server.create_bucket(BUCKET)
     for name, folder in ctx.datasets.items():
-        if name.startswith("tokens"):
+        if name.startswith(("tokens", "scale")):
             continue
         for path in sorted(folder.rglob("*")):
             if path.is_file() and path.name != ".bench-ready":
@@ -465,6 +499,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a run counts as a stall")
     parser.add_argument(
+        "--upstream-python",
+        default=None,
+        help="run upstream with this python (a venv with litdata 0.2.76) instead of building its side venv",
+    )
+    parser.add_argument(
         "--report", type=Path, default=None, help="the Markdown to write (default: docs/benchmarks.md; --quick: out/)"
     )
     parser.add_argument("--out", type=Path, default=OUT, help="where inputs, datasets, logs and raw results go")
@@ -524,7 +563,8 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
         "rounds": meta.get("rounds", 1),
         "command": meta.get("command", ""),
         "notes": _notes(ctx, quick, meta, results_path),
-        "sections": baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [],
+        "sections": (baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [])
+        + scale_table(runs, list(ctx.sizes.scale_chunks)),
     }
     generated = render(rows, cells, limits_from(records, ctx), row_files(rows, ctx), context)
     write_report(report_path, generated, TEMPLATE.read_text())
@@ -571,14 +611,20 @@ def main(argv: list[str] | None = None) -> int:
         ["uv run python benchmarks/run.py", *(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))]
     )
 
+    if args.upstream_python:
+        use_python("upstream", args.upstream_python)
     for lib in libs:
-        if lib != "ours":
+        if lib != "ours" and not (lib == "upstream" and args.upstream_python):
             build_peer(lib)
     baseline = build_baseline(args.baseline) if args.baseline else None
     if baseline is not None:
         use_baseline(baseline)
         libs.insert(1, "baseline")  # right after ours in every round
-    ctx = Context(sizes=sizes, out=out, inputs=ensure_inputs(out, sizes), libs=libs)
+    if limits_wanted or any(row.kind != "scale" for row in rows):
+        inputs = ensure_inputs(out, sizes)
+    else:  # the scale row writes its own datasets: no images, tokens or raw files to generate
+        inputs = Inputs(out / "inputs", out / "inputs" / "images", out / "inputs" / "tokens", out / "inputs" / "raw")
+    ctx = Context(sizes=sizes, out=out, inputs=inputs, libs=libs)
     shutil.rmtree(out / "runs", ignore_errors=True)
     shutil.rmtree(out / "logs", ignore_errors=True)
     prepare_datasets(ctx, rows, limits_wanted)

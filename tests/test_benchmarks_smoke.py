@@ -103,3 +103,20 @@ def test_the_spread_goal_is_judged_against_the_machines_own_noise() -> None:
     assert verdict(noisy, steady) == "no"
     assert verdict(noisy, noisy).startswith("no: +-15% is below this machine's own noise")
     assert verdict([6.0, 6.0, 6.0], steady) == "no"  # steady but only 1.67x upstream (the goal: 2x)
+
+
+@pytest.mark.slow
+def test_quick_scale_row_runs_our_side(tmp_path: Path) -> None:
+    """Issue 29's row: open time and CPU per chunk of an epoch over datasets of tiny chunks, at two sizes."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._config import QUICK
+
+    runs, text = _quick_ours(tmp_path, "scale")
+    assert [r["row"] for r in runs] == ["scale-small-chunks"]
+    (run,) = runs
+    assert run["ok"], run
+    sizes = [str(n) for n in QUICK.scale_chunks]
+    assert sorted(run["us_per_chunk"]) == sorted(sizes) and all(run["us_per_chunk"][n] > 0 for n in sizes)
+    assert all(run["open_s"][n] > 0 for n in sizes) and run["items"] == sum(QUICK.scale_chunks)
+    assert "### Scale: many small chunks" in text
+    assert f"| epoch CPU us per chunk (w0) | {QUICK.scale_chunks[1]:,} |" in text

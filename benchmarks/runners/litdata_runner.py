@@ -278,6 +278,42 @@ def raw_files(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"items": files, "elapsed_s": elapsed, "bytes": size, "complete": files == params["expected"]}
 
 
+def scale(lib: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Issue 29: per dataset size, the open time and one shuffled epoch's CPU per chunk (num_workers=0)."""
+    from litdata import StreamingDataLoader, StreamingDataset
+
+    per_chunk = params["samples_per_chunk"]
+    result: dict[str, Any] = {"open_s": {}, "open_cpu_s": {}, "us_per_chunk": {}, "epoch_s": {}}
+    chunks_read, cpu_total, wall_total = 0, 0.0, 0.0
+    for size, folder in params["folders"].items():
+        chunks = int(size)
+        started, cpu = time.perf_counter(), time.process_time()
+        dataset = StreamingDataset(folder, shuffle=True)
+        count = len(dataset)
+        result["open_s"][size] = time.perf_counter() - started
+        result["open_cpu_s"][size] = time.process_time() - cpu
+        if count != chunks * per_chunk:
+            return {"ok": False, "status": f"len() is {count}, expected {chunks * per_chunk}"}
+        loader = StreamingDataLoader(dataset, batch_size=params["batch_size"], num_workers=0)
+        seen, total = 0, 0
+        started, cpu = time.perf_counter(), time.process_time()
+        for batch in loader:
+            values = batch["i"]
+            seen += len(values)
+            total += int(values.sum())
+        spent, wall = time.process_time() - cpu, time.perf_counter() - started
+        samples = chunks * per_chunk
+        if seen != samples or total != samples * (samples - 1) // 2:
+            return {"ok": False, "status": f"{size} chunks: the epoch gave {seen} samples, not each of {samples} once"}
+        result["us_per_chunk"][size] = spent / chunks * 1e6
+        result["epoch_s"][size] = wall
+        chunks_read += chunks
+        cpu_total += spent
+        wall_total += wall
+    # The report's rate is items / elapsed_s: chunks per CPU-second of the epochs (the machine is shared).
+    return {**result, "items": chunks_read, "elapsed_s": cpu_total, "wall_s": wall_total}
+
+
 WORKLOADS = {
     "optimize-records": optimize_records,
     "optimize-images": optimize_images,
@@ -287,6 +323,7 @@ WORKLOADS = {
     "tokens-stream": tokens_stream,
     "random-access": random_access,
     "raw-files": raw_files,
+    "scale": scale,
 }
 
 if __name__ == "__main__":

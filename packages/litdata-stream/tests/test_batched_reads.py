@@ -234,3 +234,15 @@ def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
     assert source._chunks.open_numbers == ()  # the pages a pass touched leave the process's RSS
     assert [ds[i]["index"] for i in (0, 15, 59)] == [0, 15, 59]
     assert len(source._chunks.open_numbers) == 3  # random access keeps chunks mapped for the next read
+
+
+def test_a_learned_layout_is_not_taken_for_rows_laid_out_otherwise(tmp_path: Path) -> None:
+    # Rows of one size whose leaves split it otherwise (x of 4 and y of 2 int32, then 2 and 4): the
+    # layout learned from the first chunks must be refused for the others (the few-rows check).
+    samples = [
+        {"i": i, "x": np.full(4 if i < 8 else 2, i, dtype=np.int32), "y": np.full(2 if i < 8 else 4, i, dtype=np.int32)}
+        for i in range(16)
+    ]
+    path = _write(tmp_path / "ds", samples, chunk_size=4)
+    got = _assert_same_batches(lambda: StreamingDataset(path, shuffle=True), 4, 0)
+    assert sorted(tuple(b["x"].shape) for b in got) == [(4, 2), (4, 2), (4, 4), (4, 4)]

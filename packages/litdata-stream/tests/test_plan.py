@@ -153,3 +153,16 @@ def test_too_many_batches() -> None:
 
 def test_np_lengths_accepted() -> None:
     assert len(EpochOrder(np.array([2, 3]), 1, 1, True)) == 5
+
+
+def test_the_in_chunk_orders_computed_at_once_are_those_of_each_chunk() -> None:
+    import pickle
+
+    from litdata_stream._plan import hashed_permutation
+
+    for lengths in ([4] * 300 + [3, 1], [64] * 20, [300, 2], [1] * 5):
+        order = EpochOrder(lengths, 42, 3, shuffle=True)
+        for chunk, length in enumerate(lengths):
+            got = order.within(chunk)
+            assert np.array_equal(got, hashed_permutation(length, 42, 3, len(lengths), chunk)), (lengths[:2], chunk)
+        assert pickle.loads(pickle.dumps(order)).within(0).tolist() == order.within(0).tolist()

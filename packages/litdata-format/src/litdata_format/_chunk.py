@@ -74,14 +74,19 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
     return [header.tobytes(), *items]
 
 
-def map_file(path: str | os.PathLike[str]) -> mmap.mmap | bytearray:
+def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | bytearray:
     """Map a chunk file into memory (a file of at most 64 KiB is read into a bytearray instead).
 
     The mapping is private copy-on-write (``ACCESS_COPY``): nothing is copied unless written,
     and zero-copy tensors over it get the writable buffer torch asks for (a bytearray is writable too).
+
+    Args:
+        path: the chunk file.
+        follow: whether a symbolic link is followed; if not, opening one fails (``ELOOP``).
     """
     # O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused.
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags if follow else flags | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

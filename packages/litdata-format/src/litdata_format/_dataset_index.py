@@ -248,6 +248,14 @@ class ChunkTable(Sequence[ChunkInfo]):
         """
         return self._names[number]
 
+    def has_extra(self, key: str) -> bool:
+        """Whether any entry has the key ``key`` besides the four every entry has (``checksum``, ...).
+
+        Args:
+            key: the entry key.
+        """
+        return key in self._extras
+
     @property
     def filenames(self) -> list[str]:
         """Every chunk's file name, in order."""

@@ -37,6 +37,7 @@ __all__ = ["chunk_rows", "gather_rows"]
 _ROWS_KEY = "rows"
 _UNKNOWN: Any = object()  # no layout looked for yet (None: the chunk has none)
 _LAYOUT_KEY = "pytree-layout"
+_FORM = -1  # the key of ``learned`` (row sizes are positive) holding the samples' keys, or None
 
 
 def chunk_rows(chunk: Chunk) -> np.ndarray | None:
@@ -82,6 +83,7 @@ class _Layout:
     leaves: tuple[_Leaf, ...]
     fixed: np.ndarray  # the byte columns every row must share with the reference row
     reference: np.ndarray  # those bytes in the reference row (uint8)
+    runs: tuple[tuple[int, int, bytes], ...]  # the same as runs of columns: (start, stop, the reference's bytes)
 
 
 _NUMERIC = "biufc"
@@ -121,9 +123,13 @@ def gather_rows(
         learned: layouts found in earlier chunks, by row size (the caller keeps it per dataset):
             a chunk whose rows share one is gathered without decoding its first item.
     """
-    if not all(_numeric(s) for s in serializers):
-        return None
-    keys = _flat_keys(spec)
+    # Whether the samples' form qualifies is the same for every chunk: asked once per dataset.
+    if learned is not None and _FORM in learned:
+        keys = learned[_FORM]
+    else:
+        keys = _flat_keys(spec) if all(_numeric(s) for s in serializers) else None
+        if learned is not None:
+            learned[_FORM] = keys
     if keys is None:
         return None
     rows = chunk_rows(chunk)
@@ -200,9 +206,21 @@ def _layout_of(
     if start != rows.shape[1]:
         return None
     columns = np.concatenate([np.arange(s.start, s.stop) for s in fixed])
-    return _Layout(tuple(leaves), columns, np.array(row[columns]))
+    runs = tuple((s.start, s.stop, row[s].tobytes()) for s in fixed)
+    return _Layout(tuple(leaves), columns, np.array(row[columns]), runs)
 
 
 def _shares_layout(taken: np.ndarray, layout: _Layout) -> bool:
     """Whether every row of ``taken`` has ``layout``'s fixed bytes."""
+    count, width = taken.shape
+    if count <= _FEW_ROWS:  # a few rows of a small chunk: comparing bytes costs less than numpy's calls
+        data = taken.tobytes()
+        for start in range(0, count * width, width):
+            for first, stop, expected in layout.runs:
+                if data[start + first : start + stop] != expected:
+                    return False
+        return True
     return bool((taken[:, layout.fixed] == layout.reference).all())
+
+
+_FEW_ROWS = 16

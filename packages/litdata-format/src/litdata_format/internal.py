@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from litdata_format._keys import normalize_key as normalize_key
     from litdata_format._keys import read_keys as read_keys
     from litdata_format._layouts import open_chunk as open_chunk
+    from litdata_format._layouts import open_listed_chunk as open_listed_chunk
     from litdata_format._media import is_pyg_data as is_pyg_data
     from litdata_format._opener import ChunkOpener as ChunkOpener
     from litdata_format._pytree import tree_flatten as tree_flatten

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from litdata_io import _process
 from litdata_io._owned import owned_file
+from litdata_io._switches import SWITCHES
 
 __all__ = ["Activity", "ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"]
 
@@ -68,7 +69,14 @@ class _Slot:
                 self._publish()
 
     def _publish(self) -> None:
-        lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
+        if not self._open:  # the usual end of a chunk's read: nothing left to show
+            _HEADER.pack_into(self._map, self._offset, 0)
+            return
+        if len(self._open) == 1:  # the usual case: one operation (a chunk's read)
+            ((since, text),) = self._open.values()
+            lines = f"{since:.3f}\t{text}"
+        else:
+            lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
         data = lines.encode("utf-8", "replace")[: _SLOT - _HEADER.size]
         start = self._offset + _HEADER.size
         self._map[start : start + len(data)] = data
@@ -89,6 +97,8 @@ def attach_activity(path: str | None, index: int = 0) -> None:
     global _slot, _slot_generation
     _slot = None if path is None else _Slot(path, index)
     _slot_generation = _process.fork_generation()
+    SWITCHES.activity = _slot is not None
+    SWITCHES.update()
 
 
 def activity_begin(text: str) -> int:

@@ -101,7 +101,6 @@ from litdata_format.internal import (
     plain_chunk_name,
 )
 from litdata_io import _process
-from litdata_io._activity import activity
 from litdata_io._cache_clear import CacheClearResult, clear_cache
 from litdata_io._cache_ledger import WIDTH as LEDGER_WIDTH
 from litdata_io._cache_ledger import Ledger, parse_ledger, write_ledger
@@ -121,8 +120,8 @@ from litdata_io._cache_locks import (
 )
 from litdata_io._cache_stall import DownloadStalledError, Superseded, lock_download, publish_once
 from litdata_io._cache_versions import check_version, claim_version
+from litdata_io._instrument import probe
 from litdata_io._loop import run_sync
-from litdata_io._tracer import trace_instant, trace_span
 
 if TYPE_CHECKING:
     from litdata_io._storage import Storage
@@ -420,7 +419,7 @@ class ChunkCache:
         try:
             verify_file(fd, info, str(self.cache_dir / self.name_for(info)), plain=True)
         except ChecksumError as err:
-            trace_instant("damaged", "delete", chunk=info.filename, found=err.found, expected=err.expected)
+            probe.instant("damaged", "delete", chunk=info.filename, found=err.found, expected=err.expected)
             return False
         self._state.verified.add(key)
         return True
@@ -452,7 +451,8 @@ class ChunkCache:
             if not leading:
                 # Another task or thread of this process is downloading it: wait for its signal,
                 # then look again (it may have failed, been cancelled, or the chunk been evicted).
-                with activity(f"waiting for another thread's download of {self.storage.url_for(info.filename)}"):
+                doing = f"waiting for another thread's download of {self.storage.url_for(info.filename)}"
+                with probe.span("download_wait", "lock", doing):
                     await asyncio.wrap_future(mine)
                 continue
             try:
@@ -497,7 +497,7 @@ class ChunkCache:
                 size = os.fstat(fd).st_size
                 os.close(fd)
                 # Not the size or bytes the index says: fetch it again (a reader elsewhere keeps its copy).
-                trace_instant("refetch", "delete", chunk=info.filename, bytes=size)
+                probe.instant("refetch", "delete", chunk=info.filename, bytes=size)
                 with contextlib.suppress(FileNotFoundError):
                     final.unlink()
             clear_stale_staging(final, os.fstat(lock_fd).st_ino)  # left by crashed downloads
@@ -525,16 +525,15 @@ class ChunkCache:
     async def _fetch_and_publish(self, info: ChunkInfo, staging: Path, final: Path) -> int:
         """Download ``info`` into ``staging``, publish it as ``final``; return a descriptor pinning it."""
         url = self.storage.url_for(info.filename)
-        with activity(f"waiting on the cache cap ({self.cache_dir}) to fetch {url}"):
+        with probe.span("cap_wait", "lock", lambda: f"waiting on the cache cap ({self.cache_dir}) to fetch {url}"):
             self.evict()  # counts this download's reservation and every other one in flight
         try:
             fetched = staging / Path(info.filename).name
             ready = staging / final.name
             await self._fetch_verified(info, fetched, url, plain=fetched == ready)
             if fetched != ready:
-                with (
-                    trace_span("decompress", chunk=info.filename, bytes=info.chunk_bytes),
-                    activity(f"decompress {url}"),
+                with probe.span(
+                    "decompress", "decompress", lambda: f"decompress {url}", chunk=info.filename, bytes=info.chunk_bytes
                 ):
                     await _decompress_in_thread(fetched, ready, url, cached_chunk_sizes(info))
         except (asyncio.CancelledError, ChunkDownloadError):
@@ -579,7 +578,7 @@ class ChunkCache:
         """
         expected = expected_checksum(info)
         for attempt in (1, 2):
-            with trace_span("download", chunk=info.filename) as span, activity(f"download {url}"):
+            with probe.span("download", "download", lambda: f"download {url}", chunk=info.filename) as span:
                 if expected is None:
                     size, found = await self.storage.adownload(info.filename, fetched), None
                 else:  # hashed as the bytes arrive, where the storage can: no second pass over the file
@@ -593,7 +592,7 @@ class ChunkCache:
                     f"index.json records {expected}; the stored object is damaged or belongs to another "
                     "version of the dataset: rewrite the chunk (or the dataset) at the source"
                 )
-            trace_instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
+            probe.instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
             fetched.unlink()
 
     # -- the cap --------------------------------------------------------------------------------
@@ -677,7 +676,7 @@ class ChunkCache:
                     if path.relative_to(self.cache_dir).as_posix() in pinned:
                         continue
                     if delete_if_unused(path):
-                        trace_instant("delete", chunk=path.name, bytes=size)
+                        probe.instant("delete", "delete", chunk=path.name, bytes=size)
                         total -= size
                         freed += size
             write_ledger(fd, total, time.time())

@@ -37,10 +37,9 @@ from collections.abc import Generator
 from pathlib import Path
 
 from litdata_io import _process
-from litdata_io._activity import activity_begin, activity_end
 from litdata_io._cache_locks import EX, HOST, NB, flock, same_file
 from litdata_io._cache_stall import ENV_STALL, download_stall_seconds, holder_state
-from litdata_io._tracer import trace_instant
+from litdata_io._instrument import probe
 
 __all__ = ["WIDTH", "Ledger", "parse_ledger", "write_ledger"]
 
@@ -185,16 +184,17 @@ class Ledger:
             return fd
         stall_s = download_stall_seconds()
         seen, started = "", time.monotonic()  # the holder, and since when it holds the ledger
-        pause, token = 0.0005, 0
+        pause, token = 0.0005, None
         try:
             while True:
                 holder, state = _holder(busy)
                 now = time.monotonic()
                 if holder != seen:  # a new holder: its own clock, its own line on the watchdog's board
                     seen, started = holder, now
-                    activity_end(token)
+                    probe.end(token)
                     after = f"taken over after {stall_s:g} s unless it runs" if stall_s else f"{ENV_STALL}=0"
-                    token = activity_begin(f"waiting for {holder} to release the cache ledger {self.path} ({after})")
+                    doing = f"waiting for {holder} to release the cache ledger {self.path} ({after})"
+                    token = probe.begin("ledger_wait", "lock", doing, lock=self.path.name)
                 if stall_s and now - started >= stall_s and state in _NOT_RUNNING:
                     taken = self._take_over(busy, holder, state, stall_s)
                     if taken is not None:
@@ -209,7 +209,7 @@ class Ledger:
         finally:
             if busy is not None:
                 self._close(busy)
-            activity_end(token)
+            probe.end(token)
 
     def _take_over(self, watched: int, holder: str, state: str, stall_s: float) -> int | None:
         """Replace the ledger ``watched`` (held by a process not running) with one we hold; None if it changed."""
@@ -235,7 +235,7 @@ class Ledger:
         if same_file(fd, self.path) is None:  # another taker replaced it right after us
             self._close(fd)
             return None
-        trace_instant("takeover", "lock", lock=self.path.name, holder=holder, state=state, after_s=stall_s)
+        probe.instant("takeover", "lock", lock=self.path.name, holder=holder, state=state, after_s=stall_s)
         return fd
 
 

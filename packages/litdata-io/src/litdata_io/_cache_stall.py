@@ -33,7 +33,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from litdata_io._activity import activity_begin, activity_end
 from litdata_io._cache_locks import (
     EX,
     HOST,
@@ -44,7 +43,7 @@ from litdata_io._cache_locks import (
     staging_path,
     taken_path,
 )
-from litdata_io._tracer import trace_instant, trace_span
+from litdata_io._instrument import probe
 
 __all__ = [
     "ENV_STALL",
@@ -254,40 +253,39 @@ async def _wait(
     now = time.monotonic()
     last, since = _progress(fd, final, inode), _idle_since(fd, now, stall_s)
     holder = describe_holder(fd)
-    token = activity_begin(_doing(label, holder, lock_path, stall_s))
+    token = probe.begin("lock_wait", "lock", _doing(label, holder, lock_path, stall_s), lock=lock_path.name)
     owned = False
     try:
-        with trace_span("lock_wait", "lock", lock=lock_path.name):
-            while True:
-                if await waiter.wait(poll):
-                    owned = True
-                    if same_file(fd, lock_path) is None:
-                        os.close(fd)  # the holder deleted it while we waited: lock the current one
-                        return None
-                    return fd
-                if same_file(fd, lock_path) is None:  # released, or taken over by another waiter
-                    waiter.abandon()
+        while True:
+            if await waiter.wait(poll):
+                owned = True
+                if same_file(fd, lock_path) is None:
+                    os.close(fd)  # the holder deleted it while we waited: lock the current one
                     return None
-                now, seen = time.monotonic(), _progress(fd, final, inode)
-                idle = _idle_since(fd, now, stall_s)
-                if describe_holder(fd) != holder:
-                    holder = describe_holder(fd)
-                    activity_end(token)
-                    token = activity_begin(_doing(label, holder, lock_path, stall_s))
-                if seen != last:
-                    last, since = seen, now
-                else:
-                    since = min(since, idle)  # this process saw the holder stalled before this wait
-                if seen == last and stall_s and now - since >= stall_s:
-                    taken = _take_over(lock_path, fd, final, inode, label, holder, stall_s, serialize)
-                    waiter.abandon()
-                    return taken
+                return fd
+            if same_file(fd, lock_path) is None:  # released, or taken over by another waiter
+                waiter.abandon()
+                return None
+            now, seen = time.monotonic(), _progress(fd, final, inode)
+            idle = _idle_since(fd, now, stall_s)
+            if describe_holder(fd) != holder:
+                holder = describe_holder(fd)
+                probe.end(token)  # a new holder: a new line on the board (and a new span)
+                token = probe.begin("lock_wait", "lock", _doing(label, holder, lock_path, stall_s), lock=lock_path.name)
+            if seen != last:
+                last, since = seen, now
+            else:
+                since = min(since, idle)  # this process saw the holder stalled before this wait
+            if seen == last and stall_s and now - since >= stall_s:
+                taken = _take_over(lock_path, fd, final, inode, label, holder, stall_s, serialize)
+                waiter.abandon()
+                return taken
     except BaseException:
         if not owned:
             waiter.abandon()
         raise
     finally:
-        activity_end(token)
+        probe.end(token)
 
 
 def _doing(label: str, holder: str, lock_path: Path, stall_s: float) -> str:
@@ -309,16 +307,16 @@ def _take_over(
     with serialize():
         if same_file(watched, lock_path) is None:
             return None  # released, or another waiter took it over first
-        probe = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        lock_fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             try:
-                flock(probe, EX | NB)
+                flock(lock_fd, EX | NB)
             except BlockingIOError:
                 pass
             else:  # its holder died (or just released): the usual way is quicker
                 return None
         finally:
-            os.close(probe)
+            os.close(lock_fd)
         second = taken_path(lock_path, inode)
         fresh = lock_path.with_name(f"{lock_path.name}.{os.getpid()}.new")
         fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -350,7 +348,7 @@ def _take_over(
         if same_file(fd, lock_path) is None:
             os.close(fd)
             return None
-    trace_instant("takeover", "lock", chunk=final.name, holder=holder)
+    probe.instant("takeover", "lock", chunk=final.name, holder=holder)
     return fd
 
 

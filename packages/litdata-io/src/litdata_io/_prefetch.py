@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
-from litdata_io._activity import activity
 from litdata_io._cache import ChunkCache
+from litdata_io._instrument import probe
 from litdata_io._loop import LoopThread
 from litdata_io._process import PerProcess
 
@@ -204,7 +204,8 @@ class Prefetcher:
         if not self.asynchronous:
             return self.cache.acquire(info)
         self._kick()
-        with activity(f"waiting on the prefetcher for {self.cache.storage.url_for(name)}"):
+        url = self.cache.storage.url_for(name)
+        with probe.span("prefetch_wait", "lock", lambda: f"waiting on the prefetcher for {url}"):
             return slot.future.result(timeout)
 
     def pending(self) -> int:

@@ -45,8 +45,10 @@ from types import TracebackType
 from typing import Final, ParamSpec, TypeVar
 
 from litdata_io import _process
+from litdata_io._switches import SWITCHES
 
 __all__ = [
+    "NO_SPAN",
     "TRACE_CATEGORIES",
     "TRACE_LEVELS",
     "TraceSpan",
@@ -190,6 +192,8 @@ def _apply(level: str, categories: frozenset[str], log_file: str) -> TracerConfi
         # The tracer's two globals, read on every traced call, are set here and nowhere else.
         _CONFIG = TracerConfig(level, categories, log_file)  # pyright: ignore[reportConstantRedefinition]
         _ACTIVE = categories  # pyright: ignore[reportConstantRedefinition]
+        SWITCHES.tracing = bool(categories)
+        SWITCHES.update()
     return _CONFIG
 
 
@@ -419,7 +423,8 @@ class _NoSpan(TraceSpan):
         return None
 
 
-_NO_SPAN: Final = _NoSpan("", "", {})
+NO_SPAN: Final[TraceSpan] = _NoSpan("", "", {})
+"""The span that records nothing (what :func:`trace_span` returns when its category is off)."""
 
 
 def trace_span(name: str, category: str | None = None, /, **args: object) -> TraceSpan:
@@ -434,7 +439,7 @@ def trace_span(name: str, category: str | None = None, /, **args: object) -> Tra
     """
     cat = name if category is None else category
     if cat not in _ACTIVE:
-        return _NO_SPAN
+        return NO_SPAN
     return TraceSpan(name, cat, args)
 
 

@@ -1,9 +1,9 @@
 """Internal to the litdata packages: what litdata-stream, -raw and -prep need from litdata-io.
 
 Not the user API (that is :mod:`litdata_io`): these helpers (the per-process event loop, fork
-detection, the loader's activity board, temporary files held alive by their owner, the prefetch
-settings read from the environment) change with the packages that use them, which pin litdata-io
-exactly. The rule is the same in every litdata package (see :mod:`litdata_format.internal`).
+detection, the loader's activity board, the instrumentation probe, temporary files held alive by
+their owner, the prefetch settings read from the environment) change with the packages that use
+them, which pin litdata-io exactly. The rule is the same in every litdata package (see :mod:`litdata_format.internal`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from litdata_io._activity import attach_activity as attach_activity
     from litdata_io._cache import resolve_max_cache_size as resolve_max_cache_size
     from litdata_io._forkserver import forkserver_running as forkserver_running
+    from litdata_io._instrument import Listener as Listener
+    from litdata_io._instrument import Token as Token
+    from litdata_io._instrument import probe as probe
     from litdata_io._local import LocalStorage as LocalStorage
     from litdata_io._loop import run_sync as run_sync
     from litdata_io._owned import lifetime_locks as lifetime_locks

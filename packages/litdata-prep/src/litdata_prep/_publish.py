@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from litdata_io import trace_span
+from litdata_io.internal import probe
 from litdata_prep._output import Output
 
 __all__ = ["Publisher", "upload_backlog"]
@@ -62,7 +62,7 @@ class Publisher:
 
     def _upload(self, source: str, key: str) -> None:
         try:
-            with trace_span("upload", "upload", key=key):
+            with probe.span("upload", "upload", None, key=key):
                 self.output.put_file(source, key)
             self.uploaded += 1
         finally:

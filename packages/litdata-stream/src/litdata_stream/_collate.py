@@ -25,6 +25,7 @@ from torch.utils.data import default_collate, get_worker_info
 
 from litdata_format import Graph
 from litdata_format.internal import is_pyg_data
+from litdata_io.internal import probe
 
 __all__ = [
     "ArrayBatch",
@@ -94,8 +95,6 @@ class Batching:
     arrays: bool = True
     # Batches a worker sends per message (see BatchBundle); the same for every worker of the loader.
     bundle: int = 1
-    # Called in the worker after each batch (the loader's profiler counts batches with it).
-    on_batch: Callable[[], None] | None = None
 
     @classmethod
     def for_pass(
@@ -108,7 +107,6 @@ class Batching:
         pin_memory: bool,
         sample_bytes: float | None,
         endless: bool,
-        on_batch: Callable[[], None] | None = None,
     ) -> Batching:
         """How a loader's workers make and send the batches of a pass.
 
@@ -120,13 +118,12 @@ class Batching:
             pin_memory: Whether the loader pins memory (torch pins tensors only: no arrays then).
             sample_bytes: Bytes of one gathered sample, about; None when batches are not gathered.
             endless: Whether the pass never ends (its batches are not bundled: no count to take them out by).
-            on_batch: Called in the worker after each batch.
         """
         arrays = not pin_memory
         bundle = 1
         if workers and arrays and not endless and sample_bytes is not None:
             bundle = bundle_size(sample_bytes * batch_size)
-        return cls(batch_size, collate, drop_last, arrays, bundle, on_batch)
+        return cls(batch_size, collate, drop_last, arrays, bundle)
 
     # -- in the worker ----------------------------------------------------------------------------
     def of_parts(self, parts: list[Any]) -> Any:
@@ -146,9 +143,11 @@ class Batching:
         return as_tensors(batch)
 
     def sent(self, batches: Iterator[Any], worker: int) -> Iterator[Any]:
-        """``batches`` as a worker sends them: counted for the profiler, and bundled (see BatchBundle)."""
-        if self.on_batch is not None:
-            batches = _noting(batches, self.on_batch)
+        """``batches`` as a worker sends them: each one a ``worker_batch`` event, bundled (see BatchBundle).
+
+        The event goes to the tracer and to worker 0's profiler, which counts batches by it.
+        """
+        batches = _noting(batches, worker)
         if self.bundle > 1 and get_worker_info() is not None:
             while bundle := list(itertools.islice(batches, self.bundle)):
                 yield BatchBundle(worker, bundle)
@@ -314,9 +313,9 @@ def unbatch(part: Any) -> list[Any]:
     return [dict(zip(keys, values)) for values in zip(*(part[k] for k in keys))]
 
 
-def _noting(batches: Iterator[Any], on_batch: Callable[[], None]) -> Iterator[Any]:
+def _noting(batches: Iterator[Any], worker: int) -> Iterator[Any]:
     for batch in batches:
-        on_batch()
+        probe.instant("worker_batch", "batch", worker=worker)
         yield batch
 
 

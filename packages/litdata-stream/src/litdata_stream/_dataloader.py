@@ -18,8 +18,8 @@ from typing import Any, cast
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from litdata_io import start_forkserver, trace_begin, trace_end, trace_instant
-from litdata_io.internal import ActivityBoard, attach_activity
+from litdata_io import start_forkserver
+from litdata_io.internal import ActivityBoard, attach_activity, probe
 from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, litdata_collate
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import new_token, worker_token
@@ -29,7 +29,6 @@ from litdata_stream._profiling import (
     ProfiledWorkerInit,
     main_profiler,
     profile_settings,
-    worker_batch_done,
 )
 from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader, pass_reader
 from litdata_stream._readahead import capped_workers
@@ -216,7 +215,7 @@ class StreamingDataLoader(DataLoader):
         plan = reader.plan()
         # A Combined dataset that stops at its first exhausted dataset stops every rank together.
         limit = plan.limit
-        trace_begin("dataloader", "epoch", epoch=self.current_epoch)
+        epoch_token = probe.begin("dataloader", "epoch", None, epoch=self.current_epoch)
         times = self._times = PassTimes(self.current_epoch, self.num_workers)
         watchdog = self._watchdog
         if watchdog is not None and not self.num_workers:
@@ -227,7 +226,6 @@ class StreamingDataLoader(DataLoader):
                 dataset.batch_size, self._collate, dataset.drop_last, workers=self.num_workers,
                 pin_memory=self.pin_memory, sample_bytes=reader.gathered_sample_bytes(self._collate),
                 endless=plan.worker_batches is None,
-                on_batch=worker_batch_done if self._profiled else None,  # the dataset counts them for the profiler
             )  # fmt: skip
         try:
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
@@ -254,7 +252,7 @@ class StreamingDataLoader(DataLoader):
                     times.add(time.perf_counter() - waited, next(workers), batch_samples(batch))
                     if watchdog is not None:
                         watchdog.served()
-                    trace_instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
+                    probe.instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
                     yield batch
                     waited = time.perf_counter()
                     if watchdog is not None:
@@ -270,7 +268,7 @@ class StreamingDataLoader(DataLoader):
                     attach_activity(None)
             times.ended = time.monotonic()
             times.trace()
-            trace_end("dataloader", "epoch", epoch=self.current_epoch)
+            probe.end(epoch_token)
 
     def stats(self) -> LoaderStats:
         """How long the training loop waited for batches in the latest pass (so far, mid-pass).

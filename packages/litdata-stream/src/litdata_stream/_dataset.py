@@ -10,6 +10,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,8 +19,7 @@ from torch.utils.data import IterableDataset
 from litdata_format import BaseItemLoader, DatasetIndex, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
 from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
-from litdata_io import trace_begin, trace_enabled, trace_end, trace_span
-from litdata_io.internal import PerProcess, activity_begin, activity_end
+from litdata_io.internal import PerProcess, probe
 from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
@@ -554,30 +554,29 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         source = self._source()
         source.schedule([p.chunk for p in pieces])
         # A subclass overriding __getitem__ decides what a sample is; otherwise read directly.
-        direct = self.samples_are_items and not trace_enabled("sample")
+        direct = self.samples_are_items
         load = self.item_loader.load
         for piece in pieces:
-            within = order.within(piece.chunk)[piece.lo : piece.hi]
-            start = int(self._samples.starts[piece.chunk])
-            trace_begin("read", "read", chunk=piece.chunk, samples=len(within))
-            reading_token = activity_begin(reading(source, piece.chunk))
+            chunk = piece.chunk
+            within = order.within(chunk)[piece.lo : piece.hi]
+            start = int(self._samples.starts[chunk])
+            doing = partial(reading, source, chunk)
+            reading_token = probe.begin("read", "read", doing, chunk=chunk, samples=len(within))
             if direct:
-                kept = self._samples.items(piece.chunk)
+                kept = self._samples.items(chunk)
                 items = within.tolist() if kept is None else kept[within].tolist()
                 for position, item in zip(within.tolist(), items):
-                    opened = source.chunk(piece.chunk)  # a dict lookup; no syscall, no lock
-                    yield self._transformed(load(opened, item), start + position, opened, item)
-            elif trace_enabled("sample"):
-                for position in within.tolist():
-                    with trace_span("sample", "sample", chunk=piece.chunk, index=start + position):
-                        sample = self[start + position]
+                    with probe.span("sample", "sample", None, chunk=chunk, index=start + position):
+                        opened = source.chunk(chunk)  # a dict lookup; no syscall, no lock
+                        sample = self._transformed(load(opened, item), start + position, opened, item)
                     yield sample
             else:
                 for position in within.tolist():
-                    yield self[start + position]
-            trace_end("read", "read", chunk=piece.chunk)
-            activity_end(reading_token)
-            source.release(piece.chunk)
+                    with probe.span("sample", "sample", None, chunk=chunk, index=start + position):
+                        sample = self[start + position]
+                    yield sample
+            probe.end(reading_token)
+            source.release(chunk)
 
     def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
         """What :meth:`_read_stretch` yields, already grouped into collated batches.
@@ -626,7 +625,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             collate is litdata_collate
             and self.samples_are_items
             and not self._has_transform
-            and not trace_enabled("sample")
             and type(self.item_loader).gather is not BaseItemLoader.gather
         )
 

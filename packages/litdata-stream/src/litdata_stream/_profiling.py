@@ -1,12 +1,14 @@
 """Profiling a StreamingDataLoader: a viztracer trace or cProfile stats of DataLoader worker 0.
 
 Nothing of torch's worker loop is patched. Worker 0 starts its profiler from the loader's
-``worker_init_fn`` (wrapped), counts batches where the worker makes them (the dataset when it
-batches, else the loader's wrapped ``collate_fn``: profiling never changes how batches are
-read), and saves when the requested batches are done or when the worker exits (a
-``multiprocessing`` finalizer, which runs when the loader shuts its workers down). Only global
-rank 0 profiles. The main process's cProfile starts after the workers have started, so no worker
-inherits an active profiler.
+``worker_init_fn`` (wrapped) and listens to the instrumentation probe
+(``litdata_io.internal.probe``) for the ``worker_batch`` event a worker records as it makes each
+batch (the dataset when it batches, else the loader's wrapped ``collate_fn``): profiling is one
+more listener of the events every run records and never changes how batches are read. It saves
+when the requested batches are done or when the worker exits (a ``multiprocessing`` finalizer,
+which runs when the loader shuts its workers down). Only global rank 0 profiles. The main
+process's cProfile starts after the workers have started, so no worker inherits an active
+profiler.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import contextlib
 import cProfile
 import os
 import pstats
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing import util
 from typing import Any
+
+from litdata_io.internal import probe
 
 __all__ = [
     "CPROFILE_MAIN",
@@ -29,7 +33,6 @@ __all__ = [
     "ProfiledWorkerInit",
     "main_profiler",
     "profile_settings",
-    "worker_batch_done",
 ]
 
 TRACE_FILE = "result.json"
@@ -117,7 +120,7 @@ def dump_cprofile(profiler: cProfile.Profile, stem: str) -> None:
 
 
 class _WorkerProfiler:
-    """Worker 0's profiler, started by ``ProfiledWorkerInit`` and advanced by ``worker_batch_done``."""
+    """Worker 0's profiler, started by ``ProfiledWorkerInit`` and advanced by the probe's ``worker_batch`` events."""
 
     def __init__(self, settings: ProfileSettings) -> None:
         self.settings = settings
@@ -144,6 +147,11 @@ class _WorkerProfiler:
         self._tracer = VizTracer(output_file=path, verbose=0, register_global=False)
         self._tracer.start()
 
+    def event(self, name: str, phase: str, args: Mapping[str, object]) -> None:
+        """A probe event (``litdata_io.internal.Listener``): a ``worker_batch`` advances the batch count."""
+        if name == "worker_batch":
+            self.batch_done()
+
     def batch_done(self) -> None:
         if self._finished or self.settings.kind != "viztracer":
             return
@@ -157,6 +165,7 @@ class _WorkerProfiler:
         if self._finished:
             return
         self._finished = True
+        probe.unlisten(self)
         if self._cprofile is not None:
             dump_cprofile(self._cprofile, os.path.join(self.settings.directory, CPROFILE_WORKER))
             print(f"[litdata] cProfile of worker 0 saved to {self.settings.directory}", flush=True)
@@ -182,26 +191,21 @@ class ProfiledWorkerInit:
         if worker_id == 0 and self.settings.here:
             _active = _WorkerProfiler(self.settings)
             _active.start()
+            probe.listen(_active)
         if self.user_init is not None:
             self.user_init(worker_id)
 
 
 class ProfiledCollate:
-    """The loader's ``collate_fn``: collates, then tells worker 0's profiler a batch is done."""
+    """The loader's ``collate_fn``: collates, then records a ``worker_batch`` event (worker 0's profiler counts it)."""
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any]) -> None:
         self.collate_fn = collate_fn
 
     def __call__(self, batch: list[Any]) -> Any:
         out = self.collate_fn(batch)
-        worker_batch_done()
+        probe.instant("worker_batch", "batch")
         return out
-
-
-def worker_batch_done() -> None:
-    """Tell worker 0's profiler (if this process has one) that a batch is done."""
-    if _active is not None:
-        _active.batch_done()
 
 
 @contextlib.contextmanager

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from litdata_format import ChunkInfo, DatasetIndex, load_index, verify_file
-from litdata_format.internal import Chunk, check_checksum_fields, open_chunk
+from litdata_format import BaseItemLoader, ChunkInfo, DatasetIndex, load_index, verify_file
+from litdata_format.internal import Chunk, check_checksum_fields, open_chunk, open_listed_chunk
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_stream._readahead import ReadAhead
 
@@ -100,6 +100,10 @@ class ChunkSource(Protocol):
     def close(self) -> None: ...
 
 
+# Chunk files of at most this many bytes get no read-ahead (the format reads, not maps, them).
+SMALL_CHUNK = 64 * 1024
+
+
 class LocalSource:
     """Chunks read in place from a local directory (mapped, never copied).
 
@@ -112,7 +116,7 @@ class LocalSource:
         opener: how chunks are opened.
         verify: check each chunk against its recorded checksum when this process first opens it.
         readahead: chunks to ask into the page cache ahead of the one being read (``_readahead``;
-            capped by memory).
+            capped by memory; none when every chunk file is at most 64 KiB).
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
@@ -123,17 +127,30 @@ class LocalSource:
         self.index = index if index is not None else load_index(self.directory)
         self.encryption = encryption
         self.opener = opener
+        # The format's own opener reads the index's columns (no ChunkInfo per chunk); a loader's
+        # own open_chunk is given the entry it asks for.
+        self._listed = opener is open_chunk or getattr(opener, "__func__", None) is BaseItemLoader.open_chunk
         table = self.index.table
         self._chunks = OpenChunks(table.filename, table.chunk_sizes, self._open_file, keep_open)
         self._verify = verify
         self._verified: set[int] = set()
         largest = int(table.chunk_bytes.max()) if len(table.chunk_bytes) else 1
+        if largest <= SMALL_CHUNK:
+            # Such a file is read whole in one call when opened; asking the page cache for it
+            # first would cost as much again (open, fadvise, close) and save next to nothing.
+            readahead = 0
         self._ahead = ReadAhead.for_reader(self.directory, table.filename, largest, readahead)
 
     def _open_file(self, number: int) -> Chunk:
-        info = self.index.chunks[number]
-        path = os.path.join(self._folder, info.filename)  # a str: a Path per chunk costs ~10 us
-        found = self.opener(path, info, self.index, self.encryption)
+        index = self.index
+        path = os.path.join(self._folder, index.table.filename(number))  # a str: a Path per chunk costs ~10 us
+        if self._listed and not self._verify:
+            found = open_listed_chunk(path, index, number, self.encryption)
+            if self._ahead.depth:
+                self._ahead.reached(number)
+            return found
+        info = index.chunks[number]
+        found = self.opener(path, info, index, self.encryption)
         # After opening, which refuses links out of the folder and FIFOs.
         if self._verify and number not in self._verified:
             try:

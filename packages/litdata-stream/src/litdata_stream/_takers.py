@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 
 from litdata_format.internal import Chunk, SampleMap
-from litdata_io import trace_begin, trace_end
-from litdata_io.internal import activity_begin, activity_end
+from litdata_io.internal import Token, probe
 from litdata_stream._plan import EpochOrder, Interval
 from litdata_stream._source import ChunkSource
 
@@ -70,7 +70,7 @@ class GatheringTaker:
         self._opened: Any = None
         self._items: np.ndarray = np.empty(0, dtype=np.int64)
         self._taken = 0
-        self._reading = 0  # the activity token of the chunk being read (see litdata_io.activity)
+        self._reading: Token | None = None  # the probe's token of the chunk being read
 
     def take(self, count: int) -> tuple[list[Any], int]:
         """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
@@ -81,12 +81,13 @@ class GatheringTaker:
                 break
             step = min(count - got, len(self._items) - self._taken)
             if step:
-                parts.append(self._gather(self._opened, self._items[self._taken : self._taken + step]))
+                # Traced at the grain it is read: one run of samples of one chunk (never one by one).
+                with probe.span("sample", "sample", None, chunk=self._chunk, samples=step):
+                    parts.append(self._gather(self._opened, self._items[self._taken : self._taken + step]))
                 self._taken += step
                 got += step
             if self._taken == len(self._items):  # this chunk is done (an empty piece at once)
-                trace_end("read", "read", chunk=self._chunk)
-                activity_end(self._reading)
+                probe.end(self._reading)
                 self._source.release(self._chunk)
         return parts, got
 
@@ -98,9 +99,10 @@ class GatheringTaker:
         kept = self._kept.items(piece.chunk)
         self._chunk, self._taken = piece.chunk, 0
         self._items = within if kept is None else kept[within]
-        self._opened = self._source.chunk(piece.chunk)
-        trace_begin("read", "read", chunk=piece.chunk, samples=len(self._items))
-        self._reading = activity_begin(reading(self._source, piece.chunk))
+        source, chunk = self._source, piece.chunk
+        doing = partial(reading, source, chunk)
+        self._reading = probe.begin("read", "read", doing, chunk=chunk, samples=len(self._items))
+        self._opened = source.chunk(chunk)
         return True
 
 

@@ -25,8 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from litdata_io import trace_instant
-from litdata_io.internal import ActivityBoard, attach_activity
+from litdata_io.internal import ActivityBoard, attach_activity, probe
 
 __all__ = [
     "ENV_WATCHDOG",
@@ -140,7 +139,7 @@ class Watchdog:
         for name, doing in zip(names, self.board.read()):
             what = "; ".join(f"{item.text} (for {now - item.since:.0f} s)" for item in doing) or "nothing in LitData"
             lines.append(f"  rank {self.rank} {name}: {what}")
-            trace_instant("stall", "stall", rank=self.rank, worker=name, idle_s=round(idle, 3),
+            probe.instant("stall", "stall", rank=self.rank, worker=name, idle_s=round(idle, 3),
                           doing=what.replace(";", ","))  # fmt: skip
         self.reports += 1
         message = "\n".join(lines) + f"\n(set {ENV_WATCHDOG} or watchdog_s= to change the period, 0 to turn it off)"
@@ -224,7 +223,7 @@ class PassTimes:
     def trace(self) -> None:
         stats = self.stats()
         rates = {f"worker{w.worker}_samples_per_s": round(w.samples_per_s, 3) for w in stats.workers}
-        trace_instant("loader_stats", "epoch", epoch=stats.epoch, batches=stats.batches,
+        probe.instant("loader_stats", "epoch", epoch=stats.epoch, batches=stats.batches,
                       seconds=round(stats.seconds, 6), total_wait_s=round(stats.total_wait_s, 6),
                       p50_wait_s=round(stats.p50_wait_s, 6), p99_wait_s=round(stats.p99_wait_s, 6),
                       **rates)  # fmt: skip

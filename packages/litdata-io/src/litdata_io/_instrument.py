@@ -1,0 +1,180 @@
+"""One call per instrumented site, fanned out to the tracer, the watchdog's activity board and listeners.
+
+A site that a trace, a hang watchdog or a profiler cares about (reading a chunk, a download, a
+wait for a lock or for the cache's cap, a batch a worker made) makes one call on :data:`probe`:
+``probe.begin`` / ``probe.end`` around an operation that does not fit a ``with`` block,
+``probe.span`` around one that does, ``probe.instant`` for a point in time. The probe hands it to
+
+- the tracer (:mod:`litdata_io._tracer`): a ``B``/``E`` pair, a complete event or an instant, when
+  the event's category is recorded;
+- the activity board (:mod:`litdata_io._activity`): what this worker is doing, when the site says
+  (``doing``) and a board is attached; the text is built only then;
+- listeners (:meth:`Probe.listen`): worker 0's profiler counts the batches it made this way.
+
+Why it costs nothing when off: every call first reads one attribute of a module-level object
+(``_SWITCHES.quiet``), which the tracer, the board and :meth:`Probe.listen` keep up to date; when
+nothing listens, the call returns at once, so the site runs exactly the code it runs untraced.
+Nothing a site does depends on whether it is traced: the probe only observes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Mapping
+from typing import Final, Protocol
+
+from litdata_io import _activity, _tracer
+from litdata_io._switches import SWITCHES
+
+__all__ = ["Listener", "Probe", "Token", "probe"]
+
+# What a site says it does, for the activity board: the text itself, or a function building it
+# (called only while a board is attached: a file name looked up per chunk costs a microsecond).
+Doing = str | Callable[[], str] | None
+
+
+class Listener(Protocol):
+    """Told of every event the probe records (the loader's profiler listens for ``worker_batch``)."""
+
+    def event(self, name: str, phase: str, args: Mapping[str, object]) -> None:
+        """One event: ``phase`` is ``B`` (begins), ``E`` (ends), ``X`` (a span ended) or ``I`` (an instant).
+
+        Args:
+            name: the event's name (``read``, ``download``, ``worker_batch``, ...).
+            phase: which kind of event.
+            args: the event's arguments, as the site gave them.
+        """
+        ...
+
+
+class Token:
+    """An operation :meth:`Probe.begin` started, for :meth:`Probe.end` (None when nothing listened)."""
+
+    __slots__ = ("activity", "args", "category", "name", "traced")
+
+    def __init__(self, name: str, category: str, args: dict[str, object], traced: bool, activity: int) -> None:
+        self.name = name
+        self.category = category
+        self.args = args
+        self.traced = traced
+        self.activity = activity
+
+
+def _text(doing: Doing) -> str:
+    return doing if isinstance(doing, str) else doing() if doing is not None else ""
+
+
+class Probe:
+    """The one instrumentation call of every site (see the module's docstring); use :data:`probe`."""
+
+    __slots__ = ()
+
+    def begin(self, name: str, category: str, doing: Doing = None, /, **args: object) -> Token | None:
+        """An operation starts that :meth:`end` closes later in this thread (reading a chunk across batches).
+
+        Args:
+            name: the event's name (``read``).
+            category: its tracer category (``read``; see ``TRACE_CATEGORIES``).
+            doing: what the activity board shows while it lasts (None: nothing).
+            **args: the event's arguments (``chunk=3``).
+
+        Returns:
+            What :meth:`end` takes; None when nothing listens (the usual case).
+        """
+        if SWITCHES.quiet:
+            return None
+        traced = _tracer.trace_enabled(category)
+        if traced:
+            _tracer.trace_begin(name, category, **args)
+        token = _activity.activity_begin(_text(doing)) if doing is not None and SWITCHES.activity else 0
+        for listener in SWITCHES.listeners:
+            listener.event(name, "B", args)
+        if not traced and not token and not SWITCHES.listeners:
+            return None
+        return Token(name, category, args, traced, token)
+
+    def end(self, token: Token | None) -> None:
+        """The operation :meth:`begin` returned ``token`` for has ended.
+
+        Args:
+            token: what :meth:`begin` returned.
+        """
+        if token is None:
+            return
+        if token.traced:
+            _tracer.trace_end(token.name, token.category, **token.args)
+        if token.activity:
+            _activity.activity_end(token.activity)
+        for listener in SWITCHES.listeners:
+            listener.event(token.name, "E", token.args)
+
+    def span(
+        self, name: str, category: str, doing: Doing = None, /, **args: object
+    ) -> contextlib.AbstractContextManager[_tracer.TraceSpan]:
+        """Time a block as one complete event, shown on the activity board while it runs.
+
+        Used as ``with probe.span("download", "download", f"download {url}", chunk=name) as span:``;
+        ``span.set(bytes=n)`` adds arguments known only inside the block.
+
+        Args:
+            name: the event's name.
+            category: its tracer category.
+            doing: what the activity board shows while it lasts (None: nothing).
+            **args: the event's arguments.
+        """
+        if SWITCHES.quiet or (
+            not SWITCHES.listeners and (doing is None or not SWITCHES.activity) and not _tracer.trace_enabled(category)
+        ):
+            return _tracer.NO_SPAN
+        return self._span(name, category, doing, args)
+
+    @contextlib.contextmanager
+    def _span(
+        self, name: str, category: str, doing: Doing, args: dict[str, object]
+    ) -> Generator[_tracer.TraceSpan, None, None]:
+        token = _activity.activity_begin(_text(doing)) if doing is not None and SWITCHES.activity else 0
+        span = _tracer.trace_span(name, category, **args)
+        try:
+            with span:
+                yield span
+        finally:
+            if token:
+                _activity.activity_end(token)
+            for listener in SWITCHES.listeners:
+                listener.event(name, "X", args)
+
+    def instant(self, name: str, category: str, /, **args: object) -> None:
+        """A point in time (a batch made, a damaged chunk refetched, a lock taken over).
+
+        Args:
+            name: the event's name.
+            category: its tracer category.
+            **args: the event's arguments.
+        """
+        if SWITCHES.quiet:
+            return
+        _tracer.trace_instant(name, category, **args)
+        for listener in SWITCHES.listeners:
+            listener.event(name, "I", args)
+
+    def listen(self, listener: Listener) -> None:
+        """Tell ``listener`` of every event from now on, in this process (until :meth:`unlisten`).
+
+        Args:
+            listener: what to tell.
+        """
+        SWITCHES.listeners = (*SWITCHES.listeners, listener)
+        SWITCHES.update()
+
+    def unlisten(self, listener: Listener) -> None:
+        """Stop telling ``listener`` (a no-op when it is not listening).
+
+        Args:
+            listener: what :meth:`listen` was given.
+        """
+        SWITCHES.listeners = tuple(x for x in SWITCHES.listeners if x is not listener)
+        SWITCHES.update()
+
+
+probe: Final = Probe()
+"""The probe every instrumented site calls."""
