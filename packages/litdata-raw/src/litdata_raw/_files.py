@@ -116,7 +116,11 @@ class FileList(Sequence[FileMetadata]):
         return self._prefix
 
     def path(self, position: int) -> str:
-        """The path of the file at ``position`` (no ``FileMetadata`` made)."""
+        """The path of the file at ``position`` (no ``FileMetadata`` made).
+
+        Args:
+            position: the file's place in the list (0 to ``len - 1``).
+        """
         key = self._blob[self._starts[position] : self._ends[position]].decode("utf-8")
         return self._prefix + key
 
