@@ -95,3 +95,29 @@ def test_a_killed_script_and_a_timeout(tmp_path: Path) -> None:
 def test_only_scripts_and_modules() -> None:
     with pytest.raises(ValueError, match="-c"):
         start_python(["-c", "pass"], env={}, cwd=Path.cwd())
+
+
+STATE = textwrap.dedent(
+    """
+    import json, multiprocessing, sys
+    import numpy
+    print(json.dumps({
+        "numpy": int(numpy.random.randint(1 << 30)), "authkey": multiprocessing.current_process().authkey.hex(),
+        "dont_write_bytecode": sys.dont_write_bytecode, "hash_randomization": sys.flags.hash_randomization,
+        "stderr_line_buffered": sys.stderr.line_buffering,
+    }))
+    """
+)
+
+
+def test_what_a_fresh_interpreter_has_of_its_own(tmp_path: Path) -> None:
+    script = tmp_path / "state.py"
+    script.write_text(STATE)
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    seen = [json.loads(run_python([str(script)], env=env, cwd=tmp_path, timeout=60).stdout) for _ in range(2)]
+    assert seen[0]["numpy"] != seen[1]["numpy"]  # numpy's global generator seeded per process
+    assert seen[0]["authkey"] != seen[1]["authkey"]
+    assert seen[0]["dont_write_bytecode"] is True and seen[0]["stderr_line_buffered"] is True
+    # A start-up variable a fork cannot apply gets a fresh interpreter: the hash seed is the one asked for.
+    fixed = run_python([str(script)], env={**env, "PYTHONHASHSEED": "0"}, cwd=tmp_path, timeout=60)
+    assert json.loads(fixed.stdout)["hash_randomization"] == 0

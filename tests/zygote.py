@@ -13,7 +13,11 @@ multiprocessing children), as interpreter exit does. Several children run at onc
 one job); each can start a session of its own (``start_new_session``).
 
 What a child does not get fresh: the modules the zygote imported (numpy, torch; imported under the
-zygote's environment, which is the test process's without ``PYTHONPATH``). Nothing of this
+zygote's environment, which is the test process's without ``PYTHONPATH``) and what python itself
+reads at start (the hash seed, ``PYTHON*`` variables: a child applies those of ``EMULATED`` itself,
+and a request whose other ``PYTHON*`` variables differ from the zygote's gets a fresh interpreter).
+What a fresh interpreter has of its own and siblings would share is made again in each child
+(numpy's global generator, multiprocessing's authkey, tempfile's folder). Nothing of this
 repository is imported before the fork, so litdata reads the request's environment when the script
 imports it, and obstore has never run in the zygote (its runtime hangs in a child forked after it
 ran). A script that must run in a network namespace, or whose interpreter start is what it tests,
@@ -46,6 +50,9 @@ from typing import Any
 __all__ = ["PythonProcess", "run_python", "start_python"]
 
 PRELOAD = ("numpy", "torch")
+# The PYTHON* variables python reads at start that a child applies itself; any other one set
+# differently from the zygote's environment gets the script a fresh interpreter.
+EMULATED = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER")
 
 
 # --- the zygote (runs as ``python tests/zygote.py``; imports nothing from this repository) ---------
@@ -58,6 +65,42 @@ def _exit_code(err: SystemExit) -> int:
         return err.code
     print(err.code, file=sys.stderr)
     return 1
+
+
+def _fresh_process_state() -> None:
+    """What a fresh interpreter has of its own and a fork would share with its siblings."""
+    import multiprocessing
+    import tempfile
+
+    import numpy
+
+    numpy.random.seed()  # numpy's global generator, seeded at import (Python's random reseeds at fork itself)
+    multiprocessing.current_process().authkey = os.urandom(32)  # made once, at multiprocessing's import
+    tempfile.tempdir = None  # found again from this process's TMPDIR
+
+
+def _startup_settings() -> None:
+    """The ``PYTHON*`` variables python reads at start that a fork can still apply (see ``EMULATED``)."""
+    import faulthandler
+    import io
+
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        stream = io.TextIOWrapper(
+            open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False),  # noqa: SIM115 (the process's own, for life)
+            encoding=old.encoding,
+            errors=old.errors,
+            line_buffering=fd == 2,  # python's stderr is line-buffered even to a file
+            write_through=unbuffered,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    if os.environ.get("PYTHONFAULTHANDLER"):
+        faulthandler.enable()
+    else:
+        faulthandler.disable()
 
 
 def _child(request: dict[str, Any], base_path: list[str]) -> None:
@@ -79,6 +122,8 @@ def _child(request: dict[str, Any], base_path: list[str]) -> None:
         os.chdir(str(request["cwd"]))
         os.environ.clear()
         os.environ.update(request["env"])
+        _fresh_process_state()
+        _startup_settings()
         argv: list[str] = list(request["argv"])
         extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
         module = argv[1] if argv[0] == "-m" else None
@@ -168,16 +213,24 @@ def _serve() -> None:
 # --- the test side ----------------------------------------------------------------------------
 
 
+def _zygote_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def _startup_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables python reads once, at start (``PYTHONHASHSEED``, ...), that a fork keeps the zygote's."""
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k not in EMULATED}
+
+
 class _Zygote:
     """The zygote process and the thread that reads its answers."""
 
     def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
+            env=_zygote_env(),
             cwd=tempfile.gettempdir(),
         )
         self.changed = threading.Condition()
@@ -276,7 +329,9 @@ class PythonProcess:
         self.returncode: int | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         self._zygote: _Zygote | None = None
-        if os.environ.get("LITDATA_TEST_FORK", "1") == "0":
+        if os.environ.get("LITDATA_TEST_FORK", "1") == "0" or _startup_variables(env) != _startup_variables(
+            _zygote_env()
+        ):
             with self._out.open("wb") as out, self._err.open("wb") as err:
                 self._popen = subprocess.Popen(
                     [sys.executable, *self.args],
