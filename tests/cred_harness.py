@@ -1,9 +1,10 @@
 """What the credential tests share: the objects they seed, a clean environment, one AWS credential
 source's environment (:func:`aws_source_environment`), running the driver.
 
-The driver (``tests/cred_driver.py``) runs in a fresh process whose environment holds one credential
-source and no keys; optionally in a network namespace of its own (``tests/netns.py``), for
-endpoints at fixed addresses or host names.
+The driver (``tests/cred_driver.py``) runs in a process of its own whose environment holds one
+credential source and no keys: forked from the torch-preloaded zygote (``tests/zygote.py``), or a
+fresh interpreter in a network namespace of its own (``tests/netns.py``), for endpoints at fixed
+addresses or host names.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from tests.cred_driver import N
 from tests.cred_servers import ACCOUNT, ROLE_ARN, SSO_ROLE, Authority, CredentialStack
 from tests.netns import Bridge, command_in_namespace
+from tests.zygote import run_python
 
 __all__ = [
     "AWS_SOURCES",
@@ -114,28 +116,21 @@ def run_driver(
             127.0.0.1 ports outside (None: run it here).
         hosts: host names that resolve to 127.0.0.1 in the namespace.
     """
-    command = [sys.executable, "-m", "tests.cred_driver", json.dumps(spec)]
-    if namespace is None:
-        return _run(spec, command, env)
+    arguments = ["-m", "tests.cred_driver", json.dumps(spec)]
+    if namespace is None:  # forked from the torch-preloaded zygote (tests/zygote.py)
+        return _results(spec, run_python(arguments, env=env, cwd=ROOT, timeout=600))
     with (
         tempfile.TemporaryDirectory(prefix="ns-") as folder,
         Bridge(Path(folder), sorted(set(namespace.values()))) as bridge,
     ):
         addresses = sorted({inside.rsplit(":", 1)[0] for inside in namespace} - {"127.0.0.1"})
-        return _run(spec, command_in_namespace(bridge, namespace, command, addresses, hosts), env)
+        command = command_in_namespace(bridge, namespace, [sys.executable, *arguments], addresses, hosts)
+        done = subprocess.run(command, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        return _results(spec, done)
 
 
-def _run(spec: dict[str, Any], command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        command,
-        check=False,  # the assertion below shows the driver's stderr
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+def _results(spec: dict[str, Any], done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr[-4000:]  # check=False above: the driver's stderr says why
     results = json.loads(done.stdout.strip().splitlines()[-1])
     print(spec["source"], {phase: result["seconds"] for phase, result in results.items()})
     return results

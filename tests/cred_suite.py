@@ -1,22 +1,25 @@
-"""The AWS credential sources run in every kind of process litdata starts: the shared module fixtures.
+"""The AWS credential sources run in every kind of process litdata starts: the shared fixtures.
 
 ``tests/test_credentials.py``, ``tests/test_credentials_containers.py`` and
 ``tests/test_credentials_profiles.py`` each check a group of the sources (split so that the two
-xdist workers, which take whole files, share them). Each file gets its own credential stack
-(``aws_stack``: the signing checker in front of moto, the credential stand-ins, a seeded bucket)
-and runs each of its sources' driver once (``aws_drive``); ``tests/conftest.py`` exposes both.
+xdist workers, which take whole files, share them). The files share one credential stack per
+test process (``aws_stack``, session-scoped: the signing checker in front of moto, the credential
+stand-ins, a seeded bucket; every count it keeps is per source and phase, and each file has sources
+of its own) and run each source's driver once (``aws_drive``); ``tests/conftest.py`` exposes both.
 
-Each source gets one fresh driver process (``tests/cred_driver.py``) whose environment holds that
-source and no keys; the driver streams with ``num_workers=0``, with 2 workers under fork (the
-default), spawn and forkserver, optimizes into the bucket with 2 workers and reads
-``StreamingRawDataset`` with 2 workers. One driver runs every phase of its source, so a source
-costs one interpreter start plus its workers. The S3 endpoint it is given is the signing checker
-(``tests/cred_servers.py``), which forwards to moto only what a key from the expected source
-signed, and counts everything else.
+Each source gets one driver process (``tests/cred_driver.py``, forked from the torch-preloaded
+zygote of ``tests/zygote.py``) whose environment holds that source and no keys; the driver streams
+with ``num_workers=0``, with 2 workers under fork (the default), spawn and forkserver, optimizes
+into the bucket with 2 workers and reads ``StreamingRawDataset`` with 2 workers. One driver runs
+every phase of its source, so a source costs one fork plus its workers (the spawn and forkserver
+phases start fresh interpreters: that is what they check). The S3 endpoint it is given is the
+signing checker (``tests/cred_servers.py``), which forwards to moto only what a key from the
+expected source signed, and counts everything else.
 
 The relative container URI's host is fixed at ``169.254.170.2:80`` (by the AWS spec, obstore and
 botocore): its driver runs in a network namespace of its own (``tests/netns.py``, ``unshare -rn``)
-whose loopback has that address, bridged to the stand-in outside through a Unix socket.
+whose loopback has that address, bridged to the stand-in outside through a Unix socket (a fresh
+interpreter: the zygote's children live outside that namespace).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ SOURCES = {
 CONTAINER_HOST = "169.254.170.2"  # the relative URI's fixed host (port 80)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def aws_stack(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     folder = tmp_path_factory.mktemp("creds")
     with start_credential_stack(s3_server.endpoint, folder) as credentials:
@@ -92,7 +95,7 @@ def drive_source(stack: dict[str, Any], source: str, phases: tuple[str, ...]) ->
     return run_driver(spec, aws_source_environment(source, credentials, folder), namespace)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def aws_drive(aws_stack: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
     """Runs each source's driver once, on first use, and remembers its results."""
     results: dict[str, dict[str, Any]] = {}

@@ -1,4 +1,8 @@
-"""StreamingDataLoader under a real torch.distributed (gloo) job with several processes."""
+"""StreamingDataLoader under a real torch.distributed (gloo) job with several processes.
+
+Each rank is a process of its own, forked from the torch-preloaded test zygote (``tests/zygote.py``)
+rather than a fresh interpreter: the ranks' torch import was most of this file's time.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
+from tests.zygote import start_python
 
 pytestmark = pytest.mark.distributed
 
@@ -49,7 +53,7 @@ def _run(world: int, *args: str) -> list[dict[str, Any]]:
             "WORLD_SIZE": str(world),
         }
         env["LOCAL_RANK"] = str(rank)
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), *args], env=env, stderr=subprocess.PIPE, text=True))
+        procs.append(start_python([str(WORKER), *args], env=env, cwd=Path.cwd()))
     errors = []
     for proc in procs:
         try:
@@ -134,11 +138,7 @@ def _launch(script: Path, world: int, *args: str) -> Any:
     for rank in range(world):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
         env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)}
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(script), *args], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
-            )
-        )
+        procs.append(start_python([str(script), *args], env=env, cwd=Path.cwd(), start_new_session=True))
     errors = []
     for proc in procs:
         try:

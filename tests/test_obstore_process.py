@@ -1,7 +1,9 @@
 """Which process talks to the bucket: obstore in workers, the helper in root processes, under every start method.
 
 The scenarios run as real root processes (``tests/obstore_process_script.py``), since the rule
-depends on what kind of process asks. No test waits on a clock: a hang fails on pytest's timeout
+depends on what kind of process asks: forked from the test zygote (``tests/zygote.py``: torch
+imported, obstore never used, as in a user's script that imported torch first), one a fresh
+interpreter (it reads the script's output as it comes). No test waits on a clock: a hang fails on pytest's timeout
 (generous: on a loaded 2-core machine one scenario took minutes, most of it importing torch).
 """
 
@@ -26,6 +28,7 @@ from tests import servers_extra
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server
 from tests.servers_extra import AzuriteServer, FakeGcsServer
+from tests.zygote import run_python
 
 pytestmark = pytest.mark.cloud
 
@@ -60,10 +63,11 @@ def _script(scenario: str, args: dict[str, Any], env: dict[str, str] | None = No
 
 
 def _run(scenario: str, args: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    proc = _script(scenario, args, env)
-    out, _ = proc.communicate()
-    assert proc.returncode == 0, f"{scenario} exited with {proc.returncode}:\n{out}"
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    """Run ``scenario`` to its end, forked from the torch-preloaded zygote (obstore never ran there)."""
+    arguments = ["-m", "tests.obstore_process_script", scenario, json.dumps(args)]
+    done = run_python(arguments, env={**os.environ, **(env or {})}, cwd=ROOT, timeout=900)
+    assert done.returncode == 0, f"{scenario} exited with {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def _check_stream(lines: list[dict[str, Any]], contexts: list[str]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from PIL import Image as PILImage
 
 from litdata_format import _media
 from litdata_format._av_serializers import AudioSerializer, VideoSerializer
@@ -52,11 +53,21 @@ from litdata_format._media_serializers import (
 from litdata_format._registry import default_serializers, serializer_for_format
 from litdata_format._serializers import JsonSerializer
 
-with warnings.catch_warnings():  # torch_geometric warns about torch.jit on import
-    warnings.simplefilter("ignore")
-    import torch_geometric.data as pyg_data
 
-from PIL import Image as PILImage
+def _pyg() -> Any:
+    """``torch_geometric.data``; its import warns (an error under pytest) and costs ~8 CPU-seconds."""
+    with warnings.catch_warnings():  # torch_geometric warns about torch.jit on import
+        warnings.simplefilter("ignore")
+        import torch_geometric.data as pyg_data
+    return pyg_data
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pyg_imported() -> None:
+    """PyG imported (under the filter) before this file's tests build or read graphs: here, when the
+    file runs, rather than at the top, which every pytest-xdist worker ran when collecting the suite."""
+    _pyg()
+
 
 FIXTURES = Path(__file__).parent / "fixtures" / "media"
 INPUTS = FIXTURES / "inputs"
@@ -162,6 +173,7 @@ def test_reads_upstream_images() -> None:
 
 
 def test_reads_upstream_graphs_json_and_tensors() -> None:
+    pyg_data = _pyg()
     data = golden("graph_pyg_data")
     assert isinstance(data, pyg_data.Data)
     assert data.num_nodes == 3 and data.name == "g0"
@@ -428,6 +440,7 @@ def test_scientific_and_3d_round_trips(tmp_path: Path) -> None:
 
 
 def test_graph_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    pyg_data = _pyg()
     tensors = CASES_MODULE._graph_tensors()
     data, data_format = round_trip(Graph(**tensors))
     assert data_format == "graph" and isinstance(data, pyg_data.Data)

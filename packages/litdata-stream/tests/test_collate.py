@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,17 @@ import torch
 from litdata_format import BinaryWriter, Graph
 from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
 
-pyg = pytest.importorskip("torch_geometric.data")
+
+def _pyg() -> Any:
+    """``torch_geometric.data``, imported when a test uses it: ~8 CPU-seconds, which every pytest-xdist
+    worker paid when this file was collected (the import used to be here, at the top)."""
+    with warnings.catch_warnings():  # torch_geometric warns about torch.jit on import (an error here)
+        warnings.simplefilter("ignore")
+        return pytest.importorskip("torch_geometric.data")
 
 
 def _graph(i: int) -> Any:
-    return pyg.Data(x=torch.full((3, 2), float(i)), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.tensor(i))
+    return _pyg().Data(x=torch.full((3, 2), float(i)), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.tensor(i))
 
 
 def test_graph_samples_become_a_batch(tmp_path: Path) -> None:
@@ -26,7 +33,7 @@ def test_graph_samples_become_a_batch(tmp_path: Path) -> None:
     writer.merge()
     batch = next(iter(StreamingDataLoader(StreamingDataset(tmp_path), batch_size=4)))
     assert torch.equal(batch["id"], torch.arange(4))
-    assert isinstance(batch["graph"], pyg.Batch)
+    assert isinstance(batch["graph"], _pyg().Batch)
     assert batch["graph"].num_graphs == 4
     assert batch["graph"].x.shape == (12, 2)
     assert torch.equal(batch["graph"].batch, torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]))
