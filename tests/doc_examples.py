@@ -14,6 +14,11 @@ them is the docs' text, byte for byte), and each has one entry below with its st
   docs (``"your_endpoint_url"``, ``"/path/to/cache"``) becomes the local server's or a folder in the
   test's working directory (and a guard, if ``guard_from`` is set).
 - ``offline_impossible``: cannot run offline with those changes; ``reason`` says exactly why.
+
+An example that continues an earlier one (its names, an import or a ``dataset``, come from an
+example before it in the docs) lists that one in ``after``: it runs as the user runs it, the earlier
+example's text (with that example's own changes) followed by its own, in one script, each part
+verbatim from the docs. ``after`` names the nearest earlier examples that define what it uses.
 - ``pending``: could run with those changes but is not a test yet (``reason`` says what it needs);
   the count test pins the list, so it only shrinks.
 
@@ -58,6 +63,7 @@ class Example:
             ``hf`` are reached through the standard environment variables.
         setup: the name of the test's input-making function, run in the empty folder first.
         expect: substrings the example's stdout must contain.
+        after: the earlier examples it continues, whose text runs before its own in the same script.
     """
 
     number: int
@@ -70,6 +76,7 @@ class Example:
     servers: tuple[str, ...] = ()
     setup: str | None = None
     expect: tuple[str, ...] = ()
+    after: tuple[int, ...] = ()
 
     @property
     def path(self) -> Path:
@@ -103,7 +110,13 @@ def verbatim(path: Path) -> str:
 
 
 def runnable_script(example: Example, values: dict[str, str]) -> str:
-    """The example's text with its allowed changes applied: ``subs`` (placeholders from ``values``), then the guard."""
+    """The script the test runs: the ``after`` examples' texts, then the example's, each with its own allowed changes."""
+    by_number = {e.number: e for e in EXAMPLES}
+    return "".join(_changed(by_number[n], values) for n in (*example.after, example.number))
+
+
+def _changed(example: Example, values: dict[str, str]) -> str:
+    """One example's text with its allowed changes applied: ``subs`` (placeholders from ``values``), then the guard."""
     text = verbatim(example.path)
     for old, new in example.subs:
         assert text.count(old) >= 1, f"example {example.number}: {old!r} is not in the docs' text"
@@ -130,10 +143,12 @@ EXAMPLES: tuple[Example, ...] = (
             "images its transform returns (upstream neither)"),
     Example(2, "raw_group_files", (49, 74), "as_written", "image + mask pairs under s3://bucket/seg/",
             servers=("s3",), setup="seg_pairs"),
-    Example(3, "raw_recompute_index", (83, 84), "offline_impossible",
-            _NEEDS + "StreamingRawDataset is not imported (it continues example 1)"),
-    Example(4, "raw_bytes", (97, 100), "offline_impossible",
-            _NEEDS + "StreamingRawDataset is not imported (it continues example 1)"),
+    Example(3, "raw_recompute_index", (83, 84), "as_written",
+            "continues example 2 (StreamingRawDataset is imported there); files under s3://bucket/files/",
+            servers=("s3",), setup="raw_files", after=(2,)),
+    Example(4, "raw_bytes", (97, 100), "as_written",
+            "continues example 2 (StreamingRawDataset is imported there); files under s3://bucket/files/",
+            servers=("s3",), setup="raw_files", after=(2,)),
     Example(5, "stream_quick", (123, 129), "offline_impossible",
             _NEEDS + "calls the user's process(batch) (undefined: 'Replace with your data processing logic')"),
     Example(6, "storage_options", (133, 142), "local_url", "the docs' placeholder endpoint and keys become moto's",
@@ -153,10 +168,15 @@ EXAMPLES: tuple[Example, ...] = (
             guard_from='optimize(make_graph, inputs=list(range(1024)), output_dir="graphs", chunk_size=64)'),
     Example(11, "graph_wrapper", (237, 249), "offline_impossible",
             _NEEDS + "uses torch without importing it (it continues example 10)"),
-    Example(12, "heterodata", (255, 277), "offline_impossible",
-            _NEEDS + "uses torch without importing it (it continues example 10)"),
-    Example(13, "graph_metadata", (281, 287), "offline_impossible",
-            _NEEDS + "make_graph, optimize, StreamingDataLoader and StreamingDataset come from example 10"),
+    Example(12, "heterodata", (255, 277), "guarded",
+            "continues example 10 (torch is imported there; 10 keeps its guard); its own optimize call at import "
+            "time goes under a second guard, for the same reason",
+            guard_from='optimize(make_hetero, inputs=list(range(512)), output_dir="hetero", chunk_size=32)',
+            expect=("torch.Size([8, 16]) torch.Size([2, 4])",), after=(10,)),
+    Example(13, "graph_metadata", (281, 287), "guarded",
+            "continues example 10 (make_graph, optimize, StreamingDataLoader, StreamingDataset; 10 keeps its guard); "
+            "its own optimize call at import time goes under a second guard, for the same reason",
+            guard_from='optimize(make_row, inputs=list(range(1024)), output_dir="rows")', after=(10,)),
     Example(14, "subgraphs", (293, 299), "offline_impossible",
             _NEEDS + "sampler and train_seeds are the user's (the sampler line is commented out); Data, torch and "
             "optimize are not imported"),
@@ -178,8 +198,9 @@ EXAMPLES: tuple[Example, ...] = (
             _NEEDS + "uses botocore without importing it (NameError before any LitData call)"),
     Example(22, "resume", (538, 555), "as_written", "100,000 samples at s3://my-bucket/my-data; os.cpu_count() workers",
             servers=("s3",), setup="my_data"),
-    Example(23, "canonical_nodes", (559, 559), "offline_impossible",
-            _NEEDS + "one line; StreamingDataset is not imported"),
+    Example(23, "canonical_nodes", (559, 559), "as_written",
+            "continues example 22 (StreamingDataset is imported there); 100,000 samples at s3://my-bucket/my-data",
+            servers=("s3",), setup="my_data", after=(22,)),
     Example(24, "optimize_random_images", (565, 585), "as_written", "1,000 images, 4 workers"),
     Example(25, "optimize_queue", (605, 639), "as_written", "a producer sleeping 10 ms per item: 10 s as written"),
     Example(26, "tokenize_slimpajama", (649, 698), "offline_impossible",
@@ -211,7 +232,9 @@ EXAMPLES: tuple[Example, ...] = (
             _NEEDS + "StreamingDataset, transforms (torchvision), data_dir, cache_dir and shuffle are not defined"),
     Example(40, "train_test_split", (952, 968), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data", expect=("100000",)),
-    Example(41, "subset", (972, 973), "offline_impossible", _NEEDS + "dataset comes from example 40"),
+    Example(41, "subset", (972, 973), "as_written",
+            "continues example 40 (its dataset); 100,000 samples at s3://my-bucket/my-data",
+            servers=("s3",), setup="my_data", expect=("100000",), after=(40,)),
     Example(42, "subsample", (977, 985), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data", expect=("1000",)),
     Example(43, "subsample_repeat", (989, 994), "as_written", "100,000 samples at s3://my-bucket/my-data",
