@@ -5,7 +5,8 @@ The examples' text is committed verbatim (``tests/fixtures/doc_examples/``, inve
 empty folder and must exit with code 0 (the example's own ``assert`` lines included); the only
 changes are a ``__main__`` guard and the local servers' URLs and options (listed per example). Inputs
 an example reads (a bucket's dataset, a folder of images) are made before it runs: that is the
-user's data, not a change to the example. The standard variables (``AWS_ENDPOINT_URL``,
+user's data, not a change to the example. An example that continues an earlier one (``after``) runs
+with that example's text before its own, in the same script. The standard variables (``AWS_ENDPOINT_URL``,
 ``HF_ENDPOINT``, ...) point at local servers: moto for S3, the Hub stand-in for ``hf://``.
 """
 
