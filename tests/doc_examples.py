@@ -14,6 +14,11 @@ them is the docs' text, byte for byte), and each has one entry below with its st
   docs (``"your_endpoint_url"``, ``"/path/to/cache"``) becomes the local server's or a folder in the
   test's working directory (and a guard, if ``guard_from`` is set).
 - ``offline_impossible``: cannot run offline with those changes; ``reason`` says exactly why.
+
+An example that continues an earlier one (its names, an import or a ``dataset``, come from an
+example before it in the docs) lists that one in ``after``: it runs as the user runs it, the earlier
+example's text (with that example's own changes) followed by its own, in one script, each part
+verbatim from the docs. ``after`` names the nearest earlier examples that define what it uses.
 - ``pending``: could run with those changes but is not a test yet (``reason`` says what it needs);
   the count test pins the list, so it only shrinks.
 
@@ -58,6 +63,7 @@ class Example:
             ``hf`` are reached through the standard environment variables.
         setup: the name of the test's input-making function, run in the empty folder first.
         expect: substrings the example's stdout must contain.
+        after: the earlier examples it continues, whose text runs before its own in the same script.
     """
 
     number: int
@@ -70,6 +76,7 @@ class Example:
     servers: tuple[str, ...] = ()
     setup: str | None = None
     expect: tuple[str, ...] = ()
+    after: tuple[int, ...] = ()
 
     @property
     def path(self) -> Path:
@@ -103,7 +110,13 @@ def verbatim(path: Path) -> str:
 
 
 def runnable_script(example: Example, values: dict[str, str]) -> str:
-    """The example's text with its allowed changes applied: ``subs`` (placeholders from ``values``), then the guard."""
+    """The script the test runs: the ``after`` examples' texts, then the example's; each part gets its own changes."""
+    by_number = {e.number: e for e in EXAMPLES}
+    return "".join(_changed(by_number[n], values) for n in (*example.after, example.number))
+
+
+def _changed(example: Example, values: dict[str, str]) -> str:
+    """One example's text with its allowed changes applied: ``subs`` (placeholders from ``values``), then the guard."""
     text = verbatim(example.path)
     for old, new in example.subs:
         assert text.count(old) >= 1, f"example {example.number}: {old!r} is not in the docs' text"
@@ -122,6 +135,10 @@ def runnable_script(example: Example, values: dict[str, str]) -> str:
 
 
 _NEEDS = "needs surrounding code: "
+_EXISTS = (
+    "optimize refuses an output_dir that holds a dataset (datasets are immutable; no mode= is given; upstream 0.2.76 "
+    "refuses it too)"
+)
 _TEAMSPACE = "a Lightning Studio path (/teamspace/...) resolves only inside a Studio"
 
 EXAMPLES: tuple[Example, ...] = (
@@ -130,10 +147,12 @@ EXAMPLES: tuple[Example, ...] = (
             "images its transform returns (upstream neither)"),
     Example(2, "raw_group_files", (49, 74), "as_written", "image + mask pairs under s3://bucket/seg/",
             servers=("s3",), setup="seg_pairs"),
-    Example(3, "raw_recompute_index", (83, 84), "offline_impossible",
-            _NEEDS + "StreamingRawDataset is not imported (it continues example 1)"),
-    Example(4, "raw_bytes", (97, 100), "offline_impossible",
-            _NEEDS + "StreamingRawDataset is not imported (it continues example 1)"),
+    Example(3, "raw_recompute_index", (83, 84), "as_written",
+            "continues example 2 (StreamingRawDataset is imported there); files under s3://bucket/files/",
+            servers=("s3",), setup="raw_files", after=(2,)),
+    Example(4, "raw_bytes", (97, 100), "as_written",
+            "continues example 2 (StreamingRawDataset is imported there); files under s3://bucket/files/",
+            servers=("s3",), setup="raw_files", after=(2,)),
     Example(5, "stream_quick", (123, 129), "offline_impossible",
             _NEEDS + "calls the user's process(batch) (undefined: 'Replace with your data processing logic')"),
     Example(6, "storage_options", (133, 142), "local_url", "the docs' placeholder endpoint and keys become moto's",
@@ -152,14 +171,20 @@ EXAMPLES: tuple[Example, ...] = (
             "import the script (spawn, upstream's default; forkserver here, as torch is loaded) would run it again",
             guard_from='optimize(make_graph, inputs=list(range(1024)), output_dir="graphs", chunk_size=64)'),
     Example(11, "graph_wrapper", (237, 249), "offline_impossible",
-            _NEEDS + "uses torch without importing it (it continues example 10)"),
-    Example(12, "heterodata", (255, 277), "offline_impossible",
-            _NEEDS + "uses torch without importing it (it continues example 10)"),
-    Example(13, "graph_metadata", (281, 287), "offline_impossible",
-            _NEEDS + "make_graph, optimize, StreamingDataLoader and StreamingDataset come from example 10"),
+            "continues example 10 (torch is imported there), but writes output_dir=\"graphs\", which 10 has just "
+            "filled: " + _EXISTS + ". Run after 10 (both optimize calls guarded) it stops with DatasetExistsError"),
+    Example(12, "heterodata", (255, 277), "guarded",
+            "continues example 10 (torch is imported there; 10 keeps its guard); its own optimize call at import "
+            "time goes under a second guard, for the same reason",
+            guard_from='optimize(make_hetero, inputs=list(range(512)), output_dir="hetero", chunk_size=32)',
+            expect=("torch.Size([8, 16]) torch.Size([2, 4])",), after=(10,)),
+    Example(13, "graph_metadata", (281, 287), "guarded",
+            "continues example 10 (make_graph, optimize, StreamingDataLoader, StreamingDataset; 10 keeps its guard); "
+            "its own optimize call at import time goes under a second guard, for the same reason",
+            guard_from='optimize(make_row, inputs=list(range(1024)), output_dir="rows")', after=(10,)),
     Example(14, "subgraphs", (293, 299), "offline_impossible",
-            _NEEDS + "sampler and train_seeds are the user's (the sampler line is commented out); Data, torch and "
-            "optimize are not imported"),
+            _NEEDS + "sampler and train_seeds are defined nowhere in the docs (the sampler line is commented out; "
+            "Data, torch and optimize would come from example 10)"),
     Example(15, "mds", (313, 327), "as_written", "MosaicML MDS shards at s3://my-bucket/my-mds-data",
             servers=("s3",), setup="mds", expect=("Sample",)),
     Example(16, "hf_stream", (358, 370), "guarded",
@@ -175,11 +200,13 @@ EXAMPLES: tuple[Example, ...] = (
     Example(20, "shuffle_seed", (431, 442), "as_written", "a dataset at s3://my-bucket/train",
             servers=("s3",), setup="my_train"),
     Example(21, "cloud_providers", (485, 530), "offline_impossible",
-            _NEEDS + "uses botocore without importing it (NameError before any LitData call)"),
+            _NEEDS + "uses botocore without importing it, and no example before it imports botocore (NameError "
+            "before its second StreamingDataset)"),
     Example(22, "resume", (538, 555), "as_written", "100,000 samples at s3://my-bucket/my-data; os.cpu_count() workers",
             servers=("s3",), setup="my_data"),
-    Example(23, "canonical_nodes", (559, 559), "offline_impossible",
-            _NEEDS + "one line; StreamingDataset is not imported"),
+    Example(23, "canonical_nodes", (559, 559), "as_written",
+            "continues example 22 (StreamingDataset is imported there); 100,000 samples at s3://my-bucket/my-data",
+            servers=("s3",), setup="my_data", after=(22,)),
     Example(24, "optimize_random_images", (565, 585), "as_written", "1,000 images, 4 workers"),
     Example(25, "optimize_queue", (605, 639), "as_written", "a producer sleeping 10 ms per item: 10 s as written"),
     Example(26, "tokenize_slimpajama", (649, 698), "offline_impossible",
@@ -190,28 +217,35 @@ EXAMPLES: tuple[Example, ...] = (
             "two token datasets at s3://tinyllama-template/{slimpajama/train,starcoder}; os.cpu_count() workers",
             servers=("s3",), setup="tinyllama"),
     Example(30, "batching_stratified", (796, 799), "offline_impossible",
-            _NEEDS + "dataset1 and dataset2 are the user's; CombinedStreamingDataset is not imported"),
+            _NEEDS + "dataset1 and dataset2 are defined nowhere in the docs (example 29, before it, builds "
+            "train_datasets); CombinedStreamingDataset would come from 29"),
     Example(31, "batching_per_stream", (803, 806), "offline_impossible",
-            _NEEDS + "dataset1 and dataset2 are the user's; CombinedStreamingDataset is not imported"),
+            _NEEDS + "dataset1 and dataset2 are defined nowhere in the docs (example 29, before it, builds "
+            "train_datasets); CombinedStreamingDataset would come from 29"),
     Example(32, "parallel", (812, 825), "as_written", "two optimized folders input_dir_1, input_dir_2",
             setup="two_inputs"),
     Example(33, "parallel_transform", (829, 838), "offline_impossible",
-            _NEEDS + "dset_1, dset_2 are the user's; Tuple, Any, ParallelStreamingDataset, StreamingDataLoader, tqdm "
-            "are not imported"),
+            _NEEDS + "dset_1 and dset_2 are defined nowhere in the docs (example 32, before it, builds its datasets "
+            "inline), and Tuple and Any are not imported by it or any example before it"),
     Example(34, "parallel_rngs", (842, 847), "offline_impossible",
-            _NEEDS + "dset_1, dset_2 are the user's; Tuple, Dict, Any, ParallelStreamingDataset are not imported"),
+            _NEEDS + "dset_1 and dset_2 are defined nowhere in the docs (example 32 builds its datasets inline), and "
+            "Tuple, Dict and Any are not imported by it or any example before it"),
     Example(35, "parallel_cycle", (853, 865), "offline_impossible",
             "a SyntaxError in the docs: print(len(cycled_dataset))) has one ')' too many"),
     Example(36, "merge", (871, 895), "as_written", "4 x 250 images, 4 workers each", expect=("1000",)),
     Example(37, "complete_dataset", (899, 902), "as_written", "a folder my_chunks with only {rank}.index.json files",
             setup="rank_chunks"),
     Example(38, "transform_fn", (908, 923), "offline_impossible",
-            _NEEDS + "transforms (torchvision), StreamingDataset, data_dir, cache_dir and shuffle are not defined"),
+            _NEEDS + "data_dir, cache_dir and shuffle are defined nowhere in the docs; transforms (torchvision's) and "
+            "StreamingDataset are not imported"),
     Example(39, "transform_subclass", (927, 948), "offline_impossible",
-            _NEEDS + "StreamingDataset, transforms (torchvision), data_dir, cache_dir and shuffle are not defined"),
+            _NEEDS + "data_dir, cache_dir and shuffle are defined nowhere in the docs; StreamingDataset and "
+            "transforms (torchvision's) are not imported"),
     Example(40, "train_test_split", (952, 968), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data", expect=("100000",)),
-    Example(41, "subset", (972, 973), "offline_impossible", _NEEDS + "dataset comes from example 40"),
+    Example(41, "subset", (972, 973), "as_written",
+            "continues example 40 (its dataset); 100,000 samples at s3://my-bucket/my-data",
+            servers=("s3",), setup="my_data", expect=("100000",), after=(40,)),
     Example(42, "subsample", (977, 985), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data", expect=("1000",)),
     Example(43, "subsample_repeat", (989, 994), "as_written", "100,000 samples at s3://my-bucket/my-data",
@@ -224,23 +258,26 @@ EXAMPLES: tuple[Example, ...] = (
             guard_from='uri = "s3://my-bucket/my-parquet-data"', servers=("s3",), setup="parquet",
             expect=("'id': 0",)),
     Example(47, "parquet_map", (1095, 1107), "offline_impossible",
-            _NEEDS + "list_of_parquet_paths is the user's and process's body is '...'"),
+            _NEEDS + "list_of_parquet_paths is defined nowhere in the docs (process's body '...' would run)"),
     Example(48, "compression", (1113, 1127), "as_written"),
     Example(49, "len_getitem", (1133, 1139), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data", expect=("100000", "42")),
     Example(50, "getitem_subclass", (1145, 1159), "offline_impossible",
-            "imports torchvision (not a dependency: it pins a CUDA build of torch) and passes '...' as the dataset's "
-            "arguments"),
+            "passes '...' as the dataset's arguments (StreamingDataset(...) raises TypeError: not a path, URL or Dir; "
+            "upstream fails too); it also imports torchvision, not a dependency here (it would add only its 7.6 MB "
+            "wheel, but no example would run with it: 38, 39 and 50 lack other names or arguments)"),
     Example(51, "profile_viztracer", (1171, 1186), "offline_impossible",
             _NEEDS + "calls the user's train_step (undefined)"),
     Example(52, "profile_cprofile", (1207, 1217), "offline_impossible",
-            _NEEDS + "dataset, StreamingDataLoader and train_step come from example 51"),
+            _NEEDS + "continues example 51 (dataset, StreamingDataLoader), which cannot run; both call the user's "
+            "train_step, defined nowhere in the docs"),
     Example(53, "tokenize_parquet", (1232, 1256), "offline_impossible",
             "imports lit-gpt's tokenizer.Tokenizer with Llama-2 weights and reads /teamspace/s3_connections (Studio)"),
     Example(54, "cache_size", (1268, 1274), "as_written", "100,000 samples at s3://my-bucket/my-data",
             servers=("s3",), setup="my_data"),
     Example(55, "async_loop", (1280, 1281), "offline_impossible",
-            _NEEDS + "dataset and train_step are the user's; StreamingDataLoader is not imported"),
+            _NEEDS + "calls the user's train_step, defined nowhere in the docs; dataset and StreamingDataLoader are "
+            "not defined by it"),
     Example(56, "cache_dir_dir", (1302, 1309), "local_url",
             "the placeholder cache folder /path/to/your/cache becomes a folder in the working folder",
             subs=(('"/path/to/your/cache"', '"' + CWD + '/path/to/your/cache"'),), servers=("s3",),
@@ -259,7 +296,9 @@ EXAMPLES: tuple[Example, ...] = (
             guard_from='fernet = FernetEncryption.load("fernet.pem", password="your_secure_password")',
             servers=("s3",), setup="my_bucket"),
     Example(61, "rsa", (1394, 1401), "offline_impossible",
-            _NEEDS + "optimize, fn, data_dir and StreamingDataset come from example 60"),
+            "continues example 60 (optimize, fn, data_dir, StreamingDataset), but writes into the same data_dir, "
+            "s3://my-bucket/optimized_data, which 60 has just filled: " + _EXISTS + ". Run after 60 (its optimize "
+            "guarded) it stops with DatasetExistsError"),
     Example(62, "tracer", (1409, 1420), "as_written", "100,000 samples at s3://my-bucket/my-data; 8 workers",
             servers=("s3",), setup="my_data"),
     Example(63, "uri_schemes", (1457, 1466), "local_url",
@@ -281,7 +320,8 @@ EXAMPLES: tuple[Example, ...] = (
             subs=(('"/fast-ssd/cache/run-1"', '"' + CWD + '/fast-ssd/cache/run-1"'),), servers=("s3",),
             setup="fast_data"),
     Example(65, "date_template", (1491, 1497), "offline_impossible",
-            _NEEDS + "fn and inputs are the user's; optimize is not imported"),
+            _NEEDS + "fn and inputs are the user's (no example before it on its page defines them); optimize is not "
+            "imported"),
     Example(66, "teamspace_paths", (1503, 1523), "offline_impossible", _TEAMSPACE),
     Example(67, "map_resize", (1535, 1552), "as_written",
             "a folder my_large_images of images and the bucket my-bucket; 8 workers", servers=("s3",),

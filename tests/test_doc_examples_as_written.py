@@ -5,7 +5,8 @@ The examples' text is committed verbatim (``tests/fixtures/doc_examples/``, inve
 empty folder and must exit with code 0 (the example's own ``assert`` lines included); the only
 changes are a ``__main__`` guard and the local servers' URLs and options (listed per example). Inputs
 an example reads (a bucket's dataset, a folder of images) are made before it runs: that is the
-user's data, not a change to the example. The standard variables (``AWS_ENDPOINT_URL``,
+user's data, not a change to the example. An example that continues an earlier one (``after``) runs
+with that example's text before its own, in the same script. The standard variables (``AWS_ENDPOINT_URL``,
 ``HF_ENDPOINT``, ...) point at local servers: moto for S3, the Hub stand-in for ``hf://``.
 """
 
@@ -18,7 +19,7 @@ import sys
 import textwrap
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ MDS = _REPO / "packages/litdata-format/tests/fixtures/mds-0.13.0/mds_zstd"
 # The pinned counts: every code block of the docs is in the inventory.
 PYTHON_EXAMPLES = 67
 SHELL_BLOCKS = 15
-RUNNABLE = 35
+RUNNABLE = 41
 PENDING: list[int] = []  # runnable offline with the allowed changes, not a test yet (tests/doc_examples.py says why)
 
 _CLEARED_ENV = ("AWS_", "HF_", "GOOGLE_", "AZURE_", "STORAGE_EMULATOR_HOST", "LITDATA_")
@@ -126,6 +127,13 @@ def _seg_pairs(w: World) -> None:
         w.put("bucket", f"seg/img_{i:03d}.jpg", b"jpeg %d" % i)
         w.put("bucket", f"seg/img_{i:03d}.png", b"mask %d" % i)
     w.put("bucket", "seg/img_999.jpg", b"an image without a mask")
+
+
+def _raw_files(w: World) -> None:
+    """Example 2's pairs, and the files the raw examples after it list (s3://bucket/files/)."""
+    _seg_pairs(w)
+    for i in range(5):
+        w.put("bucket", f"files/{i:03d}.bin", b"raw file %d" % i)
 
 
 def _bucket_data(w: World) -> None:
@@ -229,6 +237,7 @@ SETUPS: dict[str, Callable[[World], None]] = {
     "my_data": _my_data,
     "my_data_no_env": _my_data,
     "seg_pairs": _seg_pairs,
+    "raw_files": _raw_files,
     "bucket_data": _bucket_data,
     "mds": _mds,
     "hf_clevr": lambda w: _hf_repo(w, "leonardPKU/clevr_cogen_a_train"),
@@ -375,6 +384,12 @@ def test_inventory_covers_every_code_block_of_the_docs() -> None:
             # the status says exactly which changes the example gets
             assert bool(example.subs) == (example.status == "local_url"), example
             assert (example.guard_from is not None) == (example.status == "guarded"), example
+    by_number = {e.number: e for e in EXAMPLES}
+    for example in EXAMPLES:
+        # an example continues earlier ones that run themselves; their text comes first, each with its own changes
+        assert all(n < example.number and by_number[n].runs for n in example.after), example
+        parts = [runnable_script(replace(by_number[n], after=()), {}) for n in (*example.after, example.number)]
+        assert runnable_script(example, {}) == "".join(parts)
     runnable = [e for e in EXAMPLES if e.runs]
     assert len(runnable) == RUNNABLE
     assert [e.number for e in EXAMPLES if e.status == "pending"] == PENDING
@@ -399,6 +414,15 @@ def test_committed_examples_are_the_docs_text() -> None:
         first, last = block.lines
         assert verbatim(block.path) == "\n".join(lines[first - 1 : last]), block.path.name
         assert lines[first - 2].strip() == "" or first == 1, block.path.name  # a block starts after a blank line
+    for example in EXAMPLES:
+        # a continued example's script holds every part's docs text, in the docs' order (unchanged parts verbatim)
+        script = runnable_script(example, {})
+        parts = [e for e in EXAMPLES if e.number in (*example.after, example.number)]
+        for part in parts:
+            text = "\n".join(lines[part.lines[0] - 1 : part.lines[1]])
+            if not (part.subs or part.guard_from):
+                assert text + "\n" in script, (example.number, part.number)
+        assert [p.lines for p in parts] == sorted(p.lines for p in parts), example.number
     # every line of code in the docs is in some block: the lines outside blocks are prose or blank
     inside = {n for b in blocks for n in range(b.lines[0], b.lines[1] + 1)}
     code_starts = ("from litdata", "import litdata", "optimize(", "dataset = ", "ld.", "StreamingDataset(")
