@@ -346,8 +346,8 @@ def test_tokens_loader_refuses_mds() -> None:
         DatasetReader(MDS / "mds_zstd", item_loader=TokensLoader(4))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("brotli") is not None, reason="brotli is installed")
-def test_brotli_without_the_package_names_the_install_line(tmp_path: Path) -> None:
+def test_brotli_without_the_package_names_the_install_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     copy = _recompress(tmp_path, "br", lambda d: d)
+    monkeypatch.setitem(sys.modules, "brotli", None)  # as if it were not installed: ``import brotli`` fails
     with pytest.raises(ImportError, match="pip install brotli"):
         DatasetReader(copy)[0]
