@@ -63,6 +63,16 @@ def _picks(weights: Sequence[float], live: Sequence[int], uniforms: np.ndarray) 
     return np.asarray(live, dtype=np.int64)[found]
 
 
+def _first_without_a_unit(picks: np.ndarray, quota: np.ndarray, among: Sequence[int]) -> int:
+    """Where ``picks`` first draws a dataset of ``among`` past its ``quota`` of whole units (else ``len(picks)``)."""
+    cut = len(picks)
+    for d in among:
+        hits = np.flatnonzero(picks == d)
+        if len(hits) > quota[d]:
+            cut = min(cut, int(hits[quota[d]]))
+    return cut
+
+
 def draws(
     sizes: Sequence[int],
     weights: Sequence[float],
@@ -77,12 +87,7 @@ def draws(
         everyone = list(range(count))
         while True:
             picks = _picks(weights, everyone, rng.random_sample(_BLOCK))
-            quota = remaining // unit
-            stop = _BLOCK
-            for d in range(count):
-                hits = np.flatnonzero(picks == d)
-                if len(hits) > quota[d]:
-                    stop = min(stop, int(hits[quota[d]]))
+            stop = _first_without_a_unit(picks, remaining // unit, everyone)
             taken = picks[:stop]
             remaining -= np.bincount(taken, minlength=count) * unit
             if len(taken):
@@ -101,14 +106,9 @@ def draws(
         if not len(buffer):
             buffer = rng.random_sample(_BLOCK)
         picks = _picks(current, live, buffer)  # type: ignore[arg-type]
-        quota = remaining // unit
         # Cut the block at the first draw of a dataset that has no whole unit left: that draw is
         # spent on it, it leaves, and the uniforms after it are mapped with the new weights.
-        cut = len(picks)
-        for d in live:
-            hits = np.flatnonzero(picks == d)
-            if len(hits) > quota[d]:
-                cut = min(cut, int(hits[quota[d]]))
+        cut = _first_without_a_unit(picks, remaining // unit, live)
         taken = picks[:cut]
         remaining -= np.bincount(taken, minlength=count) * unit
         if len(taken):
