@@ -95,17 +95,6 @@ def _make(root: Path, count: int) -> Path:
     return folder
 
 
-def _python(lib: str, upstream: str | None) -> str:
-    if lib == "ours":
-        return sys.executable
-    if upstream:
-        return upstream
-    sys.path.insert(0, str(ROOT))
-    from tests.upstream_venv import upstream_python
-
-    return str(upstream_python())
-
-
 def _run(
     python: str, lib: str, folder: Path | str, src: str | None, timeout: float, options: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -210,7 +199,10 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"[raw_scale] load average {load[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    pythons = {lib: _python(lib, args.upstream_python) for lib in libs}
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.scale import lib_python  # the same choice of interpreter as the chunk-scale script
+
+    pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}
     results: dict[str, dict[int, dict[str, Any]]] = {lib: {} for lib in libs}
     try:
         for n in sizes:

@@ -159,7 +159,8 @@ def _write(chunks: int) -> Path:
     return folder
 
 
-def _python(lib: str, upstream: str | None) -> str:
+def lib_python(lib: str, upstream: str | None) -> str:
+    """The interpreter that runs ``lib``: this one for ours, ``upstream`` or the side venv's for upstream."""
     if lib == "ours":
         return sys.executable
     if upstream:
@@ -245,7 +246,7 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     OUT.mkdir(parents=True, exist_ok=True)
     folders = {n: _write(n) for n in sizes}
-    pythons = {lib: _python(lib, args.upstream_python) for lib in libs}
+    pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}
     results: dict[str, dict[int, dict[str, Any]]] = {lib: {} for lib in libs}
     for n in sizes:
         kinds = ["open"] + ([] if n > args.epoch_max else ["epoch-w0", "epoch-w2"])
