@@ -36,6 +36,7 @@ class Sizes:
     bandwidth: float = 50e6  # ... and bytes/s per connection
     timeout: float = 300.0  # a run that takes longer is recorded as a timeout (a stall)
     scale_chunks: tuple[int, ...] = (1_000, 10_000)  # the scale row: datasets of this many 4-sample chunks
+    warm_write_bytes: int = 512 << 20  # written and deleted before each optimize run (warm_page_allocator)
 
     @property
     def chunk_tokens(self) -> int:
@@ -66,6 +67,7 @@ QUICK = replace(
     small_chunk_bytes=4 << 10,
     timeout=60.0,
     scale_chunks=(200, 1_000),
+    warm_write_bytes=8 << 20,
 )
 
 

@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from benchmarks._inputs import _image, warm_code  # noqa: E402
+from benchmarks._inputs import _image, warm_code, warm_page_allocator  # noqa: E402
 from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out" / "phases"
@@ -90,6 +90,7 @@ def _read_through(folder: Path) -> None:
 def page_cache_write_bandwidth(size: int, work: Path) -> float:
     """Bytes/s of writing ``size`` bytes into a new file with one ``write`` per 64 MiB (median of 3)."""
     block = np.random.default_rng(0).bytes(min(size, CHUNK_BYTES))
+    warm_page_allocator(work, size)  # as before every optimize run
     rates = []
     for n in range(3):
         path = work / f"bandwidth-{n}.bin"
@@ -225,6 +226,7 @@ def main() -> None:
             for round_no in range(args.rounds):
                 for lib in libs:  # alternating, so a drift of the machine hits every library alike
                     warm_code(roots)  # at most every 30 s: the kernel pages out code nobody touched
+                    warm_page_allocator(runs, 256 << 20)  # every run writes into pages freed just before
                     result = run_one(lib, workload, scale, images, tokens, runs / f"{workload}-{scale}-{lib}")
                     results.setdefault((workload, lib, scale), []).append(result)
                     shown = result.get("error") or " ".join(

@@ -38,6 +38,7 @@ from benchmarks._inputs import (  # noqa: E402
     evict_page_cache,
     folder_bytes,
     warm_code,
+    warm_page_allocator,
     warm_page_cache,
 )
 from benchmarks._report import (  # noqa: E402
@@ -394,6 +395,8 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                     evict_page_cache(folders[name])  # the run reads its files from the disk
                 elif name is not None and not row.s3:
                     warm_page_cache(folders[name])  # every run reads its files from the page cache
+                if "optimize" in row.kind:
+                    warm_page_allocator(ctx.out / "runs", ctx.sizes.warm_write_bytes)  # every run writes alike
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 params = params_for(row, lib, ctx, work)
                 if row.cloud:
