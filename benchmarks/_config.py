@@ -98,6 +98,9 @@ class Row:
             for a dataset larger than memory), instead of warming them.
         work_ms: the training step's time per sample, spent in the loop after each batch (a sleep,
             leaving the cores to the workers): what read-ahead overlaps the disk's reads with.
+        chunk_bytes: for optimize rows, the chunk size instead of the sizes' ``chunk_bytes``.
+        nopyc: run with no compiled bytecode to be found (a fresh, empty ``PYTHONPYCACHEPREFIX``
+            per run, the standard library's too): what a venv installed without ``.pyc`` costs.
     """
 
     name: str
@@ -117,6 +120,8 @@ class Row:
     start_method: str | None = None
     cold: bool = False
     work_ms: float = 0.0
+    chunk_bytes: int | None = None
+    nopyc: bool = False
 
 
 ROWS = (
@@ -125,6 +130,11 @@ ROWS = (
     # Like for like: every library's workers forked (no goal; shows what the start method costs).
     Row("optimize-records-fork", "optimize-records", "samples/s", start_method="fork"),
     Row("optimize-images-fork", "optimize-images", "samples/s", start_method="fork"),
+    # Issue 32: the JPEG files' bytes as they are + a label (pre-encoded bytes: a dict written as
+    # Arrow rows by ours and upstream, MDS `bytes` by Mosaic), 64 MiB chunks as optimize's default,
+    # so a worker's only chunk is built after its last sample; and ours again without `.pyc`.
+    Row("optimize-bytes", "optimize-bytes", "samples/s", target=1.25, chunk_bytes=64 << 20),
+    Row("optimize-bytes-nopyc", "optimize-bytes", "samples/s", libs=("ours",), chunk_bytes=64 << 20, nopyc=True),
     Row("stream-local-w0", "stream", "samples/s", target=1.5, against="upstream", streaming=True),
     Row("stream-local-w2", "stream", "samples/s", num_workers=2, target=2.0, streaming=True, spread=0.15),
     # Issue 31: a cold page cache (every chunk read from the disk) under a training step of

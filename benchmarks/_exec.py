@@ -58,14 +58,20 @@ def python_for(lib: str) -> str:
     return _pythons.get(lib) or str(peer_python(lib))
 
 
-def _env(work: Path) -> dict[str, str]:
+def _env(work: Path, nopyc: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LITDATA_"))}
     env["LITDATA_CACHE_DIR"] = str(work / "litdata-cache")
     env["PYTHONUNBUFFERED"] = "1"
+    if nopyc:
+        # An empty folder of its own for the compiled bytecode: every module the run (and its
+        # workers) imports is compiled from source, the standard library's too.
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     return env
 
 
-def _spawn(command: list[str], work: Path, timeout: float, log: Path) -> tuple[list[dict[str, Any]], str]:
+def _spawn(
+    command: list[str], work: Path, timeout: float, log: Path, nopyc: bool = False
+) -> tuple[list[dict[str, Any]], str]:
     """Run ``command`` in ``work``; return its result lines and ``ok``, ``timeout`` or ``crash``."""
     work.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +82,7 @@ def _spawn(command: list[str], work: Path, timeout: float, log: Path) -> tuple[l
         proc = subprocess.Popen(
             command,
             cwd=work,
-            env=_env(work),
+            env=_env(work, nopyc),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=sink,
@@ -110,14 +116,18 @@ def _failed(status: str, timeout: float) -> dict[str, Any]:
     return {"ok": False, "status": "crash", "error": "the process ended without a result line"}
 
 
-def run_once(lib: str, kind: str, params: dict[str, Any], *, work: Path, timeout: float, log: Path) -> dict[str, Any]:
+def run_once(
+    lib: str, kind: str, params: dict[str, Any], *, work: Path, timeout: float, log: Path, nopyc: bool = False
+) -> dict[str, Any]:
     """Run ``kind`` for ``lib`` with ``params`` in its own process; ``work`` is removed afterwards.
+
+    With ``nopyc`` the process finds no compiled bytecode (see ``Row.nopyc``).
 
     Returns the runner's result, or ``{"ok": False, "status": "timeout" | "crash", ...}``.
     """
     started = time.perf_counter()
     command = [python_for(lib), str(RUNNERS[lib]), _RUNNER_LIB.get(lib, lib), kind, json.dumps(params)]
-    lines, status = _spawn(command, work, timeout, log)
+    lines, status = _spawn(command, work, timeout, log, nopyc)
     result = lines[-1] if lines else _failed(status, timeout)
     result["process_s"] = time.perf_counter() - started
     with log.open("a") as sink:

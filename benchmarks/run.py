@@ -110,14 +110,14 @@ def params_for(row: Row, lib: str, ctx: Context, work: Path) -> dict[str, Any]:
     optimize = {
         "out_dir": str(work / "optimized"),
         "workers": s.workers,
-        "chunk_bytes": s.chunk_bytes,
+        "chunk_bytes": row.chunk_bytes or s.chunk_bytes,
         "start_method": row.start_method,
     }
     if row.kind == "optimize-records" and row.data == "small":
         return {**optimize, "n": s.small_records, "chunk_bytes": s.small_chunk_bytes}
     if row.kind == "optimize-records":
         return {**optimize, "n": s.records}
-    if row.kind == "optimize-images":
+    if row.kind in ("optimize-images", "optimize-bytes"):
         return {**optimize, "images_dir": str(ctx.inputs.images)}
     if row.kind == "tokens-optimize":
         return {
@@ -343,7 +343,7 @@ def row_files(rows: list[Row], ctx: Context) -> dict[tuple[str, str], tuple[str 
             fmt = _fmt(lib)
             name: str | None = None
             count = 1
-            if row.kind == "optimize-images":
+            if row.kind in ("optimize-images", "optimize-bytes"):
                 name, count = "images (input)", s.images
             elif row.kind == "tokens-optimize":
                 name, count = "tokens .npy (input)", s.total_tokens
@@ -401,9 +401,8 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 params = params_for(row, lib, ctx, work)
                 if row.cloud:
                     ctx.proxy.clear()
-                result = run_once(
-                    lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=_log(ctx, row.name, lib, round_)
-                )
+                log = _log(ctx, row.name, lib, round_)
+                result = run_once(lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=log, nopyc=row.nopyc)
                 if row.cache_cap is not None and result.get("ok"):
                     result.update(cache_work(row, lib, ctx, params, result))
                 record({"row": row.name, "lib": lib, "round": round_, **result})
@@ -471,13 +470,25 @@ def code_roots(libs: list[str]) -> list[Path]:
 
 
 def run_quick(ctx: Context, rows: list[Row], record: Any) -> None:
-    """``--quick``: each library runs all its workloads in one process (fast; not a measurement)."""
+    """``--quick``: each library runs all its workloads in one process (fast; not a measurement).
+
+    A row without compiled bytecode runs in a process of its own, as that is what it measures.
+    """
     for lib in ctx.libs:
         jobs: list[Job] = []
         for row in rows:
-            if runs_on(row, lib):
+            if row.nopyc and runs_on(row, lib):
+                work = ctx.work_dir(f"{row.name}-{lib}")
+                params = params_for(row, lib, ctx, work)
+                log = _log(ctx, row.name, lib, 0)
+                result = run_once(lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=log, nopyc=True)
+                record({"row": row.name, "lib": lib, "round": 0, **result})
+                _progress(row, lib, 0, 1, result)
+            elif runs_on(row, lib):
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 jobs.append((row.name, row.kind, params_for(row, lib, ctx, work), work))
+        if not jobs:
+            continue
         results = run_batch(
             lib, jobs, folder=ctx.out / "runs", timeout=ctx.sizes.timeout, log=_log(ctx, "quick-batch", lib, 0)
         )

@@ -120,3 +120,18 @@ def test_quick_scale_row_runs_our_side(tmp_path: Path) -> None:
     assert all(run["open_s"][n] > 0 for n in sizes) and run["items"] == sum(QUICK.scale_chunks)
     assert "### Scale: many small chunks" in text
     assert f"| epoch CPU us per chunk (w0) | {QUICK.scale_chunks[1]:,} |" in text
+
+
+@pytest.mark.slow
+def test_quick_bytes_rows_run_our_side(tmp_path: Path) -> None:
+    """Issue 32's rows: the JPEG files' bytes + a label, and ours again with no compiled bytecode."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._config import QUICK
+
+    runs, text = _quick_ours(tmp_path, "optimize-bytes")
+    assert sorted(r["row"] for r in runs) == ["optimize-bytes", "optimize-bytes-nopyc"]
+    for run in runs:
+        assert run["ok"], run
+        assert run["items"] == QUICK.images and run["elapsed_s"] > 0
+    assert "| optimize-bytes | samples/s | 1 | **" in text
+    assert "| optimize-bytes-nopyc | samples/s | 1 | **" in text

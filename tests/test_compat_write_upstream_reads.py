@@ -260,6 +260,22 @@ def test_bytes_and_a_list_of_ints_and_floats(tmp_path: Path) -> None:
     assert run_upstream(READ_ALL, str(out)) == expected
 
 
+def _flat_record(i: int) -> dict[str, Any]:
+    """Flat rows (no list or dict): written a record batch of 256 at a time as they come."""
+    note = None if i % 4 else "é" * (i % 7)
+    return {"image": bytes([i % 251]) * (i % 37), "label": i, "note": note, "ok": i % 2 == 0}
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_upstream_reads_rows_written_batch_by_batch(tmp_path: Path, compression: str | None) -> None:
+    samples = [_flat_record(i) for i in range(700)]
+    _write(tmp_path / "ds", samples, chunk_size=600, compression=compression)  # 600 rows (2 batches + 88), then 100
+    chunks = load_index(tmp_path / "ds").chunks
+    assert [c.chunk_size for c in chunks] == [600, 100]
+    assert all((tmp_path / "ds" / c.filename).read_bytes().endswith(b"LDARW01\x00") for c in chunks)
+    assert run_upstream(READ_ALL, str(tmp_path / "ds")) == samples
+
+
 def test_we_read_a_zstd_folder_upstream_has_read(tmp_path: Path) -> None:
     """Upstream, reading our local zstd dataset, swaps each ``chunk-*.zstd.bin`` for its decompressed ``.bin``."""
     from litdata import StreamingDataLoader, StreamingDataset

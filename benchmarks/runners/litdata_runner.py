@@ -37,6 +37,16 @@ def make_image_sample(path: str) -> dict[str, Any]:
     return {"image": Image.open(path), "label": int(Path(path).stem.rsplit("-", 1)[1]) % 1000}
 
 
+def make_bytes_sample(path: str) -> dict[str, Any]:
+    """One sample of optimize-bytes: the JPEG file's bytes as they are (pre-encoded) and a label."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return {"image": data, "label": int(Path(path).stem.rsplit("-", 1)[1]) % 1000}
+
+
+_MAKERS = {"records": make_record, "images": make_image_sample, "bytes": make_bytes_sample}
+
+
 def tokenize(path: str, doc_tokens: int) -> Iterator[np.ndarray]:
     """A "tokenizer": the documents of one pre-tokenized ``.npy`` shard."""
     tokens = np.load(path)
@@ -78,7 +88,7 @@ def _standin_worker(args: tuple[str, int, list[Any], dict[str, Any]]) -> int:
                 index += 1
     else:
         writer = BinaryWriter(params["out_dir"], chunk_bytes=params["chunk_bytes"], rank=rank)
-        fn = make_record if kind == "records" else make_image_sample
+        fn = _MAKERS[kind]
         for index, item in enumerate(inputs):
             writer.add_item(index, fn(item))
     writer.done()
@@ -120,7 +130,7 @@ def _optimize(lib: str, kind: str, inputs: list[Any], params: dict[str, Any]) ->
     else:
         method = {"start_method": params["start_method"]} if params.get("start_method") else {}
         optimize(
-            fn=make_record if kind == "records" else make_image_sample,
+            fn=_MAKERS[kind],
             inputs=inputs,
             output_dir=params["out_dir"],
             chunk_bytes=params["chunk_bytes"],
@@ -140,6 +150,13 @@ def optimize_records(lib: str, params: dict[str, Any]) -> dict[str, Any]:
 def optimize_images(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     paths = sorted(str(p) for p in Path(params["images_dir"]).glob("*.jpg"))
     result = _optimize(lib, "images", paths, params)
+    result["items"] = len(paths)
+    return result
+
+
+def optimize_bytes(lib: str, params: dict[str, Any]) -> dict[str, Any]:
+    paths = sorted(str(p) for p in Path(params["images_dir"]).glob("*.jpg"))
+    result = _optimize(lib, "bytes", paths, params)
     result["items"] = len(paths)
     return result
 
@@ -317,6 +334,7 @@ def scale(lib: str, params: dict[str, Any]) -> dict[str, Any]:
 WORKLOADS = {
     "optimize-records": optimize_records,
     "optimize-images": optimize_images,
+    "optimize-bytes": optimize_bytes,
     "tokens-optimize": tokens_optimize,
     "stream": stream,
     "stream-combined": stream,

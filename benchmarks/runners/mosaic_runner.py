@@ -22,6 +22,7 @@ from _common import main, read_epochs
 VOCAB = 50257
 RECORD_COLUMNS = {"index": "int", "tokens": "ndarray:int32:128"}
 IMAGE_COLUMNS = {"image": "jpeg", "label": "int"}
+BYTES_COLUMNS = {"image": "bytes", "label": "int"}
 
 
 def _clean_shared_memory() -> None:
@@ -45,6 +46,12 @@ def _write_part(args: tuple[str, int, list[Any], dict[str, Any]]) -> int:
             for path in inputs:
                 label = int(Path(path).stem.rsplit("-", 1)[1]) % 1000
                 writer.write({"image": Image.open(path), "label": label})
+    elif kind == "bytes":
+        with MDSWriter(out=out, columns=BYTES_COLUMNS, size_limit=params["chunk_bytes"]) as writer:
+            for path in inputs:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                writer.write({"image": data, "label": int(Path(path).stem.rsplit("-", 1)[1]) % 1000})
     else:
         block = params["block"]
         columns = {"tokens": f"ndarray:int32:{block}"}
@@ -82,6 +89,13 @@ def optimize_records(lib: str, params: dict[str, Any]) -> dict[str, Any]:
 def optimize_images(lib: str, params: dict[str, Any]) -> dict[str, Any]:
     paths = sorted(str(p) for p in Path(params["images_dir"]).glob("*.jpg"))
     result = _optimize("images", paths, params)
+    result["items"] = len(paths)
+    return result
+
+
+def optimize_bytes(lib: str, params: dict[str, Any]) -> dict[str, Any]:
+    paths = sorted(str(p) for p in Path(params["images_dir"]).glob("*.jpg"))
+    result = _optimize("bytes", paths, params)
     result["items"] = len(paths)
     return result
 
@@ -179,6 +193,7 @@ def random_access(lib: str, params: dict[str, Any]) -> dict[str, Any]:
 WORKLOADS = {
     "optimize-records": optimize_records,
     "optimize-images": optimize_images,
+    "optimize-bytes": optimize_bytes,
     "tokens-optimize": tokens_optimize,
     "stream": stream,
     "tokens-stream": tokens_stream,

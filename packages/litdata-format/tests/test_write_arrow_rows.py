@@ -321,3 +321,117 @@ def test_writing_rows_of_bytes_and_numbers_does_not_import_pandas(tmp_path: Path
     assert importlib.util.find_spec("pandas") is not None, "pandas is installed in this workspace"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "False"
+
+
+def _ipc_of(path: Path) -> bytes:
+    data = path.read_bytes()
+    return _split(data)[1]
+
+
+def _image_row(i: int) -> dict[str, Any]:
+    return {"image": bytes([i % 251]) * (1000 + i % 700), "label": i % 1000}
+
+
+def _widening_row(i: int) -> dict[str, Any]:
+    """Rows whose kind widens after the first record batches: the chunk's IPC file starts over."""
+    row: dict[str, Any] = {"id": i, "note": None if i < 300 else f"n{i}", "tags": [] if i < 400 else ["t"] * (i % 3)}
+    row["objs"] = [{"a": i}, {"b": str(i)}] if i % 7 == 0 else []
+    if i == 599:
+        row["late"] = 1.5  # a key first seen in the last, partial batch
+    return row
+
+
+def _flat_row(i: int) -> dict[str, Any]:
+    """Scalars with None here and there, text only from row 300 on, batches of bytes off a 64-byte boundary."""
+    row: dict[str, Any] = {
+        "id": i,
+        "note": None if i < 300 else "é" * (i % 5),
+        "raw": None if i % 4 == 0 else bytes(i % 9),
+    }
+    row.update(
+        {"f": None if i % 5 == 0 else i / 3, "ok": None if i % 6 == 0 else i % 2 == 0, "maybe": None if i % 3 else i}
+    )
+    if i == 599:
+        row["late"] = 1.5  # a key first seen in the last, partial batch
+    return row
+
+
+def _tiny_bytes_row(i: int) -> dict[str, Any]:
+    """Values of 0-2 bytes: a batch's padding (to 64 bytes) takes the bytes of many rows after it."""
+    return {"image": bytes([i % 251]) * (i % 3), "label": i}
+
+
+def _new_keys_row(i: int) -> dict[str, Any]:
+    """A new key every 300 rows: more widenings than the writer starts its IPC file over for."""
+    return {"id": i, **{f"k{j}": j for j in range(i // 300)}}
+
+
+@pytest.mark.parametrize(
+    ("make", "count", "compression"),
+    [
+        (_image_row, 1000, None),
+        (_image_row, 1000, "zstd"),
+        (_image_row, 256, None),
+        (_image_row, 513, None),
+        (_varying, 700, None),
+        (_flat_row, 600, None),
+        (_flat_row, 1200, "zstd"),
+        (_tiny_bytes_row, 1000, None),
+        (_widening_row, 600, None),
+        (_widening_row, 600, "zstd"),
+        (_new_keys_row, 1300, None),
+    ],
+)
+def test_rows_written_batch_by_batch_as_they_come_are_the_bytes_of_whole_columns(
+    tmp_path: Path, make: Any, count: int, compression: str | None
+) -> None:
+    """The record batches written while the rows come in are those of the whole table cut in 256s."""
+    rows = [make(i) for i in range(count)]
+    writer = BinaryWriter(tmp_path, chunk_bytes=1 << 30, compression=compression)
+    for i, row in enumerate(rows):
+        writer.add_item(i, row)
+    writer.done()
+    assert len(writer.chunks) == 1
+    assert _ipc_of(tmp_path / writer.chunks[0].filename) == _ipc_by_pa_array(rows, compression)
+    assert writer.chunks[0].chunk_bytes == (tmp_path / writer.chunks[0].filename).stat().st_size
+
+
+def test_rows_added_out_of_order_are_sorted_into_the_chunk(tmp_path: Path) -> None:
+    rows = [_image_row(i) for i in range(700)]
+    order = [*range(300), *reversed(range(300, 700))]  # in order for a full batch, then backwards
+    writer = BinaryWriter(tmp_path, chunk_bytes=1 << 30)
+    for i in order:
+        writer.add_item(i, rows[i])
+    writer.done()
+    assert _ipc_of(tmp_path / writer.chunks[0].filename) == _ipc_by_pa_array(rows, None)
+
+
+def test_rows_are_taken_into_the_chunk_a_record_batch_at_a_time(tmp_path: Path) -> None:
+    """A row is built into its chunk when its record batch of 256 is full, not when the chunk closes.
+
+    Seen from outside with a mutable value: a bytearray changed after its batch was full is
+    stored as it was, one changed while its batch is still open as it is at the chunk's end.
+    """
+    values = [bytearray(b"%04d" % i) for i in range(300)]
+    writer = BinaryWriter(tmp_path, chunk_bytes=1 << 30)
+    for i, value in enumerate(values):
+        writer.add_item(i, {"raw": value, "i": i})
+    values[0][:] = b"late"  # in the first batch, written when row 255 came
+    values[299][:] = b"late"  # in the last batch, still open
+    writer.done()
+    writer.merge()
+    reader = DatasetReader(tmp_path)
+    try:
+        assert reader[0]["raw"] == b"0000"
+        assert reader[299]["raw"] == b"late"
+    finally:
+        reader.close()
+
+
+def test_a_value_arrow_cannot_hold_in_a_streamed_batch_falls_back_to_json(tmp_path: Path) -> None:
+    rows: list[dict[str, Any]] = [{"x": i, "s": f"{i}"} for i in range(600)]
+    rows[300]["x"] = 1 << 70  # a 70-bit int: the second record batch fails while the rows come in
+    got = _write(tmp_path / "ds", rows, chunk_bytes=1 << 30)
+    assert got == rows
+    index = load_index(tmp_path / "ds")
+    assert not (tmp_path / "ds" / index.chunks[0].filename).read_bytes().endswith(ARROW_ROWS_MAGIC)

@@ -9,7 +9,8 @@ The IPC file holds one column per key (the union of the chunk's rows' keys in fi
 a missing key as null) in record batches of 256 rows: upstream's reader finds row i in batch
 i // 256. :func:`scan_row` checks a sample and describes the kind of each value, so a chunk
 whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
-coerce or refuse it; :func:`pack_arrow_rows` builds the chunk. pyarrow is imported on first use.
+coerce or refuse it; :func:`pack_arrow_rows` builds the chunk, and :class:`RowsIpc` builds a
+chunk of flat rows a record batch at a time as they come in. pyarrow is imported on first use.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import importlib.util
 import struct
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -35,12 +36,15 @@ __all__ = [
     "ArrowUnfit",
     "NotARow",
     "RowScan",
+    "RowsIpc",
     "arrow_available",
     "find_conflict",
     "fuse_kinds",
     "holds_bytes",
     "import_arrow_soon",
+    "is_flat",
     "pack_arrow_rows",
+    "rows_after",
     "scan_row",
     "unwrap_leaves",
 ]
@@ -225,16 +229,31 @@ def import_arrow_soon() -> None:
 
 
 def _import_quietly() -> None:
-    with contextlib.suppress(Exception):  # pack_arrow_rows imports it again and raises in the writer's thread
+    with contextlib.suppress(Exception):  # RowsIpc imports it again and raises in the writer's thread
         _pyarrow()
 
 
 _INT32_MAX = 0x7FFFFFFF
 _NUMBERS = {"int": ("int64", "<i8"), "float": ("float64", "<f8")}
+# pyarrow writes the data of a slice of a str or bytes column padded to 64 bytes (Arrow's buffer
+# alignment) with the bytes after it, where the column has them.
+_SLICE_PADDING = 64
+# The kinds of a column a record batch is built for from its own rows (see RowsIpc), and their Arrow types.
+_FLAT_TYPES = {NULL: "null", "bool": "bool_", "int": "int64", "float": "float64", "str": "string", "bytes": "binary"}
+
+
+def _fields(kind: Kind) -> list[tuple[str, Kind]]:
+    return list(kind[1]) if isinstance(kind, tuple) and kind[0] == "struct" else []
+
+
+def is_flat(kind: Kind) -> bool:
+    """Whether rows of ``kind`` hold only None, bool, int, float, str and bytes values (no list or dict)."""
+    fields = _fields(kind)
+    return bool(fields) and all(isinstance(field, str) and field in _FLAT_TYPES for _, field in fields)
 
 
 def _column(pa: Any, values: list[Any], kind: Kind) -> Any:
-    """One column as the Arrow array ``pa.array(values)`` makes, built from its buffers where that is cheap.
+    """One column of a whole chunk as ``pa.array(values)`` makes it, built from its buffers where that is cheap.
 
     ``pa.array`` on a Python list imports pandas (when installed) to ask whether the list is a
     pandas object: 1-3 s in each worker, more than building a 64 MiB chunk. A column of one scalar
@@ -260,33 +279,198 @@ def _column(pa: Any, values: list[Any], kind: Kind) -> Any:
     return pa.array(values)
 
 
-def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[bytes | memoryview]:
+class _Parts:
+    """A sink for pyarrow's IPC writer that keeps what it is given, in order.
+
+    pyarrow hands a Python sink each body buffer as a ``pyarrow.Buffer`` over the column's own
+    memory (no copy), and the small metadata pieces as ``bytes``; the chunk is written from these
+    parts with one gathered write, with no copy of it joined in memory.
+    """
+
+    __slots__ = ("closed", "parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        self.parts.append(data)
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _options(pa: Any, compression: str | None) -> Any:
+    if compression is None:
+        return pa.ipc.IpcWriteOptions()
+    return pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level(compression)))
+
+
+def _chunk_parts(sink: _Parts, count: int) -> list[Any]:
+    """The chunk around the IPC file in ``sink``: header, the file, its length, the magic."""
+    head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
+    if len(head) + sink.size > 0xFFFFFFFF:
+        raise ValueError(f"an Arrow rows chunk of {sink.size} bytes does not fit 32-bit sizes; lower chunk_bytes")
+    return [head, *sink.parts, struct.pack("<I", sink.size), ARROW_ROWS_MAGIC]
+
+
+Following = Callable[[], Iterator[dict[str, Any]]]
+
+
+class RowsIpc:
+    """An Arrow rows chunk of flat rows (:func:`is_flat`) being built a record batch at a time.
+
+    A writer adds each batch of ``ROW_BATCH`` rows once it has them, so closing the chunk costs
+    its last batch and the footer instead of every row. The bytes are those of upstream 0.2.76's
+    chunk, a table of whole columns cut into batches of 256 (:func:`pack_arrow_rows`): pyarrow
+    writes a slice of a str or bytes column with its data padded to 64 bytes by the bytes that
+    follow it in the column, so a batch takes those from the rows after it, and waits for them.
+
+    Args:
+        kind: the fused kind of the chunk's rows; :func:`is_flat` must hold.
+        compression: None, ``"zstd"`` or ``"zstd:N"``: Arrow's zstd on the IPC buffers.
+    """
+
+    def __init__(self, kind: Kind, compression: str | None) -> None:
+        pa = _pyarrow()
+        self._pa = pa
+        self.kind = kind
+        self.rows = 0  # rows written so far
+        self._fields: list[tuple[str, str]] = [(key, cast("str", field)) for key, field in _fields(kind)]
+        self._types = [getattr(pa, _FLAT_TYPES[field])() for _, field in self._fields]
+        self._schema = pa.schema([pa.field(key, arrow) for (key, _), arrow in zip(self._fields, self._types)])
+        self._sink = _Parts()
+        self._writer: Any = pa.ipc.new_file(self._sink, self._schema, options=_options(pa, compression))
+
+    def add(self, rows: Sequence[dict[str, Any]], following: Following, complete: bool) -> bool:
+        """Write ``rows`` (at most ``ROW_BATCH``, leaves unwrapped) as the next record batch.
+
+        Args:
+            rows: the batch's rows.
+            following: gives the rows after them, in order (as many as are known).
+            complete: whether ``following`` gives every row after them (the chunk is closing).
+
+        Returns:
+            False, writing nothing, when a str or bytes column needs padding bytes from rows that
+            have not come yet (never when ``complete``).
+
+        Raises:
+            ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
+        """
+        pa = self._pa
+        count = len(rows)
+        columns: list[Any] = []
+        try:
+            for (key, field), arrow in zip(self._fields, self._types):
+                values = [row.get(key) for row in rows]
+                if field == NULL:
+                    columns.append(pa.nulls(count))
+                    continue
+                nulls = [value is None for value in values]
+                null_count = sum(nulls)
+                validity = pa.py_buffer(np.packbits(np.logical_not(nulls), bitorder="little")) if null_count else None
+                if field in ("bytes", "str"):
+                    data = _binary_data(key, field, values, following, complete)
+                    if data is None:
+                        return False
+                    offsets, joined = data
+                    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(joined)]
+                else:
+                    if null_count:
+                        zero = False if field == "bool" else 0
+                        values = [zero if value is None else value for value in values]
+                    if field == "bool":
+                        packed: Any = np.packbits(np.array(values, dtype=bool), bitorder="little")
+                    else:  # an int past 64 bits raises OverflowError, as pa.array does
+                        packed = np.array(values, dtype=_NUMBERS[field][1])
+                    buffers = [validity, pa.py_buffer(packed)]
+                columns.append(pa.Array.from_buffers(arrow, count, buffers, null_count))
+            batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
+            raise ArrowUnfit(str(err)) from None
+        self._writer.write_batch(batch)
+        self.rows += count
+        return True
+
+    def finish(self) -> list[Any]:
+        """The chunk (header, IPC file, its length, the magic) as parts to write in order."""
+        self._writer.close()
+        return _chunk_parts(self._sink, self.rows)
+
+    def abandon(self) -> None:
+        """Drop what was built (the rows' kind changed, or they came out of order)."""
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        self._sink.parts.clear()
+
+
+def _binary_data(
+    key: str, field: str, values: list[Any], following: Following, complete: bool
+) -> tuple[Any, bytes] | None:
+    """The offsets and data of a str or bytes column of a batch, the data padded as pyarrow pads a slice.
+
+    None when the padding needs bytes of rows that have not come yet.
+    """
+    parts = [b"" if value is None else value.encode() if field == "str" else value for value in values]
+    offsets = np.zeros(len(parts) + 1, dtype="<i8")
+    np.cumsum([len(part) for part in parts], out=offsets[1:])
+    if offsets[-1] > _INT32_MAX:  # 32-bit offsets (pa.array would split such a column into chunks)
+        raise ArrowUnfit(f"the {len(parts)} rows of a record batch hold {offsets[-1]} bytes of {key!r}, over 2 GiB")
+    need = -int(offsets[-1]) % _SLICE_PADDING
+    if need:
+        tail = b""
+        for row in following():
+            value = row.get(key)
+            if value is not None:
+                tail += (value.encode() if field == "str" else bytes(value[:need]))[: need - len(tail)]
+                if len(tail) == need:
+                    break
+        else:
+            if not complete:
+                return None
+        parts.append(tail)
+    return offsets.astype("<i4"), b"".join(parts)
+
+
+def rows_after(rows: Sequence[dict[str, Any]], start: int) -> Following:
+    """What :meth:`RowsIpc.add` takes as ``following``: the rows of ``rows`` from ``start`` on."""
+
+    def following() -> Iterator[dict[str, Any]]:
+        return (rows[i] for i in range(start, len(rows)))
+
+    return following
+
+
+def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str | None) -> list[Any]:
     """An Arrow rows chunk holding ``rows`` (whose fused kind is ``kind``), as parts to write in order.
 
-    ``compression`` (``"zstd"`` or ``"zstd:N"``) compresses the IPC buffers with Arrow's own
-    zstd at that level.
+    The columns are built whole and cut into record batches of 256 rows, as upstream 0.2.76
+    does; flat rows go through :class:`RowsIpc`, which writes the same bytes. ``compression``
+    (``"zstd"`` or ``"zstd:N"``) compresses the IPC buffers with Arrow's own zstd at that level.
 
     Raises:
         ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
     """
+    if is_flat(kind):
+        ipc = RowsIpc(kind, compression)
+        for start in range(0, len(rows), ROW_BATCH):
+            ipc.add(rows[start : start + ROW_BATCH], rows_after(rows, start + ROW_BATCH), complete=True)
+        return ipc.finish()
     pa = _pyarrow()
-    fields = list(kind[1]) if isinstance(kind, tuple) and kind[0] == "struct" else []
+    fields = _fields(kind)
     try:
         columns = [_column(pa, [row.get(key) for row in rows], field) for key, field in fields]
         table = pa.Table.from_arrays(columns, names=[key for key, _ in fields])
     except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
         raise ArrowUnfit(str(err)) from None
-    if compression is not None:
-        options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level(compression)))
-    else:
-        options = pa.ipc.IpcWriteOptions()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+    sink = _Parts()
+    with pa.ipc.new_file(sink, table.schema, options=_options(pa, compression)) as writer:
         for batch in table.to_batches(max_chunksize=ROW_BATCH):
             writer.write_batch(batch)
-    ipc = memoryview(sink.getvalue())  # written as it is: no copy of the table into a bytes object
-    count = len(rows)
-    head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
-    if len(head) + len(ipc) > 0xFFFFFFFF:
-        raise ValueError(f"an Arrow rows chunk of {len(ipc)} bytes does not fit 32-bit sizes; lower chunk_bytes")
-    return [head, ipc, struct.pack("<I", len(ipc)), ARROW_ROWS_MAGIC]
+    return _chunk_parts(sink, len(rows))

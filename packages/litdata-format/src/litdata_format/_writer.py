@@ -12,21 +12,24 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from litdata_format._arrow_write import (
     NULL,
+    ROW_BATCH,
     ArrowUnfit,
     NotARow,
     RowScan,
+    RowsIpc,
     arrow_available,
     find_conflict,
     fuse_kinds,
     holds_bytes,
     import_arrow_soon,
+    is_flat,
     pack_arrow_rows,
     scan_row,
     unwrap_leaves,
@@ -57,6 +60,9 @@ DEFAULT_CHUNK_BYTES = 1 << 26
 # buffer of a gathered write exceeds the copy of joining them (measured: 20 KB items 8.7 -> 7.9 ms
 # per 8 MB chunk, 540 B items 9.9 -> 11.8 ms).
 _GATHER_ITEM_BYTES = 4096
+# How often a chunk's Arrow rows may start their IPC file over because a later row widened their
+# kind (a key first seen, a value where there were only None); past that the chunk is built at its end.
+_ROWS_RESTARTS = 2
 
 
 class BinaryWriter:
@@ -122,6 +128,11 @@ class BinaryWriter:
         self._rows_kind: Any = NULL  # the fused kind of the pending rows
         self._rows_leaf = False  # whether a pending row holds a JsonLeaf
         self._row_bytes: int | None = None  # bytes per row of the last Arrow chunk, for chunk_bytes
+        # The pending rows' IPC file, built a record batch at a time as the rows come (see _stream_rows).
+        self._rows_ipc: RowsIpc | None = None
+        self._rows_streaming = True  # False once this chunk's rows came out of order or would not fit Arrow
+        self._rows_restarts = 0
+        self._rows_retry = 0  # the pending rows' count at which a batch waiting for its padding is tried again
         self.rank = rank
         self._chunk_index = chunk_index
         self._pending: list[tuple[int, Any, int]] = []  # (sample index, item bytes or Arrow row, weight)
@@ -204,12 +215,19 @@ class BinaryWriter:
         if scan is not None:
             self._rows_kind = fuse_kinds(self._rows_kind, scan.kind)
             self._rows_leaf = self._rows_leaf or scan.has_leaf
+            if self._pending and index <= self._pending[-1][0]:
+                self._rows_streaming = False  # the chunk's rows are sorted at its end: build it then
         self._pending.append((index, data, weight))
         self._pending_bytes += size
         self._pending_weight += weight
         if index >= self._next_index:
             self._next_index = index + 1
         self._sampled = True
+        if scan is not None and self._rows_streaming:
+            done = self._rows_ipc.rows if self._rows_ipc is not None else 0
+            # A full batch, and a row after it (see RowsIpc).
+            if len(self._pending) - done > ROW_BATCH and len(self._pending) >= self._rows_retry:
+                self._stream_rows()
         return written
 
     def __setitem__(self, index: int, item: Any) -> None:
@@ -273,7 +291,7 @@ class BinaryWriter:
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
         whole_file = self.compression_level == "chunk" and not self._arrow
-        parts: Sequence[bytes | memoryview]
+        parts: Sequence[Any]
         if self._arrow:
             parts = self._row_parts()
         elif self.compression is None or whole_file:
@@ -318,20 +336,84 @@ class BinaryWriter:
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return str(path)
 
-    def _row_parts(self) -> Sequence[bytes | memoryview]:
+    def _stream_rows(self) -> None:
+        """Write the pending rows' full record batches into the chunk's IPC file now, rather than at its end.
+
+        A job of one chunk per worker would otherwise build its whole chunk after its last sample.
+        The file is started over when a row widened the rows' kind since it was started (its
+        schema comes first). Rows holding lists or dicts, whose fields disagree or that do not fit
+        Arrow are left to the chunk's end, where they are built whole, stored as JSON, or the
+        error names the sample.
+        """
+        kind, ipc = self._rows_kind, self._rows_ipc
+        try:
+            if ipc is None or ipc.kind != kind:
+                if ipc is not None:
+                    ipc.abandon()
+                    self._rows_ipc = None
+                    self._rows_restarts += 1
+                if not is_flat(kind) or self._rows_restarts > _ROWS_RESTARTS:
+                    self._rows_streaming = False
+                    return
+                ipc = self._rows_ipc = RowsIpc(kind, self.compression)
+            while len(self._pending) - ipc.rows > ROW_BATCH:
+                end = ipc.rows + ROW_BATCH
+                if not ipc.add(self._rows_of(ipc.rows, end), self._following(end), complete=False):
+                    # The padding of a str or bytes column waits for more rows: a batch's worth, so
+                    # that a column of mostly None costs one try per batch of rows, not one per row.
+                    self._rows_retry = len(self._pending) + ROW_BATCH
+                    return
+        except ArrowUnfit:
+            self._rows_streaming = False
+            if self._rows_ipc is not None:
+                self._rows_ipc.abandon()
+                self._rows_ipc = None
+
+    def _rows_of(self, start: int, end: int) -> list[dict[str, Any]]:
+        """The pending rows ``start:end`` as Arrow stores them (``JsonLeaf`` unwrapped)."""
+        rows = [row for _, row, _ in self._pending[start:end]]
+        return [unwrap_leaves(row) for row in rows] if self._rows_leaf else rows
+
+    def _following(self, start: int) -> Callable[[], Iterator[dict[str, Any]]]:
+        """The pending rows from ``start`` on, as :meth:`RowsIpc.add` takes them."""
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for i in range(start, len(self._pending)):
+                row = self._pending[i][1]
+                yield unwrap_leaves(row) if self._rows_leaf else row
+
+        return rows
+
+    def _row_parts(self) -> Sequence[Any]:
         """The pending rows as an Arrow rows chunk, or as one ``json`` leaf each when their fields disagree.
 
-        The fallback is a classic chunk, uncompressed so the index says the same for every chunk.
+        The rows' record batches written while they came in are kept when the rows came in order
+        and their kind did not change since. The fallback is a classic chunk, uncompressed so the
+        index says the same for every chunk.
         """
-        kind, self._rows_kind = self._rows_kind, NULL
-        unwrap, self._rows_leaf = self._rows_leaf, False
-        rows = [unwrap_leaves(row) if unwrap else row for _, row, _ in self._pending]
+        kind, ipc, streamed = self._rows_kind, self._rows_ipc, self._rows_streaming
         conflict = find_conflict(kind)
-        if conflict is None:
-            try:
-                return pack_arrow_rows(rows, kind, self.compression)
-            except ArrowUnfit as err:
-                conflict = f"pyarrow cannot hold a value ({err})"
+        try:
+            if conflict is None:
+                if ipc is not None and streamed and ipc.kind == kind:
+                    for start in range(ipc.rows, len(self._pending), ROW_BATCH):
+                        end = start + ROW_BATCH
+                        ipc.add(self._rows_of(start, end), self._following(end), complete=True)
+                    parts = ipc.finish()
+                else:
+                    if ipc is not None:
+                        ipc.abandon()
+                    parts = pack_arrow_rows(self._rows_of(0, len(self._pending)), kind, self.compression)
+                self._rows_kind, self._rows_leaf = NULL, False
+                return parts
+        except ArrowUnfit as err:
+            conflict = f"pyarrow cannot hold a value ({err})"
+            if ipc is not None:
+                ipc.abandon()
+        finally:
+            self._rows_ipc, self._rows_streaming, self._rows_restarts, self._rows_retry = None, True, 0, 0
+        rows = self._rows_of(0, len(self._pending))
+        self._rows_kind, self._rows_leaf = NULL, False
         items: list[bytes] = []
         for (index, _, _), row in zip(self._pending, rows):
             try:
