@@ -22,6 +22,7 @@ from litdata_format._serializers import Buffer
 __all__ = [
     "ARROW_ROWS_MAGIC",
     "FRAMED_MAGIC",
+    "READ_BELOW",
     "Chunk",
     "ChunkView",
     "StoredChunk",
@@ -93,7 +94,7 @@ def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | b
             raise ValueError(f"chunk {path}: not a regular file (mode {oct(info.st_mode)}); refusing to read it")
         if info.st_size == 0:
             raise ValueError(f"chunk {path}: the file is empty")
-        if info.st_size <= _READ_BELOW:
+        if info.st_size <= READ_BELOW:
             return _read_whole(fd, info.st_size, path)
         return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     finally:
@@ -102,7 +103,7 @@ def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | b
 
 # Files this small are read rather than mapped: a mapping costs more syscalls (mmap, the page
 # fault, munmap) than copying a few pages, and a dataset of 100k small chunks opens each once.
-_READ_BELOW = 64 * 1024
+READ_BELOW = 64 * 1024
 
 
 def _read_whole(fd: int, size: int, path: str | os.PathLike[str]) -> bytearray:
