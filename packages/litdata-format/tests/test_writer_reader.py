@@ -298,7 +298,7 @@ def test_an_atomic_write_makes_its_folder_and_gives_the_usual_mode(tmp_path: Pat
 
     target = tmp_path / "a" / "b" / "x.bin"
     values = np.arange(5, dtype=np.int32)
-    write_file_atomic(target, memoryview(values))  # counted in bytes, not in int32 items
+    write_file_atomic(target, values.data)  # a memoryview of int32 items: counted in bytes
     assert target.read_bytes() == values.tobytes() and os.listdir(target.parent) == ["x.bin"]
     mask = os.umask(0)
     os.umask(mask)

@@ -108,7 +108,7 @@ def write_file_atomic(
         raise
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview[Any]) -> None:
     """Write ``data`` whole (counted in bytes, whatever its format), resuming after a short write."""
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
