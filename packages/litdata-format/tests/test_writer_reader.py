@@ -290,6 +290,23 @@ def test_a_file_written_as_parts_is_their_concatenation(tmp_path: Path) -> None:
     assert (tmp_path / "parts.bin").read_bytes() == b"".join(parts)
 
 
+def test_an_atomic_write_makes_its_folder_and_gives_the_usual_mode(tmp_path: Path) -> None:
+    # The writer's own system calls (no mkstemp, no buffered file) must do what atomic_file does.
+    import stat
+
+    from litdata_format.internal import write_file_atomic
+
+    target = tmp_path / "a" / "b" / "x.bin"
+    values = np.arange(5, dtype=np.int32)
+    write_file_atomic(target, values.data)  # a memoryview of int32 items: counted in bytes
+    assert target.read_bytes() == values.tobytes() and os.listdir(target.parent) == ["x.bin"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    write_file_atomic(str(target), b"again")
+    assert target.read_bytes() == b"again" and os.listdir(target.parent) == ["x.bin"]
+
+
 def test_a_chunk_cut_short_by_the_file_size_limit_leaves_nothing(tmp_path: Path) -> None:
     # RLIMIT_FSIZE makes the kernel stop the gathered write at the limit (a real short write), and
     # the next write fail with EFBIG: the writer must fail, and leave neither chunk nor temporary.

@@ -7,10 +7,12 @@ the file), so a truncated or corrupt file fails with its name instead of returni
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import operator
 import os
 import stat
+import struct
 import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -22,6 +24,7 @@ from litdata_format._serializers import Buffer
 __all__ = [
     "ARROW_ROWS_MAGIC",
     "FRAMED_MAGIC",
+    "READ_BELOW",
     "Chunk",
     "ChunkView",
     "StoredChunk",
@@ -60,6 +63,13 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
     of every chunk, about 1 ms per 8 MB).
     """
     count = len(items)
+    if count <= _SMALL_TABLE:  # a few Python ints cost less than numpy's calls (a chunk of 4 samples)
+        ends = list(itertools.accumulate(map(len, items), initial=header_size(count)))
+        if ends[-1] > 0xFFFFFFFF:
+            raise ValueError(
+                f"a chunk of {ends[-1]} bytes does not fit the format's 32-bit offsets; lower chunk_bytes or chunk_size"
+            )
+        return [struct.pack(f"<{count + 2}I", count, *ends), *items]
     offsets = np.empty(count + 1, dtype="<u8")
     offsets[0] = header_size(count)
     if count:
@@ -93,7 +103,7 @@ def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | b
             raise ValueError(f"chunk {path}: not a regular file (mode {oct(info.st_mode)}); refusing to read it")
         if info.st_size == 0:
             raise ValueError(f"chunk {path}: the file is empty")
-        if info.st_size <= _READ_BELOW:
+        if info.st_size <= READ_BELOW:
             return _read_whole(fd, info.st_size, path)
         return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     finally:
@@ -102,7 +112,7 @@ def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | b
 
 # Files this small are read rather than mapped: a mapping costs more syscalls (mmap, the page
 # fault, munmap) than copying a few pages, and a dataset of 100k small chunks opens each once.
-_READ_BELOW = 64 * 1024
+READ_BELOW = 64 * 1024
 
 
 def _read_whole(fd: int, size: int, path: str | os.PathLike[str]) -> bytearray:

@@ -15,13 +15,17 @@ the header bytes of their chunk's first row, so nothing variable is ever read as
 from __future__ import annotations
 
 import itertools
+import os
+import stat
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import numpy as np
 
-from litdata_format._chunk import Chunk, ChunkView, header_size
+from litdata_format._chunk import ARROW_ROWS_MAGIC, READ_BELOW, Chunk, ChunkView, header_size
+from litdata_format._dataset_index import ChunkTable
 from litdata_format._pytree import TreeSpec
 from litdata_format._serializers import (
     BooleanSerializer,
@@ -32,7 +36,7 @@ from litdata_format._serializers import (
     Serializer,
 )
 
-__all__ = ["chunk_rows", "gather_rows"]
+__all__ = ["SmallChunkRows", "chunk_rows", "gather_rows"]
 
 _ROWS_KEY = "rows"
 _UNKNOWN: Any = object()  # no layout looked for yet (None: the chunk has none)
@@ -153,7 +157,12 @@ def gather_rows(
             learned[rows.shape[1]] = layout
     if layout is None or (not checked and not _shares_layout(taken, layout)):
         return None
-    count = len(items)
+    return _columns(taken, layout, keys)
+
+
+def _columns(taken: np.ndarray, layout: _Layout, keys: tuple[Any, ...]) -> Any:
+    """The leaves of the rows ``taken`` (checked against ``layout``), one array each, laid out like a sample."""
+    count = len(taken)
     columns = [
         np.ascontiguousarray(taken[:, leaf.columns]).view(leaf.dtype).reshape((count, *leaf.shape))
         for leaf in layout.leaves
@@ -224,3 +233,155 @@ def _shares_layout(taken: np.ndarray, layout: _Layout) -> bool:
 
 
 _FEW_ROWS = 16
+
+
+# Opening a chunk file to read it whole: FIFOs must not block, links are not followed (see _load).
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+
+class SmallChunkRows:
+    """The rows of small plain chunks, read straight from their files and joined once per batch.
+
+    A dataset of many small chunks of fixed-size samples (100k files of a few rows each) pays per
+    chunk and epoch for a chunk object, its offsets table, and a gather with its own layout check
+    and a copy per leaf. Here a chunk's file (at most ``READ_BELOW`` bytes: read whole anyway) is
+    read and its header compared, as bytes, with the header every chunk of its item count and row
+    size has: the opener's checks of the count, the offsets and where they end, in one
+    comparison. The rows asked for are kept as bytes until :meth:`flush` joins every row read
+    since into one array, checks all of them against the layout the loader learned for their row
+    size with one numpy comparison (as :func:`gather_rows` checks each chunk's), and cuts the
+    leaves out once for the batch.
+
+    What does not pass exactly is left to the caller, which opens the chunk the usual way (and
+    so raises the usual error, or reads it the usual way): :meth:`read` returns False for a file
+    that is a link, not a regular file, larger than ``READ_BELOW``, of another size than the index
+    says, with another header (a corrupt one, or offsets ending before the file does), an Arrow
+    rows chunk, rows of a size with no learned layout yet, or rows of another size than those read
+    since the last flush. A batch whose rows break their layout comes back from :meth:`flush` as
+    None, with the pieces read since, for the caller to read again the usual way.
+
+    Attributes:
+        folder: the dataset's folder (the chunks are read in place).
+
+    Args:
+        folder: the dataset's folder.
+        table: its index's chunk columns.
+        keys: the samples' keys, ``()`` for a sample that is one leaf.
+        learned: the layouts of the gathered rows by row size, shared with :func:`gather_rows`
+            (which learns them from the chunks it opens).
+    """
+
+    def __init__(self, folder: str, table: ChunkTable, keys: tuple[Any, ...], learned: dict[int, Any]) -> None:
+        self.folder = folder
+        self._prefix = os.path.join(folder, "")
+        self._table = table
+        self._keys = keys
+        self._learned = learned
+        self._headers: dict[tuple[int, int], bytes] = {}  # the header of a chunk of (items, row size)
+        self._rows: list[bytes] = []
+        self._size = 0  # the size of the rows read since the last flush
+        self._pieces: list[tuple[int, list[int]]] = []
+        # The last chunk read: a batch may end inside it and the next one go on from there.
+        self._number = -1
+        self._data = b""
+        self._count = 0
+        self._start = 0
+        self._row = 0
+
+    @classmethod
+    def for_samples(cls, folder: str, table: ChunkTable, spec: TreeSpec, serializers: Sequence[Serializer],
+                    learned: dict[int, Any]) -> SmallChunkRows | None:  # fmt: skip
+        """A reader of the rows of ``table``'s chunks, when samples of this form are gathered and chunks are small.
+
+        Args:
+            folder: the dataset's folder.
+            table: its index's chunk columns (of plain chunks: not compressed, encrypted or MDS).
+            spec: the samples' tree spec.
+            serializers: each leaf's serializer.
+            learned: the loader's learned layouts (see :func:`gather_rows`).
+        """
+        keys = _flat_keys(spec) if all(_numeric(s) for s in serializers) else None
+        if keys is None or not len(table) or int(table.chunk_bytes.max()) > READ_BELOW:
+            return None
+        return cls(folder, table, keys, learned)
+
+    @property
+    def pending(self) -> bool:
+        """Whether rows were read since the last :meth:`flush`."""
+        return bool(self._pieces)
+
+    def read(self, number: int, items: list[int]) -> bool:
+        """Read items ``items`` of chunk ``number`` into the batch; False when the caller must open it the usual way.
+
+        Args:
+            number: the chunk's position in the index.
+            items: positions inside the chunk, in batch order.
+        """
+        if number != self._number and not self._load(number):
+            return False
+        row = self._row
+        if (self._pieces and row != self._size) or row not in self._learned:
+            return False
+        if not items or min(items) < 0 or max(items) >= self._count:
+            return False
+        data, start, rows = self._data, self._start, self._rows
+        for item in items:
+            at = start + item * row
+            rows.append(data[at : at + row])
+        self._size = row
+        self._pieces.append((number, items))
+        return True
+
+    def flush(self) -> tuple[Any, list[tuple[int, list[int]]]]:
+        """The rows read since the last flush as arrays laid out like a sample, and the pieces they came from.
+
+        The arrays are None when some row breaks the layout of its size (read those pieces again
+        the usual way: each chunk is then gathered, or decoded, on its own).
+        """
+        rows, pieces, size = self._rows, self._pieces, self._size
+        self._rows, self._pieces = [], []
+        if not rows:
+            return None, pieces
+        # A bytearray: the leaves handed out may be views of it, and tensors want writable memory.
+        taken = np.frombuffer(bytearray().join(rows), dtype=np.uint8).reshape(len(rows), size)
+        layout = self._learned.get(size)
+        if layout is None or not _shares_layout(taken, layout):
+            return None, pieces
+        return _columns(taken, layout, self._keys), pieces
+
+    def _load(self, number: int) -> bool:
+        """Read chunk ``number``'s file and check it as the opener would; False when it does not qualify."""
+        table = self._table
+        name = table.filename(number)
+        if "/" in name:  # in a subfolder: the opener checks where the path leads
+            return False
+        try:
+            fd = os.open(self._prefix + name, _FLAGS)
+        except OSError:
+            return False  # missing, a link, unreadable: the opener says what is wrong
+        try:
+            info = os.fstat(fd)
+            length = info.st_size
+            if not stat.S_ISREG(info.st_mode) or not 0 < length <= READ_BELOW:
+                return False
+            data = os.read(fd, length)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        count = int(table.chunk_sizes[number])
+        head = header_size(count)
+        nbytes = int(table.chunk_bytes[number])
+        if len(data) != length or count < 1 or (nbytes > 0 and length != nbytes and length != nbytes + head):
+            return False
+        row, rest = divmod(length - head, count)
+        if rest or row <= 0 or data.endswith(ARROW_ROWS_MAGIC):
+            return False
+        header = self._headers.get((count, row))
+        if header is None:
+            header = struct.pack(f"<{count + 2}I", count, *range(head, head + row * count + 1, row))
+            self._headers[(count, row)] = header
+        if not data.startswith(header):
+            return False
+        self._number, self._data, self._count, self._start, self._row = number, data, count, head, row
+        return True

@@ -15,7 +15,7 @@ import numpy as np
 
 from litdata_format._chunk import Chunk
 from litdata_format._dataset_index import ChunkInfo, DatasetIndex
-from litdata_format._gather import gather_rows
+from litdata_format._gather import SmallChunkRows, gather_rows
 from litdata_format._layouts import open_chunk
 from litdata_format._mds import MdsSampleDecoder, is_mds_index
 from litdata_format._pytree import LEAF
@@ -29,7 +29,7 @@ from litdata_format._serializers import (
 )
 from litdata_format._trust import check_pickle_allowed
 
-__all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader"]
+__all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader", "small_chunk_rows"]
 
 
 class BaseItemLoader:
@@ -200,6 +200,32 @@ class PyTreeLoader(BaseItemLoader):
         return gather_rows(
             chunk, items, decoder.spec, decoder.serializers, lambda opened: self.load(opened, 0), self._layouts
         )
+
+
+def small_chunk_rows(loader: BaseItemLoader, folder: str, index: DatasetIndex) -> SmallChunkRows | None:
+    """A reader of small chunks' rows straight from their files (:class:`SmallChunkRows`), if ``loader`` allows it.
+
+    Only for the format's own :class:`PyTreeLoader` (a subclass may load or gather otherwise)
+    after :meth:`~BaseItemLoader.setup`, over plain chunks (not compressed, encrypted, MDS
+    shards, per-sample compressed or read from raw files) of at most 64 KiB each; the reader
+    shares the layouts the loader's :meth:`~BaseItemLoader.gather` learns.
+
+    Args:
+        loader: the dataset's item loader, set up for ``index``.
+        folder: the folder the chunks are read from in place.
+        index: the dataset's index.
+    """
+    if type(loader) is not PyTreeLoader:
+        return None
+    try:
+        decoder, learned = loader._decoder, loader._layouts  # pyright: ignore[reportPrivateUsage]  # this module's class
+    except AttributeError:  # not set up, or an empty dataset
+        return None
+    if not isinstance(decoder, SampleDecoder) or index.compression or index.encryption or is_mds_index(index):
+        return None
+    if index.config.get("compression_level") == "sample" or index.table.has_extra("raw_filename"):
+        return None
+    return SmallChunkRows.for_samples(folder, index.table, decoder.spec, decoder.serializers, learned)
 
 
 class TokensLoader(BaseItemLoader):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from litdata_format._compression import decompress as decompress
     from litdata_format._compression import decompress_file as decompress_file
     from litdata_format._dataset_index import ChunkTable as ChunkTable
+    from litdata_format._gather import SmallChunkRows as SmallChunkRows
     from litdata_format._index import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index import chunk_name as chunk_name
     from litdata_format._index import parse_chunk_name as parse_chunk_name
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from litdata_format._keys import read_keys as read_keys
     from litdata_format._layouts import open_chunk as open_chunk
     from litdata_format._layouts import open_listed_chunk as open_listed_chunk
+    from litdata_format._loaders import small_chunk_rows as small_chunk_rows
     from litdata_format._media import is_pyg_data as is_pyg_data
     from litdata_format._opener import ChunkOpener as ChunkOpener
     from litdata_format._pytree import tree_flatten as tree_flatten

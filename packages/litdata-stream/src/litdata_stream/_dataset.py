@@ -608,7 +608,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 default :func:`litdata_collate` lets batches be gathered.
         """
         if self._gathers(collate):
-            return GatheringTaker(self._source(), order, intervals, self._samples, self._gathered)
+            return GatheringTaker(self._source(), order, intervals, self._samples, self._gathered, self.item_loader)
         return SampleTaker(self._read_stretch(order, intervals))
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from litdata_format import BaseItemLoader, ChunkInfo, DatasetIndex, load_index, verify_file
-from litdata_format.internal import Chunk, check_checksum_fields, open_chunk, open_listed_chunk
+from litdata_format.internal import (
+    Chunk,
+    SmallChunkRows,
+    check_checksum_fields,
+    open_chunk,
+    open_listed_chunk,
+    small_chunk_rows,
+)
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_stream._readahead import ReadAhead
 
@@ -167,6 +174,19 @@ class LocalSource:
 
     def schedule(self, chunks: list[int]) -> None:
         self._ahead.schedule(chunks)
+
+    def small_rows(self, loader: BaseItemLoader) -> SmallChunkRows | None:
+        """A reader of the rows of this folder's small chunks straight from their files, when ``loader`` allows it.
+
+        Such chunks are never opened as chunk objects (see ``small_chunk_rows``); none when chunks
+        are verified, or opened by a loader's own ``open_chunk``.
+
+        Args:
+            loader: the dataset's item loader (set up).
+        """
+        if not self._listed or self._verify:
+            return None
+        return small_chunk_rows(loader, self._folder, self.index)
 
     def chunk(self, number: int) -> Chunk:
         return self._chunks.chunk(number)

@@ -16,10 +16,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from litdata_format.internal import Chunk, SampleMap
-from litdata_io.internal import Token, probe
+from litdata_format import BaseItemLoader
+from litdata_format.internal import Chunk, SampleMap, SmallChunkRows
+from litdata_io.internal import Token, activity_begin, activity_end, probe
 from litdata_stream._plan import EpochOrder, Interval
-from litdata_stream._source import ChunkSource
+from litdata_stream._source import ChunkSource, LocalSource
 
 __all__ = ["GatheringTaker", "SampleTaker", "Taker", "reading"]
 
@@ -48,6 +49,10 @@ class GatheringTaker:
     """Samples gathered as arrays: one part per run of samples from the same chunk.
 
     A chunk is released as soon as its last sample is taken (parts are copies: nothing refers to it).
+    Small chunks read in place (a local dataset of many files of at most 64 KiB, see
+    ``LocalSource.small_rows``) are not opened at all where the format can read their rows
+    straight from the files: the rows are joined into one part per batch (``SmallChunkRows``), and
+    a chunk it cannot read that way is opened and gathered as usual, in its place in the batch.
 
     Args:
         source: the dataset's chunk source in this process.
@@ -55,25 +60,31 @@ class GatheringTaker:
         intervals: the stretch.
         kept: the dataset's sample map (which items of each chunk it keeps).
         gather: items of one opened chunk, as arrays (or a list of samples).
+        loader: the item loader ``gather`` reads with, when it is the loader's own gather (None:
+            every chunk is opened).
     """
 
     def __init__(self, source: ChunkSource, order: EpochOrder, intervals: Sequence[Interval],
-                 kept: SampleMap, gather: Callable[[Chunk, np.ndarray], Any]) -> None:  # fmt: skip
+                 kept: SampleMap, gather: Callable[[Chunk, np.ndarray], Any],
+                 loader: BaseItemLoader | None = None) -> None:  # fmt: skip
         self._order = order
         self._kept = kept
         self._gather = gather
+        self._rows = source.small_rows(loader) if loader is not None and isinstance(source, LocalSource) else None
         pieces = order.pieces(intervals)
         self._source = source
         self._source.schedule([p.chunk for p in pieces])
         self._pieces = iter(pieces)
         self._chunk = -1
-        self._opened: Any = None
+        self._opened: Any = None  # the chunk being read, once opened (with ``rows``, only when it must be)
         self._items: np.ndarray = np.empty(0, dtype=np.int64)
         self._taken = 0
         self._reading: Token | None = None  # the probe's token of the chunk being read
 
     def take(self, count: int) -> tuple[list[Any], int]:
         """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
+        if self._rows is not None:
+            return self._take_rows(self._rows, count)
         parts: list[Any] = []
         got = 0
         while got < count:
@@ -91,7 +102,61 @@ class GatheringTaker:
                 self._source.release(self._chunk)
         return parts, got
 
-    def _next_piece(self) -> bool:
+    def _take_rows(self, rows: SmallChunkRows, count: int) -> tuple[list[Any], int]:
+        """:meth:`take` where small chunks' rows are read straight from their files (a chunk opened only if it must be).
+
+        The hang watchdog is told once per batch (the folder of small files being read), not per
+        chunk: publishing costs as much as reading a small chunk. The tracer still sees each chunk.
+        """
+        parts: list[Any] = []
+        got = 0
+        board = activity_begin(f"read a batch of {count} samples from small chunk files in {rows.folder}")
+        try:
+            while got < count:
+                if self._taken == len(self._items) and not self._next_piece(board=False):
+                    break
+                step = min(count - got, len(self._items) - self._taken)
+                if step:
+                    chosen = self._items[self._taken : self._taken + step]
+                    with probe.span("sample", "sample", None, chunk=self._chunk, samples=step):
+                        if self._opened is not None or not rows.read(self._chunk, chosen.tolist()):
+                            if rows.pending:  # the rows read so far come first
+                                self._flush(rows, parts)
+                            parts.append(self._gather(self._open(), chosen))
+                    self._taken += step
+                    got += step
+                if self._taken == len(self._items):
+                    probe.end(self._reading)
+                    if self._opened is not None:
+                        self._opened = None
+                        self._source.release(self._chunk)
+            if rows.pending:
+                self._flush(rows, parts)
+        finally:
+            activity_end(board)
+        return parts, got
+
+    def _open(self) -> Any:
+        if self._opened is None:
+            self._opened = self._source.chunk(self._chunk)
+        return self._opened
+
+    def _flush(self, rows: SmallChunkRows, parts: list[Any]) -> None:
+        """The rows read since the last flush, as one part; else their pieces gathered the usual way."""
+        part, pieces = rows.flush()
+        if part is not None:
+            parts.append(part)
+            return
+        # Some row breaks its layout: each chunk is gathered (or decoded) on its own, as without ``rows``.
+        source = self._source
+        for number, items in pieces:
+            opened = source.chunk(number)
+            try:
+                parts.append(self._gather(opened, np.asarray(items, dtype=np.int64)))
+            finally:
+                source.release(number)  # a chunk read by ``rows`` is not the one open (``_opened``)
+
+    def _next_piece(self, board: bool = True) -> bool:
         piece = next(self._pieces, None)
         if piece is None:
             return False
@@ -100,9 +165,10 @@ class GatheringTaker:
         self._chunk, self._taken = piece.chunk, 0
         self._items = within if kept is None else kept[within]
         source, chunk = self._source, piece.chunk
-        doing = partial(reading, source, chunk)
+        doing = partial(reading, source, chunk) if board else None
         self._reading = probe.begin("read", "read", doing, chunk=chunk, samples=len(self._items))
-        self._opened = source.chunk(chunk)
+        if self._rows is None:
+            self._opened = source.chunk(chunk)
         return True
 
 
