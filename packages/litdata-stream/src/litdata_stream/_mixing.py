@@ -11,12 +11,13 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from litdata_stream._dataset import StreamingDataset, StreamingReader
+from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
 from litdata_stream._protocol import EpochsOwner, LoaderPlan, pass_reader
+from litdata_stream._reader import StreamingReader
 from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
