@@ -115,9 +115,13 @@ class StreamingReader(PassReader):
         Args:
             index: A global sample index of the dataset.
         """
-        samples = self._state.samples
+        state = self._state
+        samples = state.samples
         chunk, position = samples.locate(index + len(samples) if index < 0 else index)
-        return self._sample_at(self.source().chunk(chunk), chunk, position, index)
+        opened = state.sources.get(self._open_source).chunk(chunk)
+        item = samples.item(chunk, position)
+        data = self.dataset.item_loader.load(opened, item)
+        return self._transformed(data, index, opened, item) if state.transformed else data
 
     def samples(self, indices: Sequence[int]) -> list[Any]:
         """Samples ``indices``, each chunk opened once, in the order asked for.
