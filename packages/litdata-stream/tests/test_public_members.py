@@ -122,12 +122,13 @@ def test_combined_and_parallel_datasets_show_only_their_user_api(dataset_dir: Pa
 
 
 def test_a_streaming_dataloader_adds_only_its_documented_members(dataset_dir: Path) -> None:
-    from torch.utils.data import DataLoader
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
 
     from litdata_stream import StreamingDataLoader
 
     loader = StreamingDataLoader(StreamingDataset(dataset_dir), batch_size=2)
-    torch_loader = DataLoader(list(range(4)), batch_size=2)  # torch's attributes are set in __init__
+    torch_loader = DataLoader(TensorDataset(torch.arange(4)), batch_size=2)  # torch sets its attributes in __init__
     assert _public(loader) - _public(torch_loader) == set(LOADER)
 
 
