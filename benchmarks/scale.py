@@ -118,6 +118,15 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _epoch_order(dataset: Any, epoch: int) -> Any:
+    """Our dataset's order of ``epoch``: its reader's, or the dataset's own in releases before the reader module."""
+    try:
+        from litdata_stream._reader import StreamingReader
+    except ImportError:
+        return dataset._epoch_order(epoch)
+    return StreamingReader(dataset).epoch_order(epoch)
+
+
 def _plan_time(lib: str, dataset: Any) -> float:
     started = time.perf_counter()
     if lib == "upstream":
@@ -128,7 +137,7 @@ def _plan_time(lib: str, dataset: Any) -> float:
         dataset.set_num_workers(2)
         dataset.set_batch_size(256)
         # Internal methods (a benchmark may call them): the epoch's order and each worker's plan.
-        order = dataset._epoch_order(7)
+        order = _epoch_order(dataset, 7)
         dataset._rank_plans(dataset._topology(num_workers=2, batch_size=256), 7)
         order.within(0)
     return time.perf_counter() - started

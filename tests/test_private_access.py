@@ -2,7 +2,7 @@
 
 A private attribute (``x._name``, not a dunder) may be read or written only on ``self``, ``cls``
 or ``super()``, or where a class of the same module defines it (a module may know its own
-classes' insides: ``clone._items`` in ``StreamingDataset.subset``). Everything else goes through
+classes' insides: ``clone._read`` in ``StreamingDataset.subset``). Everything else goes through
 public members: between modules, the read path talks through ``_protocol.LoaderDataset`` and the
 sub-dataset methods, never through private fields. The check is syntactic (the AST), so it
 also counts ``getattr(x, "_name")``, ``vars(x)["_name"]`` and ``x.__dict__["_name"]``, and

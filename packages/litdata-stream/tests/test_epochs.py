@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
-from litdata_stream._dataset import StreamingReader
+from litdata_stream._reader import StreamingReader
 
 N = 40
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from litdata_stream._collate import Batching, concat_batches, interleave, unbatch
-from litdata_stream._dataset import StreamingDataset, StreamingReader
+from litdata_stream._dataset import StreamingDataset
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset, round_robin
@@ -37,6 +37,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan
+from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
 

@@ -165,7 +165,7 @@ class StreamingDataLoader(DataLoader):
     @property
     def batch_size(self) -> int:
         """The batch size asked for (torch's own is None when the dataset's workers make the batches)."""
-        return self.streaming_dataset.batch_size
+        return self._loader_dataset.batch_size
 
     @batch_size.setter
     def batch_size(self, value: int | None) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -174,14 +174,14 @@ class StreamingDataLoader(DataLoader):
     @property
     def drop_last(self) -> bool:
         """Whether each worker's last partial batch is dropped (the dataset's setting)."""
-        return self.streaming_dataset.drop_last
+        return self._loader_dataset.drop_last
 
     @drop_last.setter
     def drop_last(self, value: bool) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
         pass
 
     @property
-    def streaming_dataset(self) -> LoaderDataset:
+    def _loader_dataset(self) -> LoaderDataset:
         """The dataset, as the loader talks to it."""
         return cast(LoaderDataset, self.dataset)  # checked in __init__ (torch forbids replacing it)
 
@@ -200,7 +200,7 @@ class StreamingDataLoader(DataLoader):
         return batches
 
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
-        dataset = self.streaming_dataset
+        dataset = self._loader_dataset
         reader = self._reader()
         # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
         # whether a loaded state resumes) that the plans below and the workers all use.
@@ -341,7 +341,7 @@ class StreamingDataLoader(DataLoader):
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: enough to resume without repeating or skipping a sample."""
-        dataset = self.streaming_dataset
+        dataset = self._loader_dataset
         # After a whole pass the dataset is at the start of its next epoch: nothing of it delivered.
         delivered = 0 if self._epoch_complete else self._delivered
         size = dataset.batch_size

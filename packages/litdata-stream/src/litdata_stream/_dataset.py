@@ -1,6 +1,8 @@
 """``StreamingDataset``: an optimized dataset read chunk by chunk.
 
 It is shuffled, split over ranks and workers, and resumable exactly (see ``_plan`` for the mechanism).
+The dataset holds the options, the plan of a pass and its resume point; what reads the chunks
+is its reader (``_reader.StreamingReader``).
 """
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ import hashlib
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,18 +19,15 @@ from torch.utils.data import IterableDataset
 from litdata_format import BaseItemLoader, DatasetIndex, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
 from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
-from litdata_io.internal import PerProcess, probe
-from litdata_stream._collate import Batching, litdata_collate
+from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotCallableError
-from litdata_stream._fetch import fetch_many
 from litdata_stream._notices import notice_setup
-from litdata_stream._origin import locate_chunks, open_source
+from litdata_stream._origin import locate_chunks
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._plan import (
-    EpochOrder,
     Interval,
     Topology,
     WorkerPlan,
@@ -41,21 +38,13 @@ from litdata_stream._plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._posix import PosixProfile, detect_posix
-from litdata_stream._protocol import EpochsOwner, LoaderPlan, PassReader
-from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkOrigin, ChunkSource, check_verifiable
-from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading
-from litdata_stream._upstream_state import (
-    UpstreamOrder,
-    UpstreamResume,
-    is_upstream_state,
-    resume_point,
-    upstream_resume,
-    upstream_state_fields,
-)
+from litdata_stream._posix import detect_posix
+from litdata_stream._protocol import LoaderPlan
+from litdata_stream._reader import ReadOwner, ReadState, StreamingReader
+from litdata_stream._source import check_verifiable
+from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
 
-__all__ = ["StreamingDataset", "StreamingReader"]
+__all__ = ["StreamingDataset"]
 
 _STATE_VERSION = 2  # 2: samples inside a chunk are shuffled by hashed_permutation (_plan)
 _DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
@@ -95,7 +84,7 @@ def _subsample_lists(
     return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
 
 
-class StreamingDataset(EpochsOwner, IterableDataset):
+class StreamingDataset(ReadOwner, IterableDataset):
     """Stream an optimized dataset from local disk or object storage.
 
     Args:
@@ -140,7 +129,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     samples_are_items: ClassVar[bool] = True
     # Whether a subclass defines ``transform``: it then runs on every sample, ``transform=`` or not.
     _transform_overridden: ClassVar[bool] = False
-    _reader_class: ClassVar[type[PassReader]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -200,73 +188,76 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
-        self._posix: PosixProfile = detect_posix(_local_path(input_dir))
-        self._chunk_source: PerProcess[ChunkSource] = PerProcess()
+        posix = detect_posix(_local_path(input_dir))
         # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
-        self._origin: ChunkOrigin = locate_chunks(
-            input_dir, in_place=self._posix.in_place, cache_dir=cache_dir, index_path=index_path,
+        origin = locate_chunks(
+            input_dir, in_place=posix.in_place, cache_dir=cache_dir, index_path=index_path,
             file_pattern=self._file_pattern, storage_options=storage_options, session_options=session_options,
             max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
             verify=bool(verify_chunks),
         )  # fmt: skip
-        index = self._origin.index
-        if self._origin.verify:
+        index = origin.index
+        if origin.verify:
             check_verifiable(index)
         self._fingerprint = _fingerprint(index)
         if item_loader is None:
             item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
         self.item_loader = item_loader
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
-        self._source()  # a cache folder that cannot be used fails here, not at the first read
         counts = self.item_loader.item_counts(index)
-        # The one sample map (chunk prefix sums, kept items): parsed once, inherited by forked workers.
-        self._samples = SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle))
         samples = int(counts.sum())
-        # Uncompressed bytes per sample on average (the chunks' offset tables included).
-        self._sample_bytes = int(index.table.chunk_bytes.sum()) / samples if samples else 0.0
+        # What the reader reads, kept once. The one sample map (chunk prefix sums, kept items) is
+        # parsed once and inherited by forked workers; sample_bytes is the uncompressed bytes per
+        # sample on average (the chunks' offset tables included).
+        self._read = ReadState(
+            origin,
+            SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle)),
+            posix,
+            sample_bytes=int(index.table.chunk_bytes.sum()) / samples if samples else 0.0,
+            transformed=bool(self._transforms) or self._transform_overridden,
+        )
+        StreamingReader(self).source()  # a cache folder that cannot be used fails here, not at the first read
 
         self._epochs = Epochs()
         self.batch_size = 1
         self.num_workers = 0
         self._resume: dict[str, Any] | None = None
-        # (epoch, key): that epoch reads upstream LitData's order (a loaded upstream state dict's).
-        self._upstream: tuple[int, list[Any]] | None = None
 
     # -- the options the chunk source uses: stored once, on the origin ------------------------
     @property
     def storage_options(self) -> Mapping[str, Any] | None:
         """Credentials and endpoint for the object store, as given."""
-        return self._origin.storage_options
+        return self._read.origin.storage_options
 
     @property
     def session_options(self) -> Mapping[str, Any] | None:
         """boto3-style session options, as given."""
-        return self._origin.session_options
+        return self._read.origin.session_options
 
     @property
     def max_cache_size(self) -> int | float | str | None:
         """The byte cap of the local chunk cache, as given."""
-        return self._origin.max_cache_size
+        return self._read.origin.max_cache_size
 
     @property
     def max_pre_download(self) -> int:
         """Chunks fetched ahead of the one being read."""
-        return self._origin.max_pre_download
+        return self._read.origin.max_pre_download
 
     @property
     def index_path(self) -> str | None:
         """Where ``index.json`` is read from, when not from the dataset's folder."""
-        return self._origin.index_path
+        return self._read.origin.index_path
 
     @property
     def encryption(self) -> Any:
         """The key for encrypted datasets, as given."""
-        return self._origin.encryption
+        return self._read.origin.encryption
 
     @property
     def verify_chunks(self) -> bool:
         """Whether local chunks are checked against their recorded checksums when first opened."""
-        return self._origin.verify
+        return self._read.origin.verify
 
     @property
     def subsampled_files(self) -> list[str]:
@@ -274,43 +265,22 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
         Upstream LitData's attribute of the same name: a chunk two splits share is in both lists.
         """
-        chunks = self._origin.index.chunks
-        return [chunks[i].filename for i, count in enumerate(self._lengths.tolist()) if count]
+        chunks = self._read.origin.index.chunks
+        return [chunks[i].filename for i, count in enumerate(self._read.samples.lengths.tolist()) if count]
 
-    # -- the sample space -----------------------------------------------------------------------
-    @property
-    def _lengths(self) -> np.ndarray:
-        return self._samples.lengths
-
-    def _source(self) -> ChunkSource:
-        # One source per process: a forked DataLoader worker must not share the parent's threads.
-        return self._chunk_source.get(self._open_source)
-
-    def _open_source(self) -> ChunkSource:
-        return open_source(self._origin, self.item_loader.open_chunk)
-
+    # -- samples by index (read by the dataset's reader) -----------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_chunk_source"] = PerProcess()  # each process opens its own (a copy too: no shared handles)
-        state.pop("_upstream_order", None)  # rebuilt where needed
+        state["_read"] = self._read.copy()  # each process opens its own source (a copy too: no shared handles)
         state.pop("_key_index", None)  # read again where it is used
         return state
-
-    def _locate(self, index: int) -> tuple[int, int]:
-        return self._samples.locate(index + len(self._samples) if index < 0 else index)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, str):
             return self.get_by_key(index)  # an int stays a position: get_by_key(5) finds the int key 5
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self._samples)))]
-        chunk, position = self._locate(int(index))
-        return self._sample_at(self._source().chunk(chunk), chunk, position, int(index))
-
-    def _sample_at(self, opened: Any, chunk: int, position: int, index: int) -> Any:
-        """Sample ``index``, the ``position``-th kept item of chunk ``chunk`` (``opened``), transformed."""
-        item = self._samples.item(chunk, position)
-        return self._transformed(self.item_loader.load(opened, item), index, opened, item)
+            return [self[i] for i in range(*index.indices(len(self._read.samples)))]
+        return StreamingReader(self).sample(int(index))
 
     def get_by_key(self, key: Any) -> Any:
         """The sample whose key is ``key`` (what ``optimize(key_fn=...)`` returned for it).
@@ -333,9 +303,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         position = found.get(normalize_key(key, "get_by_key"))
         if position is None:
             raise KeyError(f"no sample of {self.input_dir} has the key {key!r}")
-        chunk, item = self._samples.locate_item(position)  # a key names a stored item, kept or not
-        opened = self._source().chunk(chunk)
-        return self._transformed(self.item_loader.load(opened, item), position, opened, item)
+        return StreamingReader(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
@@ -345,23 +313,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
-        return fetch_many(indices, self._samples, self._source(), self._sample_at)
-
-    def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
-        """``transform(data)``; an error names the sample and where it is stored."""
-        if not self._has_transform:
-            return data
-        try:
-            return self.transform(data)
-        except Exception as error:
-            raise RuntimeError(
-                f"transform failed on sample {index} (chunk {getattr(chunk, 'name', '?')}, item {item}): "
-                f"{type(error).__name__}: {error}"
-            ) from error
-
-    @property
-    def _has_transform(self) -> bool:
-        return bool(self._transforms) or self._transform_overridden
+        return StreamingReader(self).samples(indices)
 
     def transform(self, sample: Any) -> Any:
         """Apply the ``transform`` callables to a sample; subclasses may override it.
@@ -393,7 +345,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     @property
     def num_samples(self) -> int:
         """All samples of the dataset (after subsampling), across ranks."""
-        return len(self._samples)
+        return len(self._read.samples)
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
@@ -450,11 +402,12 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        return self._sample_bytes if self._gathers(collate) else None
+        reader = StreamingReader(self)
+        return reader.sample_bytes if reader.gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
         """The largest chunk when the chunks are read in place (a local or network-drive folder), else 0."""
-        origin = self._origin
+        origin = self._read.origin
         if origin.directory is None:
             return 0
         sizes = origin.index.table.chunk_bytes
@@ -468,42 +421,23 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         self.load_state_dict(state["dataset"])
 
-    # -- iteration (the read_* / stretch_* / gathers methods serve the mixing datasets too) -----
-    def _epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of the samples in a pass of ``epoch``.
-
-        The mixing datasets read their sub-datasets' stretches in it (internal to the litdata packages).
-
-        Args:
-            epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
-        """
-        upstream = self._upstream
-        if upstream is not None and upstream[0] == epoch:
-            found = self.__dict__.get("_upstream_order")
-            if found is None or found.epoch != epoch or found.key != upstream[1]:
-                found = UpstreamOrder(self._lengths, self.seed, epoch, self.shuffle, upstream[1])
-                self.__dict__["_upstream_order"] = found
-            return found
-        window = self._posix.window
-        if self.shuffle and window is not None:
-            return WindowOrder(self._lengths, self.seed, epoch, window)
-        return EpochOrder(self._lengths, self.seed, epoch, self.shuffle)
-
+    # -- a pass: its plan and resume point here, the reading in the reader -----------------------
     @property
     def shuffle_mode(self) -> str:
         """``"none"``, ``"full"`` or ``"window:<size>"``: how the epoch order is drawn."""
         if not self.shuffle:
             return "none"
-        return "full" if self._posix.window is None else f"window:{self._posix.window}"
+        window = self._read.posix.window
+        return "full" if window is None else f"window:{window}"
 
     def _run_start(self, topology: Topology, epoch: int) -> tuple[list[Interval], int, int]:
         """(base, first worker, batches already delivered) that a pass of ``epoch`` continues from."""
         resume = self._resume
         if resume is None or resume["epoch"] != epoch:
-            return [(0, len(self._samples))], 0, 0
+            return [(0, len(self._read.samples))], 0, 0
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
-        return rebase_resume(resume, self._epoch_order(resume["epoch"])), 0, 0
+        return rebase_resume(resume, StreamingReader(self).epoch_order(resume["epoch"])), 0, 0
 
     def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
@@ -533,108 +467,14 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
         plan, done = self._rank_plans(topology, run.epoch)[worker.rank]
-        order = self._epoch_order(run.epoch)
+        reader = StreamingReader(self)
+        order = reader.epoch_order(run.epoch)
         intervals = skip_samples(order.read_order(plan.intervals), done)
         if batching is None:
-            yield from self._read_stretch(order, intervals)
+            yield from reader.read_stretch(order, intervals)
         else:
-            yield from batching.sent(self._read_batches(order, intervals, batching), worker.rank)
+            yield from batching.sent(reader.read_batches(order, intervals, batching), worker.rank)
         self._epochs.finish(run)
-
-    def _read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
-        """The samples at ``intervals`` of ``order``'s sequence, in that order.
-
-        The mixing datasets read their sub-datasets' stretches through this too.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`_epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-        """
-        pieces = order.pieces(intervals)
-        source = self._source()
-        source.schedule([p.chunk for p in pieces])
-        # A subclass overriding __getitem__ decides what a sample is; otherwise read directly.
-        direct = self.samples_are_items
-        load = self.item_loader.load
-        for piece in pieces:
-            chunk = piece.chunk
-            within = order.within(chunk)[piece.lo : piece.hi]
-            start = int(self._samples.starts[chunk])
-            doing = partial(reading, source, chunk)
-            reading_token = probe.begin("read", "read", doing, chunk=chunk, samples=len(within))
-            if direct:
-                kept = self._samples.items(chunk)
-                items = within.tolist() if kept is None else kept[within].tolist()
-                for position, item in zip(within.tolist(), items):
-                    with probe.span("sample", "sample", None, chunk=chunk, index=start + position):
-                        opened = source.chunk(chunk)  # a dict lookup; no syscall, no lock
-                        sample = self._transformed(load(opened, item), start + position, opened, item)
-                    yield sample
-            else:
-                for position in within.tolist():
-                    with probe.span("sample", "sample", None, chunk=chunk, index=start + position):
-                        sample = self[start + position]
-                    yield sample
-            probe.end(reading_token)
-            source.release(chunk)
-
-    def _read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`_read_stretch` yields, already grouped into collated batches.
-
-        A StreamingDataLoader has its workers do this, so a batch of fixed-size samples is read with one
-        gather per leaf instead of a decode per sample. The batches are exactly those the DataLoader would
-        have made from :meth:`_read_stretch`.
-        """
-        size, collate = batching.batch_size, batching.collate
-        taker = self._stretch_taker(order, intervals, collate)
-        while True:
-            parts, count = taker.take(size)
-            if not count or (batching.drop_last and count < size):
-                return
-            yield batching.of_parts(parts)
-
-    def _stretch_taker(
-        self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
-    ) -> Taker:
-        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
-
-        They are gathered as arrays where :meth:`_gathers`, else read one by one (the mixing datasets batch
-        through this).
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`_epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
-        if self._gathers(collate):
-            return GatheringTaker(self._source(), order, intervals, self._samples, self._gathered, self.item_loader)
-        return SampleTaker(self._read_stretch(order, intervals))
-
-    def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether batches may be gathered as arrays.
-
-        They may with the default collate, and samples that are exactly what the item loader reads (no
-        transform, no overridden ``__getitem__``).
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
-        return (
-            collate is litdata_collate
-            and self.samples_are_items
-            and not self._has_transform
-            and type(self.item_loader).gather is not BaseItemLoader.gather
-        )
-
-    def _gathered(self, chunk: Any, items: np.ndarray) -> Any:
-        """Items of one chunk as arrays, or as a list of samples when they are not laid out alike."""
-        found = self.item_loader.gather(chunk, items)
-        if found is None:
-            load = self.item_loader.load
-            return [load(chunk, item) for item in items.tolist()]
-        return found
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
@@ -656,6 +496,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
         epoch = self.current_epoch
         base, first, delivered = self._run_start(topology, epoch)
+        upstream = self._read.upstream
         return {
             "state_version": _STATE_VERSION,
             "epoch": epoch,
@@ -665,20 +506,20 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "dataset": self._fingerprint,
             "drop_last": self.drop_last,
             "subsample": self.subsample,
-            "num_samples": len(self._samples),
+            "num_samples": len(self._read.samples),
             "base": [list(i) for i in base],
             "topology": list(topology.key),
             "batches": delivered + batches_delivered,
             "first_worker": first,
             "world_size": self.distributed_env.world_size,
             # The epoch read in upstream LitData's order (a loaded upstream state's), if any.
-            **({"upstream_order": [self._upstream[0], self._upstream[1]]} if self._upstream else {}),
+            **({"upstream_order": [upstream[0], upstream[1]]} if upstream else {}),
             **upstream_state_fields(
                 topology,
                 epoch,
                 delivered + batches_delivered,
-                directory=self._origin.directory,
-                url=self._origin.url,
+                directory=self._read.origin.directory,
+                url=self._read.origin.url,
                 cache_dir=self.cache_dir,
                 block_size=self.item_loader.block_size if isinstance(self.item_loader, TokensLoader) else None,
                 num_canonical_nodes=self.num_canonical_nodes,
@@ -719,10 +560,10 @@ class StreamingDataset(EpochsOwner, IterableDataset):
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
-        if state["num_samples"] != len(self._samples):
+        if state["num_samples"] != len(self._read.samples):
             raise ValueError(
                 f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
-                f"{len(self._samples)}; it is not the same dataset (or subsample differs)"
+                f"{len(self._read.samples)}; it is not the same dataset (or subsample differs)"
             )
         recorded = state.get("dataset")
         if recorded is not None and recorded != self._fingerprint:
@@ -750,27 +591,14 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             "first_worker": int(state["first_worker"]),
         }
         order = state.get("upstream_order")
-        self._upstream = (int(order[0]), list(order[1])) if order else None
-
-    def _adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
-        """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
-
-        Args:
-            state: The state dict of an upstream LitData ``StreamingDataset``.
-
-        Returns:
-            The resume point that state describes.
-        """
-        where = f"StreamingDataset({self.input_dir!r})"
-        found = upstream_resume(state, where, self._lengths.tolist(), self.shuffle, self.seed)
-        self._upstream = (found.epoch, found.order_key())
-        return found
+        self._read.upstream = (int(order[0]), list(order[1])) if order else None
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
-        found = self._adopt_upstream_order(state)
+        reader = StreamingReader(self)
+        found = reader.adopt_upstream_order(state)
         where = f"StreamingDataset({self.input_dir!r})"
-        base, batches, exact = resume_point(len(self._epoch_order(found.epoch)), found)
+        base, batches, exact = resume_point(len(reader.epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)
         self._resume = {
@@ -810,92 +638,18 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         Raises:
             IndexError: an index is outside ``[0, num_samples)``.
         """
+        samples = self._read.samples
         if isinstance(indices, slice):
-            indices = range(*indices.indices(len(self._samples)))
+            indices = range(*indices.indices(len(samples)))
         chosen = np.asarray(list(indices), dtype=np.int64)
-        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._samples)):
-            raise IndexError(f"subset indexes must be in [0, {len(self._samples)}); got {chosen.min()}..{chosen.max()}")
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(samples)):
+            raise IndexError(f"subset indexes must be in [0, {len(samples)}); got {chosen.min()}..{chosen.max()}")
         clone = self.__class__.__new__(self.__class__)
         clone.__dict__.update(self.__getstate__())
-        clone._samples = self._samples.subset(np.sort(chosen))
+        clone._read = self._read.copy(samples=samples.subset(np.sort(chosen)), upstream=None)
         clone._resume = None
-        clone._upstream = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
-
-
-@dataclass(frozen=True, eq=False)
-class StreamingReader(PassReader):
-    """A ``StreamingDataset``'s :class:`PassReader`: the loader protocol, and what the mixing datasets read.
-
-    ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` read their sub-datasets' stretches
-    through it (``StreamingReader(dataset)``); none of this is on the dataset itself.
-    """
-
-    dataset: StreamingDataset
-
-    @property
-    def num_samples(self) -> int:
-        """All samples of the dataset (after subsampling), across ranks."""
-        return self.dataset.num_samples
-
-    @property
-    def sample_bytes(self) -> float:
-        """Uncompressed bytes of one sample, about (the chunks' offset tables included)."""
-        return self.dataset._sample_bytes
-
-    @property
-    def samples_per_chunk(self) -> list[int]:
-        """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
-        return np.asarray(self.dataset._lengths).tolist()
-
-    def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of the samples in a pass of ``epoch``.
-
-        Args:
-            epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
-        """
-        return self.dataset._epoch_order(epoch)
-
-    def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
-        """The samples at ``intervals`` of ``order``'s sequence, in that order.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-        """
-        return self.dataset._read_stretch(order, intervals)
-
-    def stretch_taker(
-        self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
-    ) -> Taker:
-        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
-        """
-        return self.dataset._stretch_taker(order, intervals, collate)
-
-    def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether batches made with ``collate`` may be gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
-        """
-        return self.dataset._gathers(collate)
-
-    def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
-        """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
-
-        Args:
-            state: The state dict of an upstream LitData ``StreamingDataset``.
-        """
-        return self.dataset._adopt_upstream_order(state)
-
-
-StreamingDataset._reader_class = StreamingReader
 
 
 def _local_path(input_dir: Any) -> str | None:

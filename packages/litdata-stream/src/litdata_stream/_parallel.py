@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from litdata_stream._collate import Batching, concat_batches, unbatch
-from litdata_stream._dataset import StreamingDataset, StreamingReader
+from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import WorkerEnv
 from litdata_stream._mixing import MixedDataset
 from litdata_stream._plan import (
@@ -46,6 +46,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan
+from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 
 __all__ = ["ParallelStreamingDataset"]

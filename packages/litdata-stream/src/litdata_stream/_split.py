@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from litdata_stream._dataset import StreamingDataset, StreamingReader
+from litdata_stream._dataset import StreamingDataset
+from litdata_stream._reader import StreamingReader
 
 __all__ = ["train_test_split"]
 

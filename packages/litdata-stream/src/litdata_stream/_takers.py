@@ -26,7 +26,7 @@ __all__ = ["GatheringTaker", "SampleTaker", "Taker", "reading"]
 
 
 class Taker(Protocol):
-    """Reads one stretch of a dataset a batch's share at a time (see ``StreamingDataset.stretch_taker``)."""
+    """Reads one stretch of a dataset a batch's share at a time (see ``StreamingReader.stretch_taker``)."""
 
     def take(self, count: int) -> tuple[list[Any], int]:
         """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
