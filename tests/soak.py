@@ -29,10 +29,7 @@ What :meth:`SoakReport.problems` checks:
 - nothing left behind: no lock, staging or temporary file in the cache, nothing in the jobs'
   ``TMPDIR``, no watchdog board in ``/dev/shm``, no process of any rank's session alive.
 
-The credential source is one pluggable piece: :func:`key_environment`. Every rank, first run and
-resumed, is forked from the test zygote (``tests/zygote.py``: a process that imported torch once)
-and runs as a fresh ``python tests/soak_rank.py`` would, in a session of its own;
-``LITDATA_TEST_FORK=0`` starts each as a fresh interpreter instead.
+The credential source is one pluggable piece: :func:`key_environment`.
 """
 
 from __future__ import annotations
@@ -55,7 +52,6 @@ from tests.cred_harness import ROOT, clean_environment
 from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server, free_port
-from tests.zygote import PythonProcess, start_python
 
 __all__ = ["SoakConfig", "SoakReport", "key_environment", "run_soak"]
 
@@ -139,7 +135,7 @@ class _Rank:
     job: str
     rank: int
     run: int
-    proc: PythonProcess
+    proc: subprocess.Popen[bytes]
     events: Path
     stderr: Path
     release: Path
@@ -502,15 +498,16 @@ class _Soak:
         env["TMPDIR"] = str(self.tmp / f"{job}-r{rank}")
         (self.tmp / f"{job}-r{rank}").mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
-        # Forked from the test zygote (a process that imported torch once), as a fresh interpreter
-        # would run it: what a rank does and leaves behind is the same, without its torch import.
-        proc = start_python(
-            [str(RANK_SCRIPT), str(spec_path)],
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,  # its session holds every process it starts: none may outlive it
-            output=stderr,
-        )
+        with stderr.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, str(RANK_SCRIPT), str(spec_path)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its session holds every process it starts: none may outlive it
+            )
         entry = _Rank(job, rank, run, proc, Path(spec["events"]), stderr, Path(spec["release"]))
         with self.lock:
             self.ranks.append(entry)
