@@ -1,18 +1,17 @@
 """Start test scripts as forks of a process that imported torch once, instead of fresh interpreters.
 
 Many root tests run a script in a process of its own: a DDP rank (``tests/ddp_worker.py``), a
-credential source's driver (``tests/cred_driver.py``), a soak rank (``tests/soak_rank.py``), a docs
-example whose import lines load torch (``tests/test_doc_examples_as_written.py``). A fresh
-interpreter spends 2.5-3.5 CPU-seconds importing torch before the script does anything; on 2 cores
-that import, not the script, was most of those tests' time. :func:`start_python` hands the script
-to a zygote instead: this file run as ``python tests/zygote.py``, a process of this venv that
-imported numpy and torch and then forks one child per request. The child is what ``python script.py
-args`` (or ``python -m module args``) would be: its environment, working folder, ``sys.argv``,
-``sys.path`` (the script's folder or the working folder first, then the request's ``PYTHONPATH``),
-stdout/stderr (files) and a fresh ``__main__`` are set before the script runs; at the end it joins
-non-daemon threads and runs ``atexit`` (which joins multiprocessing children), as interpreter exit
-does. Several children run at once (the ranks of one job); each can start a session of its own
-(``start_new_session``).
+credential source's driver (``tests/cred_driver.py``), a docs example whose import lines load torch
+(``tests/test_doc_examples_as_written.py``). A fresh interpreter spends 2.5-3.5 CPU-seconds
+importing torch before the script does anything; on 2 cores that import, not the script, was most
+of those tests' time. :func:`start_python` hands the script to a zygote instead: this file run as
+``python tests/zygote.py``, a process of this venv that imported numpy and torch and then forks one
+child per request. The child is what ``python script.py args`` (or ``python -m module args``) would
+be: its environment, working folder, ``sys.argv``, ``sys.path`` (the script's folder or the working
+folder first, then the request's ``PYTHONPATH``), stdout/stderr (files) and a fresh ``__main__``
+are set before the script runs; at the end it joins non-daemon threads and runs ``atexit`` (which
+joins multiprocessing children), as interpreter exit does. Several children run at once (the ranks
+of one job); each can start a session of its own (``start_new_session``).
 
 What a child does not get fresh: the modules the zygote imported (numpy, torch; imported under the
 zygote's environment, which is the test process's without ``PYTHONPATH``) and what python itself
