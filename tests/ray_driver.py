@@ -21,13 +21,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
-from PIL import Image
 from ray.cluster_utils import Cluster
 
 import litdata_prep
 from litdata_prep import LitDataDatasink, LitDataDatasource, Machine, RayExecutor, WorkerError
+from tests.ray_inputs import image, record
 from tests.servers import start_moto
 
 _PORTS = itertools.count(21000)
@@ -49,15 +48,6 @@ def node_args() -> dict[str, Any]:
 # a busy raylet answers late and would be declared dead.
 SYSTEM = {"health_check_period_ms": 2000, "health_check_failure_threshold": 5, "raylet_start_wait_time_s": 120}
 EXECUTOR = RayExecutor(batches_per_worker=4)
-
-
-def record(i: int) -> dict[str, Any]:
-    return {"i": i, "name": f"sample-{i}", "vec": np.arange(i % 7, dtype=np.int32)}
-
-
-def image(i: int) -> dict[str, Any]:
-    pixels = np.full((8, 8, 3), i % 256, dtype=np.uint8)
-    return {"i": i, "img": Image.fromarray(pixels)}
 
 
 def marker_fn(workdir: str, kill_at: int, pause: float = 0.0, wait_for: str | None = None):

@@ -1,7 +1,9 @@
 """Keeps the benchmark harness from rotting: OUR side of ``--quick`` for a few cheap workloads.
 
 No side venvs and no assertion about speed (speed is never asserted in tests); the cloud-shaped
-rows start the S3 server and the loopback proxy in front of it.
+rows start the S3 server and the loopback proxy in front of it. The three slow tests check their
+rows of ONE ``--quick`` run of all of them (the ``quick`` fixture): the harness, its generated
+inputs and the datasets the rows share are made once, not once per test.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _quick_ours(tmp_path: Path, only: str) -> tuple[list[dict[str, Any]], str]:
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         check=False,
         cwd=ROOT,
     )
@@ -46,9 +48,29 @@ def _quick_ours(tmp_path: Path, only: str) -> tuple[list[dict[str, Any]], str]:
     return [run for run in runs if run["row"] != "meta"], report.read_text()
 
 
+# The rows the slow tests check (names, or a prefix: "scale"), each test its own group.
+LOCAL_ROWS = ("stream-local-w0", "stream-local-cold-w2", "random-access")
+CLOUD_ROWS = ("stream-s3-latency-w0", "stream-s3-capped-w2")
+SCALE_ROWS = ("scale",)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], str]:
+    """One ``--quick --libs ours`` run of every row the slow tests check: its run records and its report."""
+    runs, text = _quick_ours(tmp_path_factory.mktemp("quick"), ",".join(LOCAL_ROWS + CLOUD_ROWS + SCALE_ROWS))
+    # --only chose exactly these rows, each run once
+    assert sorted(r["row"] for r in runs) == sorted([*LOCAL_ROWS, *CLOUD_ROWS, "scale-small-chunks"]), runs
+    return runs, text
+
+
+def _rows(quick: tuple[list[dict[str, Any]], str], only: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The run records of the rows ``only`` names (as ``--only`` reads it: names or prefixes)."""
+    return [run for run in quick[0] if run["row"].startswith(only)]
+
+
 @pytest.mark.slow
-def test_quick_suite_runs_our_side(tmp_path: Path) -> None:
-    runs, text = _quick_ours(tmp_path, "stream-local-w0,stream-local-cold-w2,random-access")
+def test_quick_suite_runs_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
+    runs, text = _rows(quick, LOCAL_ROWS), quick[1]
     assert sorted((r["row"], r["lib"]) for r in runs) == [
         ("random-access", "ours"),
         ("stream-local-cold-w2", "ours"),
@@ -67,13 +89,13 @@ def test_quick_suite_runs_our_side(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_quick_cloud_rows_run_our_side(tmp_path: Path) -> None:
+def test_quick_cloud_rows_run_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
     """Issue 16's rows: JPEGs decoded in a transform, and a capped cache over many small chunks,
     both through the latency-and-bandwidth proxy in front of the S3 server."""
     sys.path.insert(0, str(ROOT))
     from benchmarks._config import QUICK
 
-    runs, text = _quick_ours(tmp_path, "stream-s3-latency-w0,stream-s3-capped-w2")
+    runs, text = _rows(quick, CLOUD_ROWS), quick[1]
     assert sorted(r["row"] for r in runs) == ["stream-s3-capped-w2", "stream-s3-latency-w0"]
     for run in runs:
         assert run["ok"], run
@@ -106,12 +128,12 @@ def test_the_spread_goal_is_judged_against_the_machines_own_noise() -> None:
 
 
 @pytest.mark.slow
-def test_quick_scale_row_runs_our_side(tmp_path: Path) -> None:
+def test_quick_scale_row_runs_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
     """Issue 29's row: open time and CPU per chunk of an epoch over datasets of tiny chunks, at two sizes."""
     sys.path.insert(0, str(ROOT))
     from benchmarks._config import QUICK
 
-    runs, text = _quick_ours(tmp_path, "scale")
+    runs, text = _rows(quick, SCALE_ROWS), quick[1]
     assert [r["row"] for r in runs] == ["scale-small-chunks"]
     (run,) = runs
     assert run["ok"], run

@@ -1,17 +1,24 @@
 """Every example of upstream's documentation that can run offline, run as a user runs it.
 
 The examples' text is committed verbatim (``tests/fixtures/doc_examples/``, inventory in
-``tests/doc_examples.py``). Each runnable one runs as ``example.py`` in a fresh interpreter in an
+``tests/doc_examples.py``). Each runnable one runs as ``example.py`` in a process of its own in an
 empty folder and must exit with code 0 (the example's own ``assert`` lines included); the only
 changes are a ``__main__`` guard and the local servers' URLs and options (listed per example). Inputs
 an example reads (a bucket's dataset, a folder of images) are made before it runs: that is the
 user's data, not a change to the example. An example that continues an earlier one (``after``) runs
 with that example's text before its own, in the same script. The standard variables (``AWS_ENDPOINT_URL``,
 ``HF_ENDPOINT``, ...) point at local servers: moto for S3, the Hub stand-in for ``hf://``.
+
+The process is a fresh interpreter, except for an example whose import lines (the statements
+before its first other one) load torch: that one is forked from the test zygote
+(``tests/zygote.py``), a process that imported numpy and torch once, which is what a fresh
+interpreter is once those lines ran (see :func:`run_example`). ``LITDATA_TEST_FORK=0`` runs every
+example in a fresh interpreter.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -33,6 +40,7 @@ from litdata_io import get_storage
 from tests.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
 from tests.servers import S3Server, start_moto
 from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
+from tests.zygote import run_python
 
 _REPO = Path(__file__).resolve().parent.parent
 # Upstream's documentation text: $LITDATA_DOCS_TXT, else the project's shared folder beside the checkout.
@@ -49,21 +57,97 @@ PENDING: list[int] = []  # runnable offline with the allowed changes, not a test
 _CLEARED_ENV = ("AWS_", "HF_", "GOOGLE_", "AZURE_", "STORAGE_EMULATOR_HOST", "LITDATA_")
 
 
-def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300.0) -> str:
-    """Run ``code`` as ``example.py`` in ``cwd`` with this interpreter; its stdout, or fail with its output."""
-    script = cwd / "example.py"
-    script.write_text(textwrap.dedent(code))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_ENV)}
-    environ = {**base, "PYTHONPATH": str(_REPO), **(env or {})}
+# Runs an example's import lines in a fresh interpreter (argv[1]) and says whether they load torch:
+# it stops the moment torch's module would be created, so it costs an interpreter start, not an import
+# of torch. A lookup that only finds torch (importlib.util.find_spec) does not count; an import does.
+_TORCH_PROBE = """
+import importlib.abc, importlib.machinery, os, sys
+
+
+class _Stop(importlib.abc.Loader):
+    def create_module(self, spec):
+        print("torch", flush=True)
+        os._exit(0)
+
+    def exec_module(self, module):
+        raise AssertionError("unreachable: create_module exits")
+
+
+class _Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = _Stop()
+        return spec
+
+
+sys.meta_path.insert(0, _Watch())
+exec(compile(sys.argv[1], "example.py", "exec"), {"__name__": "__main__"})
+print("no torch", flush=True)
+"""
+
+
+def import_lines(code: str) -> str:
+    """The example's leading import statements (those before its first other statement), as source."""
+    body = ast.parse(code).body
+    end = 0
+    for statement in body:
+        if not isinstance(statement, ast.Import | ast.ImportFrom):
+            break
+        end = statement.end_lineno or end
+    return "\n".join(code.split("\n")[:end]) + "\n"
+
+
+def loads_torch_first(code: str, cwd: Path, environ: dict[str, str]) -> bool:
+    """Whether ``code``'s import lines load torch when run in a fresh interpreter (in ``cwd``, with ``environ``)."""
     proc = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, "-c", _TORCH_PROBE, import_lines(code)],
         check=False,
         cwd=cwd,
         env=environ,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=120,
     )
+    assert proc.returncode == 0 and proc.stdout.strip() in ("torch", "no torch"), (
+        f"the import lines failed alone (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    )
+    return proc.stdout.strip() == "torch"
+
+
+def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300.0) -> str:
+    """Run ``code`` as ``example.py`` in ``cwd`` with this interpreter; its stdout, or fail with its output.
+
+    An example whose import lines load torch is forked from the torch-preloaded test zygote
+    (``tests/zygote.py``) instead of starting a fresh interpreter: 2.5-3.5 CPU-seconds of torch's
+    import saved. For such an example torch is loaded before any of its other statements runs
+    either way, so every choice litdata makes by whether torch is loaded comes out as in a fresh
+    interpreter (optimize forks its workers only while torch is not loaded: ``fork_is_safe`` in
+    ``litdata_prep``); what differs is only when numpy and torch were imported (before the import
+    lines, under the test process's environment, whose differences from the example's, ``AWS_*``,
+    ``HF_*``, ``LITDATA_*``, ..., are no variables numpy or torch read). An example that loads torch
+    later, or never, gets a fresh interpreter: forked from the zygote, its optimize would start a
+    forkserver where the user's run forks.
+    """
+    script = cwd / "example.py"
+    code = textwrap.dedent(code)
+    script.write_text(code)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_ENV)}
+    environ = {**base, "PYTHONPATH": str(_REPO), **(env or {})}
+    if loads_torch_first(code, cwd, environ):
+        proc = run_python([str(script)], env=environ, cwd=cwd, timeout=timeout)
+    else:
+        proc = subprocess.run(
+            [sys.executable, str(script)],
+            check=False,
+            cwd=cwd,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     assert proc.returncode == 0, f"rc {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-6000:]}"
     return proc.stdout
 
@@ -403,6 +487,19 @@ def test_inventory_covers_every_code_block_of_the_docs() -> None:
     for e in EXAMPLES:
         lines = f"{e.lines[0]}" if e.lines[0] == e.lines[1] else f"{e.lines[0]}-{e.lines[1]}"
         assert f"| {e.number} | {lines} | {e.status} |" in page, e
+
+
+def test_an_example_is_forked_only_if_its_import_lines_load_torch(tmp_path: Path) -> None:
+    """What :func:`run_example` decides by: the import lines, run alone in a fresh interpreter."""
+    code = "import os\nfrom json import (\n    dumps,\n)\nx = 1\nimport torch\n"
+    assert import_lines(code) == "import os\nfrom json import (\n    dumps,\n)\n"
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    assert loads_torch_first("import collections\nfrom torch.utils.data import DataLoader\n", tmp_path, env)
+    assert loads_torch_first("from litdata import optimize, StreamingDataset\n", tmp_path, env)  # examples 27, 28, 44
+    # optimize and map alone load no torch: their workers fork, so such an example needs a fresh interpreter
+    assert not loads_torch_first("import litdata as ld\nfrom litdata import map, optimize\n", tmp_path, env)
+    assert not loads_torch_first(code, tmp_path, env)  # torch only after another statement
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing in the example's folder
 
 
 def test_committed_examples_are_the_docs_text() -> None:

@@ -26,7 +26,7 @@ import pytest
 import litdata_prep
 from litdata_format import INDEX_FILENAME, DatasetReader, load_index
 from litdata_format.internal import parse_chunk_name
-from tests import ray_driver
+from tests.ray_inputs import image, record
 from tests.upstream_venv import run_upstream
 
 # The first test also waits for the whole cluster run (its module fixture): ~2.5 min on a loaded machine.
@@ -128,7 +128,7 @@ def test_no_ray_process_is_left(run: tuple[Path, dict[str, Any], list[int]]) -> 
 
 def test_records_equal_a_local_run(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, _ = _case(run, "records")
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(120)), chunk_size=8)
+    assert _samples(work / "out") == _local(tmp_path, record, list(range(120)), chunk_size=8)
     _only_referenced_chunks(work / "out")
     files = sorted(p.name for p in (work / "map").iterdir())
     assert files == [f"{i:03d}.txt" for i in range(30)]
@@ -137,21 +137,21 @@ def test_records_equal_a_local_run(run: tuple[Path, dict[str, Any], list[int]], 
 
 def test_images_equal_a_local_run(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, _ = _case(run, "images")
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.image, list(range(40)), chunk_bytes="2kb")
+    assert _samples(work / "out") == _local(tmp_path, image, list(range(40)), chunk_bytes="2kb")
     _only_referenced_chunks(work / "out")
 
 
 def test_append_equals_a_local_append(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, _ = _case(run, "append")
-    _local(tmp_path, ray_driver.record, list(range(50)), chunk_size=8)
-    expected = _local(tmp_path, ray_driver.record, list(range(50, 90)), chunk_size=8, mode="append")
+    _local(tmp_path, record, list(range(50)), chunk_size=8)
+    expected = _local(tmp_path, record, list(range(50, 90)), chunk_size=8, mode="append")
     assert _samples(work / "out") == expected
     _only_referenced_chunks(work / "out")
 
 
 def test_s3_output_and_ray_data_from_a_bucket(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, _ = _case(run, "s3")
-    expected = _local(tmp_path, ray_driver.record, list(range(60)), chunk_size=8)
+    expected = _local(tmp_path, record, list(range(60)), chunk_size=8)
     assert _samples(work / "out") == expected
     _only_referenced_chunks(work / "out")
     assert _samples(work / "from_s3") == expected
@@ -162,7 +162,7 @@ def test_a_killed_worker_actor_leaves_the_same_dataset(
 ) -> None:
     work, facts = _case(run, "actor_kill")
     assert facts["killed"]
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(120)), chunk_size=8)
+    assert _samples(work / "out") == _local(tmp_path, record, list(range(120)), chunk_size=8)
     _only_referenced_chunks(work / "out")
 
 
@@ -171,7 +171,7 @@ def test_num_nodes_and_machine_run_on_that_many_nodes(
 ) -> None:
     work, facts = _case(run, "nodes")
     assert len(facts["nodes"]) == 2 and set(facts["nodes"]) <= set(facts["cluster_nodes"]), facts
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(60)), chunk_size=8)
+    assert _samples(work / "out") == _local(tmp_path, record, list(range(60)), chunk_size=8)
     _only_referenced_chunks(work / "out")
     assert sorted(p.name for p in (work / "map").iterdir()) == [f"{i:03d}.txt" for i in range(20)]
     assert "needs 3 distinct nodes" in facts["too_many"] and "ray start --address" in facts["too_many"], facts
@@ -181,7 +181,7 @@ def test_num_nodes_and_machine_run_on_that_many_nodes(
 def test_a_removed_node_leaves_the_same_dataset(run: tuple[Path, dict[str, Any], list[int]], tmp_path: Path) -> None:
     work, facts = _case(run, "node_kill")
     assert facts["removed"] and facts["on_removed_node"] > 0
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(90)), chunk_size=8)
+    assert _samples(work / "out") == _local(tmp_path, record, list(range(90)), chunk_size=8)
     _only_referenced_chunks(work / "out")
 
 
@@ -190,7 +190,7 @@ def test_a_killed_driver_resumes_from_its_checkpoint(
 ) -> None:
     work, facts = _case(run, "driver_kill")
     assert facts["done_before_kill"] >= 1
-    assert _samples(work / "out") == _local(tmp_path, ray_driver.record, list(range(80)), chunk_size=8)
+    assert _samples(work / "out") == _local(tmp_path, record, list(range(80)), chunk_size=8)
     _only_referenced_chunks(work / "out")
 
 

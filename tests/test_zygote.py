@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -121,3 +122,36 @@ def test_what_a_fresh_interpreter_has_of_its_own(tmp_path: Path) -> None:
     # A start-up variable a fork cannot apply gets a fresh interpreter: the hash seed is the one asked for.
     fixed = run_python([str(script)], env={**env, "PYTHONHASHSEED": "0"}, cwd=tmp_path, timeout=60)
     assert json.loads(fixed.stdout)["hash_randomization"] == 0
+
+
+def test_one_file_for_both_streams(tmp_path: Path) -> None:
+    """``output``: stdout and stderr in one file, in the order written (as ``stderr=subprocess.STDOUT``)."""
+    script = tmp_path / "both.py"
+    script.write_text("import sys\nprint('out 1', flush=True)\nprint('err', file=sys.stderr)\nprint('out 2')\n")
+    log = tmp_path / "log"
+    proc = start_python([str(script)], env={}, cwd=tmp_path, output=log)
+    assert proc.wait(timeout=60) == 0
+    assert log.read_text() == "out 1\nerr\nout 2\n"
+    assert proc.communicate() == ("out 1\nerr\nout 2\n", "")
+
+
+def test_the_thread_count_torch_reads_at_import(tmp_path: Path) -> None:
+    """torch took the zygote's ``OMP_NUM_THREADS`` at import; a child still gets the one it asks for."""
+    script = tmp_path / "threads.py"
+    script.write_text("import torch\nprint(torch.get_num_threads())\n")
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+    done = run_python([str(script)], env=env, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+
+
+def test_two_threads_wait_for_one_child(tmp_path: Path) -> None:
+    script = tmp_path / "nap.py"
+    script.write_text("import time\ntime.sleep(0.5)\n")
+    proc = start_python([str(script)], env={}, cwd=tmp_path)
+    codes: list[int] = []
+    waiters = [threading.Thread(target=lambda: codes.append(proc.wait(timeout=20))) for _ in range(2)]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    assert codes == [0, 0]  # both saw the end, not only the first to be woken

@@ -1,21 +1,25 @@
 """Start test scripts as forks of a process that imported torch once, instead of fresh interpreters.
 
 Many root tests run a script in a process of its own: a DDP rank (``tests/ddp_worker.py``), a
-credential source's driver (``tests/cred_driver.py``). A fresh interpreter spends 2.5-3.5 CPU-seconds
+credential source's driver (``tests/cred_driver.py``), a docs example whose import lines load torch
+(``tests/test_doc_examples_as_written.py``). A fresh interpreter spends 2.5-3.5 CPU-seconds
 importing torch before the script does anything; on 2 cores that import, not the script, was most
 of those tests' time. :func:`start_python` hands the script to a zygote instead: this file run as
 ``python tests/zygote.py``, a process of this venv that imported numpy and torch and then forks one
 child per request. The child is what ``python script.py args`` (or ``python -m module args``) would
 be: its environment, working folder, ``sys.argv``, ``sys.path`` (the script's folder or the working
-folder first, then the request's ``PYTHONPATH``), stdout/stderr (files) and a fresh ``__main__`` are
-set before the script runs; at the end it joins non-daemon threads and runs ``atexit`` (which joins
-multiprocessing children), as interpreter exit does. Several children run at once (the ranks of
-one job); each can start a session of its own (``start_new_session``).
+folder first, then the request's ``PYTHONPATH``), stdout/stderr (files) and a fresh ``__main__``
+are set before the script runs; at the end it joins non-daemon threads and runs ``atexit`` (which
+joins multiprocessing children), as interpreter exit does. Several children run at once (the ranks
+of one job); each can start a session of its own (``start_new_session``).
 
 What a child does not get fresh: the modules the zygote imported (numpy, torch; imported under the
 zygote's environment, which is the test process's without ``PYTHONPATH``) and what python itself
 reads at start (the hash seed, ``PYTHON*`` variables: a child applies those of ``EMULATED`` itself,
 and a request whose other ``PYTHON*`` variables differ from the zygote's gets a fresh interpreter).
+Of what torch's import reads, ``OMP_NUM_THREADS`` is applied by the child too (a thread count:
+torch's ``set_num_threads``, before any thread pool exists); a request without it when the zygote
+has it, or with another form of it, gets a fresh interpreter.
 What a fresh interpreter has of its own and siblings would share is made again in each child
 (numpy's global generator, multiprocessing's authkey, tempfile's folder). Nothing of this
 repository is imported before the fork, so litdata reads the request's environment when the script
@@ -50,6 +54,8 @@ from typing import Any
 __all__ = ["PythonProcess", "run_python", "start_python"]
 
 PRELOAD = ("numpy", "torch")
+# Read by torch's import (its OpenMP and intra-op pools), applied by a child with torch.set_num_threads.
+THREADS = "OMP_NUM_THREADS"
 # The PYTHON* variables python reads at start that a child applies itself; any other one set
 # differently from the zygote's environment gets the script a fresh interpreter.
 EMULATED = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER")
@@ -101,6 +107,11 @@ def _startup_settings() -> None:
         faulthandler.enable()
     else:
         faulthandler.disable()
+    threads = os.environ.get(THREADS, "")
+    if threads.isdigit() and int(threads) > 0:
+        import torch
+
+        torch.set_num_threads(int(threads))
 
 
 def _child(request: dict[str, Any], base_path: list[str]) -> None:
@@ -112,9 +123,14 @@ def _child(request: dict[str, Any], base_path: list[str]) -> None:
     try:
         if request.get("session"):
             os.setsid()
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            target = os.open(str(request[name]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(target, fd)
+        target = os.open(str(request["stdout"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(target, 1)
+        os.close(target)
+        if request["stderr"] == request["stdout"]:  # one file for both, as stderr=subprocess.STDOUT
+            os.dup2(1, 2)
+        else:
+            target = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, 2)
             os.close(target)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -222,6 +238,16 @@ def _startup_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith("PYTHON") and k not in EMULATED}
 
 
+def _forkable(env: Mapping[str, str]) -> bool:
+    """Whether a child of the zygote can be what a fresh interpreter with ``env`` would be."""
+    zygote = _zygote_env()
+    if _startup_variables(env) != _startup_variables(zygote):
+        return False
+    # torch took the zygote's thread count at import; a child can set another count, not unset it
+    wanted = env.get(THREADS)
+    return wanted == zygote.get(THREADS) or (wanted is not None and wanted.isdigit() and int(wanted) > 0)
+
+
 class _Zygote:
     """The zygote process and the thread that reads its answers."""
 
@@ -278,7 +304,8 @@ class _Zygote:
                 return None
             if "code" not in self.answers.get(request_id, {}):
                 raise RuntimeError("the test zygote (tests/zygote.py) died while a script ran in it")
-            return self.answers.pop(request_id)["code"]
+            # kept, not popped: another thread waiting for the same child must find it too
+            return self.answers[request_id]["code"]
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -310,7 +337,8 @@ class PythonProcess:
 
     The part of :class:`subprocess.Popen` the tests use: ``pid``, ``returncode``, :meth:`poll`,
     :meth:`wait`, :meth:`kill` and :meth:`communicate` (stdout and stderr as text; they go to files
-    in a folder of the process's own, removed by :meth:`communicate`).
+    in a folder of the process's own, removed by :meth:`communicate`; or both to ``output``, as
+    ``stdout=file, stderr=subprocess.STDOUT`` would, and :meth:`communicate` returns its text as stdout).
     """
 
     def __init__(
@@ -320,19 +348,23 @@ class PythonProcess:
         env: Mapping[str, str],
         cwd: str | os.PathLike[str],
         start_new_session: bool = False,
+        output: str | os.PathLike[str] | None = None,
     ) -> None:
         if not args or (args[0].startswith("-") and args[0] != "-m"):
             raise ValueError(f"start_python runs a script path or `-m module`, not {list(args)!r}")
-        self._logs = Path(tempfile.mkdtemp(prefix="zygote-logs-"))
-        self._out, self._err = self._logs / "stdout", self._logs / "stderr"
+        self._logs: Path | None = None
+        if output is None:
+            self._logs = Path(tempfile.mkdtemp(prefix="zygote-logs-"))
+            self._out, self._err = self._logs / "stdout", self._logs / "stderr"
+        else:
+            self._out = self._err = Path(output)
         self.args = list(args)
         self.returncode: int | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         self._zygote: _Zygote | None = None
-        if os.environ.get("LITDATA_TEST_FORK", "1") == "0" or _startup_variables(env) != _startup_variables(
-            _zygote_env()
-        ):
-            with self._out.open("wb") as out, self._err.open("wb") as err:
+        if os.environ.get("LITDATA_TEST_FORK", "1") == "0" or not _forkable(env):
+            with self._out.open("wb") as out, contextlib.ExitStack() as stack:
+                err = subprocess.STDOUT if output is not None else stack.enter_context(self._err.open("wb"))
                 self._popen = subprocess.Popen(
                     [sys.executable, *self.args],
                     env=dict(env),
@@ -384,8 +416,9 @@ class PythonProcess:
         """Wait for the end; its stdout and stderr as text (:class:`subprocess.TimeoutExpired` keeps them)."""
         self.wait(timeout)
         texts = tuple(path.read_text(errors="replace") if path.exists() else "" for path in (self._out, self._err))
-        shutil.rmtree(self._logs, ignore_errors=True)
-        return texts[0], texts[1]
+        if self._logs is not None:
+            shutil.rmtree(self._logs, ignore_errors=True)
+        return (texts[0], "") if self._out == self._err else (texts[0], texts[1])
 
 
 def start_python(
@@ -394,9 +427,13 @@ def start_python(
     env: Mapping[str, str],
     cwd: str | os.PathLike[str],
     start_new_session: bool = False,
+    output: str | os.PathLike[str] | None = None,
 ) -> PythonProcess:
-    """Start ``python *args`` (a script path or ``-m module``, then its arguments); see the module docstring."""
-    return PythonProcess(args, env=env, cwd=cwd, start_new_session=start_new_session)
+    """Start ``python *args`` (a script path or ``-m module``, then its arguments); see the module docstring.
+
+    ``output``: one file for both stdout and stderr (see :class:`PythonProcess`).
+    """
+    return PythonProcess(args, env=env, cwd=cwd, start_new_session=start_new_session, output=output)
 
 
 def run_python(
