@@ -91,6 +91,9 @@ def leave_parent(args: dict[str, Any]) -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     atexit.register(_note_exit, scratch / "atexit.txt")
     signal.signal(signal.SIGTERM, lambda *_: None)  # a trainer's checkpoint-on-SIGTERM handler
+    # Ctrl-C as a script run from a terminal has it: a pytest started in the background by a shell without
+    # job control inherits SIGINT ignored, and Python then leaves it ignored (the root waited for ever).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     read_end, write_end = os.pipe()
     lock = (scratch / "lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)

@@ -41,7 +41,7 @@ def test_trace_of_some_batches_of_worker_zero(tmp_path: Path) -> None:
     assert len(list(loader)) == 30  # profiling changes nothing about what is delivered
     events = _trace_events(out / "result.json")
     names = {e.get("name", "") for e in events}
-    assert any("_read_batches" in name for name in names)  # the dataset's reading loop was traced
+    assert any("read_batches" in name for name in names)  # the reading loop (StreamingReader.read_batches) was traced
     assert any("litdata_collate" in name for name in names)
     # Exactly 3 batches of 4 samples of worker 0 were recorded.
     assert _loads(events) == 3 * 4
@@ -71,10 +71,11 @@ def test_cprofile_writes_main_and_worker_stats(tmp_path: Path) -> None:
 
 
 def test_profiling_reads_batches_as_an_unprofiled_loader_does(tmp_path: Path) -> None:
-    # Fixed-size numpy samples are gathered a batch at a time, profiled or not.
+    # Fixed-size numpy samples are gathered a batch at a time, profiled or not. Chunks of ~80 KiB: chunk
+    # files of at most 64 KiB take the small-chunk path (rows read straight from the files, no gather).
     writer = BinaryWriter(tmp_path / "data", chunk_size=10)
     for i in range(120):
-        writer.add_item(i, {"index": i, "x": np.zeros(4, dtype=np.float32)})
+        writer.add_item(i, {"index": i, "x": np.zeros(2048, dtype=np.float32)})
     writer.done()
     writer.merge()
     out = tmp_path / "cprof"
