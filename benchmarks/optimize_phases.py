@@ -8,7 +8,9 @@ Four workloads at 0.25x, 0.5x and 1x of issue 32's sizes, 2 workers, 64 MiB chun
 * ``records``: 100,000 ``{"index": int, "tokens": int32[128]}``.
 
 Every run is a fresh process of ``runners/phases_runner.py`` under the library's venv, the
-libraries alternating inside each round; each run reports start-up (call -> first sample),
+libraries alternating inside each round; the library is imported first, as a script's top
+line imports it (``from litdata import optimize``, ``from streaming import MDSWriter``), then
+each run reports start-up (call -> first sample),
 work (first -> last sample) and tail (last sample -> return). ``ours-nopyc`` is ours again with
 no compiled bytecode to be found (a fresh empty ``PYTHONPYCACHEPREFIX`` per run: the standard
 library's ``.pyc`` too, so an upper bound of what a venv without ``.pyc`` costs). The page
