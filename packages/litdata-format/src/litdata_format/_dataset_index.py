@@ -116,9 +116,10 @@ _MISSING: Any = object()
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     """The offsets of strings of ``lengths``: 0 and their running sums, as int32 when they fit."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    total = int(lengths.sum(dtype=np.int64))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32 if total < 2**31 else np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return offsets.astype(np.int32) if offsets[-1] < 2**31 else offsets
+    return offsets
 
 
 class Strings:

@@ -185,7 +185,7 @@ class _Columns:
         keys = [key for _, key in template.strings]
         self.texts = {key: np.empty(text, dtype=np.uint8) for key in keys}
         self.used = dict.fromkeys(keys, 0)
-        self.lengths = {key: np.empty(entries, dtype=np.int64) for key in keys}
+        self.lengths = {key: np.empty(entries, dtype=np.int32) for key in keys}  # a string fits a window
         self.taken = dict.fromkeys(keys, 0)
 
     def put_ints(self, key: str, values: np.ndarray) -> None:
@@ -221,7 +221,7 @@ class _Columns:
 
     def string_column(self, key: str) -> Strings:
         """Column ``key`` as joined strings (its bytes are ASCII: checked)."""
-        lengths = self.lengths[key]
+        lengths = self.lengths.pop(key)
         lengths.resize((self.taken[key],), refcheck=False)
         text = self.texts.pop(key)
         joined = str(text[: self.used[key]].data, "ascii")
