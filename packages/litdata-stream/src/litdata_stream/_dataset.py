@@ -680,7 +680,7 @@ def _fingerprint(index: DatasetIndex) -> str:
     return digest.hexdigest()[:16]
 
 
-_FINGERPRINT_BLOCK = 1 << 16
+_FINGERPRINT_BLOCK = 1 << 13  # rows: ~1 MiB of temporaries a block
 
 
 def _fingerprint_block(names: Strings, sizes: np.ndarray, nbytes: np.ndarray, start: int) -> bytes:
