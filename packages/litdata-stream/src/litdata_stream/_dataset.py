@@ -681,6 +681,22 @@ def _fingerprint(index: DatasetIndex) -> str:
 
 
 _FINGERPRINT_BLOCK = 1 << 13  # rows: ~1 MiB of temporaries a block
+_POWERS = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # an int64 count has at most 19 digits
+
+
+def _decimal(values: np.ndarray) -> np.ndarray:
+    """Each of ``values`` (counts, >= 0) as its decimal digits in ASCII, right-aligned after NUL bytes."""
+    if len(values) and int(values.min()) < 0:  # not a count: numpy writes its sign
+        return values.astype(f"S{len(_POWERS)}").view(np.uint8).reshape(len(values), len(_POWERS))
+    out = np.zeros((len(values), len(_POWERS)), dtype=np.uint8)
+    if not len(values):
+        return out
+    used = len(str(int(values.max())))  # columns the largest needs: the others stay NUL
+    digits = (values[:, None] // _POWERS[-used:]) % 10
+    shown = np.cumsum(digits, axis=1) > 0  # from the first digit that is not 0 on
+    shown[:, -1] = True  # 0 is "0"
+    out[:, -used:] = np.where(shown, digits + 48, 0)
+    return out
 
 
 def _fingerprint_block(names: Strings, sizes: np.ndarray, nbytes: np.ndarray, start: int) -> bytes:
@@ -694,17 +710,15 @@ def _fingerprint_block(names: Strings, sizes: np.ndarray, nbytes: np.ndarray, st
     text = np.frombuffer(names.joined[int(offsets[0]) : int(offsets[-1])].encode("ascii"), dtype=np.uint8)
     lengths = np.diff(offsets)
     width = int(lengths.max()) if count else 0
-    digits = 20  # an int64 has at most 19 digits and a sign
+    digits = len(_POWERS)
     row = width + 2 * digits + 3
     rows = np.zeros((count, row), dtype=np.uint8)
     starts = offsets[:-1] - offsets[0]
     where = np.repeat(np.arange(count, dtype=np.int64) * row - starts, lengths) + np.arange(len(text), dtype=np.int64)
     rows.reshape(-1)[where] = text
     rows[:, width] = rows[:, width + digits + 1] = ord(":")
-    rows[:, width + 1 : width + 1 + digits] = sizes.astype(f"S{digits}").view(np.uint8).reshape(count, digits)
-    rows[:, width + digits + 2 : width + 2 * digits + 2] = (
-        nbytes.astype(f"S{digits}").view(np.uint8).reshape(count, digits)
-    )
+    rows[:, width + 1 : width + 1 + digits] = _decimal(sizes)
+    rows[:, width + digits + 2 : width + 2 * digits + 2] = _decimal(nbytes)
     rows[:, -1] = ord(";")
     return rows[rows != 0].tobytes()
 
