@@ -494,6 +494,6 @@ def _give_back() -> None:
     """
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS), or no C library by that name
         return
     trim(0)
