@@ -6,6 +6,13 @@ Usage (from the repository root)::
     uv run python benchmarks/scale.py --sizes 1000,10000,100000,1000000 --epoch-max 100000
     uv run python benchmarks/scale.py --libs ours --sizes 100000     # no side venv needed
     uv run python benchmarks/scale.py --upstream-python /path/to/venv/bin/python
+    uv run python benchmarks/scale.py --sizes 100000 --replicate-index 10 --skip epoch-w0,epoch-w2   # + a 1M index
+
+``--replicate-index K`` adds a point of ``K * n`` chunks for the largest size ``n``: an
+``index.json`` written in ``benchmarks/out/scale/`` (the folder above the datasets) that lists
+the ``n``-chunk dataset's entries ``K`` times, named ``data-{n}/chunk-...`` (chunk ``i`` is file
+``i % n``), so open, plan and state run on a ``K * n``-chunk index without writing ``K * n``
+files (creating a file costs 0.3-0.9 ms of kernel time here); no epoch is run at that point.
 
 Each dataset is written once under ``benchmarks/out/scale/`` by ``BinaryWriter(chunk_size=4)``:
 ``4 * chunks`` samples ``{"i": int, "x": int32[4]}`` (upstream reads the format as written). Every
@@ -13,7 +20,8 @@ measurement runs in a fresh process of the library's own venv (the same stdlib-o
 here, under each venv's ``import litdata``), the libraries alternating per size:
 
 - ``open``: ``StreamingDataset(dir, shuffle=True)`` and ``len()`` (the index on local disk, the
-  page cache warm), and the process's peak RSS right after;
+  page cache warm), the process's RSS before it (after the imports), its peak RSS right after
+  and the RSS it keeps;
 - ``plan``: a shuffled epoch's plan for 2 workers, built anew (ours: ``epoch_order`` and
   ``loader_plan``; upstream: ``shuffler.get_chunks_and_intervals_per_workers`` for a fresh epoch);
 - ``state``: ``StreamingDataLoader.state_dict()`` after one batch, and its size as JSON;
@@ -45,7 +53,9 @@ SAMPLES_PER_CHUNK = 4
 METRICS = (
     "open_s",
     "open_cpu_s",
+    "base_rss_mb",
     "open_rss_mb",
+    "open_rss_now_mb",
     "plan_s",
     "state_s",
     "state_bytes",
@@ -68,6 +78,7 @@ def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
     from litdata import StreamingDataLoader, StreamingDataset
 
     samples = chunks * SAMPLES_PER_CHUNK
+    base_rss = _rss_now()
     started, cpu = time.perf_counter(), time.process_time()
     dataset = StreamingDataset(data, shuffle=True)
     count = len(dataset)
@@ -77,6 +88,8 @@ def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
         raise SystemExit(f"{lib}: len() is {count}, expected {samples}")
     if what == "open":
         out["open_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        out["open_rss_now_mb"] = _rss_now()  # what the open keeps (the peak above includes what it freed)
+        out["base_rss_mb"] = base_rss  # after the imports, before the open
         out["plan_s"] = _plan_time(lib, dataset)
         loader = StreamingDataLoader(dataset, batch_size=256, num_workers=0)
         batches = iter(loader)
@@ -109,6 +122,15 @@ def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
         raise SystemExit(f"{lib}: the epoch gave {seen} samples (sum {total}), not each of {samples} once")
     out[f"pss_w{workers}_mb"] = peak_rss(sampler)["rss_peak_mb"]
     return out
+
+
+def _rss_now() -> float:
+    """This process's resident set now, in MiB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _children_cpu() -> float:
@@ -166,6 +188,35 @@ def _write(chunks: int) -> Path:
     partial.rename(folder)
     print(f"[scale] wrote {chunks} chunks in {time.perf_counter() - started:.1f} s", flush=True)
     return folder
+
+
+def _replicate(folder: Path, copies: int) -> Path:
+    """A dataset folder (``OUT``) whose index lists the entries of the dataset in ``folder`` ``copies`` times.
+
+    See ``--replicate-index``; ``OUT/index.json.replicated`` records what the index holds, so it is
+    written once.
+    """
+    target, marker = OUT / "index.json", OUT / "index.json.replicated"
+    wanted = f"{folder.name} x{copies}"
+    if target.is_file() and marker.is_file() and marker.read_text() == wanted:
+        return OUT
+    base = json.loads((folder / "index.json").read_bytes())
+    started = time.perf_counter()
+    # Each entry's JSON once, as the writers write it (sorted keys); the copies repeat the text.
+    text = ", ".join(
+        json.dumps({**entry, "filename": f"{folder.name}/{entry['filename']}"}, sort_keys=True)
+        for entry in base["chunks"]
+    )
+    partial = OUT / ".index.json.partial"
+    with partial.open("w") as handle:
+        handle.write('{"chunks": [')
+        for copy in range(copies):
+            handle.write((", " if copy else "") + text)
+        handle.write("], " + json.dumps({"config": base["config"], "updated_at": base.get("updated_at")})[1:])
+    partial.replace(target)
+    marker.write_text(wanted)
+    print(f"[scale] wrote a {len(base['chunks']) * copies}-chunk index in {time.perf_counter() - started:.1f} s")
+    return OUT
 
 
 def lib_python(lib: str, upstream: str | None) -> str:
@@ -245,6 +296,9 @@ def main() -> None:
     parser.add_argument("--epoch-max", type=int, default=100_000, help="no epochs above this many chunks")
     parser.add_argument("--skip", default="", help="measurements to leave out, e.g. epoch-w2")
     parser.add_argument("--upstream-python", default=None, help="upstream 0.2.76's python (default: the test venv)")
+    parser.add_argument(
+        "--replicate-index", type=int, default=0, help="add a point of K x the largest size: its index listed K times"
+    )
     parser.add_argument("--label", default="", help="stored with the results (e.g. before / after)")
     parser.add_argument(
         "--ours-src", default=None, help="run ours from this checkout's packages/*/src (e.g. an exported old commit)"
@@ -255,6 +309,10 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     OUT.mkdir(parents=True, exist_ok=True)
     folders = {n: _write(n) for n in sizes}
+    if args.replicate_index > 1:
+        largest = max(sizes)
+        sizes.append(largest * args.replicate_index)
+        folders[sizes[-1]] = _replicate(folders[largest], args.replicate_index)
     pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}
     results: dict[str, dict[int, dict[str, Any]]] = {lib: {} for lib in libs}
     for n in sizes:

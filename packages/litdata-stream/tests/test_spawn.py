@@ -70,3 +70,55 @@ def test_forkserver_workers_find_the_script_loaded_by_the_server(tmp_path: Path)
     lines = sorted(done.stdout.split("\n"))
     assert [line for line in lines if line.startswith("epoch")] == ["epoch 0 True", "epoch 1 True"]
     assert [line for line in lines if line.startswith("worker")] == ["worker 0 True"] * 2 + ["worker 1 True"] * 2
+
+
+def _listed_times(folder: Path, times: int) -> Path:
+    """A dataset of 4 chunk files whose index lists them ``times`` times over (4 * times chunks)."""
+    import json
+
+    if not (folder / "index.json").is_file():
+        writer = BinaryWriter(folder, chunk_size=2)
+        for i in range(8):
+            writer.add_item(i, {"index": i, "v": np.arange(3)})
+        writer.done()
+        writer.merge()
+    index = json.loads((folder / "index.json").read_bytes())
+    entries = index["chunks"][:4]
+    index["chunks"] = entries * times
+    (folder / "index.json").write_text(json.dumps(index, sort_keys=True))
+    return folder
+
+
+def _opcodes(data: bytes) -> int:
+    import pickletools
+
+    return sum(1 for _ in pickletools.genops(data))
+
+
+def test_a_spawned_worker_receives_the_index_as_columns(tmp_path: Path) -> None:
+    """The pickled dataset holds its index as a few buffers: about as many pickle opcodes for 40k chunks as for 400.
+
+    A dict, a ChunkInfo or a str per chunk would add opcodes per chunk; its bytes grow by about
+    the file name and checksum per chunk (and 8 bytes per column).
+    """
+    import pickle
+
+    sizes = {}
+    for times in (100, 10_000):
+        dataset = StreamingDataset(_listed_times(tmp_path / "data", times), shuffle=True)
+        assert len(dataset) == 8 * times
+        data = pickle.dumps(dataset)
+        sizes[times] = (len(data), _opcodes(data))
+        again = pickle.loads(data)
+        assert len(again) == len(dataset)
+        assert again.subsampled_files == dataset.subsampled_files
+    (small_bytes, small_ops), (big_bytes, big_ops) = sizes[100], sizes[10_000]
+    assert big_ops - small_ops < 50  # a few more frames of bytes, nothing per chunk (39,600 more)
+    chunks = 4 * (10_000 - 100)
+    text = len("chunk-0-0.bin") + len("xxh3:0123456789abcdef")  # the name and checksum of an entry, about
+    assert big_bytes - small_bytes <= chunks * (text + 8 * 10), (small_bytes, big_bytes)
+    loader = StreamingDataLoader(again, batch_size=64, num_workers=1, multiprocessing_context="spawn")
+    batches = iter(loader)
+    for _ in range(3):  # the worker reads from the columns it was sent
+        assert {int(i) for i in next(batches)["index"]} <= set(range(8))
+    del batches

@@ -17,7 +17,15 @@ import numpy as np
 
 from litdata_format._guards import is_str_dict
 
-__all__ = ["INDEX_FILENAME", "ChunkInfo", "ChunkTable", "DatasetIndex", "check_chunk_filename", "int_field"]
+__all__ = [
+    "INDEX_FILENAME",
+    "ChunkInfo",
+    "ChunkTable",
+    "DatasetIndex",
+    "Strings",
+    "check_chunk_filename",
+    "int_field",
+]
 
 INDEX_FILENAME = "index.json"
 
@@ -106,16 +114,58 @@ _SAFE_NAME = re.compile(r"(?:[^./\\\x00][^/\\\x00]*/)*[^./\\\x00][^/\\\x00]*")
 _MISSING: Any = object()
 
 
-class _Strings:
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    """The offsets of strings of ``lengths``: 0 and their running sums, as int32 when they fit."""
+    total = int(lengths.sum(dtype=np.int64))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32 if total < 2**31 else np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+class Strings:
     """Strings as one joined string and the offsets between them (a list of 1M names is ~70 MB)."""
 
     __slots__ = ("_joined", "_offsets")
 
     def __init__(self, values: Sequence[str]) -> None:
         self._joined = "".join(values)
-        offsets = np.zeros(len(values) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=offsets[1:])
-        self._offsets = offsets
+        self._offsets = _offsets(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+
+    @classmethod
+    def from_joined(cls, joined: str, lengths: np.ndarray) -> Strings:
+        """The strings of ``joined`` cut at ``lengths`` (characters), without a str per string.
+
+        Args:
+            joined: the strings back to back.
+            lengths: each string's length, in order; they add up to ``len(joined)``.
+        """
+        if int(lengths.sum()) != len(joined):
+            raise ValueError(
+                f"the lengths add up to {int(lengths.sum())} characters, the joined string has {len(joined)}"
+            )
+        found = cls.__new__(cls)
+        found._joined, found._offsets = joined, _offsets(lengths)
+        return found
+
+    @property
+    def joined(self) -> str:
+        """The strings back to back."""
+        return self._joined
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each string starts in :attr:`joined`, and where the last ends (one more than the strings).
+
+        int32 while the strings add up to less than 2**31 characters (4 bytes per string), else int64.
+        """
+        return self._offsets
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Strings):
+            return NotImplemented
+        return self._joined == other._joined and np.array_equal(self._offsets, other._offsets)  # any int dtype
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, number: int) -> str:
         return self._joined[int(self._offsets[number]) : int(self._offsets[number + 1])]
@@ -135,8 +185,10 @@ class _Strings:
         self._joined, self._offsets = state
 
 
-def _column(values: list[Any]) -> _Strings | list[Any]:
-    return _Strings(values) if set(map(type, values)) <= {str} else values
+def _column(values: Strings | list[Any]) -> Strings | list[Any]:
+    if isinstance(values, Strings):
+        return values
+    return Strings(values) if set(map(type, values)) <= {str} else values
 
 
 def _ints(values: list[Any], optional: bool = False) -> np.ndarray | None:
@@ -166,14 +218,14 @@ class ChunkTable(Sequence[ChunkInfo]):
         dims: each chunk's ``dim``, int64, -1 where it is null.
     """
 
-    def __init__(self, names: Sequence[str], chunk_bytes: np.ndarray, chunk_sizes: np.ndarray, dims: np.ndarray,
-                 extras: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
-        self._names = names if isinstance(names, _Strings) else _Strings(names)
+    def __init__(self, names: Sequence[str] | Strings, chunk_bytes: np.ndarray, chunk_sizes: np.ndarray,
+                 dims: np.ndarray, extras: Mapping[str, Strings | list[Any]] | None = None) -> None:  # fmt: skip
+        self._names = names if isinstance(names, Strings) else Strings(names)
         self.chunk_bytes = chunk_bytes
         self.chunk_sizes = chunk_sizes
         self.dims = dims
         # Extra keys by name: a value per chunk (_MISSING where the entry lacks the key).
-        self._extras: dict[str, _Strings | list[Any]] = {k: _column(v) for k, v in (extras or {}).items()}
+        self._extras: dict[str, Strings | list[Any]] = {k: _column(v) for k, v in (extras or {}).items()}
 
     @classmethod
     def from_infos(cls, infos: Iterable[ChunkInfo]) -> ChunkTable:
@@ -255,6 +307,20 @@ class ChunkTable(Sequence[ChunkInfo]):
             key: the entry key.
         """
         return key in self._extras
+
+    @property
+    def names(self) -> Strings:
+        """Every chunk's file name, as one joined string and offsets."""
+        return self._names
+
+    @property
+    def extra_columns(self) -> dict[str, Strings | list[Any]]:
+        """The other keys' columns by key, in the entries' key order.
+
+        Joined strings when every value is one, else a value per chunk (an object that is not a
+        JSON value where an entry lacks the key).
+        """
+        return dict(self._extras)
 
     @property
     def filenames(self) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 from litdata_format._atomic import write_file_atomic
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
 from litdata_format._guards import is_any_list, is_str_dict
+from litdata_format._index_scan import scan_index
 from litdata_format._mds import parse_mds_index
 
 __all__ = [
@@ -213,6 +214,10 @@ def _empty_config() -> dict[str, Any]:
 def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """Validate an ``index.json`` (LitData or MosaicML MDS) and return its contents.
 
+    The file's bytes are scanned without a dict per chunk when the entries are of the common
+    shape (``_index_scan``); any other index goes through ``json.loads``, as does one the scan
+    refuses, so the errors are the same either way.
+
     Args:
         obj: what ``json.loads`` made of the file, or the file's bytes.
         source: where it was read from, for error messages.
@@ -221,24 +226,38 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
         ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
     """
     if isinstance(obj, bytes):
+        raw = memoryview(obj)
+        scanned = scan_index(lambda offset, count: raw[offset : offset + count], len(raw))
+        if scanned is not None:
+            return _checked(scanned[1], source, scanned[0])
         obj = _decode(obj, source)
+    return _checked(obj, source, None)
+
+
+def _checked(obj: Any, source: str, table: ChunkTable | None) -> DatasetIndex:
+    """The index of the decoded ``obj``; ``table``: its chunks, when scanned (``obj`` has no ``chunks`` then)."""
     if not is_str_dict(obj):
         raise ValueError(f"{source}: expected a JSON object, got {type(obj).__name__}")
-    if "shards" in obj and "chunks" not in obj:
+    if table is None and "shards" in obj and "chunks" not in obj:
         return parse_mds_index(obj, source)
     chunks, config = obj.get("chunks"), obj.get("config")
-    if chunks == [] and "config" in obj and config is None:
+    if table is None and chunks == [] and "config" in obj and config is None:
         config = _empty_config()
-    if not is_any_list(chunks) or not is_str_dict(config):
-        raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {sorted(obj)})")
+    listed = chunks if is_any_list(chunks) else None
+    if (table is None and listed is None) or not is_str_dict(config):
+        keys = sorted(obj) if table is None else sorted(["chunks", *obj])
+        raise ValueError(f"{source}: an index needs a 'chunks' list and a 'config' object (keys: {keys})")
     _check_config(config, source)
-    infos = ChunkTable.parse(chunks, source)
+    infos = table if table is not None else ChunkTable.parse(listed or [], source)
     updated = obj.get("updated_at")
     return DatasetIndex(infos, config, None if updated is None else str(updated), source)
 
 
 def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
     """Read ``index.json`` from a dataset directory (or the file itself).
+
+    An index of the common shape is read in windows of a few MiB (``_index_scan``), so the
+    file is never held whole; any other is read and parsed whole.
 
     Args:
         path: the dataset folder, or its ``index.json``.
@@ -253,7 +272,7 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
     try:
         if path.exists() and not path.is_file():  # a FIFO would block the read forever
             raise ValueError(f"{path}: index.json is not a regular file; refusing to read it")
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         hint = ""
         if path.parent.is_dir() and any(_RANK_INDEX.match(p.name) for p in path.parent.iterdir()):
@@ -262,7 +281,28 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
             f"The provided dataset `{path.parent}` doesn't contain any {INDEX_FILENAME} file ({path}: no index.json "
             f"here); is this an optimized dataset?{hint}"
         ) from None
-    return parse_index(raw, str(path))
+    source = str(path)
+    try:
+        size = os.fstat(fd).st_size
+        scanned = scan_index(lambda offset, count: os.pread(fd, count, offset), size)
+        if scanned is not None:
+            return _checked(scanned[1], source, scanned[0])
+        raw = _read_all(fd, size)
+    finally:
+        os.close(fd)
+    return _checked(_decode(raw, source), source, None)  # not scanned again: parsed whole
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The whole file open as ``fd``, from its start (``size`` is what fstat said; it may have grown)."""
+    parts: list[bytes] = []
+    offset = 0
+    while True:
+        part = os.pread(fd, max(size - offset, 1 << 16), offset)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        offset += len(part)
 
 
 def _decode(raw: bytes, source: str) -> Any:

@@ -84,7 +84,9 @@ class Epochs:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.pop("_remover")  # only the process that made the record removes it
+        # Only the process that made the record removes it; a copy (unpickled, e.g. in a spawned
+        # process that starts workers of its own) has no remover and pickles again.
+        state.pop("_remover", None)
         return state
 
     def _update(self, change: Any) -> tuple[int, int, int]:

@@ -177,6 +177,8 @@ class ReadAhead:
 
     def schedule(self, order: list[int]) -> None:
         """The chunks in the order this reader will read them."""
+        if self.depth <= 0:
+            return  # nothing is asked ahead: no position per chunk to keep (a worker's share of 1M chunks)
         self._order = list(order)
         self._position = {}
         for place, number in enumerate(self._order):
