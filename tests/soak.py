@@ -14,7 +14,8 @@ epoch 2 every rank saves its loader's state dict and holds; then one DataLoader 
 rank 1 is SIGKILLed (that rank fails, and the job is torn down as torchrun would), the gloo ranks
 are SIGKILLed outright (a preemption), and both jobs start again in fresh processes from their
 saved state dicts. Optionally (``stop_downloader``) the process downloading a chunk in epoch 1 is
-SIGSTOPped for ``stop_s`` seconds and SIGCONTed.
+SIGSTOPped for ``stop_s`` seconds (or, with ``stop_min_s``, until the processes that waited on its
+downloads were released by a takeover) and SIGCONTed.
 
 What :meth:`SoakReport.problems` checks:
 
@@ -91,6 +92,9 @@ class SoakConfig:
         stop_downloader: SIGSTOP the process downloading a chunk in epoch 1 for ``stop_s`` seconds.
         stop_s: how long it stays stopped (longer while another process waits on one of its locks,
             until that wait exceeds ``watchdog_s``: without a takeover its rank then stalls).
+        stop_min_s: end the stop sooner, once it lasted this long, some process waited on one of
+            its locks and none waits any more: only a takeover can release a waiter while the
+            holder is stopped, so what the stop is for has happened (None: always ``stop_s``).
         deadline_s: the bound on every wait (a rank exits with its stacks after it).
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
@@ -124,6 +128,7 @@ class SoakConfig:
     kill_worker: bool = True
     stop_downloader: bool = False
     stop_s: float = 75.0
+    stop_min_s: float | None = None
     deadline_s: float = 170.0
     seed: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -596,6 +601,8 @@ class _Soak:
         waiters: set[int] = set()
         blocked: dict[str, set[int]] = {}  # lock file the stopped process holds: who waited for it
         since: dict[int, float] = {}  # waiter: when it was first seen waiting (while it still waits)
+        first_wait: float | None = None
+        last_release: float | None = None
         # Stopped for stop_s, and longer while another process has waited on one of its locks for
         # less than the watchdog's limit and a margin: a waiter that is never released (nobody
         # takes the download over) then certainly stalls its rank past the limit.
@@ -608,17 +615,27 @@ class _Soak:
             for ino, (other, waiting) in locks:
                 if waiting and ino in held:
                     blocked.setdefault(_cache_file(self.cache, ino), set()).add(other)
+            if waiting_now and first_wait is None:
+                first_wait = now - stopped_at
+            if set(since) - waiting_now:
+                last_release = now - stopped_at
             since = {other: since.get(other, now) for other in waiting_now}
             longest = now - min(since.values(), default=now)
             if now - stopped_at >= self.config.stop_s and not 0 < longest < self.config.watchdog_s + 15:
                 break
+            least = self.config.stop_min_s
+            if least is not None and now - stopped_at >= least and blocked and not waiting_now:
+                break  # every process that waited for it took its download over while it was stopped
             if now - stopped_at > self.config.deadline_s:
                 break
             time.sleep(0.1)
         _signal(pid, signal.SIGCONT)
         self.report.stopped = {"chunk": chunk, "pid": pid, "rank": owners, "waiters": sorted(waiters),
                                "blocked_on_its_locks": {k: sorted(v) for k, v in blocked.items()},
-                               "seconds": round(time.monotonic() - stopped_at, 1)}  # fmt: skip
+                               "seconds": round(time.monotonic() - stopped_at, 1),
+                               # seconds into the stop: the first waiter seen, the last wait seen to end
+                               "first_wait_s": first_wait and round(first_wait, 1),
+                               "last_release_s": last_release and round(last_release, 1)}  # fmt: skip
 
     # -- watching --------------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@
 Issue 26: with less than 30 minutes left on its keys, an assume-role, SSO, ``credential_process``
 or container (inline token) source failed every request (``ValueError: expected
 datetime.timezone.utc``: obstore was handed botocore's ``tzlocal()`` expiry). Here each source hands
-out keys advertising ``MIN_TTL + 2`` seconds (obstore asks for new ones after about two seconds)
-that the bucket refuses 4 seconds after issue (tests/expiring_keys.py), and a driver process
+out keys advertising ``MIN_TTL + 1`` seconds (obstore asks for new ones after about a second)
+that the bucket refuses 3 seconds after issue (tests/expiring_keys.py: the same 2 s between the
+refresh and the refusal as ``MIN_TTL + 2`` and 4 s, for the longest request), and a driver process
 (tests/cred_driver.py, phase ``epochs``) streams 2 epochs with 2 persistent workers, each worker
-downloading for longer than a key is accepted: every sample must come once per epoch, no request
-may be refused, and the processes must have asked for more keys than there are processes.
+downloading for longer than a key is accepted (about 4.8 s): every sample must come once per epoch,
+no request may be refused, and the processes must have asked for more keys than there are processes.
 
 A refresh that fails (the source down for a moment, a 500 or a closed connection) is retried with
 the storage's backoff, and while the keys from before are still valid they are served; a refusal
@@ -50,7 +51,7 @@ PROCESSES = 3  # the main process and 2 persistent workers
 @pytest.fixture(scope="module")
 def keys(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExpiringKeys, str]]:
     folder = tmp_path_factory.mktemp("expiring")
-    with start_expiring_keys(s3_server.endpoint, folder, lifetime=MIN_TTL + 2, accept_for=4) as running:
+    with start_expiring_keys(s3_server.endpoint, folder, lifetime=MIN_TTL + 1, accept_for=3) as running:
         bucket = s3_server.create_bucket()
         client = s3_server.client()
         for key, data in objects(folder / "seed").items():

@@ -69,7 +69,7 @@ def test_stalled_download_is_reported(
     url: str, s3_server: S3Server, proxy: FaultProxy, tmp_path: Path, log: Path, workers: int
 ) -> None:
     stalled = "chunk-0-3.bin"
-    proxy.inject("stall", method="GET", path_contains=stalled, stall=8.0)
+    proxy.inject("stall", method="GET", path_contains=stalled, stall=5.0)  # the watchdog (2 s) reports within 2.5 s
     loader = _loader(url, s3_server, proxy, tmp_path / "cache", num_workers=workers, watchdog_s=2)
     with pytest.warns(LoaderStallWarning) as caught:
         indexes = [int(i) for batch in loader for i in batch["index"]]

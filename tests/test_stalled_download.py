@@ -156,7 +156,7 @@ def test_watchdog_names_the_chunk_and_the_stopped_pid(
     try:
         lock = _stop_while_downloading(a, cache)
         chunk = lock.name.removeprefix(".").removesuffix(".lock")
-        monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "6")  # the watchdog (1 s) reports first
+        monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "4")  # the watchdog (1 s) reports first, every second
         ds = StreamingDataset(url, cache_dir=str(cache), storage_options=s3_server.storage_options(),
                               max_cache_size="1GB")  # fmt: skip
         loader = StreamingDataLoader(ds, batch_size=5, num_workers=2, watchdog_s=1)

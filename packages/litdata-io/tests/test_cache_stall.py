@@ -155,7 +155,7 @@ def test_a_process_stopped_holding_two_chunks_is_waited_for_once(
     # stopped process held waited the whole bound for each (2 x 15 s on top of a slow start there,
     # past the watchdog's 60 s). The holder made no progress during the first wait: the second
     # takes it over at once. Before the fix the second wait took the whole bound again.
-    stall_s = 6.0
+    stall_s = 4.0
     src = tmp_path / "src"
     src.mkdir()
     blobs = [os.urandom(4000 + i) for i in range(2)]
