@@ -44,6 +44,8 @@ __all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RAY_STAGING", "RayExecutor", "
 RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
 #: The staging root of a Ray job's attempts in a local output (``rank-{rank}`` each).
 RAY_STAGING = ".litdata-staging-ray"
+# How long a stopped job waits for the actors it killed mid-batch to be gone (ray.kill does not wait).
+KILL_WAIT_S = 60.0
 _INSTALL = 'pip install "litdata-prep[ray]"'
 
 
@@ -368,6 +370,10 @@ def run_on_ray(
         # Every actor goes before the driver looks at the output: no attempt writes after that.
         for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
             ray.kill(actor)
+        if running:
+            # ray.kill only asks: a batch in flight could still publish a chunk after the driver
+            # removed the failed job's. Its call ends (with the actor's death) once its process is gone.
+            ray.wait(list(running), num_returns=len(running), timeout=KILL_WAIT_S)
         if root is not None:  # with the folders of attempts whose actor or node died mid-batch
             shutil.rmtree(root, ignore_errors=True)
         if nodes is not None:
