@@ -10,7 +10,8 @@ a missing key as null) in record batches of 256 rows: upstream's reader finds ro
 i // 256. :func:`scan_row` checks a sample and describes the kind of each value, so a chunk
 whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
 coerce or refuse it; :func:`pack_arrow_rows` builds the chunk, and :class:`RowsIpc` builds a
-chunk of flat rows a record batch at a time as they come in. pyarrow is imported on first use.
+chunk of flat rows a record batch at a time as they come in (without compression, with no pyarrow:
+see :mod:`litdata_format._arrow_ipc`). pyarrow is imported on first use.
 """
 
 from __future__ import annotations
