@@ -101,7 +101,16 @@ class RowScan:
             for key, item in items:
                 if type(key) is not str:
                     raise NotARow(f"{_where(path)} has the key {key!r}, which is not a str")
-                fields.append((key, self.walk(item, f"{path}[{key!r}]")))
+                # A scalar field (most of them) is looked up here, without a call and its path text.
+                if item is None:
+                    fields.append((key, NULL))
+                    continue
+                kind = _SCALARS.get(item.__class__)
+                if kind is None:
+                    fields.append((key, self.walk(item, f"{path}[{key!r}]")))
+                    continue
+                self.size += len(item) if kind in ("str", "bytes") else 8
+                fields.append((key, kind))
             return ("struct", tuple(fields))
         if type(value) is JsonLeaf:
             self.has_leaf = True
