@@ -22,7 +22,15 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from litdata_format import BinaryWriter, DatasetReader, FernetEncryption, JsonLeaf, Serializer, load_index
+from litdata_format import (
+    BinaryWriter,
+    DatasetReader,
+    FernetEncryption,
+    JsonLeaf,
+    Serializer,
+    complete_dataset,
+    load_index,
+)
 from litdata_format._chunk import ARROW_ROWS_MAGIC
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -325,6 +333,27 @@ def test_writing_rows_of_bytes_and_numbers_does_not_import_pandas(tmp_path: Path
     assert out.stdout.strip() == "False"
 
 
+def test_flat_rows_without_compression_are_written_without_importing_pyarrow(tmp_path: Path) -> None:
+    # Importing pyarrow costs an optimize worker 50-150 ms; such rows need none of it (_arrow_ipc).
+    code = (
+        "import sys\nfrom litdata_format import BinaryWriter\n"
+        f"w = BinaryWriter({str(tmp_path)!r}, chunk_bytes=40_000)\n"
+        "for i in range(700):\n"
+        "    w.add_item(i, {'image': bytes(i % 90), 'label': i, 'score': 0.5, 'ok': None, 'name': 'x' * (i % 3)})\n"
+        "w.done()\nassert len(w.chunks) > 1, w.chunks\nprint('pyarrow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "False"
+    rows = [{"image": bytes(i % 90), "label": i, "score": 0.5, "ok": None, "name": "x" * (i % 3)} for i in range(700)]
+    index = complete_dataset(tmp_path)
+    reader = DatasetReader(tmp_path)
+    try:
+        assert [reader[i] for i in range(len(reader))] == rows
+    finally:
+        reader.close()
+    assert sum(c.chunk_size for c in index.chunks) == len(rows)
+
+
 def _ipc_of(path: Path) -> bytes:
     data = path.read_bytes()
     return _split(data)[1]
@@ -363,6 +392,11 @@ def _tiny_bytes_row(i: int) -> dict[str, Any]:
     return {"image": bytes([i % 251]) * (i % 3), "label": i}
 
 
+def _null_column_row(i: int) -> dict[str, Any]:
+    """A column of None only (no buffers at all in the IPC file), empty bytes, negative numbers."""
+    return {"nothing": None, "raw": b"" if i % 2 else b"xyz", "n": -i, "x": -i / 7, "b": i % 3 == 0}
+
+
 def _new_keys_row(i: int) -> dict[str, Any]:
     """A new key every 300 rows: more widenings than the writer starts its IPC file over for."""
     return {"id": i, **{f"k{j}": j for j in range(i // 300)}}
@@ -379,6 +413,8 @@ def _new_keys_row(i: int) -> dict[str, Any]:
         (_flat_row, 600, None),
         (_flat_row, 1200, "zstd"),
         (_tiny_bytes_row, 1000, None),
+        (_null_column_row, 1, None),
+        (_null_column_row, 700, None),
         (_widening_row, 600, None),
         (_widening_row, 600, "zstd"),
         (_new_keys_row, 1300, None),

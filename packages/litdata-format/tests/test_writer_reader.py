@@ -162,6 +162,24 @@ def test_tokens(tmp_path: Path) -> None:
     np.testing.assert_array_equal(reader[4], streams[2][:4])
 
 
+def test_tokens_after_the_first_array_are_checked_as_the_first(tmp_path: Path) -> None:
+    """Arrays like the first take a shortcut to their bytes; any other is refused as before, naming itself."""
+    loader = TokensLoader()
+    writer = BinaryWriter(tmp_path, chunk_size=100, item_loader=loader)
+    writer.add_item(0, np.arange(5, dtype=np.int32))
+    view = np.arange(20, dtype=np.int32)[::2]  # not contiguous: its bytes are those of its elements, in order
+    writer.add_item(1, view)
+    for index, other in [(2, np.arange(3, dtype=np.int64)), (3, np.zeros((2, 2), dtype=np.int32)), (4, [1, 2])]:
+        with pytest.raises((TypeError, ValueError), match=f"sample {index}|no_header|1-D|one 1-D"):
+            writer.add_item(index, other)
+    writer.add_item(2, np.array([7, 8], dtype=np.int32))
+    writer.done()
+    writer.merge()
+    assert [(c.chunk_size, c.dim) for c in load_index(tmp_path).chunks] == [(3, 17)]
+    reader = DatasetReader(tmp_path, item_loader=TokensLoader(block_size=17))
+    np.testing.assert_array_equal(reader[0], np.concatenate([np.arange(5), np.arange(0, 20, 2), [7, 8]]))
+
+
 def test_tokens_tensor(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     _write(

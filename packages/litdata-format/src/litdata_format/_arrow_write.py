@@ -10,7 +10,8 @@ a missing key as null) in record batches of 256 rows: upstream's reader finds ro
 i // 256. :func:`scan_row` checks a sample and describes the kind of each value, so a chunk
 whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
 coerce or refuse it; :func:`pack_arrow_rows` builds the chunk, and :class:`RowsIpc` builds a
-chunk of flat rows a record batch at a time as they come in. pyarrow is imported on first use.
+chunk of flat rows a record batch at a time as they come in (without compression, with no pyarrow:
+see :mod:`litdata_format._arrow_ipc`). pyarrow is imported on first use.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from litdata_format._arrow_ipc import FLAT_TYPES, IpcColumn, PlainIpcFile
 from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
 from litdata_format._compression import zstd_level
 from litdata_format._json_leaf import JsonLeaf
@@ -99,7 +101,16 @@ class RowScan:
             for key, item in items:
                 if type(key) is not str:
                     raise NotARow(f"{_where(path)} has the key {key!r}, which is not a str")
-                fields.append((key, self.walk(item, f"{path}[{key!r}]")))
+                # A scalar field (most of them) is looked up here, without a call and its path text.
+                if item is None:
+                    fields.append((key, NULL))
+                    continue
+                kind = _SCALARS.get(item.__class__)
+                if kind is None:
+                    fields.append((key, self.walk(item, f"{path}[{key!r}]")))
+                    continue
+                self.size += len(item) if kind in ("str", "bytes") else 8
+                fields.append((key, kind))
             return ("struct", tuple(fields))
         if type(value) is JsonLeaf:
             self.has_leaf = True
@@ -312,12 +323,12 @@ def _options(pa: Any, compression: str | None) -> Any:
     return pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level(compression)))
 
 
-def _chunk_parts(sink: _Parts, count: int) -> list[Any]:
-    """The chunk around the IPC file in ``sink``: header, the file, its length, the magic."""
+def _chunk_parts(parts: list[Any], size: int, count: int) -> list[Any]:
+    """The chunk around the IPC file of ``size`` bytes in ``parts``: header, the file, its length, the magic."""
     head = struct.pack(f"<{count + 2}I", count, *([header_size(count)] * (count + 1)))
-    if len(head) + sink.size > 0xFFFFFFFF:
-        raise ValueError(f"an Arrow rows chunk of {sink.size} bytes does not fit 32-bit sizes; lower chunk_bytes")
-    return [head, *sink.parts, struct.pack("<I", sink.size), ARROW_ROWS_MAGIC]
+    if len(head) + size > 0xFFFFFFFF:
+        raise ValueError(f"an Arrow rows chunk of {size} bytes does not fit 32-bit sizes; lower chunk_bytes")
+    return [head, *parts, struct.pack("<I", size), ARROW_ROWS_MAGIC]
 
 
 Following = Callable[[], Iterator[dict[str, Any]]]
@@ -331,6 +342,8 @@ class RowsIpc:
     chunk, a table of whole columns cut into batches of 256 (:func:`pack_arrow_rows`): pyarrow
     writes a slice of a str or bytes column with its data padded to 64 bytes by the bytes that
     follow it in the column, so a batch takes those from the rows after it, and waits for them.
+    Without compression the IPC file is written without pyarrow (:mod:`litdata_format._arrow_ipc`,
+    the same bytes), so a worker whose rows are flat never imports it.
 
     Args:
         kind: the fused kind of the chunk's rows; :func:`is_flat` must hold.
@@ -338,11 +351,15 @@ class RowsIpc:
     """
 
     def __init__(self, kind: Kind, compression: str | None) -> None:
-        pa = _pyarrow()
-        self._pa = pa
         self.kind = kind
         self.rows = 0  # rows written so far
         self._fields: list[tuple[str, str]] = [(key, cast("str", field)) for key, field in _fields(kind)]
+        self._plain: PlainIpcFile | None = None
+        if compression is None:
+            self._plain = PlainIpcFile([(key, FLAT_TYPES[field]) for key, field in self._fields])
+            return
+        pa = _pyarrow()
+        self._pa = pa
         self._types = [getattr(pa, _FLAT_TYPES[field])() for _, field in self._fields]
         self._schema = pa.schema([pa.field(key, arrow) for (key, _), arrow in zip(self._fields, self._types)])
         self._sink = _Parts()
@@ -363,61 +380,93 @@ class RowsIpc:
         Raises:
             ArrowUnfit: pyarrow cannot hold the values (say, an int beyond 64 bits).
         """
-        pa = self._pa
         count = len(rows)
-        columns: list[Any] = []
+        columns: list[IpcColumn] = []
         try:
-            for (key, field), arrow in zip(self._fields, self._types):
+            for key, field in self._fields:
                 values = [row.get(key) for row in rows]
                 if field == NULL:
-                    columns.append(pa.nulls(count))
+                    columns.append((count, []))  # no buffers: a null column has no validity bitmap either
                     continue
                 nulls = [value is None for value in values]
                 null_count = sum(nulls)
-                validity = pa.py_buffer(np.packbits(np.logical_not(nulls), bitorder="little")) if null_count else None
+                validity = np.packbits(np.logical_not(nulls), bitorder="little").tobytes() if null_count else None
                 if field in ("bytes", "str"):
                     data = _binary_data(key, field, values, following, complete)
                     if data is None:
                         return False
-                    offsets, joined = data
-                    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(joined)]
-                else:
-                    if null_count:
-                        zero = False if field == "bool" else 0
-                        values = [zero if value is None else value for value in values]
-                    if field == "bool":
-                        packed: Any = np.packbits(np.array(values, dtype=bool), bitorder="little")
-                    else:  # an int past 64 bits raises OverflowError, as pa.array does
-                        packed = np.array(values, dtype=_NUMBERS[field][1])
-                    buffers = [validity, pa.py_buffer(packed)]
-                columns.append(pa.Array.from_buffers(arrow, count, buffers, null_count))
-            batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
-        except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
+                    offsets, parts = data
+                    columns.append((null_count, [validity, offsets.tobytes(), parts]))
+                    continue
+                if null_count:
+                    zero = False if field == "bool" else 0
+                    values = [zero if value is None else value for value in values]
+                if field == "bool":
+                    packed: Any = np.packbits(np.array(values, dtype=bool), bitorder="little")
+                else:  # an int past 64 bits raises OverflowError, as pa.array does
+                    packed = np.array(values, dtype=_NUMBERS[field][1])
+                columns.append((null_count, [validity, packed.tobytes()]))
+        except (OverflowError, ValueError, TypeError) as err:
             raise ArrowUnfit(str(err)) from None
-        self._writer.write_batch(batch)
+        if self._plain is not None:
+            self._plain.write_batch(count, columns)
+        else:
+            self._write_arrow(count, columns)
         self.rows += count
         return True
 
+    def _write_arrow(self, count: int, columns: list[IpcColumn]) -> None:
+        pa = self._pa
+        try:
+            arrays = [
+                pa.nulls(count)
+                if field == NULL
+                else pa.Array.from_buffers(arrow, count, [_py_buffer(pa, b) for b in buffers], null_count)
+                for (_, field), arrow, (null_count, buffers) in zip(self._fields, self._types, columns)
+            ]
+            batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        except (pa.ArrowException, OverflowError, ValueError, TypeError) as err:
+            raise ArrowUnfit(str(err)) from None
+        self._writer.write_batch(batch)
+
     def finish(self) -> list[Any]:
         """The chunk (header, IPC file, its length, the magic) as parts to write in order."""
+        if self._plain is not None:
+            parts = self._plain.finish()
+            return _chunk_parts(parts, self._plain.size, self.rows)
         self._writer.close()
-        return _chunk_parts(self._sink, self.rows)
+        return _chunk_parts(self._sink.parts, self._sink.size, self.rows)
 
     def abandon(self) -> None:
         """Drop what was built (the rows' kind changed, or they came out of order)."""
+        if self._plain is not None:
+            self._plain.parts.clear()
+            return
         with contextlib.suppress(Exception):
             self._writer.close()
         self._sink.parts.clear()
 
 
+def _py_buffer(pa: Any, buffer: Any) -> Any:
+    """A column buffer of :data:`IpcColumn` as pyarrow takes it (parts joined)."""
+    if buffer is None:
+        return None
+    return pa.py_buffer(b"".join(cast("list[Any]", buffer)) if type(buffer) is list else buffer)
+
+
 def _binary_data(
     key: str, field: str, values: list[Any], following: Following, complete: bool
-) -> tuple[Any, bytes] | None:
+) -> tuple[Any, list[bytes]] | None:
     """The offsets and data of a str or bytes column of a batch, the data padded as pyarrow pads a slice.
 
-    None when the padding needs bytes of rows that have not come yet.
+    The data is given as its parts in order, not joined: the values themselves (a ``bytearray``
+    copied, so a change after the batch is built does not reach it), the padding last. None when
+    the padding needs bytes of rows that have not come yet.
     """
-    parts = [b"" if value is None else value.encode() if field == "str" else value for value in values]
+    if field == "str":
+        parts = [b"" if value is None else value.encode() for value in values]
+    else:
+        parts = [value if type(value) is bytes else b"" if value is None else bytes(value) for value in values]
     offsets = np.zeros(len(parts) + 1, dtype="<i8")
     np.cumsum([len(part) for part in parts], out=offsets[1:])
     if offsets[-1] > _INT32_MAX:  # 32-bit offsets (pa.array would split such a column into chunks)
@@ -435,7 +484,7 @@ def _binary_data(
             if not complete:
                 return None
         parts.append(tail)
-    return offsets.astype("<i4"), b"".join(parts)
+    return offsets.astype("<i4"), parts
 
 
 def rows_after(rows: Sequence[dict[str, Any]], start: int) -> Following:
@@ -473,4 +522,4 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
     with pa.ipc.new_file(sink, table.schema, options=_options(pa, compression)) as writer:
         for batch in table.to_batches(max_chunksize=ROW_BATCH):
             writer.write_batch(batch)
-    return _chunk_parts(sink, len(rows))
+    return _chunk_parts(sink.parts, sink.size, len(rows))

@@ -8,7 +8,7 @@ class name is written to ``config.item_loader`` and checked when a dataset is op
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -246,7 +246,27 @@ class TokensLoader(BaseItemLoader):
             raise ValueError(f"TokensLoader(block_size={block_size!r}): block_size must be a positive int")
         self.block_size = block_size
 
+    def start_writing(self, serializers: Mapping[str, Serializer]) -> None:
+        super().start_writing(serializers)
+        self._tokens_shortcut: tuple[Callable[[Any], bytes], int] | None = None
+
+    def resume_writing(self, written: Mapping[str, Any]) -> None:
+        super().resume_writing(written)
+        self._tokens_shortcut = None
+
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
+        # A token stream is thousands of arrays per chunk: once the first fixed the format, an array
+        # like it goes straight to its leaf encoder (which raises TypeError for any other: the
+        # checked path below then says what is wrong), without the flatten, spec and dtype look-ups.
+        shortcut = getattr(self, "_tokens_shortcut", None)
+        if shortcut is not None and type(sample) is np.ndarray:
+            encode, itemsize = shortcut
+            try:
+                data = encode(sample)
+            except TypeError:
+                pass
+            else:
+                return data, len(data) // itemsize
         leaves = self._encoder.leaves(sample, index)
         if self._encoder.spec != LEAF or not self._encoder.data_format[0].startswith("no_header_"):
             raise TypeError(
@@ -255,6 +275,9 @@ class TokensLoader(BaseItemLoader):
             )
         data = leaves[0]
         itemsize = self._itemsize()
+        if self._encoder.data_format[0].startswith("no_header_numpy"):
+            encoder = self._encoder.leaf_shortcut()
+            self._tokens_shortcut = (encoder, itemsize) if encoder is not None else None
         return data, len(data) // itemsize
 
     def _itemsize(self) -> int:

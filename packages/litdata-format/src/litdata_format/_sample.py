@@ -130,6 +130,10 @@ class SampleEncoder:
         self._flatten = flattener(spec)
         self._sizes = struct.Struct(f"<{len(chosen)}I")
 
+    def leaf_shortcut(self) -> Callable[[Any], bytes] | None:
+        """The encoder of the one leaf of a one-leaf format a sample fixed (it raises for another kind of leaf)."""
+        return self._encoders[0] if self.spec is not None and len(self._encoders) == 1 else None
+
     def leaves(self, sample: Any, index: int) -> list[bytes]:
         """Each leaf's bytes, after checking ``sample`` against the first sample's format."""
         encoders = self._encoders

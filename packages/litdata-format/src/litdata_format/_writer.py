@@ -259,12 +259,14 @@ class BinaryWriter:
                 # upstream 0.2.76 does with such a sample.
                 self._arrow, self._json_fields = False, True
                 return None
-            self._choose_rows(index)
+            self._choose_rows(index, scan.kind)
         return scan
 
-    def _choose_rows(self, index: int) -> None:
+    def _choose_rows(self, index: int, kind: Any = None) -> None:
         self._arrow = True
-        import_arrow_soon()  # while the samples of the first chunk come in
+        if self.compression is not None or kind is None or not is_flat(kind):
+            # Flat rows without compression are written without pyarrow (RowsIpc); other rows need it.
+            import_arrow_soon()  # while the samples of the first chunk come in
         # Fixes data_format ["json"] and a one-leaf spec: the layout of a chunk whose rows disagree.
         self.item_loader.encode(JsonLeaf(None), index)
 
