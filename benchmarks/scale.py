@@ -5,6 +5,7 @@ Usage (from the repository root)::
     uv run python benchmarks/scale.py                                # 1k, 10k, 100k chunks
     uv run python benchmarks/scale.py --sizes 1000,10000,100000,1000000 --epoch-max 100000
     uv run python benchmarks/scale.py --libs ours --sizes 100000     # no side venv needed
+    uv run python benchmarks/scale.py --sizes 100000 --workers 4 --skip open   # the epoch with 4 workers
     uv run python benchmarks/scale.py --upstream-python /path/to/venv/bin/python
     uv run python benchmarks/scale.py --sizes 100000 --replicate-index 10 --skip epoch-w0,epoch-w2   # + a 1M index
 
@@ -65,6 +66,9 @@ METRICS = (
     "epoch_w2_s",
     "epoch_w2_all_cpu_s",
     "pss_w2_mb",
+    "epoch_w4_s",
+    "epoch_w4_all_cpu_s",
+    "pss_w4_mb",
 )
 
 
@@ -295,6 +299,7 @@ def main() -> None:
     parser.add_argument("--libs", default="ours,upstream")
     parser.add_argument("--epoch-max", type=int, default=100_000, help="no epochs above this many chunks")
     parser.add_argument("--skip", default="", help="measurements to leave out, e.g. epoch-w2")
+    parser.add_argument("--workers", default="0,2", help="the epochs' num_workers, comma-separated (e.g. 0,2,4)")
     parser.add_argument("--upstream-python", default=None, help="upstream 0.2.76's python (default: the test venv)")
     parser.add_argument(
         "--replicate-index", type=int, default=0, help="add a point of K x the largest size: its index listed K times"
@@ -316,7 +321,8 @@ def main() -> None:
     pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}
     results: dict[str, dict[int, dict[str, Any]]] = {lib: {} for lib in libs}
     for n in sizes:
-        kinds = ["open"] + ([] if n > args.epoch_max else ["epoch-w0", "epoch-w2"])
+        epochs = [f"epoch-w{w}" for w in map(int, args.workers.split(","))]
+        kinds = ["open"] + ([] if n > args.epoch_max else epochs)
         for what in [k for k in kinds if k not in skip]:
             for lib in libs:
                 found = _run(pythons[lib], lib, what, folders[n], n, args.ours_src)
