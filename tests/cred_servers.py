@@ -24,7 +24,10 @@
 Each answer is a fresh key pair from the shared :class:`Authority`, which remembers every key it
 handed out and how long it stays valid. :class:`SigningChecker` sits in front of moto's S3 (moto
 checks no signatures) and forwards only requests signed, per SigV4 as botocore's signer computes
-it, by a key the authority handed out and still valid; it answers the others 403 and counts them.
+it, by a key the authority handed out and still valid; it answers the others as S3 does (400
+``ExpiredToken`` for a key past its time, 403 otherwise) and counts them. A key past its time is
+counted as ``"late arrival"`` if the request was signed while the key was still accepted (its
+process was paused between signing and sending), as ``"expired key"`` if it was signed too late.
 :class:`BearerChecker` does the same for bearer tokens in front of fake-gcs-server and Azurite: a
 token the authority issued, or a JWT a registered service-account key signed (RS256), as GCS
 accepts from a service account (obstore signs its own tokens with the key file's key).
@@ -259,6 +262,20 @@ def _verify_jwt(token: str, keys: Mapping[str, tuple[str, Any]]) -> str:
     return "ok"
 
 
+def _expired_verdict(amz_date: str, refused_from: float) -> str:
+    """``"late arrival"`` if the request was signed before its key was refused (wall clock), else ``"expired key"``.
+
+    A late arrival was signed in time and reached the bucket after its key's end: a process paused
+    between signing and sending. ``X-Amz-Date`` has whole seconds, so a request signed within the
+    second of the refusal counts as an expired key.
+    """
+    try:
+        signed = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+    except ValueError:
+        return "expired key"
+    return "late arrival" if signed + 1 <= refused_from else "expired key"
+
+
 def _verify(
     authority: Authority, method: str, url: str, headers: Mapping[str, str], service: str, body: bytes
 ) -> tuple[str, str | None]:
@@ -276,8 +293,9 @@ def _verify(
         issued = authority.issued.get(access_key)
     if issued is None:
         return "unknown key", None
-    if time.monotonic() > issued.accepted_until:
-        return "expired key", None
+    late = time.monotonic() - issued.accepted_until
+    if late > 0:
+        return _expired_verdict(lower.get("x-amz-date", ""), time.time() - late), None
     if scope_service != service or service not in issued.services:
         return "wrong service", None
     if (issued.token or "") != lower.get("x-amz-security-token", ""):
@@ -523,6 +541,16 @@ class CredentialServer:
         self._thread.join(10)
 
 
+# How S3 answers each verdict (None: forward it); an expired session token is a 400, not a 403.
+_REFUSALS: dict[str, str | None] = {
+    "ok": None,
+    "expired key": "400:ExpiredToken",
+    "late arrival": "400:ExpiredToken",
+    "unknown key": "403:InvalidAccessKeyId",
+    "bad signature": "403:SignatureDoesNotMatch",
+}
+
+
 class SigningChecker(FaultProxy):
     """A proxy in front of the S3 server that forwards only requests signed by a valid issued key.
 
@@ -538,9 +566,9 @@ class SigningChecker(FaultProxy):
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._scheme = "https" if tls else "http"
 
-        def gate(method: str, path: str, headers: Mapping[str, str]) -> int | None:
+        def gate(method: str, path: str, headers: Mapping[str, str]) -> str | None:
             url = f"http://{headers.get('host') or headers.get('Host')}{path}"
-            return None if authority.verify(method, url, headers, "s3") == "ok" else 403
+            return _REFUSALS.get(authority.verify(method, url, headers, "s3"), "403:AccessDenied")
 
         self.set_gate(gate)
 
@@ -611,7 +639,7 @@ class BearerChecker(FaultProxy):
     def __init__(self, upstream: str, authority: Authority, service: str, drop_authorization: bool = False) -> None:
         super().__init__(upstream)
         self.set_gate(
-            lambda method, path, headers: None if authority.verify_bearer(headers, service) == "ok" else 401,
+            lambda method, path, headers: None if authority.verify_bearer(headers, service) == "ok" else "401",
             rewrite_host=True,
             drop_authorization=drop_authorization,
         )

@@ -4,7 +4,8 @@ For tests whose jobs must outlive their credentials (tests/test_credentials_expi
 test). moto checks neither signatures nor expiry, so the S3 endpoint handed to litdata is a gate in
 front of moto (or of a :class:`~tests.fault_proxy.FaultProxy` in front of moto) that forwards only
 requests signed, per SigV4, by a key a credential source handed out and that the gate still
-accepts; it answers the others 403 (which litdata does not retry) and keeps them. Every key comes
+accepts; it answers the others as S3 does (400 ``ExpiredToken`` for a key past its time; litdata
+signs such a request once more, with the keys it holds then) and keeps them. Every key comes
 from one :class:`~tests.cred_servers.Authority`, served by the stand-ins of
 :mod:`tests.cred_servers` as each AWS source hands keys out (IMDS, container endpoints, STS,
 SSO, a ``credential_process``).

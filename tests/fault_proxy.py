@@ -6,10 +6,13 @@ the order the faults were added. Every request is logged as ``(method, path, act
 
 Actions:
     ``"503"``, ``"500"``, ``"429"``, ``"403"``, ...: answer that status with an S3-style XML error
-        (``SlowDown`` for 503/429, ``AccessDenied`` for 403) without asking upstream.
+        (``SlowDown`` for 503/429, ``AccessDenied`` for 403) without asking upstream;
+        ``"400:ExpiredToken"``: that status with that error code.
     ``"reset"``: close the connection with a TCP RST before answering.
     ``"reset_body"``: forward, send the headers and half the body, then RST.
     ``"stall"``: wait ``stall`` seconds without answering, then drop the connection.
+    ``"delay"``: hold the request ``stall`` seconds, then forward it (a request that reaches the
+        server late, as one sent by a process paused after it signed it).
 
 A cloud bucket's shape: ``FaultProxy(upstream, latency=0.03, bandwidth=50e6)`` holds every
 forwarded answer's first byte back ``latency`` seconds and paces each connection's bodies to
@@ -32,8 +35,9 @@ from urllib.parse import urlsplit
 
 __all__ = ["Fault", "FaultProxy", "Gate"]
 
-Gate = Callable[[str, str, Mapping[str, str]], "int | None"]
-"""Decides each request before it is forwarded: a status to answer instead, or None to let it pass."""
+Gate = Callable[[str, str, Mapping[str, str]], "str | None"]
+"""Decides each request before it is forwarded: an error to answer instead (an action such as
+``"403"`` or ``"400:ExpiredToken"``), or None to let it pass."""
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 _PACE_BYTES = 64 << 10  # a paced body goes out in pieces this big
@@ -90,8 +94,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.close()
         self.close_connection = True
 
-    def _error(self, status: int) -> None:
-        code = _CODES.get(status, "InternalError")
+    def _error(self, action: str) -> None:
+        status_text, _, code = action.partition(":")
+        status = int(status_text)
+        code = code or _CODES.get(status, "InternalError")
         body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>injected</Message></Error>"
         data = body.encode()
         self.send_response(status)
@@ -122,17 +128,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._body()
         gate = self.proxy.gate
-        if gate is not None and (status := gate(self.command, self.path, dict(self.headers.items()))):
-            self.proxy.record(self.command, self.path, str(status))
-            self._error(status)
+        if gate is not None and (refusal := gate(self.command, self.path, dict(self.headers.items()))):
+            self.proxy.record(self.command, self.path, refusal)
+            self._error(refusal)
             return
         fault = self.proxy.take(self.command, self.path)
         action = fault.action if fault else "pass"
         self.proxy.record(self.command, self.path, action)
         if fault is None:
             self._relay(*self._forward(body))
-        elif action.isdigit():
-            self._error(int(action))
+        elif action == "delay":
+            self.proxy.stopping.wait(fault.stall)
+            self._relay(*self._forward(body))
+        elif action[:3].isdigit():
+            self._error(action)
         elif action == "reset":
             self._reset()
         elif action == "stall":

@@ -25,8 +25,11 @@ What :meth:`SoakReport.problems` checks:
   the one whose process was stopped;
 - the cache folder never above ``max_cache_size`` plus what the docs allow for chunks in use
   (``workers x (max_pre_download + 1)`` chunks);
-- the signing checker refused no request (every process refreshed its keys in time), and more
-  keys were issued than processes asked for at start (they were refreshed);
+- the signing checker refused no request signed with a key past its time (every process
+  refreshed its keys in time), and more keys were issued than processes asked for at start (they
+  were refreshed); a request signed in time that arrived after its key's end (a "late arrival":
+  the stopped process sent it after its stop) is allowed only in a round that stopped a process,
+  and litdata must then sign it again (the exact sample accounting above says it did);
 - nothing left behind: no lock, staging or temporary file in the cache, nothing in the jobs'
   ``TMPDIR``, no watchdog board in ``/dev/shm``, no process of any rank's session alive.
 
@@ -205,8 +208,14 @@ class SoakReport:
                 found.append(f"{name} had {len(reports)} watchdog report(s):\n{reports[0]}")
         if self.peak_cache > self.cache_limit:
             found.append(f"the cache held {self.peak_cache} bytes, over its limit of {self.cache_limit}")
-        if self.refusals:
-            found.append(f"the signing checker refused {len(self.refusals)} request(s), e.g. {self.refusals[:3]}")
+        # A late arrival was signed while its key was valid and reached the bucket after the key's end:
+        # the stopped process's, which litdata signs again. Only a stop explains one.
+        late = [entry for entry in self.refusals if entry[1] == "late arrival"]
+        refused = [entry for entry in self.refusals if entry[1] != "late arrival"]
+        if refused:
+            found.append(f"the signing checker refused {len(refused)} request(s), e.g. {refused[:3]}")
+        if late and not self.stopped:
+            found.append(f"{len(late)} request(s) arrived after their key's end with no process stopped: {late[:3]}")
         found.extend(f"left behind: {item}" for item in self.leftovers)
         return found
 
@@ -219,6 +228,7 @@ class SoakReport:
             "cache_limit": self.cache_limit,
             "faults": self.faults,
             "keys_issued": self.keys_issued,
+            "late_arrivals": sum(entry[1] == "late arrival" for entry in self.refusals),
             "stopped": self.stopped,
             "killed_worker": self.killed_worker,
             "known_leftovers": len(self.known_leftovers),

@@ -13,6 +13,9 @@ no request may be refused, and the processes must have asked for more keys than 
 A refresh that fails (the source down for a moment, a 500 or a closed connection) is retried with
 the storage's backoff, and while the keys from before are still valid they are served; a refusal
 (403) fails at once, naming the source. Before, the first failed refresh failed the request.
+
+A request signed in time that reaches the bucket after its key's end (its process paused between
+signing and sending) is refused as S3 does (400 ``ExpiredToken``) and signed again once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -33,6 +37,7 @@ from tests.cred_driver import EPOCHS, N
 from tests.cred_harness import objects, run_driver
 from tests.cred_servers import MIN_TTL, CredentialServer
 from tests.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
+from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server
 
 pytestmark = pytest.mark.cloud
@@ -122,6 +127,46 @@ def test_boto3_expiry_reaches_obstore_as_utc(
 
 
 FAILS = 5  # more than botocore retries itself: 3 tries of the container endpoint, 5 of STS
+
+
+# One GET in a fresh process: the read of a paused process's request.
+_LATE_GET = """
+import sys
+from litdata_io import get_storage
+print(get_storage(sys.argv[1], storage_options={"max_retries": 2}).get("raw/000.json").decode())
+"""
+
+
+@pytest.mark.parametrize("source", ["imds", "credential-process-temporary-profile"])
+def test_request_arriving_after_its_key_ended_is_signed_again(keys: tuple[ExpiringKeys, str], source: str) -> None:
+    """A GET signed with a valid key that reaches the bucket after the key's end is signed again.
+
+    A proxy in front of the gate holds the first GET 4 s (the key is accepted for 3 s), as if its
+    process had been paused between signing and sending. The gate refuses it as S3 does (400
+    ``ExpiredToken``, a "late arrival": signed in time); litdata signs it again with the keys it
+    holds by then (obstore asked for new ones after a second) and the read succeeds.
+    """
+    running, bucket = keys
+    with FaultProxy(running.endpoint) as late:
+        late.inject("delay", method="GET", path_contains="raw/000.json", stall=4.0)
+        env = running.environment(source)
+        env["AWS_ENDPOINT_URL"] = late.endpoint
+        running.mark(f"late/{source}")
+        done = subprocess.run(
+            [sys.executable, "-c", _LATE_GET, f"s3://{bucket}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        actions = [action for _, _, action in late.requests("GET", "raw/000.json")]
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"i": 0}
+    assert [(verdict, method) for _, verdict, method, _, _ in running.refusals(f"late/{source}")] == [
+        ("late arrival", "GET")
+    ]
+    assert actions == ["delay", "pass"]  # signed again once, and let through
 
 
 @pytest.fixture(scope="module")

@@ -30,9 +30,10 @@ ROUNDS = [
             # request with a key fetched seconds earlier; the keys still turn over many times a round.
             key_grace_s=10.0,
             stop_downloader=True,
-            # Stopped for stop_s (75 s; longer while someone still waits). Not stop_min_s: a process
-            # resumed 30 s in once sent a request signed before the stop with a key refused by then
-            # (403, not retried: a PermissionError), which the full stop has not shown.
+            # Stopped until every process that waited on its locks was released by a takeover, 30 s
+            # at the soonest (75 s at most): the stopped process then sends requests it signed
+            # before its stop with keys refused by now, which litdata signs again (late arrivals).
+            stop_min_s=30.0,
             extra_env={"LITDATA_DOWNLOAD_STALL_S": "15"},
         ),
         id="ci",

@@ -111,9 +111,10 @@ def test_deadline_stops_retrying(make: Callable[..., Storage], proxy: FaultProxy
     assert len(proxy.requests("GET")) < 50
 
 
-def test_permanent_403_fails_at_once_with_one_clear_error(
+def test_permanent_403_fails_after_one_more_signature_with_one_clear_error(
     make: Callable[..., Storage], proxy: FaultProxy, tmp_path: Path
 ) -> None:
+    """A refusal is tried once more, signed anew (litdata_io._retry), then fails with one clear error."""
     storage = make()
     proxy.inject("403", method="GET", times=100)
     with pytest.raises(PermissionError) as info:
@@ -121,7 +122,7 @@ def test_permanent_403_fails_at_once_with_one_clear_error(
     message = str(info.value)
     assert storage.url_for("chunk-0.bin") in message and "access denied" in message
     assert "litdata-test-secret-value" not in message
-    assert len(proxy.requests("GET", "chunk-0.bin")) == 1
+    assert len(proxy.requests("GET", "chunk-0.bin")) == 2
     assert _only_file(tmp_path) == []
 
 

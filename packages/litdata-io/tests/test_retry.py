@@ -25,6 +25,10 @@ class _StatusError(Exception):
         self.status = status
 
 
+class UnauthenticatedError(Exception):
+    """Named as obstore's: a credential provider's failure reaches the caller as one."""
+
+
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
@@ -49,6 +53,8 @@ class _StatusError(Exception):
         (RuntimeError("Server returned non-2xx status code: 416 Range Not Satisfiable"), ErrorKind.PERMANENT),
         (RuntimeError("status code: 400 Bad Request: <Code>RequestTimeout</Code>"), ErrorKind.TRANSIENT),
         (RuntimeError("HTTP error: error sending request"), ErrorKind.TRANSIENT),
+        (RuntimeError("status code: 400 Bad Request: <Code>ExpiredToken</Code>"), ErrorKind.DENIED),
+        (RuntimeError("status code: 403 Forbidden: <Code>RequestTimeTooSkewed</Code>"), ErrorKind.DENIED),
         (RuntimeError("<Error><Code>SlowDown</Code></Error>"), ErrorKind.TRANSIENT),
         (ValueError("bad argument"), ErrorKind.PERMANENT),
     ],
@@ -100,9 +106,36 @@ def test_retry_until_success() -> None:
 
 
 def test_permanent_errors_fail_at_once() -> None:
-    calls, attempt = _flaky([_StatusError(403), ConnectionResetError()])
-    with pytest.raises(PermissionError, match="s3://b/k"):
-        asyncio.run(retry_call(attempt, what="GET", url="s3://b/k", settings=FAST))
+    for first in (_StatusError(404), _StatusError(400), ValueError("bad argument")):
+        calls, attempt = _flaky([first, ConnectionResetError()])
+        with pytest.raises((FileNotFoundError, StorageError)):
+            asyncio.run(retry_call(attempt, what="GET", url="s3://b/k", settings=FAST))
+        assert len(calls) == 1
+
+
+def test_refused_signature_is_signed_again_once() -> None:
+    """A 401/403 or a stale-key code gets one more attempt (signed anew, see _retry); a second refusal is final."""
+    for refusal in (
+        _StatusError(403),
+        _StatusError(401),
+        RuntimeError("Server returned non-2xx status code: 400 Bad Request: <Code>ExpiredToken</Code>"),
+    ):
+        calls, attempt = _flaky([refusal])
+        assert asyncio.run(retry_call(attempt, what="GET", url="s3://b/k", settings=FAST)) == "done"
+        assert len(calls) == 2
+        calls, attempt = _flaky([refusal, refusal, ConnectionResetError()])
+        with pytest.raises(PermissionError, match="s3://b/k"):
+            asyncio.run(retry_call(attempt, what="GET", url="s3://b/k", settings=FAST))
+        assert len(calls) == 2
+    # no retries asked for: one attempt; a credential source's refusal is not a refused signature
+    calls, attempt = _flaky([_StatusError(403)])
+    with pytest.raises(PermissionError):
+        asyncio.run(retry_call(attempt, what="GET", url="u", settings=IOSettings(max_retries=0)))
+    assert len(calls) == 1
+    source = UnauthenticatedError("lacked valid authentication credentials for path External AWS credential provider")
+    calls, attempt = _flaky([source])
+    with pytest.raises(PermissionError):
+        asyncio.run(retry_call(attempt, what="GET", url="u", settings=FAST))
     assert len(calls) == 1
 
 

@@ -17,7 +17,15 @@ from collections.abc import Iterable
 
 from litdata_io._secret import Secret, redact
 
-__all__ = ["ErrorKind", "ReadOnlyStorageError", "StorageError", "classify", "short_cause", "translate"]
+__all__ = [
+    "ErrorKind",
+    "ReadOnlyStorageError",
+    "StorageError",
+    "classify",
+    "refused_signature",
+    "short_cause",
+    "translate",
+]
 
 
 class StorageError(OSError):
@@ -63,6 +71,13 @@ _STATUS = re.compile(r"status(?: code)?[:= ]+(\d{3})\b", re.IGNORECASE)
 _TRANSIENT_CODES = re.compile(
     r"SlowDown|Throttl|TooManyRequests|RequestTimeout|InternalError|ServiceUnavailable|"
     r"RequestLimitExceeded|ServerBusy|OperationTimedOut",
+)
+# Codes and texts of a request refused for when it was signed, not for what it asks: S3 answers a
+# session token used after its expiry 400 ExpiredToken, and a signature older than 15 minutes 403
+# RequestTimeTooSkewed; GCS and Azure answer an expired bearer token 401.
+_STALE_SIGNATURE = re.compile(
+    r"ExpiredToken|TokenRefreshRequired|RequestTimeTooSkewed|RequestExpired|token (?:has|is) expired",
+    re.IGNORECASE,
 )
 _TRANSIENT_TEXT = re.compile(
     r"timed out|timeout|connection reset|reset by peer|connection closed|connection refused|broken pipe|"
@@ -129,6 +144,8 @@ def classify(exc: BaseException) -> ErrorKind:
     if name in ("IncompleteRead", "RemoteDisconnected", "ServerDisconnectedError", "ClientPayloadError"):
         return ErrorKind.TRANSIENT
     text = str(exc)
+    if _STALE_SIGNATURE.search(text):
+        return ErrorKind.DENIED
     status = _status_of(exc)
     if status is not None:
         return _kind_of_status(status, text)
@@ -140,6 +157,28 @@ def classify(exc: BaseException) -> ErrorKind:
     if cause is not None and cause is not exc and not isinstance(exc, OSError):
         return classify(cause)
     return ErrorKind.PERMANENT
+
+
+def refused_signature(exc: BaseException, what: str = "") -> bool:
+    """Whether the server refused a request for its credentials or signature (401, 403, a stale-key code).
+
+    Such a request may have been signed with keys that were still valid and reached the server after
+    they expired: signed, then held up while its process was paused (SIGSTOP, a suspended VM or
+    container), so signing it again with the keys held now can succeed. A credential source that
+    refused to hand out keys (obstore names it "credential provider") is not such an answer.
+
+    S3 answers a HEAD with a status and no body, so its 400 for an expired session token
+    (``ExpiredToken`` on a GET) cannot be told from other 400s: a HEAD's 400 counts as one.
+
+    Args:
+        exc: what the backend raised.
+        what: the operation (``"HEAD"``, ``"GET"``, ...).
+    """
+    text = str(exc)
+    if "credential provider" in text:
+        return False
+    status = _status_of(exc)
+    return _STALE_SIGNATURE.search(text) is not None or status in (401, 403) or (what == "HEAD" and status == 400)
 
 
 def short_cause(exc: BaseException, secrets: Iterable[Secret | str] = ()) -> str:

@@ -4,7 +4,14 @@ This is the only layer that retries: the obstore backend turns obstore's own ret
 (``retry_config={"max_retries": 0}``), so one request is attempted at most
 ``1 + max_retries`` times and no retry starts later than ``retry_deadline`` seconds after the
 first attempt. Only transient failures (5xx, 408/429 throttling, ``SlowDown``, connection resets,
-timeouts) are retried; a missing object, denied access or any other client error fails at once.
+timeouts) are retried; a missing object or any other client error fails at once.
+
+A request the server refused for its credentials or signature (401, 403, S3's ``ExpiredToken`` or
+``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, at once, within the same budget: it may have been
+signed with keys that were valid then and reached the server after they expired, because its process
+was paused (SIGSTOP, a suspended VM) between signing and sending. Each attempt is signed anew with
+the keys held at that moment, and a client asks for new keys once the ones it holds have expired,
+so the second attempt carries fresh ones. A second refusal is final.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from litdata_io._errors import ErrorKind, classify, short_cause, translate
+from litdata_io._errors import ErrorKind, classify, refused_signature, short_cause, translate
 from litdata_io._secret import Secret
 from litdata_io._settings import IOSettings
 
@@ -67,6 +74,7 @@ async def retry_call(
     """
     started = time.monotonic()
     attempt = 0
+    signed_again = False  # a refused signature is tried once more (see the module docstring)
     while True:
         attempt += 1
         try:
@@ -78,6 +86,15 @@ async def retry_call(
         except Exception as exc:
             kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classifier(exc)
             elapsed = time.monotonic() - started
+            if (
+                not signed_again
+                and attempt <= settings.max_retries
+                and elapsed < settings.retry_deadline
+                and refused_signature(exc, what)
+            ):
+                signed_again = True
+                log.debug("%s %s: refused (%s); signing it again", what, url, short_cause(exc, secrets))
+                continue
             delay = backoff_delay(attempt, settings)
             if (
                 kind is not ErrorKind.TRANSIENT
