@@ -96,8 +96,9 @@ class SoakConfig:
         stop_s: how long it stays stopped (longer while another process waits on one of its locks,
             until that wait exceeds ``watchdog_s``: without a takeover its rank then stalls).
         stop_min_s: end the stop sooner, once it lasted this long, some process waited on one of
-            its locks and none waits any more: only a takeover can release a waiter while the
-            holder is stopped, so what the stop is for has happened (None: always ``stop_s``).
+            its locks, and none waits any more or every lock waited on was taken over: only a
+            takeover can release a waiter while the holder is stopped, so what the stop is for has
+            happened (None: always ``stop_s``).
         deadline_s: the bound on every wait (a rank exits with its stacks after it).
         seed: the fault schedule's seed.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
@@ -610,6 +611,7 @@ class _Soak:
             self.report.exempt.update(owners)
         waiters: set[int] = set()
         blocked: dict[str, set[int]] = {}  # lock file the stopped process holds: who waited for it
+        waited: set[int] = set()  # inodes of the lock files it holds that someone waited on
         since: dict[int, float] = {}  # waiter: when it was first seen waiting (while it still waits)
         first_wait: float | None = None
         last_release: float | None = None
@@ -625,6 +627,7 @@ class _Soak:
             for ino, (other, waiting) in locks:
                 if waiting and ino in held:
                     blocked.setdefault(_cache_file(self.cache, ino), set()).add(other)
+                    waited.add(ino)
             if waiting_now and first_wait is None:
                 first_wait = now - stopped_at
             if set(since) - waiting_now:
@@ -634,8 +637,13 @@ class _Soak:
             if now - stopped_at >= self.config.stop_s and not 0 < longest < self.config.watchdog_s + 15:
                 break
             least = self.config.stop_min_s
-            if least is not None and now - stopped_at >= least and blocked and not waiting_now:
-                break  # every process that waited for it took its download over while it was stopped
+            if least is not None and now - stopped_at >= least and waited:
+                # Every wait ended, or every lock someone waited on was taken over (renamed
+                # .taken-*): its waiters then moved on to the taker's lock within a second, though
+                # an abandoned flock stays listed in /proc/locks until the lock comes.
+                taken = all(".taken-" in _cache_file(self.cache, ino) for ino in waited)
+                if not waiting_now or (taken and now - stopped_at >= least + 1):
+                    break
             if now - stopped_at > self.config.deadline_s:
                 break
             time.sleep(0.1)
