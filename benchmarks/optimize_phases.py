@@ -21,6 +21,9 @@ largest output, written with one ``write`` per 64 MiB into a new file (median of
     uv run python benchmarks/optimize_phases.py --rounds 3 --scales 0.5 --workloads bytes,tokens
     uv run python benchmarks/optimize_phases.py --libs ours,ours-nopyc --report /tmp/phases.md
     uv run python benchmarks/optimize_phases.py --libs ours --baseline main --rounds 3   # before/after
+    uv run python benchmarks/optimize_phases.py --libs ours --scales 1,4,10 --workloads bytes,tokens  # bigger jobs
+
+A scale above 1x reads the same JPEG files or token shards again, round-robin.
 
 Inputs and runs go under ``benchmarks/out/phases/`` (ignored by git); the Markdown table is
 printed and, with ``--report``, written to that file.
