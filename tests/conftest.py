@@ -10,12 +10,34 @@ file is unchanged.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from tests.cred_suite import aws_drive, aws_stack
 from tests.servers import s3_bucket, s3_server
 
 __all__ = ["aws_drive", "aws_stack", "s3_bucket", "s3_server"]
+
+
+def _keep_compiled_bytecode() -> None:
+    """Let this process and every interpreter the suite starts write and reuse compiled bytecode.
+
+    With ``PYTHONDONTWRITEBYTECODE=1`` in the environment (some shells and images set it) nothing
+    is ever cached: each of the suite's hundreds of fresh interpreters compiles torch's and
+    litdata's modules again (0.3-0.5 CPU-s per torch import), and each pytest worker rewrites the
+    asserts of every test module at collection. The suite drops the variable for itself and its
+    children, so bytecode lands in ``__pycache__`` folders as Python does by default (ignored by
+    git). ``LITDATA_TEST_PYCACHE=0`` leaves the environment as it is.
+    """
+    if os.environ.get("LITDATA_TEST_PYCACHE") == "0":
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
+_keep_compiled_bytecode()
 
 # The test files that take longest (CONTRIBUTING.md's table; `--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
