@@ -18,6 +18,7 @@ from torch.utils.data import IterableDataset
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
 from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
+from litdata_io import resolve_dir
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
@@ -187,10 +188,12 @@ class StreamingDataset(ReadOwner, IterableDataset):
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
-        posix = detect_posix(_local_path(input_dir))
-        # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
+        # Resolved once (a local path's resolution reads the mount table); the parsed index travels
+        # to the DataLoader workers with the dataset.
+        resolved = resolve_dir(input_dir)
+        posix = detect_posix(resolved.path if resolved.url is None else None)
         origin = locate_chunks(
-            input_dir, in_place=posix.in_place, cache_dir=cache_dir, index_path=index_path,
+            input_dir, resolved, in_place=posix.in_place, cache_dir=cache_dir, index_path=index_path,
             file_pattern=self._file_pattern, storage_options=storage_options, session_options=session_options,
             max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
             verify=bool(verify_chunks),
@@ -649,14 +652,6 @@ class StreamingDataset(ReadOwner, IterableDataset):
         clone._resume = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
-
-
-def _local_path(input_dir: Any) -> str | None:
-    """The local folder of ``input_dir``, or None for a URL (``s3://``, ``local:``, ...)."""
-    from litdata_io import resolve_dir
-
-    resolved = resolve_dir(input_dir)
-    return resolved.path if resolved.url is None else None
 
 
 def _check_item_loader(input_dir: Any, item_loader: Any) -> None:
