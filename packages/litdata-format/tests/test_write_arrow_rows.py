@@ -397,6 +397,15 @@ def _null_column_row(i: int) -> dict[str, Any]:
     return {"nothing": None, "raw": b"" if i % 2 else b"xyz", "n": -i, "x": -i / 7, "b": i % 3 == 0}
 
 
+def _wide_row(i: int) -> dict[str, Any]:
+    """300 columns of every flat kind: schema and record-batch messages of tens of KiB, many vtables alike."""
+    row: dict[str, Any] = {}
+    for j in range(300):
+        values = (i * j, i / (j + 1), f"s{i}-{j}", bytes(j % 5), i % 2 == 0)
+        row[f"c{j:03d}"] = None if (i + j) % 11 == 0 else values[j % 5]
+    return row
+
+
 def _new_keys_row(i: int) -> dict[str, Any]:
     """A new key every 300 rows: more widenings than the writer starts its IPC file over for."""
     return {"id": i, **{f"k{j}": j for j in range(i // 300)}}
@@ -418,6 +427,7 @@ def _new_keys_row(i: int) -> dict[str, Any]:
         (_widening_row, 600, None),
         (_widening_row, 600, "zstd"),
         (_new_keys_row, 1300, None),
+        (_wide_row, 600, None),
     ],
 )
 def test_rows_written_batch_by_batch_as_they_come_are_the_bytes_of_whole_columns(

@@ -25,6 +25,7 @@ from litdata_format.internal import compress
 from litdata_io import dataset_version, get_storage
 from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
 from litdata_io._cache_clear import cache_path, clear_cache
+from litdata_io.internal import file_version
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 LEDGER = ".cache-bytes"
@@ -588,6 +589,14 @@ def test_dataset_version_tells_urls_and_indexes_apart() -> None:
     assert version == dataset_version("s3://b/data/", index) and version.startswith("v-")
     assert version != dataset_version("s3://b/other", index)
     assert version != dataset_version("s3://b/data", index + b" ")
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (3 << 20) + 17])
+def test_the_version_of_a_downloaded_index_file_is_that_of_its_bytes(tmp_path: Path, size: int) -> None:
+    data = random.Random(size).randbytes(size)
+    (tmp_path / "index.json").write_bytes(data)
+    for url in ("s3://b/data", "s3://b/data/"):  # read a block at a time, hashed as the bytes in hand are
+        assert file_version(url, tmp_path / "index.json") == dataset_version("s3://b/data", data)
 
 
 @pytest.mark.parametrize("bad", [".hidden", "a/b", "..", ""])

@@ -180,3 +180,23 @@ def test_subsample_takes_whole_chunks(tmp_path: Path) -> None:
     assert chunks(StreamingDataset(path, subsample=0.25, shuffle=True, seed=3)) == picked  # deterministic
     assert chunks(StreamingDataset(path, subsample=0.25, shuffle=True, seed=4)) != picked
     assert len(StreamingDataset(path, subsample=0.009)) == 0  # floor(0.9) items
+
+
+@pytest.mark.parametrize("given", ["str", "path", "dir"])
+def test_an_open_reads_the_mount_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    # Resolving a local path looks for a bucket's mount in /proc/self/mountinfo (~1 ms a read):
+    # the dataset resolves its folder once, and every step of the open uses that.
+    from litdata_io import Dir, _mounts
+
+    read = _mounts._read_mount_table
+    reads: list[str | None] = []
+
+    def counted(mountinfo: str | None) -> str | None:
+        reads.append(mountinfo)
+        return read(mountinfo)
+
+    path = _make(tmp_path)
+    monkeypatch.setattr(_mounts, "_read_mount_table", counted)
+    location = {"str": str(path), "path": path, "dir": Dir(path=str(path))}[given]
+    assert len(StreamingDataset(location)) == 100
+    assert len(reads) == (0 if given == "dir" else 1)  # a Dir's path is taken as it is

@@ -201,3 +201,20 @@ def test_subset_subsample_and_split(tmp_path: Path) -> None:
     train, test = train_test_split(StreamingDataset(path, shuffle=True), splits=[0.75, 0.25])
     ids = sorted([s["id"] for s in train] + [s["id"] for s in test])
     assert ids == list(range(4 * ROWS))
+
+
+def test_opening_a_parquet_folder_reads_the_mount_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The folder is resolved once (test_local_stream.py); indexing its files does not resolve it again.
+    from litdata_io import _mounts
+
+    read = _mounts._read_mount_table
+    reads: list[str | None] = []
+
+    def counted(mountinfo: str | None) -> str | None:
+        reads.append(mountinfo)
+        return read(mountinfo)
+
+    path = _write(tmp_path / "pq")
+    monkeypatch.setattr(_mounts, "_read_mount_table", counted)
+    assert len(StreamingDataset(str(path), item_loader=ParquetLoader())) == 4 * ROWS
+    assert len(reads) == 1 and (path / "index.json").is_file()  # indexed by this open

@@ -41,41 +41,48 @@ class _Builder:
     """What Arrow uses of flatbuffers' C++ ``FlatBufferBuilder``, with the same bytes.
 
     The buffer grows towards its front; an object's offset is the buffer's size just after it was
-    written (counted from the end).
+    written (counted from the end). The pieces are kept in the order written and joined reversed
+    once, at :meth:`finish`: prepending each to one buffer would copy the buffer every time.
     """
 
-    __slots__ = ("_buf", "_fields", "_minalign", "_vtables")
+    __slots__ = ("_fields", "_minalign", "_parts", "_size", "_vtables")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._parts: list[bytes] = []  # back to front
+        self._size = 0
         self._minalign = 1
-        self._vtables: list[int] = []
+        self._vtables: dict[bytes, int] = {}  # each vtable written, by its bytes: its offset
         self._fields: list[tuple[int, int]] = []
 
-    def _prepend(self, data: bytes | bytearray) -> None:
-        self._buf[0:0] = data
+    def _prepend(self, data: bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
 
     def _track(self, alignment: int) -> None:
         self._minalign = max(self._minalign, alignment)
 
     def _align(self, size: int) -> None:
         self._track(size)
-        self._prepend(_ZEROS[: -len(self._buf) % size])
+        padding = -self._size % size
+        if padding:
+            self._prepend(_ZEROS[:padding])
 
     def _prealign(self, length: int, alignment: int) -> None:
         if length == 0:
             return
         self._track(alignment)
-        self._prepend(_ZEROS[: -(len(self._buf) + length) % alignment])
+        padding = -(self._size + length) % alignment
+        if padding:
+            self._prepend(_ZEROS[:padding])
 
     def _push(self, fmt: str, value: int) -> int:
         self._align(struct.calcsize(fmt))
         self._prepend(struct.pack("<" + fmt, value))
-        return len(self._buf)
+        return self._size
 
     def _refer(self, offset: int) -> int:
         self._align(4)
-        return len(self._buf) - offset + 4
+        return self._size - offset + 4
 
     def start(self) -> None:
         """Start a table."""
@@ -92,31 +99,32 @@ class _Builder:
             self._fields.append((4 + 2 * slot, self._push("I", self._refer(offset))))
 
     def end(self, start: int) -> int:
-        """End the table started at size ``start``; its offset."""
-        loc = self._push("i", 0)
+        """End the table started at size ``start``; its offset.
+
+        The table starts with the offset of its vtable, known before it is written: the vtable
+        is either one written before with the same bytes (shared), or written right in front.
+        """
+        self._align(4)
+        loc = self._size + 4  # the table's offset once its vtable offset is written
         size = max(max((slot for slot, _ in self._fields), default=0) + 2, 4)
         vtable = bytearray(size)
         struct.pack_into("<HH", vtable, 0, size, loc - start)
         for slot, offset in self._fields:
             struct.pack_into("<H", vtable, slot, loc - offset)
         self._fields = []
-        used = 0
-        end = len(self._buf)
-        for known in self._vtables:  # a vtable like one written before is shared
-            at = end - known
-            if self._buf[at : at + size] == vtable:  # its first field is its size: equal bytes, equal sizes
-                used = known
-                break
-        if not used:
-            self._prepend(vtable)
-            used = len(self._buf)
-            self._vtables.append(used)
-        struct.pack_into("<i", self._buf, len(self._buf) - loc, used - loc)
+        key = bytes(vtable)
+        used = self._vtables.get(key)
+        if used is None:
+            used = self._vtables[key] = loc + size
+            self._prepend(struct.pack("<i", used - loc))
+            self._prepend(key)
+        else:
+            self._prepend(struct.pack("<i", used - loc))
         return loc
 
     @property
     def size(self) -> int:
-        return len(self._buf)
+        return self._size
 
     def string(self, text: bytes) -> int:
         self._prealign(len(text) + 1, 4)
@@ -134,13 +142,14 @@ class _Builder:
         """A vector of ``count`` structs, ``packed`` in order."""
         self._prealign(len(packed), 4)
         self._prealign(len(packed), alignment)
-        self._prepend(packed)
+        if packed:
+            self._prepend(packed)
         return self._push("I", count)
 
     def finish(self, root: int) -> bytes:
         self._prealign(4, self._minalign)
         self._push("I", self._refer(root))
-        return bytes(self._buf)
+        return b"".join(reversed(self._parts))
 
 
 def _schema(b: _Builder, fields: Sequence[tuple[str, int]]) -> int:

@@ -6,6 +6,7 @@ The bottom of the index: :mod:`litdata_format._index` (LitData) and :mod:`litdat
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import time
@@ -371,11 +372,77 @@ class ChunkTable(Sequence[ChunkInfo]):
     def __radd__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
         return [*other, *self]
 
+    def fingerprint(self) -> str:
+        """A short digest of the chunk list: tells a state dict recorded on another dataset.
+
+        The first 16 hex digits of the SHA-1 of ``"{filename}:{chunk_size}:{chunk_bytes};"`` per
+        chunk (state dicts hold it: it must never change), built from the columns in blocks (a
+        str per chunk costs ~1 s at a million chunks).
+        """
+        digest = hashlib.sha1()
+        names = self._names
+        # Offsets count characters and the digest hashes UTF-8 bytes; a negative count (a table
+        # built by hand: parsing refuses one) has a sign the digit columns cannot show.
+        if not names.joined.isascii() or _has_negative(self.chunk_sizes) or _has_negative(self.chunk_bytes):
+            rows = zip(self.filenames, self.chunk_sizes.tolist(), self.chunk_bytes.tolist())
+            digest.update("".join(f"{name}:{size}:{count};" for name, size, count in rows).encode())
+            return digest.hexdigest()[:16]
+        for start in range(0, len(self), _FINGERPRINT_BLOCK):
+            stop = min(start + _FINGERPRINT_BLOCK, len(self))
+            digest.update(_fingerprint_block(names, self.chunk_sizes[start:stop], self.chunk_bytes[start:stop], start))
+        return digest.hexdigest()[:16]
+
     def __hash__(self) -> int:  # a mutable-looking sequence, compared by value: not hashable
         raise TypeError("unhashable type: 'ChunkTable'")
 
     def __repr__(self) -> str:
         return f"ChunkTable({len(self)} chunks)"
+
+
+# -- the fingerprint: "{name}:{size}:{bytes};" per chunk, formatted with numpy ------------------
+_FINGERPRINT_BLOCK = 1 << 13  # rows: ~1 MiB of temporaries a block
+_POWERS = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # an int64 count has at most 19 digits
+
+
+def _has_negative(values: np.ndarray) -> bool:
+    return bool(len(values)) and int(values.min()) < 0
+
+
+def _decimal(values: np.ndarray) -> np.ndarray:
+    """Each of ``values`` (counts, >= 0) as its decimal digits in ASCII, right-aligned after NUL bytes."""
+    out = np.zeros((len(values), len(_POWERS)), dtype=np.uint8)
+    if not len(values):
+        return out
+    used = len(str(int(values.max())))  # columns the largest needs: the others stay NUL
+    digits = (values[:, None] // _POWERS[-used:]) % 10
+    shown = np.cumsum(digits, axis=1) > 0  # from the first digit that is not 0 on
+    shown[:, -1] = True  # 0 is "0"
+    out[:, -used:] = np.where(shown, digits + 48, 0)
+    return out
+
+
+def _fingerprint_block(names: Strings, sizes: np.ndarray, nbytes: np.ndarray, start: int) -> bytes:
+    """``"{name}:{size}:{bytes};"`` of chunks ``start``, ... as ASCII bytes, for ``len(sizes)`` chunks.
+
+    Each chunk is a row of fixed-width fields padded with NUL bytes (no name holds one, and a
+    number's decimal digits never do), dropped at the end.
+    """
+    count = len(sizes)
+    offsets = names.offsets[start : start + count + 1]
+    text = np.frombuffer(names.joined[int(offsets[0]) : int(offsets[-1])].encode("ascii"), dtype=np.uint8)
+    lengths = np.diff(offsets)
+    width = int(lengths.max()) if count else 0
+    digits = len(_POWERS)
+    row = width + 2 * digits + 3
+    rows = np.zeros((count, row), dtype=np.uint8)
+    starts = offsets[:-1] - offsets[0]
+    where = np.repeat(np.arange(count, dtype=np.int64) * row - starts, lengths) + np.arange(len(text), dtype=np.int64)
+    rows.reshape(-1)[where] = text
+    rows[:, width] = rows[:, width + digits + 1] = ord(":")
+    rows[:, width + 1 : width + 1 + digits] = _decimal(sizes)
+    rows[:, width + digits + 2 : width + 2 * digits + 2] = _decimal(nbytes)
+    rows[:, -1] = ord(";")
+    return rows[rows != 0].tobytes()
 
 
 # Far above any real chunk (256 TiB, 2**48 items or tokens), far below what overflows an int64

@@ -38,6 +38,7 @@ __all__ = [
     "parse_index",
     "plain_chunk_name",
     "rank_index_name",
+    "read_index_file",
     "write_json_atomic",
 ]
 
@@ -281,7 +282,24 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
             f"The provided dataset `{path.parent}` doesn't contain any {INDEX_FILENAME} file ({path}: no index.json "
             f"here); is this an optimized dataset?{hint}"
         ) from None
-    source = str(path)
+    return _read_index(fd, str(path))
+
+
+def read_index_file(path: str | os.PathLike[str], source: str) -> DatasetIndex:
+    """The index in the file ``path`` (a copy of one: a download), read as :func:`load_index` reads one.
+
+    Args:
+        path: the file.
+        source: where the index came from (its URL), which error messages name.
+
+    Raises:
+        ValueError: the file is not a valid index (the message names ``source`` and what is wrong).
+    """
+    return _read_index(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), source)
+
+
+def _read_index(fd: int, source: str) -> DatasetIndex:
+    """The index in the file open as ``fd`` (closed here): scanned window by window, else parsed whole."""
     try:
         size = os.fstat(fd).st_size
         scanned = scan_index(lambda offset, count: os.pread(fd, count, offset), size)

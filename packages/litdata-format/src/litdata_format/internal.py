@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from litdata_format._index import parse_chunk_name as parse_chunk_name
     from litdata_format._index import plain_chunk_name as plain_chunk_name
     from litdata_format._index import rank_index_name as rank_index_name
+    from litdata_format._index import read_index_file as read_index_file
     from litdata_format._index import write_json_atomic as write_json_atomic
     from litdata_format._keys import KEYS_FILE as KEYS_FILE
     from litdata_format._keys import keys_parquet as keys_parquet

@@ -20,7 +20,7 @@ from pathlib import Path
 from litdata_format.internal import write_file_atomic
 from litdata_io._cache_clear import clear_cache
 
-__all__ = ["check_version", "claim_version", "dataset_version", "mark_version"]
+__all__ = ["check_version", "claim_version", "dataset_version", "file_version", "mark_version"]
 
 _MARKER = ".source-url"
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -39,6 +39,23 @@ def dataset_version(url: str, index: bytes) -> str:
     """
     digest = hashlib.sha256(url.rstrip("/").encode() + b"\0" + index).hexdigest()
     return f"v-{digest[:16]}"
+
+
+def file_version(url: str, path: str | os.PathLike[str]) -> str:
+    """:func:`dataset_version` of the bytes in the file ``path`` (a downloaded index), read a block at a time.
+
+    Args:
+        url: the dataset's URL (trailing ``/`` ignored).
+        path: the file holding its ``index.json``.
+    """
+    digest = hashlib.sha256(url.rstrip("/").encode() + b"\0")
+    with open(path, "rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return f"v-{digest.hexdigest()[:16]}"
+
+
+_HASH_BLOCK = 1 << 20
 
 
 def check_version(version: str) -> str:

@@ -204,11 +204,18 @@ def bucket_url_for(path: str, mountinfo: str | None = None) -> str | None:
     return None
 
 
-def _fuse_entry(path: str, mountinfo: str | None) -> tuple[MountEntry | None, str | None]:
+def _read_mount_table(mountinfo: str | None) -> str | None:
+    """The text of the mount table (``mountinfo``, ``$LITDATA_MOUNTINFO`` or ``/proc/self/mountinfo``), or None."""
     table = mountinfo or os.environ.get("LITDATA_MOUNTINFO") or "/proc/self/mountinfo"
     try:
-        text = Path(table).read_text(encoding="utf-8", errors="replace")
+        return Path(table).read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return None
+
+
+def _fuse_entry(path: str, mountinfo: str | None) -> tuple[MountEntry | None, str | None]:
+    text = _read_mount_table(mountinfo)
+    if text is None:
         return None, None
     best: MountEntry | None = None
     for entry in parse_mountinfo(text):

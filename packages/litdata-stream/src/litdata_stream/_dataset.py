@@ -7,7 +7,6 @@ is its reader (``_reader.StreamingReader``).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,9 +15,10 @@ from typing import Any, ClassVar
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from litdata_format import BaseItemLoader, DatasetIndex, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
-from litdata_format.internal import SampleMap, Strings, normalize_key
+from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
+from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
+from litdata_io import resolve_dir
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
@@ -188,10 +188,12 @@ class StreamingDataset(ReadOwner, IterableDataset):
         self.distributed_env = DistributedEnv.detect()
         self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
-        posix = detect_posix(_local_path(input_dir))
-        # Resolved once; the parsed index travels to the DataLoader workers with the dataset.
+        # Resolved once (a local path's resolution reads the mount table); the parsed index travels
+        # to the DataLoader workers with the dataset.
+        resolved = resolve_dir(input_dir)
+        posix = detect_posix(resolved.path if resolved.url is None else None)
         origin = locate_chunks(
-            input_dir, in_place=posix.in_place, cache_dir=cache_dir, index_path=index_path,
+            input_dir, resolved, in_place=posix.in_place, cache_dir=cache_dir, index_path=index_path,
             file_pattern=self._file_pattern, storage_options=storage_options, session_options=session_options,
             max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
             verify=bool(verify_chunks),
@@ -199,7 +201,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         index = origin.index
         if origin.verify:
             check_verifiable(index)
-        self._fingerprint = _fingerprint(index)
+        self._fingerprint = index.table.fingerprint()
         if item_loader is None:
             item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
         self.item_loader = item_loader
@@ -650,77 +652,6 @@ class StreamingDataset(ReadOwner, IterableDataset):
         clone._resume = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
-
-
-def _local_path(input_dir: Any) -> str | None:
-    """The local folder of ``input_dir``, or None for a URL (``s3://``, ``local:``, ...)."""
-    from litdata_io import resolve_dir
-
-    resolved = resolve_dir(input_dir)
-    return resolved.path if resolved.url is None else None
-
-
-def _fingerprint(index: DatasetIndex) -> str:
-    """A short digest of the chunk list: tells a state dict recorded on another dataset.
-
-    The SHA-1 of ``"{filename}:{chunk_size}:{chunk_bytes};"`` per chunk, built from the table's
-    columns in blocks (a str per chunk costs ~1 s at a million chunks).
-    """
-    table = index.table
-    digest = hashlib.sha1()
-    names = table.names
-    if not names.joined.isascii():  # offsets count characters, the digest hashes UTF-8 bytes
-        sizes, nbytes = table.chunk_sizes.tolist(), table.chunk_bytes.tolist()
-        text = "".join(f"{name}:{size}:{count};" for name, size, count in zip(table.filenames, sizes, nbytes))
-        digest.update(text.encode())
-        return digest.hexdigest()[:16]
-    for start in range(0, len(table), _FINGERPRINT_BLOCK):
-        stop = min(start + _FINGERPRINT_BLOCK, len(table))
-        digest.update(_fingerprint_block(names, table.chunk_sizes[start:stop], table.chunk_bytes[start:stop], start))
-    return digest.hexdigest()[:16]
-
-
-_FINGERPRINT_BLOCK = 1 << 13  # rows: ~1 MiB of temporaries a block
-_POWERS = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # an int64 count has at most 19 digits
-
-
-def _decimal(values: np.ndarray) -> np.ndarray:
-    """Each of ``values`` (counts, >= 0) as its decimal digits in ASCII, right-aligned after NUL bytes."""
-    if len(values) and int(values.min()) < 0:  # not a count: numpy writes its sign
-        return values.astype(f"S{len(_POWERS)}").view(np.uint8).reshape(len(values), len(_POWERS))
-    out = np.zeros((len(values), len(_POWERS)), dtype=np.uint8)
-    if not len(values):
-        return out
-    used = len(str(int(values.max())))  # columns the largest needs: the others stay NUL
-    digits = (values[:, None] // _POWERS[-used:]) % 10
-    shown = np.cumsum(digits, axis=1) > 0  # from the first digit that is not 0 on
-    shown[:, -1] = True  # 0 is "0"
-    out[:, -used:] = np.where(shown, digits + 48, 0)
-    return out
-
-
-def _fingerprint_block(names: Strings, sizes: np.ndarray, nbytes: np.ndarray, start: int) -> bytes:
-    """``"{name}:{size}:{bytes};"`` of chunks ``start``, ... as ASCII bytes, for ``len(sizes)`` chunks.
-
-    Each chunk is a row of fixed-width fields padded with NUL bytes (no name holds one, and a
-    number's decimal digits never do), dropped at the end.
-    """
-    count = len(sizes)
-    offsets = names.offsets[start : start + count + 1]
-    text = np.frombuffer(names.joined[int(offsets[0]) : int(offsets[-1])].encode("ascii"), dtype=np.uint8)
-    lengths = np.diff(offsets)
-    width = int(lengths.max()) if count else 0
-    digits = len(_POWERS)
-    row = width + 2 * digits + 3
-    rows = np.zeros((count, row), dtype=np.uint8)
-    starts = offsets[:-1] - offsets[0]
-    where = np.repeat(np.arange(count, dtype=np.int64) * row - starts, lengths) + np.arange(len(text), dtype=np.int64)
-    rows.reshape(-1)[where] = text
-    rows[:, width] = rows[:, width + digits + 1] = ord(":")
-    rows[:, width + 1 : width + 1 + digits] = _decimal(sizes)
-    rows[:, width + digits + 2 : width + 2 * digits + 2] = _decimal(nbytes)
-    rows[:, -1] = ord(";")
-    return rows[rows != 0].tobytes()
 
 
 def _check_item_loader(input_dir: Any, item_loader: Any) -> None:

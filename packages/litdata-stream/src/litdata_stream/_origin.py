@@ -21,12 +21,20 @@ __all__ = ["locate_chunks", "open_source"]
 
 
 def locate_chunks(
-    input_dir: Any, *, in_place: bool = True, cache_dir: Any = None, file_pattern: str | None = None, **options: Any
+    input_dir: Any,
+    resolved: Dir,
+    *,
+    in_place: bool = True,
+    cache_dir: Any = None,
+    file_pattern: str | None = None,
+    **options: Any,
 ) -> ChunkOrigin:
-    """Resolve ``input_dir`` and read its index (fetching it into the cache folder for a URL).
+    """Read the index of ``input_dir`` (fetching it into the cache folder for a URL).
 
     Args:
-        input_dir: a local folder, a URL or a ``Dir``.
+        input_dir: a local folder, a URL or a ``Dir``, as given (for messages).
+        resolved: what :func:`~litdata_io.resolve_dir` made of ``input_dir``; the dataset resolves
+            it once (a local path's resolution reads the mount table).
         in_place: read a local folder in place (False: copy its chunks through the cache, as a
             ``local:`` network drive is).
         cache_dir: the cache root or folder the user chose (a ``Dir`` counts by its path).
@@ -39,7 +47,6 @@ def locate_chunks(
     """
     cache_setting = cache_dir.path if isinstance(cache_dir, Dir) else cache_dir
     index_path = options.get("index_path")
-    resolved = resolve_dir(input_dir)
     if resolved.url is None and resolved.path is not None:
         directory = Path(resolved.path)
         if not directory.is_dir():

@@ -25,7 +25,7 @@ from typing import Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, IndexNotFoundError, complete_dataset, load_index, parse_index
 from litdata_format.internal import write_file_atomic
-from litdata_io import ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
+from litdata_io import Dir, ObjectInfo, Storage, cache_dir_for, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import run_sync
 
 __all__ = [
@@ -281,7 +281,7 @@ def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | No
     """
     if index_path is not None or (directory / INDEX_FILENAME).is_file():
         return load_index(index_path if index_path is not None else directory)
-    storage = get_storage(str(directory))
+    storage = get_storage(Dir(path=str(directory)))  # resolved already: no second look at the mount table
     files = parquet_files(storage)
     if not files:
         # Chunks written by hand (Cache / BinaryWriter) with only {rank}.index.json files: finish

@@ -10,13 +10,15 @@ prefetcher, pinned while read, and marked consumed afterwards so the byte-capped
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index, parse_index
-from litdata_format.internal import Chunk, open_chunk, write_file_atomic
+from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
+from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
-from litdata_io import ChunkCache, Prefetcher, Storage, dataset_version, get_storage
+from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
+from litdata_io.internal import file_version
 from litdata_stream._parquet_index import remote_parquet_index
 from litdata_stream._source import ChunkOpener, ChunkOrigin
 
@@ -91,31 +93,47 @@ class RemoteSource:
 def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tuple[DatasetIndex, str, str]:
     """Fetch the index of the dataset at ``storage`` into its version's subfolder of ``cache_dir``.
 
+    The index is downloaded into a file of ``cache_dir`` and read from there as a local one is,
+    window by window, so the open never holds the whole file (~125 MB at a million chunks). The
+    file is kept only if it parses: a damaged index is not cached.
+
     Returns:
         The index, its version, and where it was read from (for messages). A folder of Parquet
         files without an index gets one built from the files' footers.
     """
+    # A hidden name, as a temporary file of atomic_file's is named: the cache's listings skip it.
+    download = cache_dir / f".{INDEX_FILENAME}.{os.urandom(4).hex()}.tmp"
     try:
-        data = _index_bytes(index_path) if index_path else storage.get(INDEX_FILENAME)
-    except FileNotFoundError:
-        if index_path:
-            raise
-        index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
-        return index, version, f"the files of {storage.url}"
-    where = index_path or storage.url_for(INDEX_FILENAME)
-    index = parse_index(data, where)  # from the bytes in hand; a damaged index is not cached
-    version = dataset_version(storage.url, data)
-    write_file_atomic(cache_dir / version / INDEX_FILENAME, data)  # tells a later open the cache was not cleared
-    return index, version, where
+        try:
+            _download_index(storage, index_path, download)
+        except FileNotFoundError:
+            if index_path:
+                raise
+            index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
+            return index, version, f"the files of {storage.url}"
+        where = index_path or storage.url_for(INDEX_FILENAME)
+        index = read_index_file(download, where)
+        version = file_version(storage.url, download)
+        target = cache_dir / version / INDEX_FILENAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(download, target)  # tells a later open the cache was not cleared
+        return index, version, where
+    finally:
+        download.unlink(missing_ok=True)
 
 
-def _index_bytes(index_path: str) -> bytes:
-    """The bytes of the index file ``index_path`` (a file, a folder holding index.json, or a URL)."""
+def _download_index(storage: Storage, index_path: str | None, destination: Path) -> None:
+    """Copy the index file (``index_path``: a file, a folder holding index.json, or a URL) to ``destination``."""
+    if not index_path:
+        storage.download(INDEX_FILENAME, destination)
+        return
     if "://" not in index_path:
         path = Path(os.path.expanduser(index_path))
         path = path / INDEX_FILENAME if path.is_dir() else path
         if not path.is_file():
             load_index(path)  # raises its error naming the path
-        return path.read_bytes()
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+        return
     head, _, name = index_path.rstrip("/").rpartition("/")
-    return get_storage(head).get(name)
+    get_storage(head).download(name, destination)
