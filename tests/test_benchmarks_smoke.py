@@ -1,9 +1,10 @@
 """Keeps the benchmark harness from rotting: OUR side of ``--quick`` for a few cheap workloads.
 
 No side venvs and no assertion about speed (speed is never asserted in tests); the cloud-shaped
-rows start the S3 server and the loopback proxy in front of it. The three slow tests check their
+rows start the S3 server and the loopback proxy in front of it. The four slow tests check their
 rows of ONE ``--quick`` run of all of them (the ``quick`` fixture): the harness, its generated
-inputs and the datasets the rows share are made once, not once per test.
+inputs (the JPEG files both the image rows and the bytes rows read) and the datasets the rows share
+are made once, not once per test.
 """
 
 from __future__ import annotations
@@ -52,14 +53,17 @@ def _quick_ours(tmp_path: Path, only: str) -> tuple[list[dict[str, Any]], str]:
 LOCAL_ROWS = ("stream-local-w0", "stream-local-cold-w2", "random-access")
 CLOUD_ROWS = ("stream-s3-latency-w0", "stream-s3-capped-w2")
 SCALE_ROWS = ("scale",)
+BYTES_ROWS = ("optimize-bytes",)
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], str]:
     """One ``--quick --libs ours`` run of every row the slow tests check: its run records and its report."""
-    runs, text = _quick_ours(tmp_path_factory.mktemp("quick"), ",".join(LOCAL_ROWS + CLOUD_ROWS + SCALE_ROWS))
+    only = ",".join(LOCAL_ROWS + CLOUD_ROWS + SCALE_ROWS + BYTES_ROWS)
+    runs, text = _quick_ours(tmp_path_factory.mktemp("quick"), only)
     # --only chose exactly these rows, each run once
-    assert sorted(r["row"] for r in runs) == sorted([*LOCAL_ROWS, *CLOUD_ROWS, "scale-small-chunks"]), runs
+    expected = [*LOCAL_ROWS, *CLOUD_ROWS, "scale-small-chunks", "optimize-bytes", "optimize-bytes-nopyc"]
+    assert sorted(r["row"] for r in runs) == sorted(expected), runs
     return runs, text
 
 
@@ -145,12 +149,12 @@ def test_quick_scale_row_runs_our_side(quick: tuple[list[dict[str, Any]], str]) 
 
 
 @pytest.mark.slow
-def test_quick_bytes_rows_run_our_side(tmp_path: Path) -> None:
+def test_quick_bytes_rows_run_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
     """Issue 32's rows: the JPEG files' bytes + a label, and ours again with no compiled bytecode."""
     sys.path.insert(0, str(ROOT))
     from benchmarks._config import QUICK
 
-    runs, text = _quick_ours(tmp_path, "optimize-bytes")
+    runs, text = _rows(quick, BYTES_ROWS), quick[1]
     assert sorted(r["row"] for r in runs) == ["optimize-bytes", "optimize-bytes-nopyc"]
     for run in runs:
         assert run["ok"], run

@@ -85,38 +85,80 @@ class TestGcsFsspecStorage(StorageConformance):
 
 
 _EMULATOR_SCRIPT = """
-import os, sys
+import json, os, sys, traceback
 import litdata as ld
 
 def square(i):
     return {"i": i, "sq": i * i}
 
-if __name__ == "__main__":
-    url = sys.argv[1]
+def optimize(url):
     ld.optimize(fn=square, inputs=list(range(40)), output_dir=url, chunk_size=8, num_workers=2, verbose=False)
-    ds = ld.StreamingDataset(url, cache_dir=sys.argv[2])
+
+def read(url, caches):
+    ds = ld.StreamingDataset(url, cache_dir=caches[0])
     assert [s["sq"] for s in ds] == [i * i for i in range(40)], [s["sq"] for s in ds]
-    loader = ld.StreamingDataLoader(ld.StreamingDataset(url, cache_dir=sys.argv[3]), batch_size=10, num_workers=2)
+    loader = ld.StreamingDataLoader(ld.StreamingDataset(url, cache_dir=caches[1]), batch_size=10, num_workers=2)
     assert sorted(int(i) for b in loader for i in b["i"]) == list(range(40))
-    print("ok")
+
+if __name__ == "__main__":
+    forms = json.loads(sys.argv[1])
+    errors = {name: None for name in forms}
+    # Both optimize runs first: torch is not loaded yet, so each forks its workers as a script's first
+    # optimize does; then each form's reads. Every step sets its form's variable alone.
+    for step in (optimize, read):
+        for name, form in forms.items():
+            if errors[name] is None:
+                os.environ["STORAGE_EMULATOR_HOST"] = form["host"]
+                try:
+                    step(form["url"], *([form["caches"]] if step is read else []))
+                except Exception:
+                    errors[name] = traceback.format_exc()
+    print(json.dumps(errors))
 """
 
 
-@pytest.mark.parametrize("host_form", ["url", "host:port"])
-def test_storage_emulator_host_is_honoured(tmp_path: Any, fake_gcs: FakeGcsServer, host_form: str) -> None:
-    """``STORAGE_EMULATOR_HOST`` alone (no credentials, no storage_options): optimize into gs:// and read it back."""
+@pytest.fixture(scope="module")
+def emulator_forms(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both forms of ``STORAGE_EMULATOR_HOST`` in one script run, each against an emulator of its own.
+
+    The ``url`` form names the session's emulator, the ``host:port`` form a second one, and each
+    form's bucket exists only on its emulator: a process that kept the first value it read would
+    send the other form's requests to an emulator without its bucket, and that form would fail.
+    Returns the script's exit code, its stderr and each form's error (None: optimized and read back).
+    """
+    import json
     import os
     import subprocess
     import sys
 
-    bucket = fake_gcs.create_bucket()
-    script = tmp_path / "emulated.py"
+    from tests.servers_extra import start_fake_gcs
+
+    folder = tmp_path_factory.mktemp("emulated")
+    script = folder / "emulated.py"
     script.write_text(_EMULATOR_SCRIPT)
-    host = fake_gcs.endpoint if host_form == "url" else fake_gcs.endpoint.removeprefix("http://")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GCE_"))}
-    env.update(STORAGE_EMULATOR_HOST=host, GCE_METADATA_HOST="127.0.0.1:9", GCE_METADATA_IP="127.0.0.1:9")
-    proc = subprocess.run(
-        [sys.executable, str(script), f"gs://{bucket}/data", str(tmp_path / "c1"), str(tmp_path / "c2")],
-        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-5000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GCE_", "STORAGE_EMULATOR_"))}
+    env.update(GCE_METADATA_HOST="127.0.0.1:9", GCE_METADATA_IP="127.0.0.1:9")
+    with start_fake_gcs() as second:
+        servers = {"url": fake_gcs, "host:port": second}
+        hosts = {"url": fake_gcs.endpoint, "host:port": second.endpoint.removeprefix("http://")}
+        forms = {
+            name: {
+                "host": hosts[name],
+                "url": f"gs://{server.create_bucket()}/data",
+                "caches": [str(folder / f"{n}-{i}") for i in (1, 2)],
+            }
+            for n, (name, server) in enumerate(servers.items())
+        }
+        proc = subprocess.run(
+            [sys.executable, str(script), json.dumps(forms)],
+            check=False, cwd=folder, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    errors = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+    return {"code": proc.returncode, "stderr": proc.stderr, "errors": errors}
+
+
+@pytest.mark.parametrize("host_form", ["url", "host:port"])
+def test_storage_emulator_host_is_honoured(emulator_forms: dict[str, Any], host_form: str) -> None:
+    """``STORAGE_EMULATOR_HOST`` alone (no credentials, no storage_options): optimize into gs:// and read it back."""
+    assert emulator_forms["code"] == 0, emulator_forms["stderr"][-5000:]
+    assert emulator_forms["errors"][host_form] is None, emulator_forms["errors"][host_form]

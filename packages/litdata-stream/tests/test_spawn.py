@@ -31,12 +31,24 @@ import os
 import sys
 
 LOADED_BY = os.getpid()  # the process that ran this script
+TORCH_LOADED_BY = []  # the process that imported torch, once this script was loaded
+
+
+class _NotesTorch:
+    def find_spec(self, name, path, target=None):
+        if name == "torch" and not TORCH_LOADED_BY:
+            TORCH_LOADED_BY.append(os.getpid())
+        return None
+
+
+sys.meta_path.insert(0, _NotesTorch())
 
 
 def where_loaded(worker_id):
     main = sys.modules["__mp_main__"]
+    ppid = os.getppid()
     # One write per line: print() writes its pieces one by one, and two workers share this pipe.
-    os.write(1, f"worker {worker_id} {main.LOADED_BY == os.getppid()}\\n".encode())
+    os.write(1, f"worker {worker_id} {main.LOADED_BY == ppid} {main.TORCH_LOADED_BY == [ppid]}\\n".encode())
 
 
 if __name__ == "__main__":
@@ -53,7 +65,8 @@ if __name__ == "__main__":
 
 def test_forkserver_workers_find_the_script_loaded_by_the_server(tmp_path: Path) -> None:
     # CPython 3.11-3.13 forkserver workers would each run the script again (python/cpython#126631):
-    # with torch imported at its top, 1-2 s per worker at every epoch.
+    # with torch imported at its top, 1-2 s per worker at every epoch. This script imports litdata only
+    # under its main guard, so the server must load torch itself, or every worker would import it.
     import subprocess
     import sys
 
@@ -69,7 +82,8 @@ def test_forkserver_workers_find_the_script_loaded_by_the_server(tmp_path: Path)
     )
     lines = sorted(done.stdout.split("\n"))
     assert [line for line in lines if line.startswith("epoch")] == ["epoch 0 True", "epoch 1 True"]
-    assert [line for line in lines if line.startswith("worker")] == ["worker 0 True"] * 2 + ["worker 1 True"] * 2
+    workers = [line for line in lines if line.startswith("worker")]
+    assert workers == ["worker 0 True True"] * 2 + ["worker 1 True True"] * 2
 
 
 def _listed_times(folder: Path, times: int) -> Path:

@@ -294,7 +294,11 @@ class StreamingDataLoader(DataLoader):
         if workers is None:
             context = self.multiprocessing_context
             if self.num_workers and context is not None and context.get_start_method() == "forkserver":
-                start_forkserver(["litdata_stream"])  # the script and torch load once, not per worker
+                # The script, torch and the dataset's modules load once, in the server, not in every worker
+                # at every pass: `import litdata_stream` alone loads neither (its names are lazy), and a
+                # script importing litdata only under `if __name__ == "__main__":` leaves them to the workers.
+                modules = (__name__, type(reader).__module__, type(self.dataset).__module__)
+                start_forkserver(list(dict.fromkeys(m for m in modules if m != "__main__")))
             sampled = self._torch_batching
             workers = DataLoader(
                 reader,
