@@ -4,14 +4,14 @@ Each rank is a multiprocessing child, which the old rule (in-process obstore in 
 multiprocessing child) took for a worker: the rank ran obstore itself, and each DataLoader
 worker it forked then needed an obstore helper of its own. Placement is declared now: the rank is
 a root (one helper), its workers run obstore. The job runs as a real root process
-(``tests/ddp_spawn_script.py``); no test waits on a clock: a hang fails on pytest's timeout.
+(``tests/ddp_spawn_script.py``, forked from the test zygote: see ``tests/zygote.py``); no test
+waits on a clock: a hang fails on pytest's timeout.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pytest
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
 from tests.servers import S3Server, free_port
+from tests.zygote import start_python
 
 pytestmark = [pytest.mark.cloud, pytest.mark.distributed]
 
@@ -41,15 +42,12 @@ def test_ranks_started_by_torch_spawn_keep_one_helper_and_their_workers_run_obst
     for path in sorted((tmp_path / "local").iterdir()):
         storage.upload(path, path.name)
     spec = {"url": url, "options": options, "scratch": str(tmp_path / "scratch"), "port": free_port()}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.ddp_spawn_script", json.dumps(spec)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout
-    ranks: list[dict[str, Any]] = json.loads(done.stdout.splitlines()[-1])
+    # The job's root: its import lines load torch, so it is forked from the test zygote (tests/zygote.py);
+    # its ranks are what torch.multiprocessing.spawn starts, fresh interpreters.
+    proc = start_python(["-m", "tests.ddp_spawn_script", json.dumps(spec)], env=dict(os.environ), cwd=ROOT)
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stdout + stderr[-6000:]
+    ranks: list[dict[str, Any]] = json.loads(stdout.splitlines()[-1])
     for rank in ranks:
         # The rank is a root: index.json went through its helper, and obstore stayed out of its memory.
         assert (rank["placement"], rank["obstore_loaded"]) == ("helper", False), rank

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 from litdata_format import BinaryWriter
 from litdata_prep import map, optimize
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.zygote import start_python
 
 pytestmark = pytest.mark.slow
 
@@ -122,14 +121,17 @@ if __name__ == "__main__":
 
 
 def _run(script: Path, source: str, out: Path, kill: bool) -> int:
+    """``python job.py`` (its import lines load torch: forked from the test zygote, tests/zygote.py)."""
     env = {**os.environ, "PYTHONPATH": str(script.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, str(script), source, str(out)], start_new_session=True, env=env)
-    if not kill:
-        return proc.wait(timeout=120)
-    while not len(list(out.glob("chunk-*"))) >= 4 and proc.poll() is None:
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    return proc.wait(timeout=30)
+    proc = start_python([str(script), source, str(out)], env=env, cwd=Path.cwd(), start_new_session=True)
+    if kill:
+        while not len(list(out.glob("chunk-*"))) >= 4 and proc.poll() is None:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=30 if kill else 120)
+    print(stdout + stderr, end="")  # the job's output, which pytest shows with a failure
+    assert proc.returncode is not None
+    return proc.returncode
 
 
 def test_a_killed_re_optimization_resumes_to_the_same_dataset(tmp_path: Path, fns: Any) -> None:

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDat
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server
 from tests.stall_reader import payload
+from tests.zygote import PythonProcess, start_python
 
 pytestmark = pytest.mark.cloud
 
@@ -58,18 +58,13 @@ def slow(s3_server: S3Server) -> Iterator[FaultProxy]:
         yield running
 
 
-def _reader(url: str, cache: Path, storage_options: dict[str, Any], **env: str) -> subprocess.Popen[str]:
+def _reader(url: str, cache: Path, storage_options: dict[str, Any], **env: str) -> PythonProcess:
+    """``python -m tests.stall_reader`` (its import lines load torch: forked from the test zygote, tests/zygote.py)."""
     args = {"url": url, "cache": str(cache), "storage_options": storage_options}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.stall_reader", json.dumps(args)],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    return start_python(["-m", "tests.stall_reader", json.dumps(args)], cwd=ROOT, env={**os.environ, **env})
 
 
-def _stop_while_downloading(proc: subprocess.Popen[str], cache: Path) -> Path:
+def _stop_while_downloading(proc: PythonProcess, cache: Path) -> Path:
     """SIGSTOP ``proc`` once it holds a download lock with its reservation written; that lock."""
     deadline = time.monotonic() + 150  # a loaded machine took over a minute to start a reader (torch)
     while time.monotonic() < deadline:
@@ -86,18 +81,16 @@ def _stop_while_downloading(proc: subprocess.Popen[str], cache: Path) -> Path:
     raise AssertionError("A never started a download")
 
 
-def _end(proc: subprocess.Popen[str]) -> None:
+def _end(proc: PythonProcess) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGCONT)
         proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
+    proc.communicate()  # its output folder goes
 
 
-def _result(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0
+def _result(proc: PythonProcess, timeout: float) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-4000:]
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -125,7 +118,7 @@ def test_stopped_downloader_is_taken_over(
     url, local = dataset
     cache = tmp_path / "cache"
     a = _reader(url, cache, {**s3_server.storage_options(slow.endpoint), "timeout": 60.0})
-    b: subprocess.Popen[str] | None = None
+    b: PythonProcess | None = None
     try:
         _stop_while_downloading(a, cache)
         b = _reader(url, cache, s3_server.storage_options(), LITDATA_DOWNLOAD_STALL_S=str(STALL_S))

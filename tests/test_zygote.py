@@ -155,3 +155,14 @@ def test_two_threads_wait_for_one_child(tmp_path: Path) -> None:
     for waiter in waiters:
         waiter.join()
     assert codes == [0, 0]  # both saw the end, not only the first to be woken
+
+
+def test_a_zygote_that_preloads_more(tmp_path: Path) -> None:
+    """``preload``: a zygote of its own imported those modules too; the plain zygote did not."""
+    script = tmp_path / "loaded.py"
+    script.write_text("import sys\nprint('colorsys' in sys.modules, 'torch' in sys.modules)\n")
+    preloaded = run_python([str(script)], env={}, cwd=tmp_path, timeout=120, preload=("colorsys",))
+    plain = run_python([str(script)], env={}, cwd=tmp_path, timeout=60)
+    assert (preloaded.returncode, preloaded.stdout, plain.stdout) == (0, "True True\n", "False True\n"), (
+        preloaded.stderr
+    )

@@ -32,6 +32,12 @@ The zygote is single-threaded (a fork from a threaded process can inherit a held
 ``poll`` loop over its stdin (one JSON request a line) and one pidfd per child. It answers each
 request with ``{"id", "pid"}`` once forked and ``{"id", "code"}`` once the child ended (its exit
 code, minus the signal that killed it). At end of input it kills what is left and exits.
+
+A script whose first lines import a heavy library beside torch (torch-geometric: ~5-8 CPU-seconds)
+can ask for a zygote that imported it too (``preload``): ``python tests/zygote.py torch_geometric``,
+one more zygote per set of modules, started on first use (or ahead, :func:`start_zygote`). Its
+child is what a fresh interpreter is once lines importing those modules ran; the caller asks for
+it only then (``tests/test_doc_examples_as_written.py`` reads the script's import lines).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PythonProcess", "run_python", "start_python"]
+__all__ = ["PythonProcess", "run_python", "start_python", "start_zygote"]
 
 PRELOAD = ("numpy", "torch")
 # Read by torch's import (its OpenMP and intra-op pools), applied by a child with torch.set_num_threads.
@@ -176,8 +182,8 @@ def _child(request: dict[str, Any], base_path: list[str]) -> None:
         os._exit(code)
 
 
-def _serve() -> None:
-    for name in PRELOAD:
+def _serve(extra: Sequence[str]) -> None:
+    for name in (*PRELOAD, *extra):
         __import__(name)
     base_path = list(sys.path[1:])  # sys.path[0] is this file's folder; each child sets its own
     answers = os.dup(1)
@@ -249,11 +255,11 @@ def _forkable(env: Mapping[str, str]) -> bool:
 
 
 class _Zygote:
-    """The zygote process and the thread that reads its answers."""
+    """The zygote process (``extra``: what it imports beside ``PRELOAD``) and the thread that reads its answers."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve())],
+            [sys.executable, str(Path(__file__).resolve()), *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=_zygote_env(),
@@ -318,18 +324,31 @@ class _Zygote:
             self.proc.wait()
 
 
-_zygote: _Zygote | None = None
+_zygotes: dict[tuple[str, ...], _Zygote] = {}  # by the modules each imported beside PRELOAD
 _zygote_lock = threading.Lock()
 
 
-def _the_zygote() -> _Zygote:
-    global _zygote
+def _stop_zygotes() -> None:
+    for zygote in list(_zygotes.values()):
+        zygote.stop()
+
+
+def _the_zygote(extra: tuple[str, ...] = ()) -> _Zygote:
     with _zygote_lock:
-        if _zygote is None or not _zygote.alive():
-            if _zygote is None:
-                atexit.register(lambda: _zygote is not None and _zygote.stop())
-            _zygote = _Zygote()
-        return _zygote
+        zygote = _zygotes.get(extra)
+        if zygote is None or not zygote.alive():
+            if not _zygotes:
+                atexit.register(_stop_zygotes)
+            zygote = _zygotes[extra] = _Zygote(extra)
+        return zygote
+
+
+def start_zygote(preload: Sequence[str] = ()) -> None:
+    """Start the zygote that imports ``preload`` beside numpy and torch, if not running: it imports them while
+    the caller goes on (what :func:`start_python` with that ``preload`` would wait for). Nothing with
+    ``LITDATA_TEST_FORK=0``."""
+    if os.environ.get("LITDATA_TEST_FORK", "1") != "0":
+        _the_zygote(tuple(preload))
 
 
 class PythonProcess:
@@ -339,6 +358,8 @@ class PythonProcess:
     :meth:`wait`, :meth:`kill` and :meth:`communicate` (stdout and stderr as text; they go to files
     in a folder of the process's own, removed by :meth:`communicate`; or both to ``output``, as
     ``stdout=file, stderr=subprocess.STDOUT`` would, and :meth:`communicate` returns its text as stdout).
+    ``preload``: modules the script's first lines import beside torch, for a zygote that imported them
+    too (see the module docstring).
     """
 
     def __init__(
@@ -349,6 +370,7 @@ class PythonProcess:
         cwd: str | os.PathLike[str],
         start_new_session: bool = False,
         output: str | os.PathLike[str] | None = None,
+        preload: Sequence[str] = (),
     ) -> None:
         if not args or (args[0].startswith("-") and args[0] != "-m"):
             raise ValueError(f"start_python runs a script path or `-m module`, not {list(args)!r}")
@@ -384,7 +406,7 @@ class PythonProcess:
             "stderr": str(self._err),
             "session": start_new_session,
         }
-        self._zygote = _the_zygote()
+        self._zygote = _the_zygote(tuple(preload))
         self._id, self.pid = self._zygote.request(request)
 
     def wait(self, timeout: float | None = None) -> int:
@@ -428,19 +450,25 @@ def start_python(
     cwd: str | os.PathLike[str],
     start_new_session: bool = False,
     output: str | os.PathLike[str] | None = None,
+    preload: Sequence[str] = (),
 ) -> PythonProcess:
     """Start ``python *args`` (a script path or ``-m module``, then its arguments); see the module docstring.
 
-    ``output``: one file for both stdout and stderr (see :class:`PythonProcess`).
+    ``output``: one file for both stdout and stderr; ``preload``: see :class:`PythonProcess`.
     """
-    return PythonProcess(args, env=env, cwd=cwd, start_new_session=start_new_session, output=output)
+    return PythonProcess(args, env=env, cwd=cwd, start_new_session=start_new_session, output=output, preload=preload)
 
 
 def run_python(
-    args: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str], timeout: float
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str],
+    timeout: float,
+    preload: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python *args`` to its end, as ``subprocess.run(..., capture_output=True, text=True)`` would."""
-    proc = start_python(args, env=env, cwd=cwd, start_new_session=True)
+    proc = start_python(args, env=env, cwd=cwd, start_new_session=True, preload=preload)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -453,4 +481,4 @@ def run_python(
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1:])
