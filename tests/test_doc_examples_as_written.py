@@ -12,8 +12,10 @@ with that example's text before its own, in the same script. The standard variab
 The process is a fresh interpreter, except for an example whose import lines (the statements
 before its first other one) load torch: that one is forked from the test zygote
 (``tests/zygote.py``), a process that imported numpy and torch once, which is what a fresh
-interpreter is once those lines ran (see :func:`run_example`). ``LITDATA_TEST_FORK=0`` runs every
-example in a fresh interpreter.
+interpreter is once those lines ran (see :func:`run_example`); if those lines import torch-geometric
+too, from a second zygote that imported it as well (started with the module, so it imports while
+the examples before the first that needs it run). ``LITDATA_TEST_FORK=0`` runs every example in a
+fresh interpreter.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from litdata_io import get_storage
 from tests.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
 from tests.servers import S3Server, start_moto
 from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
-from tests.zygote import run_python
+from tests.zygote import run_python, start_zygote
 
 _REPO = Path(__file__).resolve().parent.parent
 # Upstream's documentation text: $LITDATA_DOCS_TXT, else the project's shared folder beside the checkout.
@@ -100,6 +102,21 @@ def import_lines(code: str) -> str:
     return "\n".join(code.split("\n")[:end]) + "\n"
 
 
+# Libraries an example's import lines may import beside torch that a zygote imports too (seconds of CPU each).
+PRELOADABLE = ("torch_geometric",)
+
+
+def preloadable(code: str) -> tuple[str, ...]:
+    """The libraries of ``PRELOADABLE`` that ``code``'s import lines import: loaded before its other statements run."""
+    named: set[str] = set()
+    for statement in ast.parse(import_lines(code)).body:
+        if isinstance(statement, ast.Import):
+            named.update(alias.name.split(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+            named.add(statement.module.split(".")[0])
+    return tuple(name for name in PRELOADABLE if name in named)
+
+
 def loads_torch_first(code: str, cwd: Path, environ: dict[str, str]) -> bool:
     """Whether ``code``'s import lines load torch when run in a fresh interpreter (in ``cwd``, with ``environ``)."""
     proc = subprocess.run(
@@ -129,7 +146,8 @@ def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout
     lines, under the test process's environment, whose differences from the example's, ``AWS_*``,
     ``HF_*``, ``LITDATA_*``, ..., are no variables numpy or torch read). An example that loads torch
     later, or never, gets a fresh interpreter: forked from the zygote, its optimize would start a
-    forkserver where the user's run forks.
+    forkserver where the user's run forks. An example whose import lines also import torch-geometric
+    (``preloadable``) is forked from a zygote that imported it too: the same argument, for its import.
     """
     script = cwd / "example.py"
     code = textwrap.dedent(code)
@@ -137,7 +155,7 @@ def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout
     base = {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_ENV)}
     environ = {**base, "PYTHONPATH": str(_REPO), **(env or {})}
     if loads_torch_first(code, cwd, environ):
-        proc = run_python([str(script)], env=environ, cwd=cwd, timeout=timeout)
+        proc = run_python([str(script)], env=environ, cwd=cwd, timeout=timeout, preload=preloadable(code))
     else:
         proc = subprocess.run(
             [sys.executable, str(script)],
@@ -371,6 +389,19 @@ def _after(number: int, w: World) -> None:
         assert sorted(k.rsplit("/", 1)[1] for k in _objects(w.s3, "my-bucket", "my_resized_images/")) == [
             f"{i}.png" for i in range(6)
         ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def preloaded_zygote(request: pytest.FixtureRequest) -> None:
+    """The zygote of the examples that import torch-geometric starts with the module: it imports while the
+    examples before the first that needs it run."""
+    wanted: set[str] = set()
+    for item in request.session.items:  # this module's examples that this process runs
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "module", None) is request.module and callspec is not None and "example" in callspec.params:
+            wanted.update(preloadable(runnable_script(callspec.params["example"], {})))
+    if wanted:
+        start_zygote(tuple(name for name in PRELOADABLE if name in wanted))
 
 
 @pytest.fixture(scope="module")
