@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from litdata_format.internal import write_file_atomic
@@ -37,8 +38,7 @@ def dataset_version(url: str, index: bytes) -> str:
         url: the dataset's URL (trailing ``/`` ignored).
         index: the bytes of its ``index.json`` (or of whatever identifies its content).
     """
-    digest = hashlib.sha256(url.rstrip("/").encode() + b"\0" + index).hexdigest()
-    return f"v-{digest[:16]}"
+    return _version(url, [index])
 
 
 def file_version(url: str, path: str | os.PathLike[str]) -> str:
@@ -48,10 +48,15 @@ def file_version(url: str, path: str | os.PathLike[str]) -> str:
         url: the dataset's URL (trailing ``/`` ignored).
         path: the file holding its ``index.json``.
     """
-    digest = hashlib.sha256(url.rstrip("/").encode() + b"\0")
     with open(path, "rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
+        return _version(url, iter(lambda: handle.read(_HASH_BLOCK), b""))
+
+
+def _version(url: str, blocks: Iterable[bytes]) -> str:
+    """The version named by the SHA-256 of ``url`` (without a trailing ``/``), a NUL, then ``blocks``."""
+    digest = hashlib.sha256(url.rstrip("/").encode() + b"\0")
+    for block in blocks:
+        digest.update(block)
     return f"v-{digest.hexdigest()[:16]}"
 
 
