@@ -17,11 +17,16 @@ library's ``.pyc`` too, so an upper bound of what a venv without ``.pyc`` costs)
 cache's sequential write bandwidth is measured in the same run: the same number of bytes as the
 largest output, written with one ``write`` per 64 MiB into a new file (median of 3).
 
+``floor`` is no library: the same ``fn`` over the same inputs in a fork pool of 2, each sample
+made and dropped (its "MB written" are the bytes the samples held). No library's call can be
+shorter, so its "of page cache" is the most the workload allows a whole call to reach.
+
     uv run python benchmarks/optimize_phases.py                      # all: ~10-20 min on 2 cores
     uv run python benchmarks/optimize_phases.py --rounds 3 --scales 0.5 --workloads bytes,tokens
     uv run python benchmarks/optimize_phases.py --libs ours,ours-nopyc --report /tmp/phases.md
     uv run python benchmarks/optimize_phases.py --libs ours --baseline main --rounds 3   # before/after
     uv run python benchmarks/optimize_phases.py --libs ours --scales 1,4,10 --workloads bytes,tokens  # bigger jobs
+    uv run python benchmarks/optimize_phases.py --libs ours,floor --scales 1,4 --workloads bytes,tokens  # fn's floor
 
 A scale above 1x reads the same JPEG files or token shards again, round-robin.
 
@@ -55,7 +60,7 @@ from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 OUT = ROOT / "benchmarks" / "out" / "phases"
 RUNNER = ROOT / "benchmarks" / "runners" / "phases_runner.py"
 WORKLOADS = ("bytes", "pil", "tokens", "records")
-LIBS = ("ours", "ours-nopyc", "baseline", "upstream", "mosaic")
+LIBS = ("ours", "ours-nopyc", "baseline", "upstream", "mosaic", "floor")
 _BASELINE: list[Path] = []  # the python of ours at --baseline REV
 IMAGES = 5_000
 TOKEN_SHARDS = 24
@@ -112,7 +117,7 @@ def page_cache_write_bandwidth(size: int, work: Path) -> float:
 def _python(lib: str) -> str:
     if lib == "baseline":
         return str(_BASELINE[0])
-    return sys.executable if lib.startswith("ours") else str(build_peer(lib))
+    return sys.executable if lib.startswith("ours") or lib == "floor" else str(build_peer(lib))
 
 
 def _code_roots(libs: list[str]) -> list[Path]:
@@ -150,7 +155,8 @@ def run_one(lib: str, workload: str, scale: float, images: Path, tokens: Path, w
     if lib == "ours-nopyc":
         prefix = tempfile.mkdtemp(prefix="nopyc-", dir=work)
         env["PYTHONPYCACHEPREFIX"] = prefix
-    command = [_python(lib), str(RUNNER), "mosaic" if lib == "mosaic" else "litdata", workload, json.dumps(params)]
+    runner_lib = lib if lib in ("mosaic", "floor") else "litdata"
+    command = [_python(lib), str(RUNNER), runner_lib, workload, json.dumps(params)]
     done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
     if done.returncode != 0 or not lines:

@@ -1,4 +1,4 @@
-"""One optimize run of ``benchmarks/optimize_phases.py``, timed by phase; ours, upstream or Mosaic.
+"""One optimize run of ``benchmarks/optimize_phases.py``, timed by phase; ours, upstream, Mosaic or the floor.
 
 Called as ``python phases_runner.py <lib> <workload> <params-json>`` by each library's venv python;
 prints ``BENCH_RESULT {...}`` with the whole call's seconds and its three phases:
@@ -6,6 +6,10 @@ prints ``BENCH_RESULT {...}`` with the whole call's seconds and its three phases
 * start-up: from the call to the first sample ``fn`` made (workers started, inputs handed out);
 * work: from the first sample to the last one;
 * tail: from the last sample to the call's return (the last chunks, the index, joins).
+
+The floor (lib ``floor``) is no library: the same ``fn`` over the same inputs in a fork pool of
+as many processes as the workers, each sample made and dropped. No writer can return before its
+``fn`` has made every sample, so its rate is the most any library could reach on the workload.
 
 Every sample made stamps the time into a small file of its process (``mark``), at most every
 2 ms after the first, so the last stamp is at most 2 ms before the true last sample and the
@@ -150,6 +154,28 @@ def _mosaic(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
     merge_index(params["out_dir"], keep_local=True)
 
 
+def _made(args: tuple[str, list[Any], dict[str, Any]]) -> int:
+    """Make every sample of ``inputs`` with the workload's ``fn`` and drop it; the bytes they held."""
+    workload, inputs, params = args
+    if workload == "tokens":
+        tokenize = Tokenize(params["doc_tokens"])
+        return sum(doc.nbytes for path in inputs for doc in tokenize(path))
+    make = {"bytes": image_bytes, "pil": image_pil, "records": record}[workload]
+    made = 0
+    for item in inputs:
+        sample = make(item)
+        made += sum(len(v) if isinstance(v, bytes) else getattr(v, "nbytes", 8) for v in sample.values())
+    return made
+
+
+def _floor(workload: str, inputs: list[Any], params: dict[str, Any]) -> int:
+    workers = params["workers"]
+    size = -(-len(inputs) // workers)
+    jobs = [(workload, inputs[rank * size : (rank + 1) * size], params) for rank in range(workers)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return sum(pool.map(_made, jobs))
+
+
 def _inputs(workload: str, params: dict[str, Any]) -> list[Any]:
     if workload == "records":
         return list(range(params["records"]))
@@ -169,17 +195,21 @@ def run(lib: str, workload: str, params: dict[str, Any]) -> dict[str, Any]:
     # call's own (upstream's and Mosaic's imports load torch, which is seconds on this disk).
     if lib == "mosaic":
         from streaming import MDSWriter  # noqa: F401  # pyright: ignore[reportMissingImports]
-    else:
+    elif lib != "floor":
         from litdata import TokensLoader, optimize  # noqa: F401
+    made = 0
     started = time.time()
     if lib == "mosaic":
         _mosaic(workload, inputs, params)
+    elif lib == "floor":
+        made = _floor(workload, inputs, params)
     else:
         _litdata(workload, inputs, params)
     ended = time.time()
     marks = [tuple(map(float, p.read_text().split())) for p in stamps.iterdir()]
     first, last = min(m[0] for m in marks), max(m[1] for m in marks)
-    written = sum(p.stat().st_size for p in Path(params["out_dir"]).rglob("*") if p.is_file())
+    # The floor writes nothing: its "bytes" are those its samples held, about what a writer writes.
+    written = made or sum(p.stat().st_size for p in Path(params["out_dir"]).rglob("*") if p.is_file())
     return {
         "elapsed_s": ended - started,
         "startup_s": first - started,
