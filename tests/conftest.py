@@ -11,7 +11,9 @@ file is unchanged.
 from __future__ import annotations
 
 import os
+import resource
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -93,3 +95,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return rank.get(relative, len(rank))
 
     items.sort(key=key)  # stable: the other files, and the tests inside each file, keep their order
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(user, system) CPU-seconds of this process and of its children that have been waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + children.ru_utime, own.ru_stime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With ``LITDATA_TEST_CPU_LOG=<file>``, append each test's CPU-seconds to that file.
+
+    Its own and its waited-for subprocesses' (a server or zygote started by a fixture is counted
+    when the test that ends it reaps it). One line per test, ``user system nodeid``; each worker
+    appends whole lines. ``python tests/cpu_report.py <file>`` sums them per file.
+    """
+    log = os.environ.get("LITDATA_TEST_CPU_LOG")
+    if not log:
+        yield
+        return
+    user, system = _cpu_seconds()
+    yield
+    after = _cpu_seconds()
+    line = f"{after[0] - user:.3f} {after[1] - system:.3f} {item.nodeid}\n"
+    with open(log, "a") as handle:  # O_APPEND: a line this short lands whole
+        handle.write(line)
