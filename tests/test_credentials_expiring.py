@@ -16,6 +16,11 @@ the storage's backoff, and while the keys from before are still valid they are s
 
 A request signed in time that reaches the bucket after its key's end (its process paused between
 signing and sending) is refused as S3 does (400 ``ExpiredToken``) and signed again once.
+
+A stream is mostly waiting (its samples, its keys' turnover), so the drivers of the stream tests
+start with the file's first test and run :data:`CONCURRENT` at a time (the module fixture
+``drives``), each through a credential stack of its own (stand-ins, gate, keys and counts): each
+test checks its own driver's result and its own stack's keys and refusals, as it would alone.
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +48,9 @@ from tests.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server
 
-pytestmark = pytest.mark.cloud
+# drives: the stream tests' drivers start with the file's first test and stream while the tests
+# before theirs (in this process, seconds of botocore's and the proxy's waits) run
+pytestmark = [pytest.mark.cloud, pytest.mark.usefixtures("drives")]
 
 THROUGH_BOTO3 = (
     "assume-role-profile",
@@ -51,6 +61,17 @@ THROUGH_BOTO3 = (
     "container-full-uri-inline-token",  # AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod Identity, ECS)
 )
 PROCESSES = 3  # the main process and 2 persistent workers
+FAILS = 5  # more than botocore retries itself: 3 tries of the container endpoint, 5 of STS
+OUTAGES = [
+    ("credential-process-temporary-profile", "500"),  # the process exits non-zero
+    ("container-full-uri-inline-token", "close"),
+    ("assume-role-profile", "500"),
+]
+# Drivers streaming at once: each sleeps most of its 6-12 s and uses about 2 CPU-seconds. A request
+# must reach the gate within 2 s of its key's replacement; with all 9 at once beside 4 CPU burners the
+# oldest key the gates saw was 0.9 s old. 5 makes two rounds, which end about when the file's other
+# tests do (CONTRIBUTING.md, "Sixth round").
+CONCURRENT = 5
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +79,15 @@ def keys(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Itera
     folder = tmp_path_factory.mktemp("expiring")
     with start_expiring_keys(s3_server.endpoint, folder, lifetime=MIN_TTL + 1, accept_for=3) as running:
         bucket = s3_server.create_bucket()
-        client = s3_server.client()
-        for key, data in objects(folder / "seed").items():
-            client.put_object(Bucket=bucket, Key=key, Body=data)
+        _seed(s3_server, bucket, folder / "seed")
         yield running, bucket
+
+
+def _seed(s3_server: S3Server, bucket: str, local: Path) -> None:
+    """The dataset and the raw files, written straight to moto."""
+    client = s3_server.client()
+    for key, data in objects(local).items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
 
 
 def _epochs_spec(running: ExpiringKeys, bucket: str, source: str) -> dict[str, Any]:
@@ -75,20 +101,96 @@ def _epochs_spec(running: ExpiringKeys, bucket: str, source: str) -> dict[str, A
     }
 
 
-@pytest.mark.parametrize("source", THROUGH_BOTO3)
-def test_keys_expiring_mid_stream_are_refreshed(keys: tuple[ExpiringKeys, str], source: str) -> None:
-    running, bucket = keys
-    spec = _epochs_spec(running, bucket, source)
-    result = run_driver(spec, running.environment(source))["epochs"]
-    assert result["error"] is None, result["error"]
-    assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS  # each once an epoch
-    assert running.refusals(f"{source}/") == []
-    issuer = SOURCES[source]
-    issued = running.issued(f"{source}/")
-    print(source, result["seconds"], "s, keys issued:", issued, "accepted:", running.accepted(f"{source}/"))
-    assert set(issued) == {issuer}
-    assert issued[issuer] > PROCESSES  # refreshed within processes, not only one key each
-    assert set(running.accepted(f"{source}/")) <= {f"s3:{issuer}", "sts:static"}
+def _stream(running: ExpiringKeys, bucket: str, source: str) -> dict[str, Any]:
+    """``source``'s driver through the ``epochs`` phase: its result."""
+    return run_driver(_epochs_spec(running, bucket, source), running.environment(source))["epochs"]
+
+
+def _stream_through_outage(running: ExpiringKeys, bucket: str, source: str, how: str) -> dict[str, Any]:
+    """:func:`_stream`, the source failing the next FAILS requests for keys 2 seconds into the stream."""
+    ended = threading.Event()
+
+    def outage() -> None:
+        # timed from the driver's announcement of its phase, however long the driver took to start
+        while running.stack.authority.mark != f"{source}/epochs":
+            if ended.wait(0.05):
+                return
+        if not ended.wait(2.0):
+            running.fail_refreshes(FAILS, how)
+
+    thread = threading.Thread(target=outage, name=f"outage-{source}", daemon=True)
+    thread.start()
+    try:
+        return _stream(running, bucket, source)
+    finally:
+        ended.set()
+        thread.join()
+        running.fail_refreshes(0)
+
+
+@dataclass(frozen=True)
+class _Drive:
+    """A driver run in the background through a credential stack of its own."""
+
+    running: ExpiringKeys
+    result: Future[dict[str, Any]]
+
+
+def _wanted(request: pytest.FixtureRequest) -> list[tuple[str, ...]]:
+    """The drives of this file's selected tests, in their order."""
+    wanted: list[tuple[str, ...]] = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if not isinstance(item, pytest.Function) or item.module is not request.module or callspec is None:
+            continue
+        if item.originalname == "test_keys_expiring_mid_stream_are_refreshed":
+            wanted.append(("stream", callspec.params["source"]))
+        elif item.originalname == "test_failed_refreshes_are_retried":
+            wanted.append(("outage", callspec.params["source"], callspec.params["how"]))
+    return wanted
+
+
+@pytest.fixture(scope="module")
+def drives(
+    s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[[tuple[str, ...]], _Drive]]:
+    """The driver of a stream test, by key: ``("stream", source)`` or ``("outage", source, how)``.
+
+    Those of the selected tests start with the file's first test, CONCURRENT at a time in the
+    tests' order, each through a credential stack of its own. A stream's keys are replaced after a second
+    and refused 3 s after issue; an outage's live 4 seconds and are accepted as long (every
+    request makes obstore and boto3 ask for new ones).
+    """
+    folder = tmp_path_factory.mktemp("drives")
+    buckets: list[str] = []  # seeded on first use
+    found: dict[tuple[str, ...], _Drive] = {}
+    with ExitStack() as stacks:
+        pool = ThreadPoolExecutor(CONCURRENT, thread_name_prefix="driver")
+
+        def drive(key: tuple[str, ...]) -> _Drive:
+            if key not in found:
+                if not buckets:
+                    buckets.append(s3_server.create_bucket())
+                    _seed(s3_server, buckets[0], folder / "seed")
+                bucket = buckets[0]
+                kind, source, *how = key
+                lifetime, accept_for = (MIN_TTL + 1, 3.0) if kind == "stream" else (4.0, None)
+                keys_of = start_expiring_keys(
+                    s3_server.endpoint, folder / "-".join(key), lifetime=lifetime, accept_for=accept_for
+                )
+                running = stacks.enter_context(keys_of)
+                if kind == "stream":
+                    found[key] = _Drive(running, pool.submit(_stream, running, bucket, source))
+                else:
+                    found[key] = _Drive(running, pool.submit(_stream_through_outage, running, bucket, source, *how))
+            return found[key]
+
+        try:
+            for key in _wanted(request):
+                drive(key)
+            yield drive
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # before the stacks close
 
 
 def test_boto3_expiry_reaches_obstore_as_utc(
@@ -124,9 +226,6 @@ def test_boto3_expiry_reaches_obstore_as_utc(
     )
     obstore.put(store, "probe", b"1")
     assert bytes(obstore.get(store, "probe").bytes()) == b"1"
-
-
-FAILS = 5  # more than botocore retries itself: 3 tries of the container endpoint, 5 of STS
 
 
 # One GET in a fresh process: the read of a paused process's request.
@@ -167,46 +266,6 @@ def test_request_arriving_after_its_key_ended_is_signed_again(keys: tuple[Expiri
         ("late arrival", "GET")
     ]
     assert actions == ["delay", "pass"]  # signed again once, and let through
-
-
-@pytest.fixture(scope="module")
-def short_keys(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExpiringKeys, str]]:
-    """Keys that live 4 seconds, accepted as long: every request makes obstore and boto3 ask for new ones."""
-    folder = tmp_path_factory.mktemp("short")
-    with start_expiring_keys(s3_server.endpoint, folder, lifetime=4, accept_for=None) as running:
-        bucket = s3_server.create_bucket()
-        client = s3_server.client()
-        for key, data in objects(folder / "seed").items():
-            client.put_object(Bucket=bucket, Key=key, Body=data)
-        yield running, bucket
-
-
-@pytest.mark.parametrize(
-    ("source", "how"),
-    [
-        ("credential-process-temporary-profile", "500"),  # the process exits non-zero
-        ("container-full-uri-inline-token", "close"),
-        ("assume-role-profile", "500"),
-    ],
-)
-def test_failed_refreshes_are_retried(short_keys: tuple[ExpiringKeys, str], source: str, how: str) -> None:
-    """The credential source fails the next FAILS requests for keys, 2 seconds into the stream, then
-    recovers: the refreshes are retried with backoff and the 2 epochs complete, every sample once."""
-    running, bucket = short_keys
-    spec = _epochs_spec(running, bucket, source)
-    authority = running.stack.authority
-    failed_before = authority.failed
-    outage = threading.Timer(2.0, running.fail_refreshes, args=(FAILS, how))
-    outage.start()
-    try:
-        result = run_driver(spec, running.environment(source))["epochs"]
-    finally:
-        outage.cancel()
-        running.fail_refreshes(0)
-    assert result["error"] is None, result["error"]
-    assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS
-    assert authority.failed - failed_before == FAILS  # the outage happened mid-stream, and was outlived
-    assert running.refusals(f"{source}/") == []
 
 
 @pytest.fixture
@@ -262,3 +321,30 @@ def test_refused_refresh_fails_at_once(container: CredentialServer) -> None:
     with pytest.raises(PermissionError, match=r"AWS_CONTAINER_CREDENTIALS_FULL_URI.*permanent failure, 1 attempt"):
         provider()
     assert time.monotonic() - started < 10  # botocore's own 3 tries, no backoff of ours
+
+
+@pytest.mark.parametrize("source", THROUGH_BOTO3)
+def test_keys_expiring_mid_stream_are_refreshed(drives: Callable[[tuple[str, ...]], _Drive], source: str) -> None:
+    drive = drives(("stream", source))
+    running, result = drive.running, drive.result.result()
+    assert result["error"] is None, result["error"]
+    assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS  # each once an epoch
+    assert running.refusals(f"{source}/") == []
+    issuer = SOURCES[source]
+    issued = running.issued(f"{source}/")
+    print(source, result["seconds"], "s, keys issued:", issued, "accepted:", running.accepted(f"{source}/"))
+    assert set(issued) == {issuer}
+    assert issued[issuer] > PROCESSES  # refreshed within processes, not only one key each
+    assert set(running.accepted(f"{source}/")) <= {f"s3:{issuer}", "sts:static"}
+
+
+@pytest.mark.parametrize(("source", "how"), OUTAGES)
+def test_failed_refreshes_are_retried(drives: Callable[[tuple[str, ...]], _Drive], source: str, how: str) -> None:
+    """The credential source fails the next FAILS requests for keys, 2 seconds into the stream, then
+    recovers: the refreshes are retried with backoff and the 2 epochs complete, every sample once."""
+    drive = drives(("outage", source, how))
+    running, result = drive.running, drive.result.result()
+    assert result["error"] is None, result["error"]
+    assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS
+    assert running.stack.authority.failed == FAILS  # the outage happened mid-stream, and was outlived
+    assert running.refusals(f"{source}/") == []

@@ -16,6 +16,10 @@ interpreter is once those lines ran (see :func:`run_example`); if those lines im
 too, from a second zygote that imported it as well (started with the module, so it imports while
 the examples before the first that needs it run). ``LITDATA_TEST_FORK=0`` runs every example in a
 fresh interpreter.
+
+An example that mostly waits by design and needs no server (:data:`BACKGROUND`) starts with the
+file's first example, in a folder of its own, and runs while the others do; its test takes its
+output once it is done and checks it as any other's.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import textwrap
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -57,6 +62,8 @@ RUNNABLE = 41
 PENDING: list[int] = []  # runnable offline with the allowed changes, not a test yet (tests/doc_examples.py says why)
 
 _CLEARED_ENV = ("AWS_", "HF_", "GOOGLE_", "AZURE_", "STORAGE_EMULATOR_HOST", "LITDATA_")
+# Examples that wait most of their run and use no server, setup or earlier example: run in the background.
+BACKGROUND = {25: "a producer sleeping 10 ms per item, 1000 items: 10 s"}
 
 
 # Runs an example's import lines in a fresh interpreter (argv[1]) and says whether they load torch:
@@ -405,6 +412,36 @@ def preloaded_zygote(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(scope="module")
+def background(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    s3: S3Server,
+    hf: HfHubServer,
+    my_data: Path,
+) -> Iterator[dict[int, tuple[Future[str], World]]]:
+    """Each selected example of :data:`BACKGROUND`, run from the first example's start: its output, its world."""
+    selected = []
+    for item in request.session.items:  # this module's examples that this process runs
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "module", None) is request.module and callspec is not None and "example" in callspec.params:
+            example: Example = callspec.params["example"]
+            if example.number in BACKGROUND:
+                assert not (example.servers or example.setup or example.after), example  # a folder of its own is all
+                selected.append(example)
+    with ThreadPoolExecutor(max(1, len(selected)), thread_name_prefix="example") as pool:
+        runs: dict[int, tuple[Future[str], World]] = {}
+        for example in selected:
+            folder = tmp_path_factory.mktemp(f"example-{example.number}")
+            cwd = folder / "run"
+            cwd.mkdir()
+            world = World(cwd=cwd, s3=s3, hf=hf, my_data=my_data)
+            values = {"s3_endpoint": s3.endpoint, "s3_key": s3.access_key, "s3_secret": s3.secret_key, "cwd": str(cwd)}
+            code = runnable_script(example, values)
+            runs[example.number] = (pool.submit(run_example, code, cwd, _env(example, world, folder / "home")), world)
+        yield runs
+
+
+@pytest.fixture(scope="module")
 def s3() -> Iterator[S3Server]:
     """A moto server for this file: every example starts from an empty server (moto's reset)."""
     with start_moto() as server:
@@ -464,8 +501,21 @@ def _param(example: Example) -> object:
 
 @pytest.mark.parametrize("example", [_param(e) for e in EXAMPLES if e.runs])
 def test_example_runs_as_written(
-    example: Example, tmp_path: Path, s3: S3Server, hf: HfHubServer, my_data: Path, request: pytest.FixtureRequest
+    example: Example,
+    tmp_path: Path,
+    s3: S3Server,
+    hf: HfHubServer,
+    my_data: Path,
+    background: dict[int, tuple[Future[str], World]],
+    request: pytest.FixtureRequest,
 ) -> None:
+    if example.number in background:  # started with the file's first example
+        run, world = background[example.number]
+        out = run.result()
+        for text in example.expect:
+            assert text in out, f"{text!r} not in the example's output:\n{out[-3000:]}"
+        _after(example.number, world)
+        return
     urllib.request.urlopen(urllib.request.Request(f"{s3.endpoint}/moto-api/reset", method="POST"), timeout=10).close()
     shutil.rmtree(hf.root / "datasets", ignore_errors=True)
     cwd = tmp_path / "run"
