@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -46,6 +46,7 @@ from tests.cred_harness import objects, run_driver
 from tests.cred_servers import MIN_TTL, CredentialServer
 from tests.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
 from tests.fault_proxy import FaultProxy
+from tests.selected import selected_params
 from tests.servers import S3Server
 
 # drives: the stream tests' drivers start with the file's first test and stream while the tests
@@ -139,40 +140,37 @@ class _Drive:
 def _wanted(request: pytest.FixtureRequest) -> list[tuple[str, ...]]:
     """The drives of this file's selected tests, in their order."""
     wanted: list[tuple[str, ...]] = []
-    for item in request.session.items:
-        callspec = getattr(item, "callspec", None)
-        if not isinstance(item, pytest.Function) or item.module is not request.module or callspec is None:
-            continue
-        if item.originalname == "test_keys_expiring_mid_stream_are_refreshed":
-            wanted.append(("stream", callspec.params["source"]))
-        elif item.originalname == "test_failed_refreshes_are_retried":
-            wanted.append(("outage", callspec.params["source"], callspec.params["how"]))
+    for name, params in selected_params(request):
+        if name == "test_keys_expiring_mid_stream_are_refreshed":
+            wanted.append(("stream", params["source"]))
+        elif name == "test_failed_refreshes_are_retried":
+            wanted.append(("outage", params["source"], params["how"]))
     return wanted
 
 
 @pytest.fixture(scope="module")
 def drives(
     s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[Callable[[tuple[str, ...]], _Drive]]:
-    """The driver of a stream test, by key: ``("stream", source)`` or ``("outage", source, how)``.
+) -> Iterator[dict[tuple[str, ...], _Drive]]:
+    """The drivers of the selected stream tests, by key: ``("stream", source)`` or ``("outage", source, how)``.
 
-    Those of the selected tests start with the file's first test, CONCURRENT at a time in the
-    tests' order, each through a credential stack of its own. A stream's keys are replaced after a second
-    and refused 3 s after issue; an outage's live 4 seconds and are accepted as long (every
-    request makes obstore and boto3 ask for new ones).
+    They start with the file's first test, CONCURRENT at a time in the tests' order, each through a
+    credential stack of its own. A stream's keys are replaced after a second and refused 3 s after
+    issue; an outage's live 4 seconds and are accepted as long (every request makes obstore and
+    boto3 ask for new ones).
     """
+    wanted = _wanted(request)
+    if not wanted:
+        yield {}
+        return
     folder = tmp_path_factory.mktemp("drives")
-    buckets: list[str] = []  # seeded on first use
+    bucket = s3_server.create_bucket()
+    _seed(s3_server, bucket, folder / "seed")
     found: dict[tuple[str, ...], _Drive] = {}
     with ExitStack() as stacks:
         pool = ThreadPoolExecutor(CONCURRENT, thread_name_prefix="driver")
-
-        def drive(key: tuple[str, ...]) -> _Drive:
-            if key not in found:
-                if not buckets:
-                    buckets.append(s3_server.create_bucket())
-                    _seed(s3_server, buckets[0], folder / "seed")
-                bucket = buckets[0]
+        try:
+            for key in wanted:
                 kind, source, *how = key
                 lifetime, accept_for = (MIN_TTL + 1, 3.0) if kind == "stream" else (4.0, None)
                 keys_of = start_expiring_keys(
@@ -183,12 +181,7 @@ def drives(
                     found[key] = _Drive(running, pool.submit(_stream, running, bucket, source))
                 else:
                     found[key] = _Drive(running, pool.submit(_stream_through_outage, running, bucket, source, *how))
-            return found[key]
-
-        try:
-            for key in _wanted(request):
-                drive(key)
-            yield drive
+            yield found
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # before the stacks close
 
@@ -324,8 +317,8 @@ def test_refused_refresh_fails_at_once(container: CredentialServer) -> None:
 
 
 @pytest.mark.parametrize("source", THROUGH_BOTO3)
-def test_keys_expiring_mid_stream_are_refreshed(drives: Callable[[tuple[str, ...]], _Drive], source: str) -> None:
-    drive = drives(("stream", source))
+def test_keys_expiring_mid_stream_are_refreshed(drives: dict[tuple[str, ...], _Drive], source: str) -> None:
+    drive = drives[("stream", source)]
     running, result = drive.running, drive.result.result()
     assert result["error"] is None, result["error"]
     assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS  # each once an epoch
@@ -339,10 +332,10 @@ def test_keys_expiring_mid_stream_are_refreshed(drives: Callable[[tuple[str, ...
 
 
 @pytest.mark.parametrize(("source", "how"), OUTAGES)
-def test_failed_refreshes_are_retried(drives: Callable[[tuple[str, ...]], _Drive], source: str, how: str) -> None:
+def test_failed_refreshes_are_retried(drives: dict[tuple[str, ...], _Drive], source: str, how: str) -> None:
     """The credential source fails the next FAILS requests for keys, 2 seconds into the stream, then
     recovers: the refreshes are retried with backoff and the 2 epochs complete, every sample once."""
-    drive = drives(("outage", source, how))
+    drive = drives[("outage", source, how)]
     running, result = drive.running, drive.result.result()
     assert result["error"] is None, result["error"]
     assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS

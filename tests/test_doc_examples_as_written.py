@@ -45,6 +45,7 @@ from PIL import Image
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
 from tests.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
+from tests.selected import selected_params
 from tests.servers import S3Server, start_moto
 from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
 from tests.zygote import run_python, start_zygote
@@ -398,15 +399,18 @@ def _after(number: int, w: World) -> None:
         ]
 
 
+def _selected_examples(request: pytest.FixtureRequest) -> list[Example]:
+    """This module's examples that this process runs, in order."""
+    return [params["example"] for name, params in selected_params(request) if name == "test_example_runs_as_written"]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def preloaded_zygote(request: pytest.FixtureRequest) -> None:
     """The zygote of the examples that import torch-geometric starts with the module: it imports while the
     examples before the first that needs it run."""
     wanted: set[str] = set()
-    for item in request.session.items:  # this module's examples that this process runs
-        callspec = getattr(item, "callspec", None)
-        if getattr(item, "module", None) is request.module and callspec is not None and "example" in callspec.params:
-            wanted.update(preloadable(runnable_script(callspec.params["example"], {})))
+    for example in _selected_examples(request):
+        wanted.update(preloadable(runnable_script(example, {})))
     if wanted:
         start_zygote(tuple(name for name in PRELOADABLE if name in wanted))
 
@@ -420,14 +424,9 @@ def background(
     my_data: Path,
 ) -> Iterator[dict[int, tuple[Future[str], World]]]:
     """Each selected example of :data:`BACKGROUND`, run from the first example's start: its output, its world."""
-    selected = []
-    for item in request.session.items:  # this module's examples that this process runs
-        callspec = getattr(item, "callspec", None)
-        if getattr(item, "module", None) is request.module and callspec is not None and "example" in callspec.params:
-            example: Example = callspec.params["example"]
-            if example.number in BACKGROUND:
-                assert not (example.servers or example.setup or example.after), example  # a folder of its own is all
-                selected.append(example)
+    selected = [example for example in _selected_examples(request) if example.number in BACKGROUND]
+    for example in selected:
+        assert not (example.servers or example.setup or example.after), example  # a folder of its own is all
     with ThreadPoolExecutor(max(1, len(selected)), thread_name_prefix="example") as pool:
         runs: dict[int, tuple[Future[str], World]] = {}
         for example in selected:
