@@ -94,6 +94,16 @@ class Tokenize:
             yield tokens[start : start + self.doc_tokens]
 
 
+# The fn of each workload but tokens (a generator per shard, Tokenize).
+FNS = {"bytes": image_bytes, "pil": image_pil, "records": record}
+
+
+def _parts(inputs: list[Any], workers: int) -> list[list[Any]]:
+    """``inputs`` cut into ``workers`` contiguous parts, as a fork pool of that many gets them."""
+    size = -(-len(inputs) // workers)
+    return [inputs[rank * size : (rank + 1) * size] for rank in range(workers)]
+
+
 # -- LitData (ours and upstream: the same user code) --------------------------------------------
 def _litdata(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
     import litdata
@@ -107,8 +117,7 @@ def _litdata(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
             **common,
         )
         return
-    fns = {"bytes": image_bytes, "pil": image_pil, "records": record}
-    litdata.optimize(fn=fns[workload], chunk_bytes=params["chunk_bytes"], **common)
+    litdata.optimize(fn=FNS[workload], chunk_bytes=params["chunk_bytes"], **common)
 
 
 # -- MosaicML Streaming: one MDSWriter per forked process, then merge_index ---------------------
@@ -137,7 +146,7 @@ def _mds_part(args: tuple[str, int, list[Any], dict[str, Any]]) -> None:
                         writer.write({"tokens": pending[:block]})
                         pending = pending[block:]
         return
-    make = {"bytes": image_bytes, "pil": image_pil, "records": record}[workload]
+    make = FNS[workload]
     with MDSWriter(out=out, columns=_MDS_COLUMNS[workload], size_limit=params["chunk_bytes"]) as writer:
         for item in inputs:
             writer.write(make(item))
@@ -147,8 +156,7 @@ def _mosaic(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
     from streaming.base.util import merge_index  # pyright: ignore[reportMissingImports]
 
     workers = params["workers"]
-    size = -(-len(inputs) // workers)
-    jobs = [(workload, rank, inputs[rank * size : (rank + 1) * size], params) for rank in range(workers)]
+    jobs = [(workload, rank, part, params) for rank, part in enumerate(_parts(inputs, workers))]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         pool.map(_mds_part, jobs)
     merge_index(params["out_dir"], keep_local=True)
@@ -160,7 +168,7 @@ def _made(args: tuple[str, list[Any], dict[str, Any]]) -> int:
     if workload == "tokens":
         tokenize = Tokenize(params["doc_tokens"])
         return sum(doc.nbytes for path in inputs for doc in tokenize(path))
-    make = {"bytes": image_bytes, "pil": image_pil, "records": record}[workload]
+    make = FNS[workload]
     made = 0
     for item in inputs:
         sample = make(item)
@@ -170,8 +178,7 @@ def _made(args: tuple[str, list[Any], dict[str, Any]]) -> int:
 
 def _floor(workload: str, inputs: list[Any], params: dict[str, Any]) -> int:
     workers = params["workers"]
-    size = -(-len(inputs) // workers)
-    jobs = [(workload, inputs[rank * size : (rank + 1) * size], params) for rank in range(workers)]
+    jobs = [(workload, part, params) for part in _parts(inputs, workers)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         return sum(pool.map(_made, jobs))
 
