@@ -59,7 +59,18 @@ def run() -> Iterator[tuple[Path, dict[str, Any], list[int]]]:
     with tempfile.TemporaryDirectory(prefix="ldray-", dir="/tmp") as tmp:
         work = Path(tmp) / "w"
         work.mkdir()
-        env = {**os.environ, _MARK: token, "TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}
+        # RAY_ENABLE_UV_RUN_RUNTIME_ENV=0: under `uv run pytest` (an ancestor is `uv run`) Ray would pack this
+        # checkout as the job's working_dir and start every worker with `uv run` in an unpacked copy, which
+        # builds a venv there on each node (30 of the run's 74 CPU-s); the workers use this interpreter and
+        # PYTHONPATH instead, as under any other launcher.
+        env = {
+            **os.environ,
+            _MARK: token,
+            "TMPDIR": tmp,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+            "PYTHONPATH": str(ROOT),
+        }
         command = f"ip link set lo up && exec {sys.executable} -m tests.ray_driver {work}"
         proc = subprocess.run(
             ["unshare", "-rn", "sh", "-c", command],
