@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -45,10 +46,10 @@ _keep_compiled_bytecode()
 # first. A file missing here only loses its place in the queue, never a test.
 LONGEST_FILES = (
     # test-seconds of a quiet 2-core run of the whole suite (2026-12-06, 06:38 UTC: 2032 passed in 477 s)
-    "tests/test_ray.py",  # 89: one Ray cluster run, its module fixture
     # 88: the PyG examples forked from a torch-geometric zygote; since the sixth round example 25's 10 s
-    # of sleeps run in the background (about 10 s less)
+    # of sleeps run in the background (87-98 in the seventh round's runs)
     "tests/test_doc_examples_as_written.py",
+    "tests/test_ray.py",  # 89: one Ray cluster run, its module fixture (62-73 since the seventh round)
     "tests/test_soak.py",  # 61
     "tests/test_credentials_containers.py",  # 42
     "tests/test_credentials_profiles.py",  # 41
@@ -124,3 +125,32 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     line = f"{after[0] - user:.3f} {after[1] - system:.3f} {item.nodeid}\n"
     with open(log, "a") as handle:  # O_APPEND: a line this short lands whole
         handle.write(line)
+
+
+_SESSION_START = time.monotonic()
+
+
+def host_speed() -> tuple[float, float, float]:
+    """CPU-milliseconds of a 10-million-integer sum in this interpreter: (fastest, median, slowest) of five."""
+    times = []
+    for _ in range(5):
+        start = time.process_time()
+        sum(range(10_000_000))
+        times.append((time.process_time() - start) * 1000)
+    times.sort()
+    return times[0], times[2], times[4]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a run of more than a minute, say how fast this host's CPU was, so suite times can be compared.
+
+    The same 2-core machine ran the same work 30-40% slower at some hours than at others (CONTRIBUTING.md,
+    the seventh round): the suite's time follows the CPU it gets, so a time says little without this.
+    """
+    if time.monotonic() - _SESSION_START < 60:
+        return
+    fastest, median, slowest = host_speed()
+    terminalreporter.write_line(
+        f"host speed: a 10-million-integer sum took {median:.0f} CPU-ms (five runs: {fastest:.0f}-{slowest:.0f}); "
+        "see CONTRIBUTING.md for what the suite's time was at which speed"
+    )
