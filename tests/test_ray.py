@@ -222,7 +222,7 @@ def test_fn_error_names_the_input_with_the_remote_traceback(run: tuple[Path, dic
     assert "fn raised on input 13" in facts["message"] and "cannot process 13" in facts["message"]
     assert "ZeroDivisionError" in facts["traceback"] and "def failing" not in facts["message"]
     leftovers = [p.name for p in (work / "out").rglob("*") if p.is_file()] if (work / "out").exists() else []
-    assert not any(parse_chunk_name(name) for name in leftovers) and INDEX_FILENAME not in leftovers
+    assert not any(parse_chunk_name(name) for name in leftovers) and INDEX_FILENAME not in leftovers, leftovers
 
 
 READ_ALL = """

@@ -14,9 +14,10 @@ With ``use_checkpoint=True`` the driver records each finished batch in ``.checkp
 a driver that was killed resumes from there, redoing only the unfinished batches.
 
 Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
-shares) that folder is under :data:`RAY_STAGING` in the output, a root the driver removes when the
-job ends, so the folders of actors that were killed (which cannot clean up after themselves) go
-too, whichever node they ran on. For a remote output it is in the node's temporary directory.
+shares) that folder is under :data:`RAY_STAGING` in the output, a root the driver makes when the
+job starts and removes when it ends, so the folders of actors that were killed (which cannot clean
+up after themselves) go too, whichever node they ran on, and an actor still alive after the job
+stopped cannot write into the output any more. For a remote output it is in the node's temporary directory.
 """
 
 from __future__ import annotations
@@ -185,7 +186,11 @@ class _BatchRunner:
     def run(self, spec: WorkerSpec) -> dict[str, Any]:
         if spec.staging:  # under the driver's staging root (a local output): it goes at the job's end
             staging = spec.staging
-            Path(staging).mkdir(parents=True)
+            # Not its parents: the root is the driver's, made when the job starts and removed when it
+            # stops. ray.kill can report an actor dead before its process is gone, and a batch pushed
+            # to it just then may still start: it fails here instead of writing into the output after
+            # the driver cleaned it up (and a batch already running loses its staging folder).
+            Path(staging).mkdir()
         else:
             # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
             # this node with a remote output removes it (its pid is gone).
@@ -288,6 +293,7 @@ def run_on_ray(
     root = None if output.is_remote else output.local_path / RAY_STAGING
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)  # left by a driver that was killed
+        root.mkdir(parents=True)  # the attempts' folders go in it (see _BatchRunner.run)
     todo = deque(b for b in range(len(plan.bounds)) if b not in plan.done)
     total = sum(plan.bounds[b][1] - plan.bounds[b][0] for b in todo)
     attempts = dict.fromkeys(todo, 0)
