@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -47,6 +48,8 @@ RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
 RAY_STAGING = ".litdata-staging-ray"
 # How long a stopped job waits for the actors it killed mid-batch to be gone (ray.kill does not wait).
 KILL_WAIT_S = 60.0
+# How long a job stopped by a failed batch lets the other batches in flight end by themselves first.
+FINISH_WAIT_S = 10.0
 _INSTALL = 'pip install "litdata-prep[ray]"'
 
 
@@ -373,6 +376,13 @@ def run_on_ray(
         return plan
     finally:
         progress.close()
+        if running and isinstance(sys.exc_info()[1], WorkerError):
+            # ray.kill reports an actor dead before its process is gone: one killed mid-batch could
+            # still publish a chunk after the driver removed the failed job's. A batch that ends by
+            # itself has published all it will; only the ones still going after this are killed.
+            finished, _ = ray.wait(list(running), num_returns=len(running), timeout=FINISH_WAIT_S)
+            for call in finished:
+                idle.append(running.pop(call)[0])
         # Every actor goes before the driver looks at the output: no attempt writes after that.
         for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
             ray.kill(actor)
