@@ -16,8 +16,8 @@ a driver that was killed resumes from there, redoing only the unfinished batches
 Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
 shares) that folder is under :data:`RAY_STAGING` in the output, a root the driver makes when the
 job starts and removes when it ends, so the folders of actors that were killed (which cannot clean
-up after themselves) go too, whichever node they ran on, and an actor still alive after the job
-stopped cannot write into the output any more. For a remote output it is in the node's temporary directory.
+up after themselves) go too, whichever node they ran on, and a batch an actor starts after the job
+stopped fails instead of writing. For a remote output it is in the node's temporary directory.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class _BatchRunner:
             # Not its parents: the root is the driver's, made when the job starts and removed when it
             # stops. ray.kill can report an actor dead before its process is gone, and a batch pushed
             # to it just then may still start: it fails here instead of writing into the output after
-            # the driver cleaned it up (and a batch already running loses its staging folder).
+            # the driver cleaned it up.
             Path(staging).mkdir()
         else:
             # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
