@@ -162,9 +162,17 @@ class _Rank:
         return found
 
     def error(self) -> str:
+        """The end of the process's stderr, after the lines before it that tell of a failure or a warning
+        (a traceback fills the end; a warning logged minutes earlier, such as stale keys served, explains it)."""
         with contextlib.suppress(FileNotFoundError):
-            return self.stderr.read_text(errors="replace")[-3000:]
+            text = self.stderr.read_text(errors="replace")
+            tail = text[-3000:]
+            before = [line for line in text[: -len(tail)].splitlines() if any(w in line.lower() for w in _TELLING)]
+            return "\n".join([*before[-10:], tail])
         return ""
+
+
+_TELLING = ("warn", "fail", "refus", "expired", "stale")
 
 
 @dataclass
