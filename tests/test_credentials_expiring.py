@@ -261,6 +261,58 @@ def test_request_arriving_after_its_key_ended_is_signed_again(keys: tuple[Expiri
     assert actions == ["delay", "pass"]  # signed again once, and let through
 
 
+# A credential_process that, the second time it runs (botocore runs it once to resolve the profile,
+# then for the keys obstore asks for first), holds the keys it got 4 s before printing them.
+_PAUSED_PROCESS = """
+import sys, time, urllib.request
+from pathlib import Path
+keys = urllib.request.urlopen({url!r}, timeout=30).read().decode()
+runs = Path({runs!r})
+runs.write_text(runs.read_text() + "x" if runs.exists() else "x")
+if runs.read_text() == "xx":
+    time.sleep(4.0)
+print(keys)
+"""
+
+
+def test_keys_that_arrive_refused_are_replaced_before_the_second_signing(
+    keys: tuple[ExpiringKeys, str], tmp_path: Path
+) -> None:
+    """Keys fetched before a pause and handed over after it are refused at once; the request's second
+    signing carries new ones.
+
+    The ``credential_process`` holds its first keys 4 s (its process paused mid-refresh; the gate
+    accepts a key for 3 s), so obstore caches keys the gate already refuses, advertised as valid for
+    almost 5 minutes more (obstore asks for new ones within 5 minutes of the end). The GET signed
+    with them is refused (an "expired key"); signed again, it must carry new keys. Before, it was
+    signed again at once, within obstore's 100 ms between two fetches, with the same keys, and
+    failed: the soak's SIGSTOPped downloader, stopped while its keys were being fetched.
+    """
+    running, bucket = keys
+    runs = tmp_path / "runs"
+    script = tmp_path / "process.py"
+    url = f"{running.stack.credentials.endpoint}/process/credentials"
+    script.write_text(_PAUSED_PROCESS.format(url=url, runs=str(runs)))
+    (tmp_path / "config").write_text(f"[default]\ncredential_process = {sys.executable} {script}\n")
+    env = running.environment("credential-process-temporary-profile")
+    env["AWS_CONFIG_FILE"] = str(tmp_path / "config")
+    running.mark("paused-refresh")
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_GET, f"s3://{bucket}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"i": 0}
+    assert [(verdict, method) for _, verdict, method, _, _ in running.refusals("paused-refresh")] == [
+        ("expired key", "GET")
+    ]
+    assert runs.read_text() == "xxx"  # resolving the profile, the paused fetch, and once more after the refusal
+
+
 @pytest.fixture
 def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CredentialServer]:
     """A container endpoint with an inline token, the process's only AWS source; keys live 60 s."""

@@ -7,11 +7,13 @@ first attempt. Only transient failures (5xx, 408/429 throttling, ``SlowDown``, c
 timeouts) are retried; a missing object or any other client error fails at once.
 
 A request the server refused for its credentials or signature (401, 403, S3's ``ExpiredToken`` or
-``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, at once, within the same budget: it may have been
-signed with keys that were valid then and reached the server after they expired, because its process
-was paused (SIGSTOP, a suspended VM) between signing and sending. Each attempt is signed anew with
-the keys held at that moment, and a client asks for new keys once the ones it holds have expired,
-so the second attempt carries fresh ones. A second refusal is final.
+``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within the
+same budget: it may have been signed with keys that were valid then and reached the server after they
+expired, because its process was paused (SIGSTOP, a suspended VM) between signing and sending, or
+with keys fetched before such a pause and handed over after it. Each attempt is signed anew with
+the keys held at that moment, and a client asks for new keys once the ones it holds are near their
+end (obstore: within 5 minutes of it), but not twice within a short interval (object_store: 100 ms),
+hence the pause: the second attempt carries fresh ones. A second refusal is final.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from litdata_io._errors import ErrorKind, classify, refused_signature, short_cau
 from litdata_io._secret import Secret
 from litdata_io._settings import IOSettings
 
-__all__ = ["backoff_delay", "retry_call"]
+__all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call"]
+
+# A refused signature is signed again after this pause, not at once: a client fetches new keys at
+# most once per short interval (object_store's TokenCache: 100 ms), so keys fetched just before the
+# refusal (handed over after the process was paused mid-fetch) would otherwise sign it again.
+SIGN_AGAIN_AFTER_S = 0.25
 
 T = TypeVar("T")
 log = logging.getLogger("litdata_io")
@@ -94,6 +101,7 @@ async def retry_call(
             ):
                 signed_again = True
                 log.debug("%s %s: refused (%s); signing it again", what, url, short_cause(exc, secrets))
+                await asyncio.sleep(SIGN_AGAIN_AFTER_S)
                 continue
             delay = backoff_delay(attempt, settings)
             if (
