@@ -229,6 +229,18 @@ print(get_storage(sys.argv[1], storage_options={"max_retries": 2}).get("raw/000.
 """
 
 
+def _get_in_a_fresh_process(bucket: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``raw/000.json`` of ``bucket`` read by :data:`_LATE_GET` in a fresh process with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", _LATE_GET, f"s3://{bucket}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("source", ["imds", "credential-process-temporary-profile"])
 def test_request_arriving_after_its_key_ended_is_signed_again(keys: tuple[ExpiringKeys, str], source: str) -> None:
     """A GET signed with a valid key that reaches the bucket after the key's end is signed again.
@@ -244,14 +256,7 @@ def test_request_arriving_after_its_key_ended_is_signed_again(keys: tuple[Expiri
         env = running.environment(source)
         env["AWS_ENDPOINT_URL"] = late.endpoint
         running.mark(f"late/{source}")
-        done = subprocess.run(
-            [sys.executable, "-c", _LATE_GET, f"s3://{bucket}"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _get_in_a_fresh_process(bucket, env)
         actions = [action for _, _, action in late.requests("GET", "raw/000.json")]
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"i": 0}
@@ -297,14 +302,7 @@ def test_keys_that_arrive_refused_are_replaced_before_the_second_signing(
     env = running.environment("credential-process-temporary-profile")
     env["AWS_CONFIG_FILE"] = str(tmp_path / "config")
     running.mark("paused-refresh")
-    done = subprocess.run(
-        [sys.executable, "-c", _LATE_GET, f"s3://{bucket}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _get_in_a_fresh_process(bucket, env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"i": 0}
     assert [(verdict, method) for _, verdict, method, _, _ in running.refusals("paused-refresh")] == [
