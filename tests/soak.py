@@ -166,8 +166,8 @@ class _Rank:
         (a traceback fills the end; a warning logged minutes earlier, such as stale keys served, explains it)."""
         with contextlib.suppress(FileNotFoundError):
             text = self.stderr.read_text(errors="replace")
-            tail = text[-3000:]
-            before = [line for line in text[: -len(tail)].splitlines() if any(w in line.lower() for w in _TELLING)]
+            head, tail = text[:-3000], text[-3000:]
+            before = [line for line in head.splitlines() if any(w in line.lower() for w in _TELLING)]
             return "\n".join([*before[-10:], tail])
         return ""
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -374,15 +373,17 @@ def run_on_ray(
                 plan.save(output)
             progress.update(plan.bounds[batch][1] - plan.bounds[batch][0])
         return plan
-    finally:
-        progress.close()
-        if running and isinstance(sys.exc_info()[1], WorkerError):
+    except WorkerError:
+        if running:
             # ray.kill reports an actor dead before its process is gone: one killed mid-batch could
             # still publish a chunk after the driver removed the failed job's. A batch that ends by
             # itself has published all it will; only the ones still going after this are killed.
             finished, _ = ray.wait(list(running), num_returns=len(running), timeout=FINISH_WAIT_S)
             for call in finished:
                 idle.append(running.pop(call)[0])
+        raise
+    finally:
+        progress.close()
         # Every actor goes before the driver looks at the output: no attempt writes after that.
         for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
             ray.kill(actor)
