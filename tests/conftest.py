@@ -40,7 +40,19 @@ def _keep_compiled_bytecode() -> None:
     sys.dont_write_bytecode = False
 
 
+def _one_blas_thread() -> None:
+    """Give the suite's interpreters one OpenBLAS thread, unless ``OPENBLAS_NUM_THREADS`` is set already.
+
+    numpy's OpenBLAS starts a thread per core at ``import numpy`` (torch imports numpy), and each
+    spins for a while waiting for work that never comes: ~0.07 CPU-s per interpreter, ~20 of the
+    suite's ~750 busy CPU-seconds over its few hundred interpreters (``perf record -a``,
+    CONTRIBUTING's ninth round). No test does BLAS work whose speed or thread count it checks.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 _keep_compiled_bytecode()
+_one_blas_thread()
 
 # The test files that take longest (CONTRIBUTING.md's table; `--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
