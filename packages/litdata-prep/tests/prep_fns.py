@@ -111,6 +111,32 @@ def modules_loaded(i: int) -> dict[str, int]:
     return {"i": i, "cache": int("litdata_io._cache" in sys.modules), "asyncio": int("asyncio" in sys.modules)}
 
 
+# A tracked object made when this module is imported: before the job starts in every worker
+# (fork: in the parent; forkserver and spawn: while fn is unpickled).
+MADE_AT_IMPORT: list[str] = ["made at import"]
+
+
+def collector_view(i: int) -> dict[str, int]:
+    """What the worker's garbage collector walks while fn runs, and whether a cycle fn makes is collected."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.self = node  # pyright: ignore[reportAttributeAccessIssue]
+    ref = weakref.ref(node)
+    del node
+    gc.collect()
+    return {
+        "i": i,
+        "frozen": gc.get_freeze_count(),
+        "walks_import": int(any(o is MADE_AT_IMPORT for o in gc.get_objects())),
+        "cycle_collected": int(ref() is None),
+    }
+
+
 def parent_pid_and_env(i: int) -> dict[str, Any]:
     """The worker's parent process and one environment variable, as fn sees them."""
     return {"i": i, "ppid": os.getppid(), "env": os.environ.get("LITDATA_TEST_VALUE", "<unset>")}

@@ -39,6 +39,17 @@ def test_return_one_sample_per_input(tmp_path: Path, start_method: str) -> None:
     assert not list((tmp_path / "out").glob(".litdata-staging-*"))
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver", "fork"])
+def test_a_workers_collector_leaves_what_it_inherited_alone(tmp_path: Path, start_method: str) -> None:
+    # What a worker inherited or imported before the job (a forkserver's torch, the forking parent's
+    # heap) is frozen: a full collection in fn's allocations never walks it, nor copies its pages.
+    optimize(fns.collector_view, [0, 1], tmp_path / "out", chunk_size=1, num_workers=2, start_method=start_method,
+             verbose=False)  # fmt: skip
+    seen = read(tmp_path / "out")
+    assert all(s["frozen"] > 1000 for s in seen), seen  # the imports, at least
+    assert [(s["walks_import"], s["cycle_collected"]) for s in seen] == [(0, 1), (0, 1)]  # fn's garbage still goes
+
+
 def test_a_spawned_worker_writing_locally_loads_no_storage_layer(tmp_path: Path) -> None:
     # Start-up of a spawned worker is paid on every call: a local job imports neither asyncio nor the cache.
     optimize(

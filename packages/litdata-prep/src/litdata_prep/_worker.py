@@ -532,6 +532,12 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
     would otherwise see the environment of the moment the server started.
     """
+    # What this process inherited or imported before the job (torch, the script, the forking parent's
+    # heap: ~190k objects in a torch script's forkserver) lives as long as it does: out of the
+    # collector's reach, a full collection no longer walks it (nor, after a fork, copies its pages to
+    # mark it). An fn keeping many small objects ran 3.4x faster with 3.5x less private memory
+    # (benchmarks/optimize_gc.py).
+    gc.freeze()
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     _set_environ({**environ, **spec.env})
     if not trace_enabled("crash") and (
