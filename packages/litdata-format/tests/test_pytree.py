@@ -118,3 +118,22 @@ def test_wrong_leaf_count() -> None:
     _, spec = tree_flatten((1, 2))
     with pytest.raises(ValueError, match="expects 2 leaves but 3"):
         tree_unflatten([1, 2, 3], spec)
+
+
+def _nested(depth: int) -> object:
+    sample: object = {"leaf": 1, "text": "[[[{{"}  # brackets inside strings are not structure
+    for _ in range(depth):
+        sample = [sample]
+    return sample
+
+
+def test_a_spec_nests_at_most_what_a_reader_accepts() -> None:
+    # 150 containers deep is written and read back; 250 is refused by the writer, and a spec that deep
+    # (or a hostile one, 200,000 levels) is refused by the reader before json's parser recurses into it.
+    leaves, spec = tree_flatten(_nested(150))
+    assert tree_unflatten(leaves, TreeSpec.from_json(spec.to_json())) == _nested(150)
+    _, deep = tree_flatten(_nested(250))
+    with pytest.raises(ValueError, match="nests 505 levels deep in its data_spec; a reader accepts at most 400"):
+        deep.to_json()
+    with pytest.raises(ValueError, match="data_spec nests 200000 levels deep"):
+        TreeSpec.from_json("[" * 200_000 + "]" * 200_000)

@@ -15,7 +15,9 @@ only among a few builtin types. The writer refuses what the reader could not reb
 from __future__ import annotations
 
 import collections
+import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,9 +119,17 @@ class TreeSpec:
         """The spec as torch's ``treespec_dumps`` protocol-1 string.
 
         Raises:
-            ValueError: a namedtuple is not registered, or a defaultdict's factory is not a builtin type.
+            ValueError: a namedtuple is not registered, a defaultdict's factory is not a builtin type,
+                or the sample nests deeper than a reader accepts (:data:`MAX_SPEC_NESTING`).
         """
-        return json.dumps([_PROTOCOL, _spec_to_obj(self)])
+        text = json.dumps([_PROTOCOL, _spec_to_obj(self)])
+        deepest = _nesting(text)
+        if deepest > MAX_SPEC_NESTING:
+            raise ValueError(
+                f"the sample's structure nests {deepest} levels deep in its data_spec; a reader accepts at most "
+                f"{MAX_SPEC_NESTING} (~{MAX_SPEC_NESTING // 2} nested containers): flatten it"
+            )
+        return text
 
     @classmethod
     def from_json(cls, text: str) -> TreeSpec:
@@ -133,15 +143,43 @@ class TreeSpec:
                 registered namedtuple, or a defaultdict factory outside the builtin types.
         """
         try:
+            deepest = _nesting(text)
+        except TypeError as err:
+            raise _not_a_spec(text) from err
+        if deepest > MAX_SPEC_NESTING:
+            raise ValueError(
+                f"data_spec nests {deepest} levels deep (at most {MAX_SPEC_NESTING}: a sample inside ~"
+                f"{MAX_SPEC_NESTING // 2} containers); it is not a spec optimize wrote"
+            )
+        try:
             protocol, obj = json.loads(text)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"data_spec is not a torch pytree spec string: {text!r:.200}") from err
+            raise _not_a_spec(text) from err
         if protocol != _PROTOCOL:
             raise ValueError(f"data_spec uses pytree protocol {protocol}; only protocol 1 is supported")
         return _spec_from_obj(obj)
 
 
 LEAF = TreeSpec(None)
+
+# A spec is parsed before anything checks its depth, and json's parser recurses once per level: a
+# hostile spec would reach the interpreter's recursion limit, where anything that runs then (a
+# garbage collection's finalizers) fails too. Each container adds 2 levels (its node and its children
+# list: 23 for a sample nested 10 dicts deep), so 400 is a sample nested ~200 containers deep.
+MAX_SPEC_NESTING = 400
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def _not_a_spec(text: object) -> ValueError:
+    return ValueError(f"data_spec is not a torch pytree spec string: {text!r:.200}")
+
+
+def _nesting(text: str) -> int:
+    """How deep the JSON ``text`` nests its arrays and objects (brackets inside strings do not count)."""
+    skeleton = _NOT_BRACKETS.sub("", _JSON_STRINGS.sub("", text))
+    levels = itertools.accumulate(1 if c in "[{" else -1 for c in skeleton)
+    return max(levels, default=0)
 
 
 def _node_type(obj: object) -> str | None:
