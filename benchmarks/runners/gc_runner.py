@@ -1,13 +1,16 @@
-"""One optimize run of ``benchmarks/optimize_gc.py``: an ``fn`` that allocates many objects, after ``import torch``.
+"""One run of ``benchmarks/worker_gc.py``: workers whose code keeps many objects, after ``import torch``.
 
 Called as ``python gc_runner.py <params-json>`` by ours', the baseline's or upstream's venv python;
-prints ``BENCH_RESULT {...}``: the call's seconds, the workers' CPU-seconds (summed) and the largest
-private memory a worker had (``Private_*`` of ``/proc/self/smaps_rollup``, after an input).
+prints ``BENCH_RESULT {...}``: the run's seconds, the workers' CPU-seconds (summed) and the largest
+private memory a worker had (``Private_*`` of ``/proc/self/smaps_rollup``, after a sample).
 
-Each input builds ``per_input`` small dicts and lists and keeps them until ``fn`` returns, as a
-parser or a tokenizer's bookkeeping does: enough young objects that the garbage collector runs
-full collections now and then. What such a collection walks is what the worker holds besides: the
-objects it inherited or imported (torch, the script), unless they are kept out of its reach.
+Each input (``optimize``: each call of ``fn``; ``stream``: each sample a ``StreamingDataset``
+subclass reads, through torch's ``DataLoader`` with 2 workers) builds ``per_input`` small dicts and
+lists and keeps them until it returns, as a parser or a tokenizer's bookkeeping does: enough young
+objects that the garbage collector runs full collections now and then. What such a collection
+walks is what the worker holds besides: the objects it inherited or imported (torch, the script,
+and for ``stream`` the training process's ``heap`` small lists, forked into each worker), unless
+they are kept out of its reach.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-import torch  # noqa: F401  (a training-data script imports it before optimize, as the docs' examples do)
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULT_PREFIX
@@ -29,13 +33,31 @@ def _private_kb() -> int:
         return sum(int(line.split()[1]) for line in handle if line.startswith(("Private_Clean", "Private_Dirty")))
 
 
-def fn(index: int) -> dict[str, int]:
+def _work(index: int) -> dict[str, int]:
     per_input = int(os.environ["GC_BENCH_PER_INPUT"])
     kept = [{"id": [j, str(j)], "span": (j, j + 1)} for j in range(per_input)]
     stats = Path(os.environ["GC_BENCH_STATS"]) / f"{os.getpid()}.json"
     before = json.loads(stats.read_text()) if stats.exists() else {"private_kb": 0}
     stats.write_text(json.dumps({"cpu": time.process_time(), "private_kb": max(before["private_kb"], _private_kb())}))
     return {"index": index, "kept": len(kept)}
+
+
+def fn(index: int) -> dict[str, int]:
+    return _work(index)
+
+
+def _stream(params: dict[str, Any]) -> None:
+    import litdata
+
+    class Keeping(litdata.StreamingDataset):
+        def __getitem__(self, index: Any) -> Any:
+            sample = super().__getitem__(index)
+            return _work(int(sample[0]))
+
+    heap = [[i, [i]] for i in range(params["heap"])]  # the training process's own objects
+    loader = torch.utils.data.DataLoader(Keeping(params["data_dir"]), batch_size=1, num_workers=params["workers"])
+    seen = sum(1 for _ in loader)
+    assert seen == params["inputs"] and len(heap) == params["heap"], (seen, params)
 
 
 if __name__ == "__main__":
@@ -47,10 +69,13 @@ if __name__ == "__main__":
     os.environ["GC_BENCH_PER_INPUT"] = str(params["per_input"])
     os.environ["GC_BENCH_STATS"] = str(stats_dir)
     started = time.perf_counter()
-    litdata.optimize(
-        fn=fn, inputs=list(range(params["inputs"])), output_dir=params["out_dir"], chunk_bytes="16MB",
-        num_workers=params["workers"],
-    )  # fmt: skip
+    if params["workload"] == "stream":
+        _stream(params)
+    else:
+        litdata.optimize(
+            fn=fn, inputs=list(range(params["inputs"])), output_dir=params["out_dir"], chunk_bytes="16MB",
+            num_workers=params["workers"],
+        )  # fmt: skip
     elapsed = time.perf_counter() - started
     workers = [json.loads(p.read_text()) for p in stats_dir.glob("*.json")]
     result = {
