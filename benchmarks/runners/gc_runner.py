@@ -33,12 +33,16 @@ def _private_kb() -> int:
         return sum(int(line.split()[1]) for line in handle if line.startswith(("Private_Clean", "Private_Dirty")))
 
 
+_peak_kb = 0  # this worker's largest private memory so far
+
+
 def _work(index: int) -> dict[str, int]:
+    global _peak_kb
     per_input = int(os.environ["GC_BENCH_PER_INPUT"])
     kept = [{"id": [j, str(j)], "span": (j, j + 1)} for j in range(per_input)]
+    _peak_kb = max(_peak_kb, _private_kb())
     stats = Path(os.environ["GC_BENCH_STATS"]) / f"{os.getpid()}.json"
-    before = json.loads(stats.read_text()) if stats.exists() else {"private_kb": 0}
-    stats.write_text(json.dumps({"cpu": time.process_time(), "private_kb": max(before["private_kb"], _private_kb())}))
+    stats.write_text(json.dumps({"cpu": time.process_time(), "private_kb": _peak_kb}))
     return {"index": index, "kept": len(kept)}
 
 
