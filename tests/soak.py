@@ -56,6 +56,7 @@ from tests.cred_harness import ROOT, clean_environment
 from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
 from tests.fault_proxy import FaultProxy
 from tests.servers import S3Server, free_port
+from tests.zygote import PythonProcess, start_python
 
 __all__ = ["SoakConfig", "SoakReport", "key_environment", "run_soak"]
 
@@ -144,7 +145,7 @@ class _Rank:
     job: str
     rank: int
     run: int
-    proc: subprocess.Popen[bytes]
+    proc: PythonProcess
     events: Path
     stderr: Path
     release: Path
@@ -522,16 +523,14 @@ class _Soak:
         env["TMPDIR"] = str(self.tmp / f"{job}-r{rank}")
         (self.tmp / f"{job}-r{rank}").mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
-        with stderr.open("wb") as sink:
-            proc = subprocess.Popen(
-                [sys.executable, str(RANK_SCRIPT), str(spec_path)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its session holds every process it starts: none may outlive it
-            )
+        # forked from tests/zygote.py (torch imported once), as `python soak_rank.py spec` would run
+        proc = start_python(
+            [str(RANK_SCRIPT), str(spec_path)],
+            env=env,
+            cwd=ROOT,
+            output=stderr,
+            start_new_session=True,  # its session holds every process it starts: none may outlive it
+        )
         entry = _Rank(job, rank, run, proc, Path(spec["events"]), stderr, Path(spec["release"]))
         with self.lock:
             self.ranks.append(entry)
