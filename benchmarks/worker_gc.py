@@ -4,10 +4,12 @@ A worker's full garbage collections walk every object it holds: what it inherite
 it was forked from (a forkserver that imported torch: ~190k objects; a training process: its model,
 tokenizer and lists) or imported, and marking them copies their pages out of the memory it shares
 with its parent. Ours freezes what a worker holds when it starts (``gc.freeze()``: optimize/map
-workers in ``litdata_prep._worker.worker_main``, DataLoader workers at their first pass in
-``litdata_stream._env``). The runner (``runners/gc_runner.py``) imports torch, then
+workers, Ray's worker actors at their first batch, DataLoader workers at their first pass: one
+function, ``litdata_io.internal.freeze_inherited``). The runner (``runners/gc_runner.py``) imports torch, then
 
 * ``optimize``: calls ``litdata.optimize`` with 2 workers over ``--inputs`` inputs;
+* ``ray``: the same with ``executor="ray"`` (a local Ray cluster, 2 worker actors that each run
+  several batches; ours and the baseline only: upstream has no Ray executor);
 * ``stream``: builds ``--heap`` small lists (the training process's objects), then reads a dataset
   of ``--inputs`` samples through a ``StreamingDataset`` subclass and torch's ``DataLoader`` (2
   forked workers);
@@ -83,16 +85,22 @@ def _index_sample(index: int) -> tuple[int, int]:
 Key = tuple[str, str, int]
 
 
+def workload_libs(workload: str, libs: list[str]) -> list[str]:
+    """The libraries that can run ``workload`` (upstream has no Ray executor)."""
+    return [lib for lib in libs if not (workload == "ray" and lib == "upstream")]
+
+
 def render(results: dict[Key, list[dict[str, Any]]], libs: list[str], cases: list[tuple[str, int]]) -> str:
     """One table: per workload, size and library, the medians; ours' ratio to each other library."""
     head = "| workload | inputs | library | " + " | ".join(label for _, label in METRICS) + " |"
     lines = [head, "|---|---:|---|" + "---:|" * len(METRICS)]
     for workload, size in cases:
-        for lib in libs:
+        here = workload_libs(workload, libs)
+        for lib in here:
             runs = results[(workload, lib, size)]
             cells = [f"{statistics.median(r[key] for r in runs):.2f}" for key, _ in METRICS]
             lines.append(f"| {workload} | {size} | {lib} | " + " | ".join(cells) + " |")
-        for other in libs[1:]:
+        for other in here[1:]:
             ratios = []
             for key, _ in METRICS:
                 ours = statistics.median(r[key] for r in results[(workload, "ours", size)])
@@ -107,7 +115,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--inputs", default="100,400", help="comma-separated sizes (inputs per call)")
     parser.add_argument("--per-input", type=int, default=20_000, help="small dicts each input keeps")
-    parser.add_argument("--workloads", default="optimize,stream", help="comma-separated: optimize,stream")
+    parser.add_argument("--workloads", default="optimize,stream", help="comma-separated: optimize,stream,ray")
     parser.add_argument("--heap", type=int, default=1_000_000, help="stream: small lists the training process holds")
     parser.add_argument("--baseline", default=None, help="also ours at this git revision")
     args = parser.parse_args()
@@ -115,13 +123,15 @@ def main() -> None:
     if args.baseline:
         pythons["baseline"] = str(build_baseline(args.baseline).python)
     libs = list(pythons)
+    # `uv run` among our ancestors: Ray would pack this checkout into every job's environment
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     sizes = [int(s) for s in args.inputs.split(",") if s.strip()]
     cases = [(w.strip(), size) for w in args.workloads.split(",") if w.strip() for size in sizes]
     results: dict[Key, list[dict[str, Any]]] = {}
     started = time.time()
     for workload, size in cases:
         for round_no in range(args.rounds):
-            for lib in libs:  # in turn, so a drift of the machine hits every library alike
+            for lib in workload_libs(workload, libs):  # in turn, so a drift of the machine hits every library alike
                 result = run_one(pythons[lib], workload, size, args, OUT / lib)
                 results.setdefault((workload, lib, size), []).append(result)
                 shown = " ".join(f"{key}={result[key]:.2f}" for key, _ in METRICS)

@@ -26,7 +26,7 @@ from ray.cluster_utils import Cluster
 
 import litdata_prep
 from litdata_prep import LitDataDatasink, LitDataDatasource, Machine, RayExecutor, WorkerError
-from tests.ray_inputs import image, record
+from tests.ray_inputs import image, record, walks_its_imports
 from tests.servers import start_moto
 
 _PORTS = itertools.count(21000)
@@ -82,7 +82,7 @@ def failing(i: int) -> dict[str, Any]:
 
 
 def map_fn(i: int, output_dir: str) -> None:
-    Path(output_dir, f"{i:03d}.txt").write_text(f"input {i}\n")
+    Path(output_dir, f"{i:03d}.txt").write_text(f"input {i}\nwalks its imports: {walks_its_imports()}\n")
 
 
 def case_records(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:

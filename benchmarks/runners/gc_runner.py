@@ -4,7 +4,8 @@ Called as ``python gc_runner.py <params-json>`` by ours', the baseline's or upst
 prints ``BENCH_RESULT {...}``: the run's seconds, the workers' CPU-seconds (summed) and the largest
 private memory a worker had (``Private_*`` of ``/proc/self/smaps_rollup``, after a sample).
 
-Each input (``optimize``: each call of ``fn``; ``stream``: each sample a ``StreamingDataset``
+Each input (``optimize``: each call of ``fn``, in optimize's workers or, ``ray``, in the worker actors
+of a local Ray cluster; ``stream``: each sample a ``StreamingDataset``
 subclass reads, through torch's ``DataLoader`` with 2 workers) builds ``per_input`` small dicts and
 lists and keeps them until it returns, as a parser or a tokenizer's bookkeeping does: enough young
 objects that the garbage collector runs full collections now and then. What such a collection
@@ -76,9 +77,11 @@ if __name__ == "__main__":
     if params["workload"] == "stream":
         _stream(params)
     else:
+        # ray: a local Ray cluster started by the call, its worker actors running the batches
+        executor = {"executor": "ray"} if params["workload"] == "ray" else {}
         litdata.optimize(
             fn=fn, inputs=list(range(params["inputs"])), output_dir=params["out_dir"], chunk_bytes="16MB",
-            num_workers=params["workers"],
+            num_workers=params["workers"], **executor,
         )  # fmt: skip
     elapsed = time.perf_counter() - started
     workers = [json.loads(p.read_text()) for p in stats_dir.glob("*.json")]

@@ -47,3 +47,40 @@ def test_a_pickled_copy_carries_no_value() -> None:
     copy = pickle.loads(pickle.dumps(holder))
     assert copy.peek() is None and copy.get(lambda: [4]) == [4]
     assert holder.peek() == [1, 2, 3]
+
+
+def _tracked(obj: object) -> bool:
+    """Whether the garbage collector walks ``obj`` (frozen objects are not listed)."""
+    import gc
+
+    return any(o is obj for o in gc.get_objects())
+
+
+def _freeze_twice(results: multiprocessing.SimpleQueue[object]) -> None:
+    # In a forked child (never the test process: a freeze there would outlive the test).
+    from litdata_io.internal import freeze_inherited
+
+    before = ["made before the first call"]
+    freeze_inherited()
+    after = ["made after it"]
+    freeze_inherited()  # once per process: `after` stays the collector's
+    grandchild: multiprocessing.SimpleQueue[object] = multiprocessing.get_context("fork").SimpleQueue()
+
+    def in_grandchild() -> None:
+        freeze_inherited()  # a forked child freezes again, what it inherited included
+        grandchild.put(_tracked(after))
+
+    process = multiprocessing.get_context("fork").Process(target=in_grandchild)
+    process.start()
+    process.join(30)
+    results.put((_tracked(before), _tracked(after), grandchild.get(), process.exitcode))
+
+
+def test_freeze_inherited_freezes_once_per_process() -> None:
+    context = multiprocessing.get_context("fork")
+    results: multiprocessing.SimpleQueue[object] = context.SimpleQueue()
+    child = context.Process(target=_freeze_twice, args=(results,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert results.get() == (False, True, False, 0)  # before: frozen; after: walked; grandchild: frozen again

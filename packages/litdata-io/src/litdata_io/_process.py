@@ -1,4 +1,4 @@
-"""Per-process state: one fork hook, a cheap process identity, and which process runs obstore.
+"""Per-process state: a fork hook, a cheap process identity, where obstore runs, a worker's freeze.
 
 Everything litdata-io (and the packages above it) keeps per process (clients, loop threads, the
 cache's pins and descriptors, the tracer's file, the activity slot, stream sources) starts afresh
@@ -28,10 +28,15 @@ process's obstore calls run, from what the process was declared to be, never fro
 
 ``LITDATA_OBSTORE_PROCESS=here|helper`` overrides the first two rules (``here`` skips the helper
 in a root process that never forks); nothing overrides the third.
+
+A worker's freeze. :func:`freeze_inherited` is where every kind of litdata worker (optimize/map,
+Ray's actors, DataLoader workers) moves what it inherited out of the garbage collector's reach,
+once per process.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -41,6 +46,7 @@ __all__ = [
     "PerProcess",
     "declare_worker",
     "fork_generation",
+    "freeze_inherited",
     "obstore_placement",
     "on_fork_in_child",
     "pid",
@@ -58,6 +64,7 @@ _callbacks: list[Callable[[], None]] = []
 _placement: Placement | None = None
 _forced: Placement | None = None
 _worker = False  # declared a worker (declare_worker)
+_frozen_in: int | None = None  # the process that froze what it inherited (freeze_inherited)
 # Whether an ancestor may have started obstore's runtime in memory this process inherited. Its
 # runtime starts at the first request, which needs obstore imported: "imported when forked" is
 # the safe test (a false alarm only costs the helper's round trip).
@@ -149,6 +156,27 @@ def declare_worker() -> None:
     """
     global _worker, _placement
     _worker, _placement = True, None
+
+
+def freeze_inherited() -> None:
+    """Once per worker process: move every object it holds now out of the garbage collector's reach.
+
+    What a worker inherited or imported before its work (torch, the user's script and ``fn``, a
+    forking parent's heap: the training process's model and lists) lives as long as the process.
+    Each full collection that the work's allocations trigger walked all of it and, in a forked
+    process, copied every page it marked out of the memory shared with the parent. Frozen, it is
+    left alone; what the process makes from here on is collected as before. An ``fn`` keeping many
+    small objects ran 3.5x faster in optimize's workers with 3.6x less private memory, a forked
+    DataLoader worker 1.5x faster with 8x less (``benchmarks/worker_gc.py``).
+
+    Called where a litdata worker starts its work: an optimize/map worker (every start method), a
+    Ray batch runner, a DataLoader worker's first pass. Never in a root process (a script, a
+    notebook, a DDP rank): its objects are the user's to collect. A forked child freezes again.
+    """
+    global _frozen_in
+    if _frozen_in != _pid:
+        _frozen_in = _pid
+        gc.freeze()
 
 
 def obstore_placement() -> Placement:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from litdata_io._process import PerProcess as PerProcess
     from litdata_io._process import declare_worker as declare_worker
     from litdata_io._process import fork_generation as fork_generation
+    from litdata_io._process import freeze_inherited as freeze_inherited
 
 if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
     __getattr__, __dir__ = lazy_module(globals())

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format import DatasetIndex, parse_index
+from litdata_io.internal import freeze_inherited
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._machine import Machine, as_machine
@@ -186,6 +187,9 @@ class _BatchRunner:
         return True
 
     def run(self, spec: WorkerSpec) -> dict[str, Any]:
+        # The actor lives for many batches: what it imported before its first (Ray, torch, fn's
+        # module, unpickled with the spec) goes out of the collector's reach, as in any worker.
+        freeze_inherited()
         if spec.staging:  # under the driver's staging root (a local output): it goes at the job's end
             staging = spec.staging
             # Not its parents: the root is the driver's, made when the job starts and removed when it

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
 from litdata_format.internal import WriterOptions, normalize_key, tree_flatten, tree_unflatten
 from litdata_io import Dir, enable_tracer, trace_crash, trace_enabled
-from litdata_io.internal import declare_worker
+from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
 from litdata_prep._output import Output
 from litdata_prep._plan import Numbered
@@ -533,11 +533,8 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     would otherwise see the environment of the moment the server started.
     """
     # What this process inherited or imported before the job (torch, the script, the forking parent's
-    # heap: ~190k objects in a torch script's forkserver) lives as long as it does: out of the
-    # collector's reach, a full collection no longer walks it (nor, after a fork, copies its pages to
-    # mark it). An fn keeping many small objects ran 3.5x faster with 3.6x less private memory
-    # (benchmarks/worker_gc.py).
-    gc.freeze()
+    # heap: ~190k objects in a torch script's forkserver) goes out of the collector's reach.
+    freeze_inherited()
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     _set_environ({**environ, **spec.env})
     if not trace_enabled("crash") and (

@@ -22,10 +22,11 @@ are right. ``NNODES`` (upstream's node count) does not change which samples a ra
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from litdata_io.internal import freeze_inherited
 
 __all__ = ["DistributedEnv", "WorkerEnv"]
 
@@ -174,30 +175,13 @@ class WorkerEnv:
     def detect(cls) -> WorkerEnv:
         """This worker's place, from torch's worker info (1 and 0 outside a worker).
 
-        A worker's first call also freezes what the process holds (see :func:`_freeze_inherited`).
+        A worker's first call also freezes what the process holds (:func:`litdata_io.internal.freeze_inherited`);
+        the main process (``num_workers=0``) is never frozen.
         """
         from torch.utils.data import get_worker_info
 
         info = get_worker_info()
         if info is None:
             return cls(1, 0)
-        _freeze_inherited()
+        freeze_inherited()
         return cls(info.num_workers, info.id)
-
-
-_frozen_in: int | None = None  # the worker process that froze what it inherited
-
-
-def _freeze_inherited() -> None:
-    """Once per DataLoader worker process: move what it holds out of the garbage collector's reach.
-
-    A forked worker inherits the training process's objects (the model, its tokenizer, the user's
-    lists), a spawned or forkserver one its imports (torch). Each full collection a transform's
-    allocations trigger walked all of them and, in a forked worker, copied every page it marked out
-    of the memory shared with the parent. Frozen, they are left alone; what the worker makes from
-    here on is collected as before. The main process (``num_workers=0``) is never frozen.
-    """
-    global _frozen_in
-    if _frozen_in != os.getpid():
-        _frozen_in = os.getpid()
-        gc.freeze()
