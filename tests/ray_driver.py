@@ -75,6 +75,19 @@ def marker_fn(workdir: str, kill_at: int, pause: float = 0.0, wait_for: str | No
     return fn
 
 
+def counting_fn(workdir: str):
+    """``record``, noting how many child processes its worker has (a helper for obstore would be one)."""
+
+    def fn(i: int) -> dict[str, Any]:
+        children = sum(len(t.read_text().split()) for t in Path("/proc/self/task").glob("*/children"))
+        noted = Path(workdir, "children")
+        noted.mkdir(exist_ok=True)
+        (noted / f"{os.getpid()}-{i}").write_text(str(children))
+        return record(i)
+
+    return fn
+
+
 def failing(i: int) -> dict[str, Any]:
     if i == 13:
         raise ZeroDivisionError(f"cannot process {i}")
@@ -104,7 +117,10 @@ def case_s3(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
         bucket = server.create_bucket()
         url = f"s3://{bucket}/ds"
         options = server.storage_options()
-        litdata_prep.optimize(record, list(range(60)), url, chunk_size=8, executor=EXECUTOR, storage_options=options)
+        fn = counting_fn(str(work))
+        litdata_prep.optimize(fn, list(range(60)), url, chunk_size=8, executor=EXECUTOR, storage_options=options)
+        # what the worker actors had started by each input (after their first batch's uploads)
+        facts["children"] = sorted({int(p.read_text()) for p in (work / "children").iterdir()})
         # Ray Data from the bucket into a local dataset.
         ray.data.read_datasource(LitDataDatasource(url, storage_options=options)).write_datasink(
             LitDataDatasink(str(work / "from_s3"), chunk_size=8)

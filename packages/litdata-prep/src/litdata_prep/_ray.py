@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format import DatasetIndex, parse_index
-from litdata_io.internal import freeze_inherited
+from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._machine import Machine, as_machine
@@ -190,6 +190,9 @@ class _BatchRunner:
         # The actor lives for many batches: what it imported before its first (Ray, torch, fn's
         # module, unpickled with the spec) goes out of the collector's reach, as in any worker.
         freeze_inherited()
+        # It uploads and downloads and forks nothing, as optimize's workers: obstore runs here, not
+        # in a helper process of its own.
+        declare_worker()
         if spec.staging:  # under the driver's staging root (a local output): it goes at the job's end
             staging = spec.staging
             # Not its parents: the root is the driver's, made when the job starts and removed when it
