@@ -64,7 +64,6 @@ _callbacks: list[Callable[[], None]] = []
 _placement: Placement | None = None
 _forced: Placement | None = None
 _worker = False  # declared a worker (declare_worker)
-_frozen_in: int | None = None  # the process that froze what it inherited (freeze_inherited)
 # Whether an ancestor may have started obstore's runtime in memory this process inherited. Its
 # runtime starts at the first request, which needs obstore imported: "imported when forked" is
 # the safe test (a false alarm only costs the helper's round trip).
@@ -173,10 +172,15 @@ def freeze_inherited() -> None:
     Ray batch runner, a DataLoader worker's first pass. Never in a root process (a script, a
     notebook, a DDP rank): its objects are the user's to collect. A forked child freezes again.
     """
-    global _frozen_in
-    if _frozen_in != _pid:
-        _frozen_in = _pid
-        gc.freeze()
+    _frozen.get(_freeze)
+
+
+def _freeze() -> bool:
+    gc.freeze()
+    return True
+
+
+_frozen: PerProcess[bool] = PerProcess()  # built (the freeze done) once in each process
 
 
 def obstore_placement() -> Placement:
