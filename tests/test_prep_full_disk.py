@@ -11,10 +11,6 @@ already published.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,7 @@ import pytest
 
 from litdata_io import get_storage
 from tests.servers import S3Server
+from tests.small_disk import on_a_small_disk
 
 LOCAL_JOB = """
 import json, os, subprocess, sys
@@ -86,37 +83,9 @@ if __name__ == "__main__":
 """
 
 
-def _on_a_full_disk(tmp_path: Path, job: str, *args: str, tmpdir: bool = False) -> dict[str, Any]:
-    """Run ``job`` (a script) with the mount point and ``args``, a 1 MiB tmpfs mounted there; its last
-    line of output, as JSON, with the mount point under ``"mount"``."""
-    unshare = shutil.which("unshare")
-    assert unshare is not None, "this test needs util-linux's unshare to mount a small tmpfs"
-    # A short mount point: a forkserver's socket lives under TMPDIR, and an AF_UNIX path is at most
-    # 107 bytes (pytest-xdist's tmp_path alone can be longer than that with a socket name added).
-    mount = Path(tempfile.mkdtemp(prefix="ld-disk-"))
-    script = tmp_path / "job.py"
-    script.write_text(job)
-    env = 'TMPDIR="$m" ' if tmpdir else ""
-    command = 'm="$1" py="$2" job="$3" && shift 3 && mount -t tmpfs -o size=1m tmpfs "$m" && '
-    command += f'{env}exec "$py" "$job" "$m" "$@"'
-    arguments = [str(mount), sys.executable, str(script), *args]
-    try:
-        done = subprocess.run(
-            [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", command, "sh", *arguments],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(mount, ignore_errors=True)
-    assert done.returncode == 0, done.stderr
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "mount": str(mount)}
-
-
 def _local_job(tmp_path: Path, mode: str) -> dict[str, Any]:
     seen = tmp_path / "seen.txt"
-    result = _on_a_full_disk(tmp_path, LOCAL_JOB, str(seen), mode)
+    result = on_a_small_disk(tmp_path, LOCAL_JOB, str(seen), mode)
     result["most_chunks_seen"] = max(int(line) for line in seen.read_text().split())
     return result
 
@@ -146,7 +115,7 @@ def test_a_full_staging_disk_names_the_file_and_removes_the_uploaded_chunks(
     url = f"s3://{s3_bucket}/full"
     options = s3_server.storage_options()
     seen = tmp_path / "seen.txt"
-    result = _on_a_full_disk(tmp_path, S3_JOB, url, json.dumps(options), str(seen), tmpdir=True)
+    result = on_a_small_disk(tmp_path, S3_JOB, url, json.dumps(options), str(seen), tmpdir=True)
     error = result["error"]
     assert error is not None and f"could not write {result['mount']}/litdata-optimize-" in error, error
     assert ".bin: [Errno 28] No space left on device" in error and "TMPDIR" in error, error

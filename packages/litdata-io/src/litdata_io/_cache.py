@@ -41,6 +41,13 @@ oldest. So downloads running side by side never each make room only for themselv
 Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use (read, or
 prefetched and waiting to be read) and the downloads in flight.
 
+A full disk. The cap is a byte count, not a promise of the disk's: other files can fill the disk
+under it. A download that fails for a full disk (ENOSPC, EDQUOT) is dropped like any failed one
+(staging removed, reservation taken back); the process then lowers its cap to what the disk has
+for the cache (:attr:`ChunkCache.disk_cap`: the files cached plus the free space), evicts down to it
+less the chunk, and downloads again, up to ``_ROOM_TRIES`` times; when nothing more can be evicted
+it fails with a :class:`ChunkDownloadError` naming the folder and what to do.
+
 The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
 twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
 under ``flock`` as it reserves, publishes, abandons and deletes (``_cache_ledger``: a process
@@ -80,6 +87,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -135,6 +143,7 @@ _DEFAULT_FRACTION = 0.75
 _FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
 _RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
 _MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
+_ROOM_TRIES = 3  # a download that finds the disk full makes room and is tried again at most this often
 
 
 class ChunkDownloadError(OSError):
@@ -263,6 +272,9 @@ class ChunkCache:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._ledger = Ledger(self.cache_dir / LEDGER)
         self._state = _ProcessState()
+        # The bytes the cache's disk held for it when it was last found full (None: never): the
+        # cap in force is the lower of the two. Copied to workers with the cache.
+        self.disk_cap: int | None = None
         _LIVE_CACHES.add(self)
         if self.version is not None:
             claim_version(self.cache_dir, self.version, self.storage.url)
@@ -436,6 +448,7 @@ class ChunkCache:
 
     async def _afetch(self, info: ChunkInfo, pin: bool) -> None:
         name = self.name_for(info)
+        disk_full = 0  # downloads of this call that found the disk full
         while True:
             if pin and self._pin_present(info):
                 return
@@ -464,6 +477,11 @@ class ChunkCache:
                 _finish(state, name, mine, None)  # the waiters try again themselves
                 raise
             except BaseException as err:
+                if _is_disk_full(err) and disk_full < _ROOM_TRIES:
+                    disk_full += 1
+                    _finish(state, name, mine, None)  # the waiters try again themselves
+                    self._make_room_on_disk(info, err)  # or an error saying why there is none
+                    continue
                 _finish(state, name, mine, err)
                 raise
             if pin:
@@ -646,6 +664,7 @@ class ChunkCache:
         Downloads in progress (of any process using this folder) count with the bytes they will add.
         When the ledger says they fit, nothing is counted or deleted; otherwise the folder is
         counted and, past what is needed, whole chunks go until 1/50 of the cap is free too.
+        The cap is ``max_cache_size``, or less once the disk was found full (:attr:`disk_cap`).
 
         Args:
             incoming: bytes about to be added besides those downloads.
@@ -653,34 +672,90 @@ class ChunkCache:
         Returns:
             The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
         """
-        budget = self.max_cache_size - max(incoming, 0)
+        cap = self._cap()
+        budget = cap - max(incoming, 0)
         if _fits(self._ledger.read(), budget):
             return 0
         with self._ledger.locked() as fd:  # the folder's true total, written back when done
             if _fits(parse_ledger(os.pread(fd, LEDGER_WIDTH, 0)), budget):
                 return 0  # another process counted while we waited for the lock
-            locks: list[Path] = []
-            entries = self._scan(locks)
-            total = sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
-            freed = 0
-            if total > budget:
-                with self._state.lock:
-                    pinned = set(self._state.pins)
-                low = budget - self.max_cache_size // _MARGIN
-                for path, size, _, evictable in sorted(entries, key=lambda entry: entry[2]):
-                    if not evictable:  # an index: its dataset needs it
-                        continue
-                    # Enough room for what comes; then go on into the margin with chunks that fit in it.
-                    if total <= budget and total - size < low:
-                        break
-                    if path.relative_to(self.cache_dir).as_posix() in pinned:
-                        continue
-                    if delete_if_unused(path):
-                        probe.instant("delete", "delete", chunk=path.name, bytes=size)
-                        total -= size
-                        freed += size
-            write_ledger(fd, total, time.time())
+            entries, total = self._count()
+            freed = self._shrink(entries, total, budget, cap // _MARGIN)
+            write_ledger(fd, total - freed, time.time())
         return freed
+
+    def _cap(self) -> int:
+        return self.max_cache_size if self.disk_cap is None else min(self.max_cache_size, self.disk_cap)
+
+    def _count(self) -> tuple[list[tuple[Path, int, int, bool]], int]:
+        """Every visible file (as :meth:`_scan`), and the folder's total with the downloads in flight."""
+        locks: list[Path] = []
+        entries = self._scan(locks)
+        return entries, sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
+
+    def _shrink(self, entries: list[tuple[Path, int, int, bool]], total: int, budget: int, margin: int) -> int:
+        """Delete unpinned chunks among ``entries`` until ``total`` is within ``budget``, then ``margin`` more.
+
+        Consumed (mtime 0) then oldest first; past the budget only chunks that fit in the margin go.
+        Called under the ledger's lock. Returns the bytes freed.
+        """
+        if total <= budget:
+            return 0
+        with self._state.lock:
+            pinned = set(self._state.pins)
+        low = budget - margin
+        freed = 0
+        for path, size, _, evictable in sorted(entries, key=lambda entry: entry[2]):
+            if not evictable:  # an index: its dataset needs it
+                continue
+            # Enough room for what comes; then go on into the margin with chunks that fit in it.
+            if total - freed <= budget and total - freed - size < low:
+                break
+            if path.relative_to(self.cache_dir).as_posix() in pinned:
+                continue
+            if delete_if_unused(path):
+                probe.instant("delete", "delete", chunk=path.name, bytes=size)
+                freed += size
+        return freed
+
+    def _make_room_on_disk(self, info: ChunkInfo, error: BaseException) -> None:
+        """The disk filled up under a download of ``info``: lower the cap to what fits there, make room.
+
+        The cache then holds at most what it held when the disk filled plus what was free (the
+        rest of the disk is someone else's), so the next downloads fit too. Raises a
+        :class:`ChunkDownloadError` naming the folder and what to do when the chunks that could be
+        deleted are too few (the rest in use, or the disk full of other files).
+        """
+        url = self.storage.url_for(info.filename)
+        # A whole-file compressed chunk is in its staging folder twice while it is inflated.
+        need = info.chunk_bytes * (1 if Path(info.filename).name == Path(self.name_for(info)).name else 2)
+        with self._ledger.locked() as fd:
+            entries, total = self._count()
+            free = _free_bytes(self.cache_dir)
+            # What the disk has for the cache now: its files and the free space (a download in flight
+            # counts in total with all the bytes it will add, of which only some are on the disk yet).
+            cached = sum(entry[1] for entry in entries)
+            room = cached + free
+            self.disk_cap = room if self.disk_cap is None else min(self.disk_cap, room)
+            freed = self._shrink(entries, total, min(self._cap(), room) - need, self._cap() // _MARGIN)
+            write_ledger(fd, total - freed, time.time())
+        _log.warning(
+            "the disk of the chunk cache %s is full with %d bytes cached (max_cache_size is %d): the cache "
+            "now keeps to the %d bytes the disk has for it in this process and deleted %d bytes of chunks; "
+            "free space on that disk, or lower max_cache_size, to avoid this",
+            self.cache_dir,
+            cached,
+            self.max_cache_size,
+            self.disk_cap,
+            freed,
+        )
+        if free + freed < need:
+            raise ChunkDownloadError(
+                f"no space left for chunk {url} ({need} bytes) in the cache {self.cache_dir}: its disk has "
+                f"{free} bytes free, and of the {cached} bytes cached only {freed} could be deleted (the others are "
+                "indexes or chunks in use by a reader). Free space on that disk, or set cache_dir to a folder on "
+                f"a larger one (max_cache_size is {self.max_cache_size} bytes)"
+            ) from error
 
     def clear(self) -> CacheClearResult:
         """Delete everything cached for this dataset that no process is using."""
@@ -699,6 +774,18 @@ def _intact(info: ChunkInfo, size: int) -> bool:
     """Whether a stored chunk of ``size`` bytes is whole, as far as the index tells."""
     sizes = cached_chunk_sizes(info)
     return not sizes or size in sizes
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    """Whether ``error``, or an error it came from, says the disk (or the user's quota on it) is full."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _fits(known: tuple[int, float] | None, budget: int) -> bool:

@@ -233,6 +233,8 @@ def translate(
         )
     if isinstance(exc, ReadOnlyStorageError):
         return exc
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return exc  # the local disk written to is full: not the storage's failure, and its errno tells the caller
     if kind is ErrorKind.TRANSIENT:
         message = (
             f"{what} {url} failed after {attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.1f}s: {cause}. "

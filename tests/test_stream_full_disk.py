@@ -1,0 +1,102 @@
+"""The chunk cache on a disk that fills up before ``max_cache_size``: room is made, or the error says why.
+
+The disk is a real one: a 1 MiB tmpfs (``tests/small_disk.py``) holding the cache folder, with
+``max_cache_size`` at 100 MB, as when the cap was set for a bigger disk or other files (checkpoints,
+logs) filled the disk under it. The dataset is 4 MB of chunks of ~80 KB, read in order from a
+``local:`` URL (copied through the cache, as a network drive is) or from the S3 server on 127.0.0.1
+(the main process's downloads then go through its obstore helper process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_prep import optimize
+from tests.servers import S3Server
+from tests.small_disk import on_a_small_disk
+
+READS = """
+import json, shutil, sys
+from pathlib import Path
+from litdata import StreamingDataLoader, StreamingDataset
+
+MOUNT, URL, OPTIONS = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+
+
+def epoch(workers):
+    cache = MOUNT / f"cache-{workers}"
+    dataset = StreamingDataset(URL, cache_dir=str(cache), max_cache_size="100MB", storage_options=OPTIONS)
+    seen, error = [], None
+    try:
+        for batch in StreamingDataLoader(dataset, batch_size=10, num_workers=workers):
+            seen.extend(int(i) for i in batch["i"])
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    partial = sorted(str(p) for p in MOUNT.rglob("*") if ".partial" in p.name)
+    shutil.rmtree(cache)  # the next epoch has the disk to itself
+    return {"seen": seen, "error": error, "partial": partial}
+
+
+if __name__ == "__main__":
+    print(json.dumps({str(workers): epoch(workers) for workers in map(int, sys.argv[4].split(","))}))
+"""
+
+FULL = "is full with "
+
+
+def _blob(i: int) -> dict[str, object]:
+    return {"i": i, "data": os.urandom(20_000)}
+
+
+def _dataset(output: str, samples: int, chunk_bytes: str, options: dict[str, Any] | None = None) -> None:
+    optimize(_blob, list(range(samples)), output, chunk_bytes=chunk_bytes, num_workers=1, start_method="fork",
+             verbose=False, storage_options=options)  # fmt: skip
+
+
+def _read(tmp_path: Path, url: str, workers: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = on_a_small_disk(tmp_path, READS, url, json.dumps(options or {}), workers)
+    assert "Traceback" not in result["stderr"], result["stderr"]
+    return result
+
+
+def test_a_cache_whose_disk_fills_up_makes_room_and_reads_every_sample(tmp_path: Path) -> None:
+    _dataset(str(tmp_path / "data"), 200, "100KB")  # 50 chunks, 4 MB: four times the disk
+    result = _read(tmp_path, f"local:{tmp_path / 'data'}", "0,2")
+    for workers in ("0", "2"):
+        epoch = result[workers]
+        assert epoch["error"] is None, epoch["error"]
+        assert sorted(epoch["seen"]) == list(range(200)), workers  # every sample, once
+        assert epoch["partial"] == []  # no half-written download left
+    stderr = result["stderr"]
+    assert FULL in stderr and "max_cache_size is 100000000" in stderr, stderr  # said, with what to do
+    assert "free space on that disk, or lower max_cache_size" in stderr
+
+
+@pytest.mark.cloud
+def test_a_cache_whose_disk_fills_up_makes_room_for_a_bucket_read_through_the_helper(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    url, options = f"s3://{s3_bucket}/full-cache", s3_server.storage_options()
+    _dataset(url, 200, "100KB", options)
+    result = _read(tmp_path, url, "0", options)  # the main process: downloads run in its obstore helper
+    epoch = result["0"]
+    assert epoch["error"] is None, epoch["error"]
+    assert sorted(epoch["seen"]) == list(range(200))
+    assert epoch["partial"] == []
+    assert FULL in result["stderr"], result["stderr"]
+
+
+def test_a_chunk_bigger_than_the_disk_is_an_error_naming_the_cache_and_what_to_do(tmp_path: Path) -> None:
+    _dataset(str(tmp_path / "data"), 100, "3MB")  # one chunk of 2 MB: more than the whole disk
+    result = _read(tmp_path, f"local:{tmp_path / 'data'}", "0")
+    epoch = result["0"]
+    error = epoch["error"]
+    assert error is not None and error.startswith("ChunkDownloadError: no space left for chunk local:"), error
+    assert f"in the cache {result['mount']}/cache-0/" in error, error
+    assert "Free space on that disk, or set cache_dir to a folder on a larger one" in error, error
+    assert epoch["seen"] == [] and epoch["partial"] == []
