@@ -46,6 +46,26 @@ if __name__ == "__main__":
     print(json.dumps({str(workers): epoch(workers) for workers in map(int, sys.argv[4].split(","))}))
 """
 
+OPENS_ON_A_FULL_DISK = """
+import json, sys
+from pathlib import Path
+from litdata import StreamingDataset
+
+MOUNT, URL = Path(sys.argv[1]), sys.argv[2]
+if __name__ == "__main__":
+    with open(MOUNT / "checkpoint.bin", "wb") as other:  # someone else's file takes the whole disk
+        try:
+            while True:
+                other.write(bytes(65536))
+        except OSError:
+            pass
+    try:
+        StreamingDataset(URL, cache_dir=str(MOUNT / "cache"))
+        print(json.dumps({"error": None}))
+    except OSError as exc:
+        print(json.dumps({"error": str(exc), "errno": exc.errno, "left": sorted(p.name for p in MOUNT.rglob("*.tmp"))}))
+"""
+
 FULL = "is full with "
 
 
@@ -100,3 +120,15 @@ def test_a_chunk_bigger_than_the_disk_is_an_error_naming_the_cache_and_what_to_d
     assert f"in the cache {result['mount']}/cache-0/" in error, error
     assert "Free space on that disk, or set cache_dir to a folder on a larger one" in error, error
     assert epoch["seen"] == [] and epoch["partial"] == []
+
+
+def test_a_dataset_opened_on_a_full_disk_says_which_folder_and_what_to_do(tmp_path: Path) -> None:
+    _dataset(str(tmp_path / "data"), 20, "100KB")
+    url = f"local:{tmp_path / 'data'}"
+    result = on_a_small_disk(tmp_path, OPENS_ON_A_FULL_DISK, url)
+    error = result["error"]
+    assert error is not None and result["errno"] == 28, result
+    assert f"no space left on the disk of the cache folder to keep {url}/index.json" in error, error
+    assert "free space on that disk, or pass cache_dir= a folder on another one" in error, error
+    assert f"{result['mount']}/cache/" in error, error  # the folder
+    assert result["left"] == []  # the index's temporary copy is gone

@@ -134,7 +134,7 @@ from litdata_io._loop import run_sync
 if TYPE_CHECKING:
     from litdata_io._storage import Storage
 
-__all__ = ["ChunkCache", "ChunkDownloadError", "resolve_max_cache_size"]
+__all__ = ["ChunkCache", "ChunkDownloadError", "is_disk_full", "resolve_max_cache_size"]
 
 _GB = 1000**3
 _RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large enough
@@ -477,7 +477,7 @@ class ChunkCache:
                 _finish(state, name, mine, None)  # the waiters try again themselves
                 raise
             except BaseException as err:
-                if _is_disk_full(err) and disk_full < _ROOM_TRIES:
+                if is_disk_full(err) and disk_full < _ROOM_TRIES:
                     disk_full += 1
                     _finish(state, name, mine, None)  # the waiters try again themselves
                     self._make_room_on_disk(info, err)  # or an error saying why there is none
@@ -776,7 +776,7 @@ def _intact(info: ChunkInfo, size: int) -> bool:
     return not sizes or size in sizes
 
 
-def _is_disk_full(error: BaseException) -> bool:
+def is_disk_full(error: BaseException) -> bool:
     """Whether ``error``, or an error it came from, says the disk (or the user's quota on it) is full."""
     seen: set[int] = set()
     current: BaseException | None = error

@@ -18,7 +18,7 @@ from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
 from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
-from litdata_io.internal import file_version
+from litdata_io.internal import file_version, is_disk_full
 from litdata_stream._parquet_index import remote_parquet_index
 from litdata_stream._source import ChunkOpener, ChunkOrigin
 
@@ -104,22 +104,38 @@ def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tu
     # A hidden name, as a temporary file of atomic_file's is named: the cache's listings skip it.
     download = cache_dir / f".{INDEX_FILENAME}.{os.urandom(4).hex()}.tmp"
     try:
-        try:
-            _download_index(storage, index_path, download)
-        except FileNotFoundError:
-            if index_path:
-                raise
-            index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
-            return index, version, f"the files of {storage.url}"
-        where = index_path or storage.url_for(INDEX_FILENAME)
-        index = read_index_file(download, where)
-        version = file_version(storage.url, download)
-        target = cache_dir / version / INDEX_FILENAME
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(download, target)  # tells a later open the cache was not cleared
-        return index, version, where
+        return _fetch_index(storage, cache_dir, index_path, download)
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        raise OSError(
+            err.errno,
+            f"no space left on the disk of the cache folder to keep {index_path or storage.url_for(INDEX_FILENAME)} "
+            "while opening the dataset: free space on that disk, or pass cache_dir= a folder on another one",
+            str(cache_dir),
+        ) from err
     finally:
         download.unlink(missing_ok=True)
+
+
+def _fetch_index(
+    storage: Storage, cache_dir: Path, index_path: str | None, download: Path
+) -> tuple[DatasetIndex, str, str]:
+    """:func:`fetch_index` by way of ``download``, a file of ``cache_dir`` the caller removes."""
+    try:
+        _download_index(storage, index_path, download)
+    except FileNotFoundError:
+        if index_path:
+            raise
+        index, version = remote_parquet_index(storage, cache_dir)  # a folder of Parquet files
+        return index, version, f"the files of {storage.url}"
+    where = index_path or storage.url_for(INDEX_FILENAME)
+    index = read_index_file(download, where)
+    version = file_version(storage.url, download)
+    target = cache_dir / version / INDEX_FILENAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(download, target)  # tells a later open the cache was not cleared
+    return index, version, where
 
 
 def _download_index(storage: Storage, index_path: str | None, destination: Path) -> None:
