@@ -1,5 +1,8 @@
 """The chunk cache on a disk that fills up before ``max_cache_size``: room is made, or the error says why.
 
+(And ``StreamingRawDataset(cache_files=True)``, which keeps every file it reads, on a disk too small
+for them: the error says which folder and what to do.)
+
 The disk is a real one: a 1 MiB tmpfs (``tests/small_disk.py``) holding the cache folder, with
 ``max_cache_size`` at 100 MB, as when the cap was set for a bigger disk or other files (checkpoints,
 logs) filled the disk under it. The dataset is 4 MB of chunks of ~80 KB, read in order from a
@@ -64,6 +67,26 @@ if __name__ == "__main__":
         print(json.dumps({"error": None}))
     except OSError as exc:
         print(json.dumps({"error": str(exc), "errno": exc.errno, "left": sorted(p.name for p in MOUNT.rglob("*.tmp"))}))
+"""
+
+RAW_READS = """
+import json, sys
+from pathlib import Path
+from litdata import StreamingRawDataset
+
+MOUNT, URL = Path(sys.argv[1]), sys.argv[2]
+if __name__ == "__main__":
+    dataset = StreamingRawDataset(URL, cache_dir=str(MOUNT / "cache"), cache_files=True)
+    read, error, errno = 0, None, None
+    try:
+        for i in range(len(dataset)):
+            dataset[i]
+            read += 1
+    except OSError as exc:
+        error, errno = str(exc), exc.errno
+    files = [p for p in (MOUNT / "cache").rglob("f*.bin")]
+    sizes = sorted({p.stat().st_size for p in files})
+    print(json.dumps({"read": read, "error": error, "errno": errno, "sizes": sizes}))
 """
 
 FULL = "is full with "
@@ -132,3 +155,17 @@ def test_a_dataset_opened_on_a_full_disk_says_which_folder_and_what_to_do(tmp_pa
     assert "free space on that disk, or pass cache_dir= a folder on another one" in error, error
     assert f"{result['mount']}/cache/" in error, error  # the folder
     assert result["left"] == []  # the index's temporary copy is gone
+
+
+def test_raw_files_kept_on_a_disk_too_small_for_them_say_which_folder_and_what_to_do(tmp_path: Path) -> None:
+    source = tmp_path / "files"
+    source.mkdir()
+    for i in range(40):  # 2.4 MB of files: more than the 1 MiB disk
+        (source / f"f{i:02d}.bin").write_bytes(os.urandom(60_000))
+    result = on_a_small_disk(tmp_path, RAW_READS, f"local:{source}")
+    error = result["error"]
+    assert error is not None and result["errno"] == 28 and 0 < result["read"] < 40, result
+    assert f"no space left in the cache folder for local:{source}/f" in error, error
+    assert "cache_files=False to read the files without keeping them" in error, error
+    assert f"{result['mount']}/cache/" in error, error  # the folder
+    assert result["sizes"] == [60_000]  # every file kept is whole

@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 from torch.utils.data import Dataset, get_worker_info
 
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
-from litdata_io.internal import run_sync
+from litdata_io.internal import is_disk_full, run_sync
 from litdata_raw._files import FileList, FileMetadata
 from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer
 
@@ -273,6 +273,16 @@ class StreamingRawDataset(Dataset[Any]):
             return str(local) if self.item_type == "path" else await asyncio.to_thread(local.read_bytes)
         except FileNotFoundError as err:
             raise _gone(meta, err) from None
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            raise OSError(
+                err.errno,
+                f"no space left in the cache folder for {meta.path} ({meta.size} bytes): cache_files=True keeps "
+                "every file read; free space on that disk, pass cache_dir= a folder on a larger one, or "
+                "cache_files=False to read the files without keeping them",
+                self._files_dir,
+            ) from err
 
 
 def _gone(meta: FileMetadata, err: OSError) -> FileNotFoundError:
