@@ -23,8 +23,9 @@ import pytest
 from litdata_format import ChunkInfo
 from litdata_format.internal import compress
 from litdata_io import dataset_version, get_storage
-from litdata_io._cache import ChunkCache, ChunkDownloadError, resolve_max_cache_size
+from litdata_io._cache import ChunkCache, ChunkDownloadError
 from litdata_io._cache_clear import cache_path, clear_cache
+from litdata_io._cache_disk import resolve_max_cache_size
 from litdata_io.internal import file_version
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage

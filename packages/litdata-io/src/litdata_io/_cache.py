@@ -87,10 +87,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import errno
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -105,11 +103,11 @@ from litdata_format.internal import (
     cached_chunk_sizes,
     decompress_file,
     expected_checksum,
-    parse_size,
     plain_chunk_name,
 )
 from litdata_io import _process
 from litdata_io._cache_clear import CacheClearResult, clear_cache
+from litdata_io._cache_disk import free_bytes, is_disk_full, resolve_max_cache_size
 from litdata_io._cache_ledger import WIDTH as LEDGER_WIDTH
 from litdata_io._cache_ledger import Ledger, parse_ledger, write_ledger
 from litdata_io._cache_locks import (
@@ -134,13 +132,9 @@ from litdata_io._loop import run_sync
 if TYPE_CHECKING:
     from litdata_io._storage import Storage
 
-__all__ = ["ChunkCache", "ChunkDownloadError", "is_disk_full", "resolve_max_cache_size"]
+__all__ = ["ChunkCache", "ChunkDownloadError"]
 
-_GB = 1000**3
-_RESERVE_BYTES = 50 * _GB  # left free for checkpoints when the disk is large enough
 _log = logging.getLogger("litdata_io")
-_DEFAULT_FRACTION = 0.75
-_FRACTION = re.compile(r"^\s*(?:0?\.\d+|[01](?:\.\d*)?)\s*$")
 _RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
 _MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
 _ROOM_TRIES = 3  # a download that finds the disk full makes room and is tried again at most this often
@@ -148,58 +142,6 @@ _ROOM_TRIES = 3  # a download that finds the disk full makes room and is tried a
 
 class ChunkDownloadError(OSError):
     """A chunk could not be fetched into the cache; the message names its URL and the cause."""
-
-
-# -- max_cache_size -------------------------------------------------------------------------------
-def _free_bytes(path: Path) -> int:
-    probe = path.absolute()
-    while not probe.is_dir() and probe != probe.parent:
-        probe = probe.parent
-    return shutil.disk_usage(probe).free
-
-
-def resolve_max_cache_size(value: int | float | str | None, cache_dir: str | os.PathLike[str] = ".") -> int:
-    """The cache budget in bytes.
-
-    Args:
-        value: ``None`` = 75% of the free space of the cache's disk, but leaving at least 50 GB free
-            when the disk has more than that free; an int or a string such as ``"100GB"`` = that
-            many bytes; a float (or a string such as ``"0.9"``) in (0, 1] = that fraction of the
-            free space. The environment variable ``MAX_CACHE_SIZE`` overrides it.
-        cache_dir: where the cache lives (need not exist yet), to measure its disk.
-    """
-    env = os.environ.get("MAX_CACHE_SIZE", "").strip()
-    source = "max_cache_size"
-    if env:
-        value, source = env, "MAX_CACHE_SIZE"
-    if value is None:
-        free = _free_bytes(Path(cache_dir))
-        budget = int(free * _DEFAULT_FRACTION)
-        if free > _RESERVE_BYTES:
-            budget = min(budget, free - _RESERVE_BYTES)
-        budget = max(budget, 1)
-        # As upstream logs it (INFO): the budget a default gave is otherwise invisible.
-        _log.info(
-            "max_cache_size is unset; using %.1f GB (75%% of free disk, leaving 50 GB free when possible) on %s.",
-            budget / 1e9,
-            cache_dir,
-        )
-        return budget
-    fraction: float | None = None
-    if isinstance(value, float):
-        fraction = value
-    elif isinstance(value, str) and _FRACTION.match(value) and "." in value:
-        fraction = float(value)
-    if fraction is not None:
-        if not 0 < fraction <= 1:
-            raise ValueError(
-                f"{source}={value!r}: a fraction of the free disk must be in (0, 1]; "
-                "pass a size such as '100GB' for a fixed budget"
-            )
-        return max(int(_free_bytes(Path(cache_dir)) * fraction), 1)
-    if isinstance(value, (int, str)):
-        return parse_size(value, name=source)
-    raise TypeError(f"{source} must be None, a size such as '100GB', or a fraction such as 0.9, not {value!r}")
 
 
 def _is_evictable(name: str) -> bool:
@@ -731,13 +673,14 @@ class ChunkCache:
         need = info.chunk_bytes * (1 if Path(info.filename).name == Path(self.name_for(info)).name else 2)
         with self._ledger.locked() as fd:
             entries, total = self._count()
-            free = _free_bytes(self.cache_dir)
+            free = free_bytes(self.cache_dir)
             # What the disk has for the cache now: its files and the free space (a download in flight
             # counts in total with all the bytes it will add, of which only some are on the disk yet).
             cached = sum(entry[1] for entry in entries)
             room = cached + free
             self.disk_cap = room if self.disk_cap is None else min(self.disk_cap, room)
-            freed = self._shrink(entries, total, min(self._cap(), room) - need, self._cap() // _MARGIN)
+            cap = self._cap()  # at most room now
+            freed = self._shrink(entries, total, cap - need, cap // _MARGIN)
             write_ledger(fd, total - freed, time.time())
         _log.warning(
             "the disk of the chunk cache %s is full with %d bytes cached (max_cache_size is %d): the cache "
@@ -774,18 +717,6 @@ def _intact(info: ChunkInfo, size: int) -> bool:
     """Whether a stored chunk of ``size`` bytes is whole, as far as the index tells."""
     sizes = cached_chunk_sizes(info)
     return not sizes or size in sizes
-
-
-def is_disk_full(error: BaseException) -> bool:
-    """Whether ``error``, or an error it came from, says the disk (or the user's quota on it) is full."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _fits(known: tuple[int, float] | None, budget: int) -> bool:
