@@ -54,7 +54,7 @@ def _one_blas_thread() -> None:
 _keep_compiled_bytecode()
 _one_blas_thread()
 
-# The test files that take longest (CONTRIBUTING.md's table; `--durations=0` to measure again), longest
+# The test files that take longest (`--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
 LONGEST_FILES = (
     # test-seconds of a quiet 2-core run of the whole suite (2026-12-06, 06:38 UTC: 2032 passed in 477 s)
@@ -156,13 +156,13 @@ def host_speed() -> tuple[float, float, float]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """After a run of more than a minute, say how fast this host's CPU was, so suite times can be compared.
 
-    The same 2-core machine ran the same work 30-40% slower at some hours than at others (CONTRIBUTING.md,
-    the seventh round): the suite's time follows the CPU it gets, so a time says little without this.
+    The same 2-core machine has run the same work 30-40% slower at some hours than at others: the
+    suite's time follows the CPU it gets, so a time says little without this.
     """
     if time.monotonic() - _SESSION_START < 60:
         return
     fastest, median, slowest = host_speed()
     terminalreporter.write_line(
         f"host speed: a 10-million-integer sum took {median:.0f} CPU-ms (five runs: {fastest:.0f}-{slowest:.0f}); "
-        "see CONTRIBUTING.md for what the suite's time was at which speed"
+        "compare suite times only at a similar speed"
     )

@@ -71,7 +71,7 @@ OUTAGES = [
 # Drivers streaming at once: each sleeps most of its 6-12 s and uses about 2 CPU-seconds. A request
 # must reach the gate within 2 s of its key's replacement; with all 9 at once beside 4 CPU burners the
 # oldest key the gates saw was 0.9 s old. 5 makes two rounds, which end about when the file's other
-# tests do (CONTRIBUTING.md, "Sixth round").
+# tests do.
 CONCURRENT = 5
 
 
