@@ -45,8 +45,7 @@ def _members(node: ast.ClassDef) -> set[str]:
                 if isinstance(target, ast.Name):
                     found.add(target.id)
                 elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                    if target.value.id == "self":
-                        found.add(target.attr)
+                    found.update([target.attr] if target.value.id == "self" else [])
     return found
 
 
