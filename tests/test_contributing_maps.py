@@ -44,8 +44,8 @@ def _members(node: ast.ClassDef) -> set[str]:
             for target in targets:
                 if isinstance(target, ast.Name):
                     found.add(target.id)
-                elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                    found.update([target.attr] if target.value.id == "self" else [])
+                elif isinstance(target, ast.Attribute) and getattr(target.value, "id", None) == "self":
+                    found.add(target.attr)
     return found
 
 
