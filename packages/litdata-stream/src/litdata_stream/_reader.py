@@ -190,7 +190,7 @@ class StreamingReader(PassReader):
             The resume point that state describes.
         """
         dataset = self.dataset
-        where = f"StreamingDataset({dataset.input_dir!r})"
+        where = dataset._where
         lengths = self._state.samples.lengths.tolist()
         found = upstream_resume(state, where, lengths, dataset.shuffle, dataset.seed)
         self._state.upstream = (found.epoch, found.order_key())
