@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from litdata_format import BinaryWriter
-from litdata_stream import Cache, StreamingDataset, train_test_split
+from litdata_format import BinaryWriter, FernetEncryption, RSAEncryption
+from litdata_io import Dir
+from litdata_stream import (
+    Cache,
+    CombinedStreamingDataset,
+    ParallelStreamingDataset,
+    StreamingDataLoader,
+    StreamingDataset,
+    train_test_split,
+)
 from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -215,3 +223,46 @@ def test_import_litdata_gives_upstreams_subpackages_cheaply() -> None:
         import litdata
 
         _ = litdata.not_a_module  # type: ignore[attr-defined]
+
+
+# -- upstream's spellings and messages ----------------------------------------------------------
+def test_upstreams_argument_names_and_input_dir(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    writer = BinaryWriter(cache_dir=str(folder), chunk_size=3)
+    for i in range(10):
+        writer[i] = i
+    writer.done()
+    writer.merge()
+    ds = StreamingDataset(str(folder))
+    assert isinstance(ds.input_dir, Dir) and (ds.input_dir.path, ds.input_dir.url) == (str(folder), None)
+    remote = StreamingDataset(f"local:{folder}", cache_dir=str(tmp_path / "cache"))
+    assert remote.input_dir.url == f"local:{folder}"
+    assert remote.input_dir.path is not None and remote.input_dir.path.startswith(str(tmp_path / "cache"))
+    assert [len(s) for s in train_test_split(streaming_dataset=ds, splits=[0.5, 0.5])] == [5, 5]
+
+    ds.load_state_dict(state_dict=ds.state_dict(num_samples_yielded=2, num_workers=0, batch_size=1))
+    assert list(ds) == list(range(2, 10))
+    for mixed in (
+        CombinedStreamingDataset([StreamingDataset(str(folder)), StreamingDataset(str(folder))]),
+        ParallelStreamingDataset([StreamingDataset(str(folder)), StreamingDataset(str(folder))]),
+    ):
+        loader = StreamingDataLoader(mixed, batch_size=2)
+        next(iter(loader))
+        state = loader.state_dict()
+        resumed = StreamingDataLoader(type(mixed)(mixed._datasets), batch_size=2)
+        resumed.load_state_dict(obj=state)
+        resumed.dataset.load_state_dict(state_dict=state["dataset"])
+        assert len(list(resumed)) == len(loader) - 1
+
+
+@pytest.mark.parametrize("cls", [FernetEncryption, RSAEncryption])
+def test_encryption_level_message_has_upstreams_words(cls: type) -> None:
+    pytest.importorskip("cryptography")
+    with pytest.raises(ValueError, match="The provided `level` should be either `sample` or `chunk`"):
+        cls("secret", level="file")
+
+
+def test_writer_names_the_compression_before_looking_at_chunk_size(tmp_path: Path) -> None:
+    # upstream's test_binary_writer_with_ints_and_chunk_bytes passes a dict where chunk_size goes
+    with pytest.raises(ValueError, match="The provided compression something_else isn't available"):
+        BinaryWriter(tmp_path, {"i": "int"}, compression="something_else")  # type: ignore[arg-type]

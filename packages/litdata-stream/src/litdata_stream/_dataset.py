@@ -40,7 +40,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._posix import detect_posix
 from litdata_stream._protocol import LoaderPlan
-from litdata_stream._reader import ReadOwner, ReadState, StreamingReader
+from litdata_stream._reader import ReadOwner, ReadState, StreamingReader, dataset_label
 from litdata_stream._source import check_verifiable
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
 
@@ -272,11 +272,6 @@ class StreamingDataset(ReadOwner, IterableDataset):
         chunks = self._read.origin.index.chunks
         return [chunks[i].filename for i, count in enumerate(self._read.samples.lengths.tolist()) if count]
 
-    @property
-    def _where(self) -> str:
-        """The dataset as messages name it: ``StreamingDataset('s3://bucket/data')``."""
-        return f"StreamingDataset({self.input_dir.url or self.input_dir.path!r})"
-
     # -- samples by index (read by the dataset's reader) -----------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -311,7 +306,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             self.__dict__["_key_index"] = found
         position = found.get(normalize_key(key, "get_by_key"))
         if position is None:
-            raise KeyError(f"no sample of {self._where} has the key {key!r}")
+            raise KeyError(f"no sample of {dataset_label(self)} has the key {key!r}")
         return StreamingReader(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
@@ -606,7 +601,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
         reader = StreamingReader(self)
         found = reader.adopt_upstream_order(state)
-        where = self._where
+        where = dataset_label(self)
         base, batches, exact = resume_point(len(reader.epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)
