@@ -59,6 +59,11 @@ def test_split_of_a_subsample_and_of_a_subset(tmp_path: Path) -> None:
     assert len(a) == len(b) == 25
     assert not set(_ids(a)) & set(_ids(b))
     assert set(_ids(a)) | set(_ids(b)) == {int(s["index"]) for s in small}
+    # A subsample drawn with shuffle (upstream pairs its chunks with the wrong regions there).
+    drawn = StreamingDataset(path, subsample=0.5, shuffle=True, seed=3)
+    c, d = train_test_split(drawn, [0.5, 0.5], seed=1)
+    assert len(c) == len(d) == 25 and not set(_ids(c)) & set(_ids(d))
+    assert set(_ids(c)) | set(_ids(d)) == set(_ids(drawn))
     part = StreamingDataset(path).subset(range(40, 60))
     x, y = train_test_split(part, [0.5, 0.5])
     assert sorted(_ids(x) + _ids(y)) == list(range(40, 60))

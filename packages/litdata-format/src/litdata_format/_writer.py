@@ -195,7 +195,10 @@ class BinaryWriter:
             ValueError: ``index`` was given before, or comes after a chunk of later indexes was
                 written (it can no longer take its place).
         """
-        self._check_new_index(index)
+        pending = self._pending
+        in_order = bool(pending) and index == pending[-1][0] + 1 and not self._waiting  # the common case
+        if not in_order:
+            self._check_new_index(index)
         scan = self._scan(item, index) if self._arrow is not False else None
         if self._json_fields and type(item) is dict:
             fields = cast("dict[str, Any]", item)
@@ -211,8 +214,8 @@ class BinaryWriter:
         if index >= self._next_index:
             self._next_index = index + 1
         self._sampled = True
-        if self._pending and index == self._pending[-1][0] + 1 and not self._waiting:
-            return self._place(index, data, weight, scan, size)  # in order: the common case
+        if in_order:
+            return self._place(index, data, weight, scan, size)
         self._waiting[index] = (data, weight, scan, size)
         if self._pending and index < self._pending[0][0]:
             self._unplace()  # a smaller index opens the run: the chunk being filled starts over from it
