@@ -32,12 +32,12 @@ pytestmark = [pytest.mark.compat, pytest.mark.slow]
 def _write(path: Path, n: int, ranks: int = 1, **options: Any) -> str:
     """``n`` samples ``{"id": i, "pad": ...}`` (padding of varying size, for uneven ``chunk_bytes`` chunks)."""
     per_rank = -(-n // ranks)
-    for rank in range(ranks):
-        writer = BinaryWriter(path, rank=rank, **options)
+    writers = [BinaryWriter(path, rank=rank, **options) for rank in range(ranks)]
+    for rank, writer in enumerate(writers):
         for i in range(rank * per_rank, min(n, (rank + 1) * per_rank)):
             writer.add_item(i, {"id": i, "pad": "x" * (i * 37 % 300)})
         writer.done()
-    writer.merge(num_workers=ranks)
+    writers[0].merge(num_workers=ranks)
     return str(path)
 
 
@@ -242,16 +242,14 @@ def test_upstreams_argument_names_and_input_dir(tmp_path: Path) -> None:
 
     ds.load_state_dict(state_dict=ds.state_dict(num_samples_yielded=2, num_workers=0, batch_size=1))
     assert list(ds) == list(range(2, 10))
-    for mixed in (
-        CombinedStreamingDataset([StreamingDataset(str(folder)), StreamingDataset(str(folder))]),
-        ParallelStreamingDataset([StreamingDataset(str(folder)), StreamingDataset(str(folder))]),
-    ):
+    for kind in (CombinedStreamingDataset, ParallelStreamingDataset):
+        mixed = kind([StreamingDataset(str(folder)), StreamingDataset(str(folder))])
+        fresh = kind([StreamingDataset(str(folder)), StreamingDataset(str(folder))])
+        fresh.load_state_dict(state_dict=mixed.state_dict(num_samples_yielded=2, num_workers=0, batch_size=1))
         loader = StreamingDataLoader(mixed, batch_size=2)
         next(iter(loader))
-        state = loader.state_dict()
-        resumed = StreamingDataLoader(type(mixed)(mixed._datasets), batch_size=2)
-        resumed.load_state_dict(obj=state)
-        resumed.dataset.load_state_dict(state_dict=state["dataset"])
+        resumed = StreamingDataLoader(fresh, batch_size=2)
+        resumed.load_state_dict(obj=loader.state_dict())
         assert len(list(resumed)) == len(loader) - 1
 
 
