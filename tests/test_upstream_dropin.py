@@ -164,22 +164,49 @@ def test_out_of_order_indexes_are_stored_at_their_index(tmp_path: Path) -> None:
 
 
 def test_an_index_given_twice_or_too_late_is_refused(tmp_path: Path) -> None:
-    writer = BinaryWriter(tmp_path, chunk_size=2)
+    writer = BinaryWriter(tmp_path, chunk_size=4)
     writer[0] = 0
     with pytest.raises(ValueError, match="The provided index 0 already exists in the cache"):
         writer[0] = 1
     writer[2] = 2
-    writer[3] = 3  # waits for 1
+    writer[3] = 3  # 2 and 3 wait for 1
     with pytest.raises(ValueError, match="sample 3 was given twice"):
         writer[3] = 3
-    writer[1] = 1  # chunk 0..1 written, 2..3 being filled
-    writer[4] = 4  # chunk 2..3 written
-    with pytest.raises(ValueError, match=r"sample 1 came after chunk-0-1.bin, holding samples up to 3"):
+    writer[1] = 1
+    writer[4] = 4  # chunk 0..3 written
+    with pytest.raises(ValueError, match=r"sample 1 came after chunk-0-0.bin, holding samples up to 3"):
         writer[1] = 1
     writer.done()
     writer.merge()
     ds = StreamingDataset(str(tmp_path))
     assert [ds[i] for i in range(len(ds))] == [0, 1, 2, 3, 4]
+
+
+def test_a_missing_index_is_awaited_for_a_chunks_worth_then_still_placed_if_it_comes(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=6)
+    for key in (0, 2, 10, 11, 12, 13, 14):  # six wait for 1: the chunk goes on past it, to 2
+        writer[key] = key
+    writer[1] = 1  # the chunk is not written yet: 1 takes its place in it
+    for key in (*range(3, 10), 15):
+        writer[key] = key
+    writer.done()
+    writer.merge()
+    ds = StreamingDataset(str(tmp_path))
+    assert [ds[i] for i in range(len(ds))] == list(range(16))
+
+
+def test_strided_indexes_fill_whole_chunks(tmp_path: Path) -> None:
+    # What a DataLoader worker writing a Cache gets: every 4th batch of 16 (docs/mixing.md's example).
+    keys = [k for start in range(0, 1600, 64) for k in range(start, start + 16)]
+    writer = BinaryWriter(tmp_path, chunk_size=100)
+    for key in keys:
+        writer[key] = {"id": key}
+    writer.done()
+    writer.merge()
+    chunks = json.loads((tmp_path / "index.json").read_text())["chunks"]
+    assert [c["chunk_size"] for c in chunks] == [100] * 4
+    ds = StreamingDataset(str(tmp_path))
+    assert [ds[i]["id"] for i in range(len(ds))] == keys
 
 
 def test_indexes_never_given_are_skipped_at_done(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ then merges the rank files into ``index.json`` (:meth:`BinaryWriter.merge` or
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 import warnings
@@ -140,6 +141,7 @@ class BinaryWriter:
         self._pending_weight = 0
         # Samples given ahead of the run being filled, by index: (item bytes or Arrow row, weight, row scan, size).
         self._waiting: dict[int, tuple[Any, int, RowScan | None, int]] = {}
+        self._waiting_load = 0  # their items (chunk_size) or bytes (chunk_bytes)
         self._written_end = 0  # one past the largest index written: a smaller one comes too late
         self._next_index = 0
         self._sampled = False  # whether a sample (here or in the writer resumed) fixed the config
@@ -181,11 +183,12 @@ class BinaryWriter:
         """Add sample ``item`` under position ``index``; return the path of a chunk if one was written.
 
         Samples may arrive out of order, as upstream's writer takes them: the chunk being filled
-        holds a run of consecutive indexes from the smallest one not yet written, and a sample
-        further ahead waits until the indexes before it came. So with indexes 0, 1, 2, ... the
-        sample given as ``i`` is read back as sample ``i`` whatever the order they came in. At
-        :meth:`done` the samples still waiting are written in index order (an index never given
-        is then skipped).
+        takes the indexes in order, and a sample further ahead waits for the indexes before it. So
+        with indexes 0, 1, 2, ... the sample given as ``i`` is read back as sample ``i`` whatever
+        the order they came in. A missing index is waited for while less than a chunk's worth of
+        samples wait (DataLoader workers each get every n-th batch: their indexes never fill the
+        gaps); then the chunk goes on past it. At :meth:`done` the samples still waiting are
+        written in index order, past the indexes never given.
 
         Args:
             index: the sample's position in the dataset.
@@ -205,7 +208,7 @@ class BinaryWriter:
             item = {k: JsonLeaf(v) if type(v) in (list, dict) else v for k, v in fields.items()}
         data: Any
         if scan is not None:
-            data, weight, size = item, 1, 0  # a row's size is counted when it joins a chunk (see _place)
+            data, weight, size = item, 1, scan.size  # a row's size is counted again as it joins a chunk (_place)
         else:
             data, weight = self.item_loader.encode(item, index)
             if self._encrypt_sample is not None:
@@ -216,37 +219,47 @@ class BinaryWriter:
         self._sampled = True
         if in_order:
             return self._place(index, data, weight, scan, size)
-        self._waiting[index] = (data, weight, scan, size)
-        if self._pending and index < self._pending[0][0]:
-            self._unplace()  # a smaller index opens the run: the chunk being filled starts over from it
+        self._wait(index, (data, weight, scan, size))
+        if pending and index < pending[-1][0]:
+            self._unplace()  # its place is inside the chunk being filled: the chunk is filled again, in order
         return self._settle(final=False)
 
     def _check_new_index(self, index: int) -> None:
         pending = self._pending
-        if index in self._waiting or (pending and pending[0][0] <= index <= pending[-1][0]):
+        given = index in self._waiting
+        if not given and pending and pending[0][0] <= index <= pending[-1][0]:
+            at = bisect.bisect_left(pending, index, key=_sample_index)
+            given = pending[at][0] == index
+        if given:
             raise ValueError(f"The provided index {index} already exists in the cache: sample {index} was given twice")
         if index < self._written_end:
             raise ValueError(
                 f"sample {index} came after {self.chunks[-1].filename}, holding samples up to "
-                f"{self._written_end - 1}, was written, so it cannot be stored at its place: the writer fills each "
-                "chunk with consecutive indexes from the smallest one not written yet; give the indexes in order, or "
-                "each before the samples a chunk later than it"
+                f"{self._written_end - 1}, was written, so it cannot be stored at its place: a sample waits for "
+                "the indexes before it while less than a chunk's worth of samples wait; give the indexes in order, "
+                "or each less than a chunk's worth of samples late"
             )
 
-    def _settle(self, final: bool) -> str | None:
-        """Move the waiting samples that continue the run into the chunk being filled.
+    def _wait(self, index: int, entry: tuple[Any, int, RowScan | None, int]) -> None:
+        self._waiting[index] = entry
+        self._waiting_load += entry[1] if self.chunk_size is not None else entry[3]
 
-        Not ``final``: until a chunk is written (one per sample added, as upstream's writer) or the
-        next index is missing. ``final``: all of them, in index order, skipping missing indexes.
+    def _settle(self, final: bool) -> str | None:
+        """Move the waiting samples that continue the chunk being filled into it, in index order.
+
+        Not ``final``: until a chunk is written (one per sample added, as upstream's writer) or an
+        index is missing while less than a chunk's worth of samples wait for it. ``final``: all of
+        them, past the missing indexes.
         """
+        limit = self.chunk_size if self.chunk_size is not None else self.chunk_bytes or 0
         while self._waiting:
             following = self._pending[-1][0] + 1 if self._pending else min(self._waiting)
-            entry = self._waiting.pop(following, None)
-            if entry is None:
-                if not final:
+            if following not in self._waiting:
+                if not final and self._waiting_load < limit:
                     return None
-                self._flush()  # an index never given: the run ends here
-                continue
+                following = min(self._waiting)  # the missing indexes are not coming soon: go on past them
+            entry = self._waiting.pop(following)
+            self._waiting_load -= entry[1] if self.chunk_size is not None else entry[3]
             written = self._place(following, *entry)
             if written is not None and not final:
                 return written
@@ -286,10 +299,10 @@ class BinaryWriter:
         return written
 
     def _unplace(self) -> None:
-        """Send the chunk being filled back to wait, its streamed rows dropped (a smaller index came)."""
+        """Send the chunk being filled back to wait, its streamed rows dropped (an index inside it came)."""
         for index, data, weight in self._pending:
             scan = scan_row(data) if self._arrow else None
-            self._waiting[index] = (data, weight, scan, 0 if scan is not None else len(data))
+            self._wait(index, (data, weight, scan, len(data) if scan is None else scan.size))
         if self._rows_ipc is not None:
             self._rows_ipc.abandon()
         self._rows_ipc, self._rows_streaming, self._rows_restarts, self._rows_retry = None, True, 0, 0
@@ -606,6 +619,10 @@ class BinaryWriter:
     def index_path(self) -> Path:
         """Where the dataset's merged ``index.json`` is (or will be) written."""
         return self.output_dir / INDEX_FILENAME
+
+
+def _sample_index(entry: tuple[int, Any, int]) -> int:
+    return entry[0]
 
 
 def _names_a_file(value: Any) -> bool:
