@@ -107,7 +107,7 @@ def read(folder):
     ds = StreamingDataset(folder)
     return [ds[i] for i in range(len(ds))]
 
-out = {"read": [], "written": []}
+out = {"read": [], "written": [], "chunk_sizes": []}
 for n, job in enumerate(json.loads(sys.argv[2])):
     out["read"].append(read(job["dir"]))
     if "keys" not in job:
@@ -120,6 +120,8 @@ for n, job in enumerate(json.loads(sys.argv[2])):
     writer.done()
     writer.merge()
     out["written"].append(read(folder))
+    with open(os.path.join(folder, "index.json")) as f:
+        out["chunk_sizes"].append([c["chunk_size"] for c in json.load(f)["chunks"]])
 with open(sys.argv[1], "wb") as f:
     pickle.dump(out, f)
 """
@@ -152,12 +154,15 @@ def test_out_of_order_indexes_are_stored_at_their_index(tmp_path: Path) -> None:
     cache.done()
     cache.merge()
     theirs = run_upstream(READ_AND_WRITE, json.dumps([*jobs, {"dir": cache_dir}]))
-    for job, upstream_read, upstream_written in zip(jobs, theirs["read"][:-1], theirs["written"], strict=True):
+    results = zip(jobs, theirs["read"][:-1], theirs["written"], theirs["chunk_sizes"], strict=True)
+    for job, upstream_read, upstream_written, upstream_sizes in results:
         expected = [_sample(k + job["offset"], job["offset"], job["rows"]) for k in range(len(job["keys"]))]
         ds = StreamingDataset(job["dir"])
         assert [ds[i] for i in range(len(ds))] == expected  # ours reading ours
         assert upstream_read == expected  # upstream reading ours
         assert upstream_written == expected  # what upstream's own writer does with the same indexes
+        ours = json.loads((Path(job["dir"]) / "index.json").read_text())["chunks"]
+        assert [c["chunk_size"] for c in ours] == upstream_sizes  # and the same chunks ([5, 5, 2] for its test)
     ds = StreamingDataset(cache_dir)
     assert [ds[i]["id"] for i in range(len(ds))] == list(range(30))
     assert [s["id"] for s in theirs["read"][-1]] == list(range(30))
