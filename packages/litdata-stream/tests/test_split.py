@@ -44,10 +44,10 @@ def test_split_is_deterministic_and_follows_the_seed(tmp_path: Path) -> None:
     assert ordered == [list(range(25)), list(range(25, 100))]
 
 
-def test_split_leaves_the_rest_out_and_handles_float_noise(tmp_path: Path) -> None:
+def test_split_leaves_the_rest_out_and_rounds_as_upstream(tmp_path: Path) -> None:
     ds = StreamingDataset(_make(tmp_path))
     first, second = train_test_split(ds, [0.29, 0.1])
-    assert (len(first), len(second)) == (29, 10)
+    assert (len(first), len(second)) == (28, 10)  # int(100 * 0.29), as upstream: its members too
     parts = train_test_split(ds, [0.1, 0.2, 0.7])  # sums to 1.0000000000000002
     assert sum(len(p) for p in parts) == 100
 
@@ -59,6 +59,11 @@ def test_split_of_a_subsample_and_of_a_subset(tmp_path: Path) -> None:
     assert len(a) == len(b) == 25
     assert not set(_ids(a)) & set(_ids(b))
     assert set(_ids(a)) | set(_ids(b)) == {int(s["index"]) for s in small}
+    # A subsample drawn with shuffle (upstream pairs its chunks with the wrong regions there).
+    drawn = StreamingDataset(path, subsample=0.5, shuffle=True, seed=3)
+    c, d = train_test_split(drawn, [0.5, 0.5], seed=1)
+    assert len(c) == len(d) == 25 and not set(_ids(c)) & set(_ids(d))
+    assert set(_ids(c)) | set(_ids(d)) == set(_ids(drawn))
     part = StreamingDataset(path).subset(range(40, 60))
     x, y = train_test_split(part, [0.5, 0.5])
     assert sorted(_ids(x) + _ids(y)) == list(range(40, 60))

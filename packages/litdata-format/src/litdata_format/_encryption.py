@@ -70,7 +70,8 @@ def _cryptography() -> Any:
 
 def _check_level(level: Any) -> str:
     if level not in _LEVELS:
-        raise ValueError(f"encryption level must be 'sample' or 'chunk', got {level!r}")
+        # Upstream's sentence first: code written for upstream matches it.
+        raise ValueError(f"The provided `level` should be either `sample` or `chunk`: got {level!r}")
     return level
 
 

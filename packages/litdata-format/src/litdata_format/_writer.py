@@ -9,6 +9,7 @@ then merges the rank files into ``index.json`` (:meth:`BinaryWriter.merge` or
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 import warnings
@@ -73,7 +74,7 @@ class BinaryWriter:
     upstream 0.2.76's Arrow rows (``LDARW01``): see :mod:`litdata_format._arrow_write`.
 
     Args:
-        output_dir: the dataset directory (created if missing).
+        cache_dir: the dataset directory (created if missing); upstream's name for it.
         chunk_size: the most items per chunk (tokens, with TokensLoader).
         chunk_bytes: the most bytes per chunk, as an int or a string like ``"64MB"``. Give at
             most one of chunk_size and chunk_bytes; with neither, chunks hold 64 MiB.
@@ -95,24 +96,24 @@ class BinaryWriter:
 
     def __init__(
         self,
-        output_dir: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str],
         chunk_size: int | None = None,
         chunk_bytes: int | str | None = None,
         compression: str | None = None,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
         encryption: Any = None,
+        *,
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: BaseItemLoader | None = None,
         rank: int = 0,
         chunk_index: int = 0,
-        compression_level: str | None = None,
-        compression_batch_size: int | None = None,
-        *,
         arrow_rows: bool = True,
     ) -> None:
         options = check_writer_options(
             chunk_size, chunk_bytes, compression, encryption, item_loader, compression_level, compression_batch_size
         )
-        self.output_dir = Path(output_dir)
+        self.output_dir = Path(cache_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.chunk_size, self.chunk_bytes = options.chunk_size, options.chunk_bytes
         self.compression, self.compression_level = options.compression, options.compression_level
@@ -138,6 +139,10 @@ class BinaryWriter:
         self._pending: list[tuple[int, Any, int]] = []  # (sample index, item bytes or Arrow row, weight)
         self._pending_bytes = 0
         self._pending_weight = 0
+        # Samples given ahead of the run being filled, by index: (item bytes or Arrow row, weight, row scan, size).
+        self._waiting: dict[int, tuple[Any, int, RowScan | None, int]] = {}
+        self._waiting_load = 0  # their items (chunk_size) or bytes (chunk_bytes)
+        self._written_end = 0  # one past the largest index written: a smaller one comes too late
         self._next_index = 0
         self._sampled = False  # whether a sample (here or in the writer resumed) fixed the config
         self.chunks: list[ChunkInfo] = []
@@ -177,25 +182,93 @@ class BinaryWriter:
     def add_item(self, index: int, item: Any) -> str | None:
         """Add sample ``item`` under position ``index``; return the path of a chunk if one was written.
 
-        Samples may arrive out of order; each chunk stores its samples sorted by index.
+        Samples may arrive out of order, as upstream's writer takes them: the chunk being filled
+        takes the indexes in order, and a sample further ahead waits for the indexes before it. So
+        with indexes 0, 1, 2, ... the sample given as ``i`` is read back as sample ``i`` whatever
+        the order they came in. A missing index is waited for while less than a chunk's worth of
+        samples wait (DataLoader workers each get every n-th batch: their indexes never fill the
+        gaps); then the chunk goes on past it. At :meth:`done` the samples still waiting are
+        written in index order, past the indexes never given.
 
         Args:
             index: the sample's position in the dataset.
             item: the sample.
+
+        Raises:
+            ValueError: ``index`` was given before, or comes after a chunk of later indexes was
+                written (it can no longer take its place).
         """
+        pending = self._pending
+        in_order = bool(pending) and index == pending[-1][0] + 1 and not self._waiting  # the common case
+        if not in_order:
+            self._check_new_index(index)
         scan = self._scan(item, index) if self._arrow is not False else None
         if self._json_fields and type(item) is dict:
             fields = cast("dict[str, Any]", item)
             item = {k: JsonLeaf(v) if type(v) in (list, dict) else v for k, v in fields.items()}
         data: Any
         if scan is not None:
-            data, weight = item, 1
-            size = scan.size if self._row_bytes is None else self._row_bytes
+            data, weight, size = item, 1, scan.size  # a row's size is counted again as it joins a chunk (_place)
         else:
             data, weight = self.item_loader.encode(item, index)
             if self._encrypt_sample is not None:
                 data = self._encrypt_sample(data)
             size = len(data)
+        if index >= self._next_index:
+            self._next_index = index + 1
+        self._sampled = True
+        if in_order:
+            return self._place(index, data, weight, scan, size)
+        self._wait(index, (data, weight, scan, size))
+        if pending and index < pending[-1][0]:
+            self._unplace()  # its place is inside the chunk being filled: the chunk is filled again, in order
+        return self._settle(final=False)
+
+    def _check_new_index(self, index: int) -> None:
+        pending = self._pending
+        given = index in self._waiting
+        if not given and pending and pending[0][0] <= index <= pending[-1][0]:
+            at = bisect.bisect_left(pending, index, key=_sample_index)
+            given = pending[at][0] == index
+        if given:
+            raise ValueError(f"The provided index {index} already exists in the cache: sample {index} was given twice")
+        if index < self._written_end:
+            raise ValueError(
+                f"sample {index} came after {self.chunks[-1].filename}, holding samples up to "
+                f"{self._written_end - 1}, was written, so it cannot be stored at its place: a sample waits for "
+                "the indexes before it while less than a chunk's worth of samples wait; give the indexes in order, "
+                "or each less than a chunk's worth of samples late"
+            )
+
+    def _wait(self, index: int, entry: tuple[Any, int, RowScan | None, int]) -> None:
+        self._waiting[index] = entry
+        self._waiting_load += entry[1] if self.chunk_size is not None else entry[3]
+
+    def _settle(self, final: bool) -> str | None:
+        """Move the waiting samples that continue the chunk being filled into it, in index order.
+
+        Not ``final``: until a chunk is written (one per sample added, as upstream's writer) or an
+        index is missing while less than a chunk's worth of samples wait for it. ``final``: all of
+        them, past the missing indexes.
+        """
+        limit = self.chunk_size if self.chunk_size is not None else self.chunk_bytes or 0
+        while self._waiting:
+            following = self._pending[-1][0] + 1 if self._pending else min(self._waiting)
+            if following not in self._waiting:
+                if not final and self._waiting_load < limit:
+                    return None
+                following = min(self._waiting)  # the missing indexes are not coming soon: go on past them
+            entry = self._waiting.pop(following)
+            self._waiting_load -= entry[1] if self.chunk_size is not None else entry[3]
+            written = self._place(following, *entry)
+            if written is not None and not final:
+                return written
+        return None
+
+    def _place(self, index: int, data: Any, weight: int, scan: RowScan | None, size: int) -> str | None:
+        """Append sample ``index`` (the next of the run) to the chunk being filled, writing that chunk first if full."""
+        if scan is not None:
+            size = scan.size if self._row_bytes is None else self._row_bytes
         written = None
         if self._pending:
             chunk_size, chunk_bytes = self.chunk_size, self.chunk_bytes
@@ -215,20 +288,26 @@ class BinaryWriter:
         if scan is not None:
             self._rows_kind = fuse_kinds(self._rows_kind, scan.kind)
             self._rows_leaf = self._rows_leaf or scan.has_leaf
-            if self._pending and index <= self._pending[-1][0]:
-                self._rows_streaming = False  # the chunk's rows are sorted at its end: build it then
         self._pending.append((index, data, weight))
         self._pending_bytes += size
         self._pending_weight += weight
-        if index >= self._next_index:
-            self._next_index = index + 1
-        self._sampled = True
         if scan is not None and self._rows_streaming:
             done = self._rows_ipc.rows if self._rows_ipc is not None else 0
             # A full batch, and a row after it (see RowsIpc).
             if len(self._pending) - done > ROW_BATCH and len(self._pending) >= self._rows_retry:
                 self._stream_rows()
         return written
+
+    def _unplace(self) -> None:
+        """Send the chunk being filled back to wait, its streamed rows dropped (an index inside it came)."""
+        for index, data, weight in self._pending:
+            scan = scan_row(data) if self._arrow else None
+            self._wait(index, (data, weight, scan, len(data) if scan is None else scan.size))
+        if self._rows_ipc is not None:
+            self._rows_ipc.abandon()
+        self._rows_ipc, self._rows_streaming, self._rows_restarts, self._rows_retry = None, True, 0, 0
+        self._rows_kind, self._rows_leaf = NULL, False
+        self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
 
     def __setitem__(self, index: int, item: Any) -> None:
         """``writer[index] = item``, upstream's way of adding a sample: the same as :meth:`add_item`."""
@@ -289,7 +368,6 @@ class BinaryWriter:
     def _flush(self) -> str | None:
         if not self._pending:
             return None
-        self._pending.sort(key=lambda entry: entry[0])
         items = [data for _, data, _ in self._pending]
         weights = [weight for _, _, weight in self._pending]
         whole_file = self.compression_level == "chunk" and not self._arrow
@@ -335,6 +413,7 @@ class BinaryWriter:
                 stacklevel=3,
             )
         self._chunk_index += 1
+        self._written_end = max(self._written_end, self._pending[-1][0] + 1)
         self._pending, self._pending_bytes, self._pending_weight = [], 0, 0
         return path
 
@@ -453,7 +532,7 @@ class BinaryWriter:
         Raises:
             ValueError: ``state`` is not what :meth:`resume_state` returns, or this writer already has samples.
         """
-        if self._pending or self.chunks or self._next_index:
+        if self._pending or self._waiting or self.chunks or self._next_index:
             raise ValueError("BinaryWriter.resume: call it on a fresh writer, before any sample is added")
         arrow, row_bytes = state.get("arrow_rows"), state.get("row_bytes")
         written: Any = state.get("format") or {}
@@ -506,12 +585,14 @@ class BinaryWriter:
         return self.config() if self._sampled else {"data_format": [], "data_spec": None}
 
     def finish(self) -> DatasetIndex:
-        """Write the last chunk; return this writer's index (its chunks, resumed ones first), writing no file."""
+        """Write the last chunks; return this writer's index (its chunks, resumed ones first), writing no file."""
+        self._settle(final=True)
         self._flush()
         return DatasetIndex(list(self.chunks), self.index_config(), str(time.time()))
 
     def done(self) -> list[str]:
-        """Write the last chunk and ``{rank}.index.json``; return the chunk paths written."""
+        """Write the last chunks and ``{rank}.index.json``; return the chunk paths written."""
+        self._settle(final=True)
         self._flush()
         index = DatasetIndex(self.chunks, self.config(), str(time.time()))
         write_json_atomic(self.output_dir / rank_index_name(self.rank), index.to_json())
@@ -538,6 +619,10 @@ class BinaryWriter:
     def index_path(self) -> Path:
         """Where the dataset's merged ``index.json`` is (or will be) written."""
         return self.output_dir / INDEX_FILENAME
+
+
+def _sample_index(entry: tuple[int, Any, int]) -> int:
+    return entry[0]
 
 
 def _names_a_file(value: Any) -> bool:
@@ -629,6 +714,9 @@ def check_writer_options(
             "give either chunk_size or chunk_bytes, not both (Either one of the `chunk_size` or the `chunk_bytes` "
             "need to be provided)"
         )
+    # The compression first, as upstream checks it before it looks at chunk_size's value.
+    checked = check_compression(compression)
+    level, frame_rows = check_compression_level(checked, compression_level, compression_batch_size)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     if item_loader is not None and not isinstance(item_loader, BaseItemLoader):
@@ -638,8 +726,6 @@ def check_writer_options(
         if chunk_bytes is not None
         else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
     )
-    checked = check_compression(compression)
-    level, frame_rows = check_compression_level(checked, compression_level, compression_batch_size)
     if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
         raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
     loader = item_loader if item_loader is not None else PyTreeLoader()

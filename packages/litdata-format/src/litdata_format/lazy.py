@@ -50,10 +50,28 @@ def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callab
             return namespace["__all__"]
         source = exports().get(name)
         if source is None:
-            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+            value = _submodule(name)
+            if value is None:
+                raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+            return value  # importing it set it as an attribute of this package
         value = getattr(importlib.import_module(source), name)
         namespace[name] = value
         return value
+
+    def _submodule(name: str) -> Any:
+        """A public subpackage or module of this package, imported on first use; None if there is none.
+
+        ``import litdata`` then gives ``litdata.streaming`` and ``litdata.utilities``, as an
+        upstream LitData whose ``__init__`` imports them eagerly does.
+        """
+        if name.startswith("_") or "__path__" not in namespace:
+            return None
+        try:
+            return importlib.import_module(f"{module_name}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{module_name}.{name}":
+                raise  # the submodule exists but something it imports is missing: say so
+            return None
 
     def __dir__() -> list[str]:
         return sorted(set(namespace) | set(exports()))

@@ -321,31 +321,31 @@ class CombinedStreamingDataset(MixedDataset):
             "datasets": subs,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict` (under the same or another topology).
 
         Args:
-            state: A dict from :meth:`state_dict`.
+            state_dict: A dict from :meth:`state_dict`.
         """
         fields = ("seed", "weights", "iterate_over_all", "batching_method")
-        self._check_state(state, fields)
+        self._check_state(state_dict, fields)
         # Forced onto other draw settings, the recorded draws cannot be replayed: continue like
         # under another topology, from what each sub-dataset had not consumed.
-        replayable = all(state[field] == getattr(self, field) for field in fields)
-        epoch = int(state["epoch"])
+        replayable = all(state_dict[field] == getattr(self, field) for field in fields)
+        epoch = int(state_dict["epoch"])
         self._reset_to_epoch(epoch)
         bases, remaining = [], []
         for d in range(len(self._datasets)):
-            sub = state["datasets"][str(d)]
+            sub = state_dict["datasets"][str(d)]
             base = [(int(a), int(b)) for a, b in sub["base"]]
             plans = split_base(base, Topology(*sub["topology"]))
             remaining.append(remaining_base(plans, sub["consumed"], self._readers[d].epoch_order(epoch)))
             bases.append(base)
         self._resume = {
             "epoch": epoch,
-            "segment": int(state["segment"]),
-            "topology": tuple(state["topology"]) if replayable else None,
-            "batches": int(state["batches"]),
+            "segment": int(state_dict["segment"]),
+            "topology": tuple(state_dict["topology"]) if replayable else None,
+            "batches": int(state_dict["batches"]),
             "bases": bases,
             "remaining": remaining,
         }

@@ -365,33 +365,33 @@ class StreamingDataLoader(DataLoader):
             "epoch_complete": self._epoch_complete,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` on the next iteration (another num_workers or world size is fine).
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Continue from ``obj`` (a state dict) on the next iteration (another num_workers or world size is fine).
 
         Args:
-            state: A dict from :meth:`state_dict`, or an upstream LitData ``StreamingDataLoader``'s.
+            obj: A dict from :meth:`state_dict`, or an upstream LitData ``StreamingDataLoader``'s.
 
         Raises:
-            ValueError: ``state`` has no ``dataset`` or ``current_epoch`` entry.
+            ValueError: ``obj`` has no ``dataset`` or ``current_epoch`` entry.
         """
-        if "dataset" not in state or "current_epoch" not in state:
+        if "dataset" not in obj or "current_epoch" not in obj:
             raise ValueError("not a StreamingDataLoader state dict: it needs 'dataset' and 'current_epoch'")
-        self.current_epoch = int(state["current_epoch"])
+        self.current_epoch = int(obj["current_epoch"])
         # Upstream's states (and ours before "pass_epoch") number the loader's passes as the epochs.
-        self._pass_epoch = int(state.get("pass_epoch", self.current_epoch))
+        self._pass_epoch = int(obj.get("pass_epoch", self.current_epoch))
         self._delivered = 0
-        self._epoch_complete = bool(state.get("epoch_complete"))
+        self._epoch_complete = bool(obj.get("epoch_complete"))
         # Persistent workers hold a reader of a dataset copy without the resume point: start new ones.
         self._iterator = None
         self._workers = None
         self._pool = None
         reader = self._reader()
-        reader.load_loader_state(state)
+        reader.load_loader_state(obj)
         if self._epoch_complete or self.current_epoch == 0:
             reader.reset_to_epoch(self._pass_epoch + 1)  # the next iteration starts the next epoch
             self._resumes = None
         else:  # upstream's rule: a pass continues the loaded one only if that one had delivered something
-            yielded = state.get("num_samples_yielded")
+            yielded = obj.get("num_samples_yielded")
             started = any(yielded.values()) if isinstance(yielded, dict) else bool(yielded)
             self._resumes = self._pass_epoch if started else None
 

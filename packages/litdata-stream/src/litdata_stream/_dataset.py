@@ -18,7 +18,7 @@ from torch.utils.data import IterableDataset
 from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
 from litdata_format.internal import SampleMap, normalize_key
 from litdata_format.serializers import resolve_serializers
-from litdata_io import resolve_dir
+from litdata_io import Dir, resolve_dir
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv
@@ -40,7 +40,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._posix import detect_posix
 from litdata_stream._protocol import LoaderPlan
-from litdata_stream._reader import ReadOwner, ReadState, StreamingReader
+from litdata_stream._reader import ReadOwner, ReadState, StreamingReader, dataset_label
 from litdata_stream._source import check_verifiable
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
 
@@ -164,7 +164,6 @@ class StreamingDataset(ReadOwner, IterableDataset):
         if not isinstance(subsample, (int, float)) or subsample <= 0:
             raise ValueError(f"subsample must be a float with value greater than 0, got {subsample!r}")
         input_dir, self._file_pattern = split_file_pattern(input_dir)  # ".../train-*.parquet"
-        self.input_dir = input_dir
         self.cache_dir = cache_dir
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
@@ -198,6 +197,9 @@ class StreamingDataset(ReadOwner, IterableDataset):
             max_cache_size=max_cache_size, max_pre_download=max_pre_download, encryption=encryption,
             verify=bool(verify_chunks),
         )  # fmt: skip
+        # Upstream's attribute: where the chunks are read from (a remote dataset's cache folder) and its URL.
+        folder = resolved.path if resolved.url is None else origin.cache_dir
+        self.input_dir = Dir(path=None if folder is None else str(folder), url=resolved.url)
         index = origin.index
         if origin.verify:
             check_verifiable(index)
@@ -304,7 +306,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             self.__dict__["_key_index"] = found
         position = found.get(normalize_key(key, "get_by_key"))
         if position is None:
-            raise KeyError(f"no sample of {self.input_dir} has the key {key!r}")
+            raise KeyError(f"no sample of {dataset_label(self)} has the key {key!r}")
         return StreamingReader(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
@@ -529,45 +531,45 @@ class StreamingDataset(ReadOwner, IterableDataset):
             ),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict` (possibly under another topology).
 
         The state may also be one recorded by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
 
         Args:
-            state: A dict from :meth:`state_dict`, or upstream LitData's ``StreamingDataset`` state.
+            state_dict: A dict from :meth:`state_dict`, or upstream LitData's ``StreamingDataset`` state.
 
         Raises:
             ValueError: the state is not a StreamingDataset's, or was recorded on another dataset or (unless
                 ``force_override_state_dict``) with another seed, shuffle, drop_last or subsample.
         """
-        if is_upstream_state(state):
-            self._load_upstream_state(state)
+        if is_upstream_state(state_dict):
+            self._load_upstream_state(state_dict)
             return
-        kind = state.get("kind")
+        kind = state_dict.get("kind")
         if kind is not None and kind != "StreamingDataset":
             raise ValueError(f"this state dict was recorded on a {kind}, not on a StreamingDataset")
-        version = state.get("state_version")
-        if version == 1 and not state.get("shuffle"):
+        version = state_dict.get("state_version")
+        if version == 1 and not state_dict.get("shuffle"):
             version = _STATE_VERSION  # without shuffling, version 1's order is this version's
         if version == 1:
             raise ValueError(
                 "this state dict was written by an earlier litdata release (state_version 1), which shuffled "
                 "the samples inside a chunk in another order: resuming its shuffled epoch here would repeat "
                 "some samples and skip others. Finish that epoch with the release that wrote it, or start the "
-                f"epoch over here (dataset.set_epoch({state.get('epoch')!r}) instead of load_state_dict)"
+                f"epoch over here (dataset.set_epoch({state_dict.get('epoch')!r}) instead of load_state_dict)"
             )
         if version != _STATE_VERSION:
             raise ValueError(
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
-        if state["num_samples"] != len(self._read.samples):
+        if state_dict["num_samples"] != len(self._read.samples):
             raise ValueError(
-                f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
+                f"the state dict was recorded on a dataset of {state_dict['num_samples']} samples but this one has "
                 f"{len(self._read.samples)}; it is not the same dataset (or subsample differs)"
             )
-        recorded = state.get("dataset")
+        recorded = state_dict.get("dataset")
         if recorded is not None and recorded != self._fingerprint:
             raise ValueError(
                 f"the state dict was recorded on another dataset (chunk list fingerprint {recorded}, this one is "
@@ -575,31 +577,31 @@ class StreamingDataset(ReadOwner, IterableDataset):
             )
         if not self.force_override_state_dict:
             for field in ("seed", "shuffle", "shuffle_mode", "drop_last", "subsample"):
-                if field not in state:
+                if field not in state_dict:
                     continue
-                if state[field] != getattr(self, field):
+                if state_dict[field] != getattr(self, field):
                     raise ValueError(
                         f"The provided `{field}` state doesn't match the current one. Found "
-                        f"`{getattr(self, field)!r}` instead of `{state[field]!r}`: the state dict was recorded with "
-                        f"{field}={state[field]!r} but this dataset has {field}={getattr(self, field)!r}; use the "
-                        "same value or force_override_state_dict=True"
+                        f"`{getattr(self, field)!r}` instead of `{state_dict[field]!r}`: the state dict was recorded "
+                        f"with {field}={state_dict[field]!r} but this dataset has {field}={getattr(self, field)!r}; "
+                        "use the same value or force_override_state_dict=True"
                     )
-        self._epochs.set(int(state["epoch"]))
+        self._epochs.set(int(state_dict["epoch"]))
         self._resume = {
-            "epoch": int(state["epoch"]),
-            "base": [(int(a), int(b)) for a, b in state["base"]],
-            "topology": tuple(state["topology"]),
-            "batches": int(state["batches"]),
-            "first_worker": int(state["first_worker"]),
+            "epoch": int(state_dict["epoch"]),
+            "base": [(int(a), int(b)) for a, b in state_dict["base"]],
+            "topology": tuple(state_dict["topology"]),
+            "batches": int(state_dict["batches"]),
+            "first_worker": int(state_dict["first_worker"]),
         }
-        order = state.get("upstream_order")
+        order = state_dict.get("upstream_order")
         self._read.upstream = (int(order[0]), list(order[1])) if order else None
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
         reader = StreamingReader(self)
         found = reader.adopt_upstream_order(state)
-        where = f"StreamingDataset({self.input_dir!r})"
+        where = dataset_label(self)
         base, batches, exact = resume_point(len(reader.epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)

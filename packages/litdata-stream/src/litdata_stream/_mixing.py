@@ -189,7 +189,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
         """
         raise NotImplementedError
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:

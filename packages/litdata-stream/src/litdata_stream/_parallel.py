@@ -395,29 +395,29 @@ class ParallelStreamingDataset(MixedDataset):
             "rebuild; finish the epoch with upstream LitData, then switch (see docs/streaming.md)"
         )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from a state recorded by :meth:`state_dict`.
 
         Args:
-            state: A dict from :meth:`state_dict`.
+            state_dict: A dict from :meth:`state_dict`.
         """
-        self._check_state(state, ("seed", "resume", "reset_rngs"))
-        if state["length"] != self._length_key and not self.force_override_state_dict:
+        self._check_state(state_dict, ("seed", "resume", "reset_rngs"))
+        if state_dict["length"] != self._length_key and not self.force_override_state_dict:
             raise ValueError(
-                f"the state dict was recorded with length={state['length']!r} but this ParallelStreamingDataset "
+                f"the state dict was recorded with length={state_dict['length']!r} but this ParallelStreamingDataset "
                 f"has length={self._length_key!r}; use the same value or force_override_state_dict=True"
             )
-        if self._infinite and tuple(state["topology"]) != self._topology().key:
-            raise ValueError(_endless_topology_error(state["topology"], self._topology()))
-        epoch = int(state["epoch"])
+        if self._infinite and tuple(state_dict["topology"]) != self._topology().key:
+            raise ValueError(_endless_topology_error(state_dict["topology"], self._topology()))
+        epoch = int(state_dict["epoch"])
         self._reset_to_epoch(epoch)
-        self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
+        self._anchor = (epoch, int(state_dict["offset"]), int(state_dict["epoch_length"]))
         self._resume = {
             "epoch": epoch,
-            "base": [(int(a), int(b)) for a, b in state["base"]],
-            "topology": tuple(state["topology"]),
-            "batches": int(state["batches"]),
-            "first_worker": int(state["first_worker"]),
+            "base": [(int(a), int(b)) for a, b in state_dict["base"]],
+            "topology": tuple(state_dict["topology"]),
+            "batches": int(state_dict["batches"]),
+            "first_worker": int(state_dict["first_worker"]),
         }
 
 

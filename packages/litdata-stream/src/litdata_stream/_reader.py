@@ -40,7 +40,7 @@ from litdata_stream._upstream_state import UpstreamOrder, UpstreamResume, upstre
 if TYPE_CHECKING:
     from litdata_stream._dataset import StreamingDataset
 
-__all__ = ["ReadOwner", "ReadState", "StreamingReader"]
+__all__ = ["ReadOwner", "ReadState", "StreamingReader", "dataset_label"]
 
 
 @dataclass(eq=False)
@@ -190,7 +190,7 @@ class StreamingReader(PassReader):
             The resume point that state describes.
         """
         dataset = self.dataset
-        where = f"StreamingDataset({dataset.input_dir!r})"
+        where = dataset_label(dataset)
         lengths = self._state.samples.lengths.tolist()
         found = upstream_resume(state, where, lengths, dataset.shuffle, dataset.seed)
         self._state.upstream = (found.epoch, found.order_key())
@@ -308,3 +308,8 @@ class ReadOwner(EpochsOwner):
 
     _read: ReadState
     _reader_class: ClassVar[type[PassReader]] = StreamingReader
+
+
+def dataset_label(dataset: Any) -> str:
+    """A dataset as messages name it: ``StreamingDataset('s3://bucket/data')`` (its URL, else its folder)."""
+    return f"StreamingDataset({dataset.input_dir.url or dataset.input_dir.path!r})"

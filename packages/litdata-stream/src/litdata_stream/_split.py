@@ -10,35 +10,39 @@ from collections.abc import Sequence
 import numpy as np
 
 from litdata_stream._dataset import StreamingDataset
+from litdata_stream._draws import python_random_state
 from litdata_stream._reader import StreamingReader
 
 __all__ = ["train_test_split"]
 
 
 def train_test_split(
-    dataset: StreamingDataset, splits: Sequence[float], seed: int = 42, shuffle: bool = True
+    streaming_dataset: StreamingDataset, splits: Sequence[float], seed: int = 42, shuffle: bool = True
 ) -> list[StreamingDataset]:
-    """Split ``dataset`` into disjoint datasets holding the given fractions of its samples.
+    """Split ``streaming_dataset`` into disjoint datasets holding the given fractions of its samples.
 
-    The chunks are put in an order drawn from ``seed`` (storage order when ``shuffle=False``) and
-    cut into consecutive runs of samples, so each split reads about its share of the chunk files.
-    Each split is a :meth:`StreamingDataset.subset` with ``int(len * fraction)`` samples.
+    Upstream LitData's choice, so the same seed puts the same samples in each split: the chunks
+    that hold samples of the dataset are put in the order of ``RandomState([seed]).permutation``
+    (index order when ``shuffle=False``), their samples laid end to end, and the splits cut as
+    consecutive runs of ``int(len * fraction)`` samples. Each split so reads about its share of
+    the chunk files. Each split is a :meth:`StreamingDataset.subset`: its samples are numbered in
+    index order (upstream numbers them in the drawn chunk order).
 
     Args:
-        dataset: the dataset to split (it may itself be a subsample or a subset).
+        streaming_dataset: the dataset to split (it may itself be a subsample or a subset).
         splits: one fraction in [0, 1] per split, summing to at most 1 (the rest is left out).
         seed: the seed of the chunk order.
-        shuffle: draw the chunk order from ``seed``; otherwise split in storage order.
+        shuffle: draw the chunk order from ``seed``; otherwise split in index order.
 
     Returns:
         One dataset per fraction, in the order given.
 
     Raises:
         ValueError: a fraction is not a number in [0, 1], or the fractions sum to more than 1.
-        TypeError: ``dataset`` is not a StreamingDataset.
+        TypeError: ``streaming_dataset`` is not a StreamingDataset.
     """
-    if not isinstance(dataset, StreamingDataset):
-        raise TypeError(f"train_test_split needs a StreamingDataset, got {type(dataset).__name__}")
+    if not isinstance(streaming_dataset, StreamingDataset):
+        raise TypeError(f"train_test_split needs a StreamingDataset, got {type(streaming_dataset).__name__}")
     fractions = list(splits)
     if not fractions:
         raise ValueError("splits is empty; give one fraction per split, e.g. splits=[0.8, 0.1, 0.1]")
@@ -51,14 +55,15 @@ def train_test_split(
     if math.fsum(fractions) > 1 + 1e-9:
         raise ValueError(f"Splits' sum must be less than 1: the splits sum to {math.fsum(fractions):g}")
 
-    lengths = np.asarray(StreamingReader(dataset).samples_per_chunk, dtype=np.int64)
+    lengths = np.asarray(StreamingReader(streaming_dataset).samples_per_chunk, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    chunks = np.random.default_rng([seed]).permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+    held = np.flatnonzero(lengths)  # upstream draws among the chunks the dataset reads samples of
+    if shuffle:
+        held = held[python_random_state(seed).permutation(len(held))]
     # Global sample indexes, chunk by chunk in the drawn order.
-    ordered = np.concatenate([np.arange(starts[c], starts[c] + lengths[c]) for c in chunks.tolist()] or [[]])
+    ordered = np.concatenate([np.arange(starts[c], starts[c] + lengths[c]) for c in held.tolist()] or [[]])
     total = len(ordered)
-    # floor, forgiving float noise: 0.29 * 100 is 28.999999999999996 but means 29.
-    counts = [math.floor(total * float(value) + 1e-9) for value in fractions]
+    counts = [int(total * float(value)) for value in fractions]  # upstream's rounding: int(100 * 0.29) is 28
     if any(count == 0 for count in counts):
         warnings.warn(
             f"train_test_split: a split of {total} samples by {fractions} leaves an empty split",
@@ -67,6 +72,6 @@ def train_test_split(
         )
     out, offset = [], 0
     for count in counts:
-        out.append(dataset.subset(ordered[offset : offset + count].astype(np.int64).tolist()))
+        out.append(streaming_dataset.subset(ordered[offset : offset + count].astype(np.int64).tolist()))
         offset += count
     return out
