@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from litdata_format._pytree import tree_flatten as tree_flatten
     from litdata_format._pytree import tree_unflatten as tree_unflatten
     from litdata_format._sample_map import SampleMap as SampleMap
+    from litdata_format._sizes import format_size as format_size
     from litdata_format._sizes import parse_size as parse_size
     from litdata_format._writer import WriterOptions as WriterOptions
     from litdata_format._writer import check_writer_options as check_writer_options
