@@ -1,0 +1,29 @@
+"""The benchmark upstream's docs cite, ``scripts/bench/bench_node_queue.py``, runs at that path (ours only
+here: the ratios against upstream are for reading, never asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("io_matrix", [False, True])
+def test_bench_node_queue_runs_as_the_docs_cite_it(io_matrix: bool) -> None:
+    command = [sys.executable, "scripts/bench/bench_node_queue.py", "--files", "12", "--workers", "2", "--libs", "ours"]
+    done = subprocess.run(
+        command + (["--io-matrix"] if io_matrix else []),
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "| ours |" in line]
+    places = [("local", "local")] + (
+        [("local", "remote"), ("remote", "local"), ("remote", "remote")] if io_matrix else []
+    )
+    assert [tuple(row.split("|")[1:3]) for row in rows] == [(f" {i} ", f" {o} ") for i, o in places], done.stdout
