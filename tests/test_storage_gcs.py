@@ -84,6 +84,23 @@ class TestGcsFsspecStorage(StorageConformance):
         assert [info.key for info in reader.list()] == ["written.bin"]
 
 
+def test_only_google_endpoints_get_gcsfs_probing_class(fake_gcs: FakeGcsServer) -> None:
+    """gcsfs's default class asks Google's storage-control gRPC API for each bucket's layout; an
+    emulator cannot answer it (~30 s per call), so any other endpoint gets the plain class."""
+    import gcsfs
+    from gcsfs.core import GCSFileSystem
+
+    def filesystem(endpoint: str) -> Any:
+        options = {**fake_gcs.gcsfs_options(), "endpoint_url": endpoint, "backend": "fsspec"}
+        storage: Any = get_storage("gs://bucket/data", storage_options=options)
+        return storage._filesystem()[0]
+
+    for endpoint in (fake_gcs.endpoint, fake_gcs.endpoint.removeprefix("http://")):
+        assert type(filesystem(endpoint)) is GCSFileSystem
+    # Google's own endpoint: whatever gcsfs picks (its zonal-bucket support when that is on).
+    assert type(filesystem("https://storage.googleapis.com")) is gcsfs.GCSFileSystem
+
+
 _EMULATOR_SCRIPT = """
 import json, os, sys, traceback
 import litdata as ld
