@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.zygote import run_python
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "optimize.md"
 
@@ -24,9 +25,7 @@ def _recipe() -> str:
 
 def test_custom_encryption_recipe_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / "recipe.py").write_text(_recipe())
-    done = subprocess.run(
-        [sys.executable, "recipe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
-    )
+    done = run_python([str(tmp_path / "recipe.py")], env=dict(os.environ), cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     printed = done.stdout.strip().splitlines()[-1]
     assert ast.literal_eval(printed) == [{"index": i, "value": i**2} for i in range(5)]
