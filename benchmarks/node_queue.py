@@ -11,11 +11,12 @@ the rest of 4 KiB, so ordered slices give the first worker nearly all the bytes.
 file: ``fn`` reads it, hashes it and returns its bytes. For each library (``--libs``) and each mode
 (``keep_data_ordered=False``: the shared queue, upstream's default; ``True``: ordered slices), a
 fresh process of that library's venv times ``optimize`` and the output is checked (every file one
-sample). ``--io-matrix`` also runs remote inputs (``fn`` downloads ``s3://`` objects with boto3)
-and remote outputs (``output_dir="s3://..."``, ours only: upstream's uploads refuse an http://
-endpoint) against a ``moto_server`` on 127.0.0.1. Printed:
-seconds per run, then per library ordered/shared and per mode ours/upstream, each ratio from the
-same round. Speed is never asserted in tests; this is for reading, not CI.
+sample). ``--io-matrix`` also runs remote inputs (``s3://`` URLs: a library that fetches inputs
+naming objects hands ``fn`` the local copy, otherwise ``fn`` downloads them with boto3) and
+remote outputs (``output_dir="s3://..."``, ours only: upstream's uploads refuse an http://
+endpoint) against a ``moto_server`` on 127.0.0.1. Printed: seconds per run, then per library
+ordered/shared and per mode ours/upstream, each ratio from the same round. Speed is never
+asserted in tests; this is for reading, not CI.
 """
 
 from __future__ import annotations
@@ -204,7 +205,8 @@ def _measure(
                         "output_dir": f"s3://bench/out-{run}" if remote_out else str(work / f"out-{run}"),
                         "workers": args.workers,
                         "ordered": ordered,
-                        "storage_options": storage_options if remote_out else None,
+                        # remote inputs: both libraries download s3:// inputs themselves, with these options
+                        "storage_options": storage_options if remote_out or inputs_at == "remote" else None,
                     }
                     seconds = _run(python, lib, spec, s3, work)
                     results.setdefault((inputs_at, output_at, mode, lib), []).append(seconds)
