@@ -13,8 +13,8 @@ file: ``fn`` reads it, hashes it and returns its bytes. For each library (``--li
 fresh process of that library's venv times ``optimize`` and the output is checked (every file one
 sample). ``--io-matrix`` also runs remote inputs (``s3://`` URLs: a library that fetches inputs
 naming objects hands ``fn`` the local copy, otherwise ``fn`` downloads them with boto3) and
-remote outputs (``output_dir="s3://..."``, ours only: upstream's uploads refuse an http://
-endpoint) against a ``moto_server`` on 127.0.0.1. Printed: seconds per run, then per library
+remote outputs (``output_dir="s3://..."``) against a ``moto_server`` on 127.0.0.1, ours only:
+upstream's obstore transfers refuse an http:// endpoint. Printed: seconds per run, then per library
 ordered/shared and per mode ours/upstream, each ratio from the same round. Speed is never
 asserted in tests; this is for reading, not CI.
 """
@@ -36,11 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BIG = 2**20
 SMALL = 4096
 _client: Any = None  # a worker's boto3 client, made on its first remote input
-# Upstream 0.2.76 uploads through an obstore S3Store built with its own fixed client options (no
-# allow_http): with AWS_ALLOW_HTTP=true set, its uploads to the local http:// server still fail.
-_UPSTREAM_REMOTE_OUTPUT = (
-    "upstream 0.2.76 uploads through obstore with fixed client options that refuse the local server's http:// "
-    "endpoint (BadScheme), so its remote-output runs are skipped"
+# Upstream 0.2.76 fetches s3:// inputs and uploads outputs through an obstore S3Store built with its
+# own fixed client options (no allow_http): with AWS_ALLOW_HTTP=true set, both still fail against
+# the local http:// server.
+_UPSTREAM_REMOTE = (
+    "upstream 0.2.76 fetches inputs and uploads outputs through obstore with fixed client options that refuse "
+    "the local server's http:// endpoint (BadScheme), so its runs with remote inputs or outputs are skipped"
 )
 
 
@@ -197,8 +198,8 @@ def _measure(
             for mode, ordered in modes.items():
                 for lib, python in pythons.items():
                     remote_out = output == "remote"
-                    if remote_out and lib == "upstream":
-                        continue  # see _UPSTREAM_REMOTE_OUTPUT
+                    if lib == "upstream" and (remote_out or inputs_at == "remote"):
+                        continue  # see _UPSTREAM_REMOTE
                     run += 1
                     spec = {
                         "inputs": inputs,
@@ -233,8 +234,8 @@ def _measure(
                     continue
                 ratio = _median([o / t for o, t in zip(ours, theirs, strict=True)])
                 print(f"| {inputs_at} | {output_at} | {mode} | {ratio:.2f} |")
-    if any(output_at == "remote" for _, output_at in matrix) and "upstream" in pythons:
-        print(f"\nn/a: {_UPSTREAM_REMOTE_OUTPUT}")
+    if len(matrix) > 1 and "upstream" in pythons:
+        print(f"\nn/a: {_UPSTREAM_REMOTE}")
 
 
 def _median(values: list[float]) -> float:
