@@ -332,7 +332,7 @@ SHELL: tuple[ShellBlock, ...] = (
     ShellBlock(1, "install_extras", (5, 5), "tests/install_matrix.py (the litdata[extras] install)"),
     ShellBlock(2, "install_cloud", (19, 21), "installs from PyPI (network); docs/doc-examples.md exception 1"),
     ShellBlock(3, "install_hf", (348, 352), "installs from PyPI (network); docs/doc-examples.md exception 1"),
-    ShellBlock(4, "bench_node_queue", (595, 595), "upstream's repository script (not part of LitData's package)"),
+    ShellBlock(4, "bench_node_queue", (595, 595), "tests/test_bench_node_queue.py (scripts/bench/bench_node_queue.py)"),
     ShellBlock(5, "install_parquet", (1037, 1040), "installs from PyPI (network)"),
     ShellBlock(6, "install_viztracer", (1165, 1165), "installs from PyPI (network); viztracer is a dev dependency"),
     ShellBlock(7, "view_trace", (1192, 1196), "comments only (open a browser)"),

@@ -403,24 +403,10 @@ def _fake_gcs_binary() -> Path:
     return binary
 
 
-def _gcsfs_without_grpc_probe() -> None:
-    """gcsfs (>= 2025.x) picks its class at import time from ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT``;
-    the experimental one probes the bucket type over gRPC+TLS, which the emulator cannot answer
-    (a minute of retries per bucket). Turn it off, and fail clearly if it is too late."""
-    os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
-    gcsfs = sys.modules.get("gcsfs")
-    if gcsfs is not None and gcsfs.GCSFileSystem is not gcsfs.core.GCSFileSystem:
-        pytest.fail(
-            "gcsfs was imported before GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false was set, so it would probe the "
-            "GCS emulator over gRPC; set the variable before anything imports gcsfs"
-        )
-
-
 @contextlib.contextmanager
 def start_fake_gcs() -> Iterator[FakeGcsServer]:
     """Run ``fake-gcs-server`` on a free port with an in-memory backend."""
     binary = _fake_gcs_binary()
-    _gcsfs_without_grpc_probe()
 
     def argv(port: int) -> list[str]:
         address = f"127.0.0.1:{port}"

@@ -84,6 +84,22 @@ def test_cache_files_and_paths(tmp_path: Path, s3_server: S3Server, s3_bucket: s
     assert all(p.startswith(ds.cache_dir) for p in paths)
 
 
+def _refuses_seven(data: bytes) -> int:
+    if _number(data) == 7:
+        raise ValueError("seven is refused")
+    return _number(data)
+
+
+def test_transform_error_keeps_its_type_and_names_the_file(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    url = _upload(s3_server, s3_bucket)
+    ds = StreamingRawDataset(
+        url, cache_dir=tmp_path / "cache", storage_options=s3_server.storage_options(), transform=_refuses_seven
+    )
+    index = next(i for i, f in enumerate(ds.files) if f.path.endswith("/007.jsonl"))
+    with pytest.raises(ValueError, match=rf"^seven is refused\ntransform failed on sample {index} \(.*/007\.jsonl\)$"):
+        ds.__getitems__([0, index])
+
+
 def test_unreachable_bucket_fails_clearly(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

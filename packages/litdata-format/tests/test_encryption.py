@@ -290,6 +290,62 @@ def test_subclass_with_upstreams_one_argument_decrypt(tmp_path: Path) -> None:
     assert all(_same(value, _sample(i)) for i, value in enumerate(_read(folder, xor)))
 
 
+class _Keyed(Encryption):
+    """What upstream's docs list for a custom algorithm, nothing more: no ``level``, and a
+    ``state_dict`` holding only its own setting."""
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    @property
+    def algorithm(self) -> str:
+        return "keyed-xor"
+
+    def encrypt(self, data: bytes) -> bytes:
+        return bytes(b ^ self.key for b in data)
+
+    def decrypt(self, data: bytes) -> bytes:  # type: ignore[override]
+        return bytes(b ^ self.key for b in data)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"key_bits": 8}
+
+    def save(self, file_path: Any) -> None:
+        Path(file_path).write_text(json.dumps(self.state_dict()))
+
+    @classmethod
+    def load(cls, file_path: Any, password: str) -> _Keyed:
+        return cls(int(password))
+
+
+def test_subclass_without_level_or_algorithm_in_its_state_dict(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "ds", _Keyed(0x2A), None)
+    # The index records the subclass's state_dict with what readers check: level "sample" by default.
+    assert load_index(folder).encryption == {"key_bits": 8, "algorithm": "keyed-xor", "level": "sample"}
+    assert all(_same(value, _sample(i)) for i, value in enumerate(_read(folder, _Keyed.load("k", "42"))))
+    with pytest.raises(ValueError, match="algorithm 'keyed-xor', but the given encryption uses 'fernet'"):
+        _read(folder, FernetEncryption("pw"))
+
+
+def test_an_index_that_recorded_only_a_subclass_state_dict_reads(tmp_path: Path) -> None:
+    """Written before the algorithm and level were always recorded: nothing to check them against."""
+    folder = _write(tmp_path / "ds", _Keyed(0x2A), None)
+    index = json.loads((folder / "index.json").read_text())
+    index["config"]["encryption"] = {"key_bits": 8}
+    (folder / "index.json").write_text(json.dumps(index))
+    assert all(_same(value, _sample(i)) for i, value in enumerate(_read(folder, _Keyed(0x2A))))
+
+
+def test_a_state_dict_that_is_not_a_dict_is_named(tmp_path: Path) -> None:
+    class Listed(_Keyed):
+        def state_dict(self) -> Any:
+            return ["key_bits", 8]
+
+    with pytest.raises(TypeError, match=r"Listed.state_dict\(\) must return a dict, got list"):
+        _write(tmp_path / "ds", Listed(1), None)
+    assert not (tmp_path / "ds").exists()  # refused before anything is written
+
+
 # -- upstream fixtures -----------------------------------------------------------------------------
 
 

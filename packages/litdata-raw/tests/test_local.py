@@ -99,6 +99,23 @@ def test_transform_and_dataloader_with_workers(folder: Path, tmp_path: Path) -> 
     assert sizes == [f.size for f in ds.files]
 
 
+def _refuses_jsonl(data: bytes) -> int:
+    if data.startswith(b'{"x"'):
+        raise ValueError("no JSON lines here")
+    return len(data)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_transform_error_keeps_its_type_and_names_the_file(folder: Path, tmp_path: Path, num_workers: int) -> None:
+    ds = StreamingRawDataset(folder, cache_dir=tmp_path / "cache", transform=_refuses_jsonl)
+    index = next(i for i, f in enumerate(ds.files) if f.path.endswith("b.jsonl"))
+    where = rf"transform failed on sample {index} \(.*b\.jsonl\)"
+    with pytest.raises(ValueError, match=rf"^no JSON lines here\n{where}$"):
+        ds[index]
+    with pytest.raises(ValueError, match=rf"(?s)no JSON lines here\n{where}"):
+        list(DataLoader(ds, batch_size=2, num_workers=num_workers))
+
+
 def test_pickles_for_spawned_workers(folder: Path, tmp_path: Path) -> None:
     ds = StreamingRawDataset(folder, cache_dir=tmp_path / "cache")
     clone = pickle.loads(pickle.dumps(ds))

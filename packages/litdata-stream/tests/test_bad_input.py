@@ -14,7 +14,7 @@ from torch.utils.data import get_worker_info
 
 from litdata_format import BinaryWriter
 from litdata_io import StorageError
-from litdata_stream import StreamingDataLoader, StreamingDataset
+from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
 
 
 def _make(path: Path, n: int = 60, chunk_size: int = 7) -> Path:
@@ -83,28 +83,36 @@ def test_state_dict_of_the_earlier_release(tmp_path: Path) -> None:
 
 def _fails_on_seven(sample: dict[str, Any]) -> Any:
     if int(sample["index"]) == 7:
-        raise KeyError("label")
+        raise ValueError("label out of range")
     return sample
 
 
-def test_transform_error_names_sample_and_chunk(tmp_path: Path) -> None:
+_WHERE = r"transform failed on sample 7 \(chunk .*chunk-0-1\.bin, item 0\)"
+
+
+def test_transform_error_keeps_its_type_and_names_sample_and_chunk(tmp_path: Path) -> None:
+    """A training script's ``except ValueError`` catches its transform's ValueError, as upstream's does."""
     ds = StreamingDataset(_make(tmp_path), transform=_fails_on_seven)
     assert ds[6]["index"] == 6
-    with pytest.raises(
-        RuntimeError, match=r"transform failed on sample 7 \(chunk .*chunk-0-1\.bin, item 0\): KeyError"
-    ) as info:
-        ds[7]
-    assert isinstance(info.value.__cause__, KeyError)
-    with pytest.raises(RuntimeError, match="transform failed on sample 7"):
-        ds.__getitems__([1, 7])
-    with pytest.raises(RuntimeError, match="transform failed on sample 7"):
-        list(ds)
+    for read in (
+        lambda: ds[7],
+        lambda: ds.__getitems__([1, 7]),
+        lambda: list(ds),
+        lambda: list(StreamingDataLoader(ds, batch_size=4)),
+        lambda: list(CombinedStreamingDataset([ds, StreamingDataset(tmp_path)], iterate_over_all=True)),
+        lambda: list(StreamingDataLoader(CombinedStreamingDataset([StreamingDataset(tmp_path), ds]), batch_size=4)),
+    ):
+        with pytest.raises(ValueError, match=rf"^label out of range\n{_WHERE}$"):  # the message, then the note
+            read()
 
 
-def test_transform_error_in_a_worker_surfaces_its_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("combined", [False, True])
+def test_transform_error_in_a_worker_keeps_its_type_and_traceback(tmp_path: Path, combined: bool) -> None:
     ds = StreamingDataset(_make(tmp_path), transform=_fails_on_seven)
-    with pytest.raises(RuntimeError, match=r"(?s)in DataLoader worker process.*transform failed on sample 7 \(chunk"):
-        list(StreamingDataLoader(ds, batch_size=4, num_workers=2))
+    source = CombinedStreamingDataset([ds, StreamingDataset(tmp_path)], iterate_over_all=True) if combined else ds
+    # torch re-raises the worker's error type with the worker's traceback, the note included.
+    with pytest.raises(ValueError, match=rf"(?s)in DataLoader worker process.*label out of range\n{_WHERE}"):
+        list(StreamingDataLoader(source, batch_size=4, num_workers=2))
 
 
 def _die_in_worker(sample: Any) -> Any:

@@ -141,6 +141,18 @@ def test_the_cap_is_noticed_once_by_a_dataset(
     assert len(notices) == 1 and "capped at 1 chunk(s) per reader (asked 4)" in notices[0], notices
 
 
+def test_the_notices_give_small_sizes_in_a_unit_that_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 MiB of MemAvailable reads "40.0 MiB", not "0.0 GiB"; a 300 KiB chunk "300.0 KiB", not "0 MiB"."""
+    meminfo = _meminfo(tmp_path, 40 * 1024)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    workers, notice = worker_cap(8, 16 * MiB, meminfo)
+    assert workers == 1 and notice is not None
+    assert "x 16.0 MiB chunks" in notice and "MemAvailable (40.0 MiB)" in notice, notice
+    depth, notice = readahead_depth(4, 300 * 1024, 200, meminfo)
+    assert depth == 0 and notice is not None
+    assert "x 300.0 KiB chunks" in notice and "MemAvailable (40.0 MiB)" in notice, notice
+
+
 def test_the_worker_cap_keeps_one_chunk_per_reader_under_half_of_memavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,7 +161,7 @@ def test_the_worker_cap_keeps_one_chunk_per_reader_under_half_of_memavailable(
     assert worker_cap(8, 64 * MiB, meminfo) == (8, None)  # 8 x 64 MiB = 512 MiB fits
     workers, notice = worker_cap(8, 128 * MiB, meminfo)
     assert workers == 4 and notice is not None
-    assert "4 DataLoader worker(s) per rank instead of num_workers=8" in notice and "128 MiB" in notice
+    assert "4 DataLoader worker(s) per rank instead of num_workers=8" in notice and "128.0 MiB" in notice
     assert worker_cap(8, 4096 * MiB, meminfo)[0] == 1  # never fewer than one
     assert worker_cap(8, 0, meminfo) == (8, None)  # nothing read in place (a bucket through the cache)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks on the node share the budget

@@ -143,11 +143,13 @@ def _accepts_where(function: Any) -> bool:
 class Encryption(ABC):
     """What the writer and the readers use to encrypt and decrypt a dataset.
 
-    Subclasses name their ``algorithm`` and set ``level`` ("sample" or "chunk"). A subclass
+    Subclasses name their ``algorithm`` and implement ``encrypt``, ``decrypt``, ``save`` and
+    ``load``; ``level`` ("sample" or "chunk") is "sample" unless they set it, and ``state_dict``
+    may hold what they like (the index records it with the algorithm and level). A subclass
     written for upstream LitData, whose ``decrypt`` takes only the data, works as is.
     """
 
-    level: str
+    level: str = "sample"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -183,8 +185,18 @@ class Encryption(ABC):
         """
 
     def state_dict(self) -> dict[str, Any]:
-        """What ``index.json`` records under ``config.encryption`` (never the key)."""
+        """Settings ``index.json`` records under ``config.encryption``, with the algorithm and level (never the key)."""
         return {"algorithm": self.algorithm, "level": self.level}
+
+    def recorded(self) -> dict[str, Any]:
+        """What ``index.json`` records under ``config.encryption``: state_dict(), algorithm and level.
+
+        A subclass's ``state_dict`` need not hold the algorithm and level the readers check.
+        """
+        state = self.state_dict()
+        if not is_str_dict(state):
+            raise TypeError(f"{type(self).__name__}.state_dict() must return a dict, got {type(state).__name__}")
+        return {**state, "algorithm": self.algorithm, "level": self.level}
 
     def check_matches(self, recorded: Mapping[str, Any] | None, source: str = "the dataset") -> None:
         """Raise ValueError unless ``recorded`` (``config.encryption``) was written with this kind of key.
@@ -197,7 +209,9 @@ class Encryption(ABC):
             raise ValueError(f"{source}: the dataset is not encrypted, but encryption={self!r} was given")
         for key in ("algorithm", "level"):
             mine = self.algorithm if key == "algorithm" else self.level
-            if recorded.get(key) != mine:
+            # A key the index does not record cannot be checked: an older writer recorded only a
+            # subclass's state_dict(), which may lack it.
+            if key in recorded and recorded[key] != mine:
                 raise ValueError(
                     f"Encryption {key} mismatch. {source}: the dataset is encrypted with {key} "
                     f"{recorded.get(key)!r}, but the given encryption uses {mine!r}"

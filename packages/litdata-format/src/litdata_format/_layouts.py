@@ -75,7 +75,7 @@ def open_chunk(
                 "encryption=... with the key it was written with"
             )
         encryption.check_matches(index.encryption, index.source)
-        if index.encryption.get("level") == "chunk":
+        if encryption.level == "chunk":  # the level the index records, when it records one
             data = bytearray(encryption.decrypt(data, where=name))
         else:
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_size"]
+__all__ = ["format_size", "parse_size"]
 
 _UNITS = {
     "": 1, "b": 1,
@@ -36,3 +36,19 @@ def parse_size(value: int | str, *, name: str = "size") -> int:
             if size > 0:
                 return size
     raise ValueError(f"{name}={value!r} is not a size; use a positive int or a string like '64MB' or '1GiB'")
+
+
+def format_size(size: float) -> str:
+    """``size`` bytes in the binary unit that fits it: ``"512 B"``, ``"40.0 MiB"``, ``"1.5 GiB"``.
+
+    Args:
+        size: a number of bytes.
+    """
+    if abs(size) < 1024:
+        return f"{size:.0f} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable: the loop returns at TiB")

@@ -40,6 +40,7 @@ from litdata_format._checksum import checksum_bytes
 from litdata_format._chunk import ARROW_ROWS_MAGIC, chunk_parts, header_size
 from litdata_format._compression import check_compression, check_compression_level, compress, zstd_level
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
+from litdata_format._encryption import Encryption
 from litdata_format._framed import pack_batch, pack_sample
 from litdata_format._index import (
     chunk_name,
@@ -569,7 +570,7 @@ class BinaryWriter:
             "compression": None if rows else self.compression,
             "compression_batch_size": None if rows else self.frame_rows,
             "compression_level": None if rows or self.compression_level == "chunk" else self.compression_level,
-            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
+            "encryption": self.encryption.recorded() if self.encryption is not None else None,
             "ipc_compression": "zstd" if rows and self.compression else None,
             "item_loader": self.item_loader.name,
             "types": None,
@@ -726,8 +727,15 @@ def check_writer_options(
         if chunk_bytes is not None
         else (None if chunk_size is not None else DEFAULT_CHUNK_BYTES)
     )
-    if encryption is not None and getattr(encryption, "level", None) not in ("sample", "chunk"):
-        raise ValueError("encryption must be an Encryption whose level is 'sample' or 'chunk'")
+    if encryption is not None:
+        if not isinstance(encryption, Encryption):
+            raise ValueError(
+                "encryption must be an Encryption (FernetEncryption, RSAEncryption or your subclass of "
+                f"litdata.utilities.encryption.Encryption), got {type(encryption).__name__}"
+            )
+        if encryption.level not in ("sample", "chunk"):
+            raise ValueError(f"encryption {encryption!r}: its level must be 'sample' or 'chunk'")
+        encryption.recorded()  # a state_dict() the index cannot record fails here, before any chunk
     loader = item_loader if item_loader is not None else PyTreeLoader()
     if level in ("batch", "sample"):
         # Upstream refuses these too, so no reader knows such a chunk encrypted or of tokens.

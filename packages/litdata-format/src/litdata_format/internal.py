@@ -43,10 +43,12 @@ if TYPE_CHECKING:
     from litdata_format._layouts import open_listed_chunk as open_listed_chunk
     from litdata_format._loaders import small_chunk_rows as small_chunk_rows
     from litdata_format._media import is_pyg_data as is_pyg_data
+    from litdata_format._notes import add_note as add_note
     from litdata_format._opener import ChunkOpener as ChunkOpener
     from litdata_format._pytree import tree_flatten as tree_flatten
     from litdata_format._pytree import tree_unflatten as tree_unflatten
     from litdata_format._sample_map import SampleMap as SampleMap
+    from litdata_format._sizes import format_size as format_size
     from litdata_format._sizes import parse_size as parse_size
     from litdata_format._writer import WriterOptions as WriterOptions
     from litdata_format._writer import check_writer_options as check_writer_options

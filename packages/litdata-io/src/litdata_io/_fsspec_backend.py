@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from litdata_format.internal import atomic_file
 from litdata_io._options import BackendOptions, is_str_mapping
@@ -70,6 +70,21 @@ def _etag(info: dict[str, Any]) -> str | None:
     return None
 
 
+def _off_google_gcs(fs_url: str, kwargs: dict[str, Any]) -> bool:
+    """Whether ``fs_url`` is a gs:// URL served by an endpoint other than Google's (an emulator).
+
+    gcsfs's default class (``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT``, on unless set to false) asks the
+    storage-control gRPC API for a bucket's layout before using it, at the same host: an emulator
+    cannot answer, and each call then waits out ~30 s of retries, uncached. Such endpoints get the
+    plain class, which never asks (zonal and hierarchical buckets exist only on Google's servers).
+    """
+    endpoint = kwargs.get("endpoint_url")
+    if not fs_url.startswith(("gs://", "gcs://")) or not isinstance(endpoint, str) or not endpoint:
+        return False
+    host = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").hostname or ""
+    return not (host == "googleapis.com" or host.endswith(".googleapis.com"))
+
+
 class FsspecStorage(Storage):
     """A storage over an fsspec filesystem.
 
@@ -93,8 +108,12 @@ class FsspecStorage(Storage):
 
     def _open_fs(self) -> tuple[Any, str]:
         fsspec = _import_fsspec(self._extra)
+        kwargs = self.options.merged()
         try:
-            return fsspec.core.url_to_fs(self._fs_url, **self.options.merged())
+            if _off_google_gcs(self._fs_url, kwargs):
+                plain: Any = importlib.import_module("gcsfs.core").GCSFileSystem
+                return plain(**kwargs), plain._strip_protocol(self._fs_url)
+            return fsspec.core.url_to_fs(self._fs_url, **kwargs)
         except ImportError as exc:
             raise ImportError(f"{self.url}: the fsspec filesystem for this scheme is not installed ({exc})") from None
         except ValueError as exc:

@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 
 from torch.utils.data import Dataset, get_worker_info
 
+from litdata_format.internal import add_note
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import is_disk_full, run_sync
 from litdata_raw._files import FileList, FileMetadata
@@ -185,14 +186,25 @@ class StreamingRawDataset(Dataset[Any]):
         if self._storage is None:
             # Local files: plain reads in this thread beat a hop to the event loop and a thread per
             # file (small files come from the page cache in microseconds).
-            return [self._local_sample(self.items[i]) for i in indices]
+            return [self._local_sample(i) for i in indices]
         return run_sync(self._fetch_batch(indices))
 
-    def _local_sample(self, item: Any) -> Any:
-        files = self._files_of(item)
-        data = [self._read_local(meta) for meta in files]
+    def _local_sample(self, index: int) -> Any:
+        item = self.items[index]
+        data = [self._read_local(meta) for meta in self._files_of(item)]
         sample: Any = data[0] if isinstance(item, FileMetadata) else data
-        return self.transform(sample) if self.transform is not None else sample
+        return self._transformed(index, sample)
+
+    def _transformed(self, index: int, sample: Any) -> Any:
+        """``transform(sample)`` (or ``sample``); an error keeps its type, noted with the sample and its files."""
+        if self.transform is None:
+            return sample
+        try:
+            return self.transform(sample)
+        except Exception as error:
+            files = ", ".join(meta.path for meta in self._files_of(self.items[index]))
+            add_note(error, f"transform failed on sample {index} ({files})")
+            raise
 
     def _read_local(self, meta: FileMetadata) -> bytes | str:
         if self.item_type == "path":
@@ -226,7 +238,7 @@ class StreamingRawDataset(Dataset[Any]):
 
     async def _fetch_batch(self, indices: list[int]) -> list[Any]:
         gate = asyncio.Semaphore(self._concurrency())
-        work = asyncio.gather(*(self._sample(self.items[i], gate) for i in indices))
+        work = asyncio.gather(*(self._sample(i, gate) for i in indices))
         timeout = self._timeout(indices)
         try:
             return list(await asyncio.wait_for(work, timeout))
@@ -236,14 +248,15 @@ class StreamingRawDataset(Dataset[Any]):
                 "(raise download_timeout, or pass 0 to wait forever)"
             ) from None
 
-    async def _sample(self, item: Any, gate: asyncio.Semaphore) -> Any:
+    async def _sample(self, index: int, gate: asyncio.Semaphore) -> Any:
+        item = self.items[index]
         if isinstance(item, FileMetadata):
             data: Any = await self._fetch(item, gate)
         else:
             data = list(await asyncio.gather(*(self._fetch(f, gate) for f in self._files_of(item))))
         if self.transform is not None:
             # The transform may release the GIL (image decoders do): let it overlap other downloads.
-            return await asyncio.to_thread(self.transform, data)
+            return await asyncio.to_thread(self._transformed, index, data)
         return data
 
     def _key(self, path: str) -> str:

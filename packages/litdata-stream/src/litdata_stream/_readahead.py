@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from litdata_format.internal import format_size
 from litdata_stream._posix import posix_fast_setting
 
 __all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
@@ -102,7 +103,7 @@ def readahead_depth(
     depth = max(0, fits)
     notice = (
         f"litdata read-ahead capped at {depth} chunk(s) per reader (asked {wanted}): {readers} readers x "
-        f"{chunk_bytes / 2**20:.0f} MiB chunks must stay under half of MemAvailable ({available / 2**30:.1f} GiB)"
+        f"{format_size(chunk_bytes)} chunks must stay under half of MemAvailable ({format_size(available)})"
     )
     return depth, notice
 
@@ -131,8 +132,8 @@ def worker_cap(workers: int, chunk_bytes: int, meminfo: str | os.PathLike[str] |
     capped = max(1, fits)
     notice = (
         f"litdata starts {capped} DataLoader worker(s) per rank instead of num_workers={workers}: {ranks} rank(s) x "
-        f"{workers} workers x {chunk_bytes / 2**20:.0f} MiB chunks read in place would not stay under half of "
-        f"MemAvailable ({available / 2**30:.1f} GiB); free memory or write smaller chunks to use them all"
+        f"{workers} workers x {format_size(chunk_bytes)} chunks read in place would not stay under half of "
+        f"MemAvailable ({format_size(available)}); free memory or write smaller chunks to use them all"
     )
     return capped, notice
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from litdata_format import BaseItemLoader
-from litdata_format.internal import Chunk, SampleMap
+from litdata_format.internal import Chunk, SampleMap, add_note
 from litdata_io.internal import PerProcess, probe
 from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._fetch import fetch_many
@@ -151,14 +151,12 @@ class StreamingReader(PassReader):
         return self._transformed(data, index, chunk, item) if self._state.transformed else data
 
     def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
-        """``transform(data)``; an error names the sample and where it is stored."""
+        """``transform(data)``; an error keeps its type (``except ValueError`` still works), noted with where."""
         try:
             return self.dataset.transform(data)
         except Exception as error:
-            raise RuntimeError(
-                f"transform failed on sample {index} (chunk {getattr(chunk, 'name', '?')}, item {item}): "
-                f"{type(error).__name__}: {error}"
-            ) from error
+            add_note(error, f"transform failed on sample {index} (chunk {getattr(chunk, 'name', '?')}, item {item})")
+            raise
 
     # -- stretches of an epoch (a pass's share, and the mixing datasets' sub-dataset reads) -------
     def epoch_order(self, epoch: int) -> EpochOrder:
