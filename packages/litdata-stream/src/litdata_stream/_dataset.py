@@ -33,6 +33,7 @@ from litdata_stream._plan import (
     WorkerPlan,
     batch_count,
     batches_left,
+    consumed_by_rank,
     consumed_per_worker,
     rebase_resume,
     skip_samples,
@@ -186,7 +187,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
 
         _check_item_loader(input_dir, item_loader)
         self.distributed_env = DistributedEnv.detect()
-        self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
+        self._drop_last = None if drop_last is None else bool(drop_last)  # None: whether several processes read
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
         # Resolved once (a local path's resolution reads the mount table); the parsed index travels
         # to the DataLoader workers with the dataset.
@@ -331,15 +332,16 @@ class StreamingDataset(ReadOwner, IterableDataset):
         return sample
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in this run (the rest of the epoch after a resume).
+        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
 
         Args:
             num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
             batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
+        self._follow_world()
         topology = self._topology(num_workers, batch_size)
         plans = self._rank_plans(topology)
-        return sum(plan.num_samples - done for plan, done in plans)
+        return self._before()[1] + sum(plan.num_samples - done for plan, done in plans)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
@@ -357,6 +359,15 @@ class StreamingDataset(ReadOwner, IterableDataset):
             shuffle: Whether the samples are read in a shuffled order (else in the order stored).
         """
         self.shuffle = bool(shuffle)
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether each worker's last partial batch is dropped (by default: when several processes read)."""
+        return self.distributed_env.world_size > 1 if self._drop_last is None else self._drop_last
+
+    @drop_last.setter
+    def drop_last(self, drop_last: bool) -> None:
+        self._drop_last = bool(drop_last)
 
     def set_drop_last(self, drop_last: bool) -> None:
         """Drop (or not) each worker's last partial batch.
@@ -395,7 +406,8 @@ class StreamingDataset(ReadOwner, IterableDataset):
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
+        left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
+        return LoaderPlan(left, before=self._before()[0])
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
         """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
@@ -440,6 +452,13 @@ class StreamingDataset(ReadOwner, IterableDataset):
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
         return rebase_resume(resume, StreamingReader(self).epoch_order(resume["epoch"])), 0, 0
+
+    def _before(self) -> tuple[int, int]:
+        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return 0, 0
+        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
 
     def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).

@@ -40,8 +40,9 @@ from litdata_stream._plan import (
     WorkerPlan,
     batch_count,
     batches_left,
+    consumed_by_rank,
     consumed_per_worker,
-    remaining_base,
+    rebase_resume,
     skip_samples,
     split_base,
 )
@@ -207,11 +208,7 @@ class ParallelStreamingDataset(MixedDataset):
             return resume["base"], resume["first_worker"], resume["batches"]
         if self._infinite:
             raise ValueError(_endless_topology_error(resume["topology"], topology))
-        recorded = Topology(*resume["topology"])
-        plans = split_base(resume["base"], recorded)
-        batches, first = resume["batches"], resume["first_worker"]
-        consumed = [consumed_per_worker(p, recorded.batch_size, recorded.drop_last, batches, first)[0] for p in plans]
-        return remaining_base(plans, consumed), 0, 0
+        return rebase_resume(resume), 0, 0
 
     def _rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
         """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
@@ -225,17 +222,25 @@ class ParallelStreamingDataset(MixedDataset):
         workers = topology.num_workers
         return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
 
-    def _samples_left(self, topology: Topology) -> int:
+    def _epoch_samples(self, topology: Topology) -> int:
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
-        return sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
+        return self._before()[1] + sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
+
+    def _before(self) -> tuple[int, int]:
+        """(batches, tuples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return 0, 0
+        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
 
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""
         if self._infinite:
             return LoaderPlan(None)
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
+        left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
+        return LoaderPlan(left, before=self._before()[0])
 
     # -- iteration ------------------------------------------------------------------------------
     @property
