@@ -36,7 +36,7 @@ from litdata_stream._plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
@@ -279,11 +279,12 @@ class CombinedStreamingDataset(MixedDataset):
             yield batch_of(np.concatenate(pending))
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(
+            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
+        )
         segment, bases, delivered = self._segment(topology)
         total = delivered + batches_delivered
         unit = self._unit(topology)

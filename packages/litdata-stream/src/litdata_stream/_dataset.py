@@ -31,7 +31,6 @@ from litdata_stream._plan import (
     Interval,
     Topology,
     WorkerPlan,
-    batch_count,
     batches_left,
     consumed_by_rank,
     consumed_per_worker,
@@ -40,7 +39,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._posix import detect_posix
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import ReadOwner, ReadState, StreamingReader
 from litdata_stream._source import check_verifiable
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
@@ -498,7 +497,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         self._epochs.finish(run)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches.
 
@@ -513,8 +512,9 @@ class StreamingDataset(ReadOwner, IterableDataset):
             A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
         """
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(
+            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
+        )
         epoch = self.current_epoch
         base, first, delivered = self._run_start(topology, epoch)
         upstream = self._read.upstream

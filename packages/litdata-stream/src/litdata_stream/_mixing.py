@@ -182,7 +182,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return sum(pass_reader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
 

@@ -38,7 +38,6 @@ from litdata_stream._plan import (
     Interval,
     Topology,
     WorkerPlan,
-    batch_count,
     batches_left,
     consumed_by_rank,
     consumed_per_worker,
@@ -46,7 +45,7 @@ from litdata_stream._plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 
@@ -355,11 +354,12 @@ class ParallelStreamingDataset(MixedDataset):
             index += 1
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(
+            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
+        )
         if self._infinite:
             resume = self._resume
             base: list[Interval] = []

@@ -27,8 +27,9 @@ from litdata_stream._collate import Batching
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._notices import notice_new_world
+from litdata_stream._plan import batch_count
 
-__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "pass_reader"]
+__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches", "pass_reader"]
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,39 @@ class LoaderDataset(Protocol):
         """The DataLoader workers of each rank (0: the main process reads)."""
         ...
 
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches."""
         ...
+
+
+def delivered_batches(kind: str, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
+    """The batches a loader delivered, as a dataset's ``state_dict`` is told them.
+
+    A dataset alone cannot tell how far a DataLoader's workers got: a ``state_dict()`` without
+    the loader's count (torchdata's ``StatefulDataLoader`` calls it so) would resume at the start
+    of the epoch and repeat samples, so it is refused, naming the loader that records it.
+
+    Args:
+        kind: The dataset's class name, for the message.
+        num_samples_yielded: Samples the loader delivered (upstream LitData's argument).
+        batch_size: Samples per batch.
+        batches: Batches the loader delivered, when it says so (then ``num_samples_yielded`` is not read).
+
+    Raises:
+        TypeError: neither count was given.
+    """
+    if batches is not None:
+        return batches
+    if num_samples_yielded is None:
+        raise TypeError(
+            f"{kind}.state_dict() needs what the loader delivered (num_samples_yielded, num_workers, batch_size): "
+            "the dataset alone cannot tell how far the DataLoader's workers got, and a state without it would "
+            "resume at the start of the epoch and repeat samples. torchdata's StatefulDataLoader calls it so: "
+            "use litdata's StreamingDataLoader instead, whose state_dict() / load_state_dict() resume exactly "
+            "(Lightning saves and restores it in its checkpoints)"
+        )
+    return batch_count(num_samples_yielded, batch_size)
 
 
 # A pass a PassReader runs through a subclass's own ``__iter__``: that ``__iter__`` calls the
