@@ -44,6 +44,14 @@ def test_stateful_dataloader_is_refused_naming_streaming_dataloader(path: Path, 
     assert "torchdata's StatefulDataLoader" in str(err.value) and "use litdata's StreamingDataLoader" in str(err.value)
 
 
+def test_a_state_asked_of_a_dataset_between_passes_is_where_the_next_pass_starts(path: Path) -> None:
+    dataset = StreamingDataset(path)
+    assert dataset.state_dict()["batches"] == 0  # no pass under way: nothing of it delivered
+    list(StreamingDataLoader(dataset, batch_size=4))
+    state = dataset.state_dict()
+    assert state["epoch"] == 2 and state["batches"] == 0
+
+
 def test_a_mixed_dataset_is_refused_too(path: Path) -> None:
     mixed = CombinedStreamingDataset([StreamingDataset(path), StreamingDataset(path)])
     with pytest.raises(TypeError, match=r"CombinedStreamingDataset\.state_dict\(\) needs"):

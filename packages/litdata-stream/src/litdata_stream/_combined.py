@@ -282,9 +282,7 @@ class CombinedStreamingDataset(MixedDataset):
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        batches_delivered = delivered_batches(
-            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
-        )
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         segment, bases, delivered = self._segment(topology)
         total = delivered + batches_delivered
         unit = self._unit(topology)

@@ -512,9 +512,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
         """
         topology = self._topology(num_workers, batch_size)
-        batches_delivered = delivered_batches(
-            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
-        )
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         epoch = self.current_epoch
         base, first, delivered = self._run_start(topology, epoch)
         upstream = self._read.upstream

@@ -357,9 +357,7 @@ class ParallelStreamingDataset(MixedDataset):
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        batches_delivered = delivered_batches(
-            type(self).__name__, num_samples_yielded, topology.batch_size, batches_delivered
-        )
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         if self._infinite:
             resume = self._resume
             base: list[Interval] = []

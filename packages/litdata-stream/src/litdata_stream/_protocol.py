@@ -103,33 +103,40 @@ class LoaderDataset(Protocol):
         ...
 
 
-def delivered_batches(kind: str, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
+def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
     """The batches a loader delivered, as a dataset's ``state_dict`` is told them.
 
-    A dataset alone cannot tell how far a DataLoader's workers got: a ``state_dict()`` without
-    the loader's count (torchdata's ``StatefulDataLoader`` calls it so) would resume at the start
-    of the epoch and repeat samples, so it is refused, naming the loader that records it.
+    Without them (``dataset.state_dict()``) the state is exact only where no pass is under way:
+    then nothing of the next pass was delivered. Within a pass, or in a DataLoader worker, the
+    dataset alone cannot tell how far the loader got (torchdata's ``StatefulDataLoader`` asks so,
+    and a state at the start of the epoch would repeat samples on resume): refused, naming the
+    loader that records it.
 
     Args:
-        kind: The dataset's class name, for the message.
+        owner: The dataset asked for its state.
         num_samples_yielded: Samples the loader delivered (upstream LitData's argument).
         batch_size: Samples per batch.
         batches: Batches the loader delivered, when it says so (then ``num_samples_yielded`` is not read).
 
     Raises:
-        TypeError: neither count was given.
+        TypeError: neither count was given, in a pass under way or in a DataLoader worker.
     """
+    from torch.utils.data import get_worker_info
+
     if batches is not None:
         return batches
-    if num_samples_yielded is None:
-        raise TypeError(
-            f"{kind}.state_dict() needs what the loader delivered (num_samples_yielded, num_workers, batch_size): "
-            "the dataset alone cannot tell how far the DataLoader's workers got, and a state without it would "
-            "resume at the start of the epoch and repeat samples. torchdata's StatefulDataLoader calls it so: "
-            "use litdata's StreamingDataLoader instead, whose state_dict() / load_state_dict() resume exactly "
-            "(Lightning saves and restores it in its checkpoints)"
-        )
-    return batch_count(num_samples_yielded, batch_size)
+    if num_samples_yielded is not None:
+        return batch_count(num_samples_yielded, batch_size)
+    if get_worker_info() is None and owner._epochs.pending is not None:
+        return 0  # no pass under way: the state is where the next one starts
+    kind = type(owner).__name__
+    raise TypeError(
+        f"{kind}.state_dict() needs what the loader delivered (num_samples_yielded, num_workers, batch_size) while "
+        "a pass is under way: the dataset alone cannot tell how far the DataLoader and its workers got, and a "
+        "state without it would resume at the start of the epoch and repeat samples. torchdata's "
+        "StatefulDataLoader calls it so: use litdata's StreamingDataLoader instead, whose state_dict() / "
+        "load_state_dict() resume exactly (Lightning saves and restores it in its checkpoints)"
+    )
 
 
 # A pass a PassReader runs through a subclass's own ``__iter__``: that ``__iter__`` calls the
