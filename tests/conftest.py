@@ -69,6 +69,9 @@ LONGEST_FILES = (
     "tests/test_credentials_expiring.py",
     "tests/test_compat_keys.py",  # 26
     "tests/test_ddp.py",  # 25: its ranks are forked from tests/zygote.py
+    # 111 at load 17 (2026-12-07): four Lightning fits, two of them DDP whose rank 1 Lightning
+    # starts as a fresh interpreter (torch and lightning imported there)
+    "tests/test_lightning.py",
     "packages/litdata-stream/tests/test_combined.py",  # 19
     "tests/test_stalled_download.py",  # 19
     "tests/test_ddp_spawn_placement.py",  # 19

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,32 @@ def test_bad_compression(tmp_path: Path) -> None:
 def test_structure_change(tmp_path: Path) -> None:
     writer = BinaryWriter(tmp_path, chunk_size=3)  # an array: PyTree items (dicts of JSON values are Arrow rows)
     writer.write({"a": 1, "v": np.zeros(2)})
-    with pytest.raises(ValueError, match="sample 1 has a different structure"):
+    with pytest.raises(ValueError, match="sample 1 has a different structure") as err:
         writer.write({"a": 1, "b": 2, "v": np.zeros(2)})
+    # Where the sample departs from the first one, in words (not two tree-spec JSON strings).
+    assert "sample has the keys 'a', 'b', 'v' where the first sample had 'a', 'v'" in str(err.value)
+    assert "children_spec" not in str(err.value) and "pyarrow" not in str(err.value)
+    with pytest.raises(ValueError, match=r"sample\['v'\] is a list where the first sample had a value"):
+        writer.write({"a": 1, "v": [1, 2, 3]})
+    with pytest.raises(ValueError, match=r"sample\['a'\]\[1\] is a tuple of 1 items where the first sample's had 2"):
+        first = BinaryWriter(tmp_path / "b", chunk_size=3)
+        first.write({"a": [0, (1, 2)], "v": np.zeros(2)})
+        first.write({"a": [0, (1,)], "v": np.zeros(2)})
+
+
+def test_records_with_lists_of_other_lengths_name_the_extra_without_pyarrow(tmp_path: Path) -> None:
+    # litdata-format installed alone: no pyarrow, so record dicts are PyTree items of one structure.
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"  # what an environment without pyarrow looks like
+        "from litdata_format import BinaryWriter\n"
+        f"writer = BinaryWriter({str(tmp_path)!r}, chunk_size=10)\n"
+        "writer.add_item(0, {'tokens': [1, 2], 'text': 'a'})\n"
+        "writer.add_item(1, {'tokens': [1, 2, 3], 'text': 'b'})\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "sample['tokens'] is a list of 3 items where the first sample's had 2" in out.stderr, out.stderr
+    assert 'pip install "litdata-format[arrow]"' in out.stderr and "children_spec" not in out.stderr
 
 
 class Blob:  # pickled: its serializer takes anything, so only the structure check stops a dict

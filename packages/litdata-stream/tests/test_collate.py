@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -58,3 +60,42 @@ def test_pil_images_stay_a_list_next_to_collated_leaves() -> None:
     batch = litdata_collate([{"id": i, "image": image} for i, image in enumerate(images)])
     assert torch.equal(batch["id"], torch.arange(3))
     assert batch["image"] == images
+
+
+# Issue 47: a batch torch cannot collate names the field, the sample of the batch and what to do,
+# where torch's own error names neither (a bare "found <class 'NoneType'>", "stack expects ...").
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        ([{"a": 1, "label": 0}, {"a": 2, "label": None}], "sample['label']: sample 1 of the batch holds None"),
+        (
+            [{"when": datetime.datetime(2026, 1, 1)}] * 2,
+            "sample['when']: torch cannot batch datetime values. Convert them in a transform",
+        ),
+        (
+            [{"image": {"bytes": b"\x89PNG", "path": None}}] * 2,
+            "sample['image']: it is a Hugging Face Image() or Audio() struct",
+        ),
+        (
+            [{"x": [np.zeros(3)]}, {"x": [np.zeros(4)]}],
+            "sample['x'][0]: sample 1 of the batch has shape (4,) where sample 0 has (3,). Pad or crop",
+        ),
+        ([{"a": 1}, {"b": 2}], "sample['a']: sample 1 of the batch has no 'a' where sample 0 has one"),
+    ],
+)
+def test_what_torch_cannot_collate_is_named(batch: list[Any], expected: str) -> None:
+    with pytest.raises((TypeError, RuntimeError), match="cannot collate") as err:
+        litdata_collate(batch)
+    assert expected in str(err.value)
+    assert "collate_fn" in str(err.value)
+
+
+def test_a_worker_s_collate_error_names_the_field(tmp_path: Path) -> None:
+    writer = BinaryWriter(tmp_path, chunk_size=4)
+    for i in range(8):
+        writer.add_item(i, {"index": i, "tokens": np.arange(2 + i % 3)})  # ragged: PyTree items, one array each
+    writer.done()
+    writer.merge()
+    loader = StreamingDataLoader(StreamingDataset(str(tmp_path)), batch_size=4, num_workers=1)
+    with pytest.raises(RuntimeError, match=r"cannot collate sample\['tokens'\]: sample 1 of the batch has shape"):
+        next(iter(loader))

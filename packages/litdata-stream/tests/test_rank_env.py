@@ -8,6 +8,7 @@ dataset of 2-sample chunks and reports what it reads.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from litdata_format import BinaryWriter
-from litdata_stream import StreamingDataset
+from litdata_stream import StreamingDataLoader, StreamingDataset
 from litdata_stream._env import DistributedEnv
 
 _SCRIPT = """
@@ -95,6 +96,27 @@ def test_rank_0_reads_the_other_half(dataset: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GLOBAL_RANK", "0")
     monkeypatch.setenv("NNODES", "1")
     assert [int(s) for s in StreamingDataset(dataset, shuffle=False)] == FIRST
+
+
+def test_a_dataset_made_before_the_world_existed_splits_its_epoch_over_it(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Lightning's launcher sets the world up inside Trainer.fit, after the script made its loader.
+    for name in _RANK_VARS:
+        monkeypatch.delenv(name, raising=False)
+    made = StreamingDataset(dataset, shuffle=False)
+    loader = StreamingDataLoader(made, batch_size=2)
+    assert len(loader) == 10 and not made.drop_last
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with caplog.at_level(logging.INFO, logger="litdata.streaming.dataset"):
+        assert len(loader) == 5
+    assert made.distributed_env == DistributedEnv(2, 1) and made.drop_last  # drop_last's default follows
+    assert "made in a world of 1 process(es) and is now read by rank 1 of 2" in caplog.text
+    assert [int(i) for batch in loader for i in batch] == SECOND
+    alone = StreamingDataset(dataset, shuffle=False, drop_last=False)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert [int(s) for s in alone] == FIRST and not alone.drop_last  # a drop_last given stays
 
 
 def test_a_process_whose_variables_disagree_refuses_to_read(dataset: Path) -> None:

@@ -276,17 +276,65 @@ def flattener(spec: TreeSpec) -> Callable[[Any], list[Any] | None]:
     return lambda obj: flatten_like(obj, spec)
 
 
+def _steps(spec: TreeSpec) -> list[str]:
+    """How each child of a node is reached (``['image']``, ``[1]``, ``.x``)."""
+    if spec.type in (_DICT, _ORDERED, _DEFAULT):
+        keys: list[Any] = spec.context[1] if spec.type == _DEFAULT else spec.context
+        return [f"[{key!r}]" for key in keys]
+    if spec.type == _NAMED:
+        names: tuple[str, ...] = spec.context._fields
+        return [f".{name}" for name in names]
+    return [f"[{i}]" for i in range(len(spec.children))]
+
+
 def leaf_paths(spec: TreeSpec) -> list[str]:
     """Where each leaf sits in a sample (``['image']``, ``[1][0]``, ``.x``; ``""`` for a bare leaf)."""
     if spec.type is None:
         return [""]
-    if spec.type in (_DICT, _ORDERED, _DEFAULT):
-        steps = [f"[{key!r}]" for key in (spec.context[1] if spec.type == _DEFAULT else spec.context)]
-    elif spec.type == _NAMED:
-        steps = [f".{name}" for name in spec.context._fields]
-    else:
-        steps = [f"[{i}]" for i in range(len(spec.children))]
-    return [step + rest for step, child in zip(steps, spec.children) for rest in leaf_paths(child)]
+    return [step + rest for step, child in zip(_steps(spec), spec.children) for rest in leaf_paths(child)]
+
+
+def _kind(spec: TreeSpec) -> str:
+    if spec.type is None:
+        return "a value"
+    if spec.type == _NAMED:
+        return f"a {spec.context.__name__}"
+    return {_DICT: "a dict", _LIST: "a list", _TUPLE: "a tuple"}.get(spec.type, f"a {spec.type.rsplit('.', 1)[-1]}")
+
+
+def _keys(steps: list[str]) -> str:
+    return ", ".join(step[1:-1] for step in steps)
+
+
+def spec_difference(found: TreeSpec, first: TreeSpec, path: str = "") -> str:
+    """Where a sample's structure first departs from the first sample's, in words.
+
+    Args:
+        found: The structure of the sample refused.
+        first: The structure of the first sample, which every sample must have.
+        path: Where ``found`` sits in its sample (``""``: the whole sample).
+
+    Returns:
+        E.g. ``sample['tokens'] is a list of 3 items where the first sample's had 2``.
+    """
+    where = f"sample{path}"
+    if found.type != first.type:
+        return f"{where} is {_kind(found)} where the first sample had {_kind(first)}"
+    if found.type in (_LIST, _TUPLE) and len(found.children) != len(first.children):
+        return (
+            f"{where} is {_kind(found)} of {len(found.children)} items where the first sample's had "
+            f"{len(first.children)}"
+        )
+    steps, expected = _steps(found), _steps(first)
+    if steps != expected:
+        if found.type in (_DICT, _ORDERED, _DEFAULT):
+            # The keys' reprs, in the order given (the same keys in another order are another structure).
+            return f"{where} has the keys {_keys(steps)} where the first sample had {_keys(expected)}"
+        return f"{where} has the fields {', '.join(steps)} where the first sample had {', '.join(expected)}"
+    for step, child, other in zip(steps, found.children, first.children):
+        if child != other:
+            return spec_difference(child, other, path + step)
+    return f"{where} is {_kind(found)} unlike the first sample's"
 
 
 def is_node(obj: Any) -> bool:

@@ -15,12 +15,16 @@ from typing import Any
 
 from litdata_format._dataset_index import INDEX_FILENAME
 from litdata_format._media import Graph, JpegArray, MediaRef
-from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, tree_flatten, unflattener
+from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, spec_difference, tree_flatten, unflattener
 from litdata_format._registry import lookup_serializer, serializer_for_format
 from litdata_format._serializers import Buffer, Serializer
 from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, readable_leaf_paths, unpickles
 
-__all__ = ["SampleDecoder", "SampleEncoder"]
+__all__ = ["OtherStructureError", "SampleDecoder", "SampleEncoder"]
+
+
+class OtherStructureError(ValueError):
+    """A sample whose structure (keys, list and tuple lengths) is not the first sample's."""
 
 
 class _Unseen:
@@ -187,15 +191,13 @@ class SampleEncoder:
             ]
         return out
 
-    def _other_structure(self, sample: Any, index: int) -> ValueError:
+    def _other_structure(self, sample: Any, index: int) -> OtherStructureError:
         assert self.spec is not None
         _, spec = tree_flatten(sample)
-        try:
-            found = spec.to_json()
-        except ValueError:  # e.g. an unregistered namedtuple: no JSON form, its repr says enough
-            found = repr(spec)
-        return ValueError(
-            f"sample {index} has a different structure than the first sample: {found} vs {self.spec.to_json()}"
+        return OtherStructureError(
+            f"sample {index} has a different structure than the first sample: {spec_difference(spec, self.spec)}. "
+            "Every sample must have the first one's structure (the same keys, lists and tuples of the same "
+            "lengths); store a field that varies as one value (e.g. a numpy array, or a str)"
         )
 
     def _check_leaf(self, sample: Any, index: int, position: int, leaf: Any, serializer: Serializer) -> None:

@@ -52,6 +52,7 @@ from litdata_format._index import (
 from litdata_format._json_leaf import JsonLeaf
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader
 from litdata_format._registry import resolve_serializers
+from litdata_format._sample import OtherStructureError
 from litdata_format._serializers import Serializer
 from litdata_format._sizes import parse_size
 
@@ -126,6 +127,7 @@ class BinaryWriter:
         # Arrow rows: None until the first sample decides, then True or False for good.
         plain = arrow_rows and type(self.item_loader) is PyTreeLoader and encryption is None and not serializers
         self._arrow: bool | None = None if plain and arrow_available() else False
+        self._rows_need_pyarrow = plain and not arrow_available()  # records would be Arrow rows with pyarrow
         self._json_fields = False  # PyTree items whose list and dict fields are stored as json leaves
         self._rows_kind: Any = NULL  # the fused kind of the pending rows
         self._rows_leaf = False  # whether a pending row holds a JsonLeaf
@@ -211,7 +213,10 @@ class BinaryWriter:
         if scan is not None:
             data, weight, size = item, 1, scan.size  # a row's size is counted again as it joins a chunk (_place)
         else:
-            data, weight = self.item_loader.encode(item, index)
+            try:
+                data, weight = self.item_loader.encode(item, index)
+            except OtherStructureError as err:
+                raise self._other_structure(err, item) from None
             if self._encrypt_sample is not None:
                 data = self._encrypt_sample(data)
             size = len(data)
@@ -313,6 +318,19 @@ class BinaryWriter:
     def __setitem__(self, index: int, item: Any) -> None:
         """``writer[index] = item``, upstream's way of adding a sample: the same as :meth:`add_item`."""
         self.add_item(index, item)
+
+    def _other_structure(self, err: OtherStructureError, item: Any) -> OtherStructureError:
+        """``err``, with the extra to install when pyarrow would have stored ``item`` as an Arrow row."""
+        if not self._rows_need_pyarrow:
+            return err
+        try:
+            scan_row(item)
+        except NotARow:
+            return err
+        return OtherStructureError(
+            f"{err}. Records (dicts of JSON-like values) whose lists vary in length are stored as Arrow rows, "
+            'which needs pyarrow: pip install "litdata-format[arrow]"'
+        )
 
     def _scan(self, item: Any, index: int) -> RowScan | None:
         """The sample as an Arrow row, or None when this writer stores PyTree items."""

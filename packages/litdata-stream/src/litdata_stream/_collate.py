@@ -31,6 +31,7 @@ __all__ = [
     "ArrayBatch",
     "BatchBundle",
     "Batching",
+    "CollateError",
     "CollatedInDataset",
     "as_tensors",
     "bundle_size",
@@ -51,7 +52,19 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     Returns:
         The batch: each leaf's values stacked into one tensor along a new first dimension (graphs as
         above; PIL images, which torch's ``default_collate`` refuses, stay a list).
+
+    Raises:
+        CollateError: a field torch cannot batch (None, a datetime, bytes, arrays of other shapes, a
+            key a sample lacks): the message names the field, the sample of the batch and what to do.
     """
+    return _collate(batch, "")
+
+
+class CollateError(TypeError, RuntimeError):
+    """A batch torch cannot collate, naming the field and the sample (a TypeError, as torch's, or a RuntimeError)."""
+
+
+def _collate(batch: Sequence[Any], path: str) -> Any:
     first = batch[0]
     if isinstance(first, Graph):  # returned without PyG installed: nothing to batch them with
         return list(batch)
@@ -70,12 +83,70 @@ def litdata_collate(batch: Sequence[Any]) -> Any:
     ):
         return torch.from_numpy(np.stack(batch))
     if isinstance(first, Mapping):
-        return {key: litdata_collate([sample[key] for sample in batch]) for key in first}
+        try:
+            return {key: _collate(_column(batch, key, path), f"{path}[{key!r}]") for key in first}
+        except CollateError as err:
+            if set(first) != {"bytes", "path"}:
+                raise
+            raise CollateError(_encoded_struct(path)) from err
     if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(litdata_collate(list(group)) for group in zip(*batch)))
+        fields: tuple[str, ...] = first._fields  # pyright: ignore[reportAttributeAccessIssue]
+        return type(first)(*(_collate(list(group), f"{path}.{name}") for name, group in zip(fields, zip(*batch))))
     if isinstance(first, (tuple, list)) and not isinstance(first, str):
-        return [litdata_collate(list(group)) for group in zip(*batch)]
-    return default_collate(list(batch))
+        return [_collate(list(group), f"{path}[{i}]") for i, group in enumerate(zip(*batch))]
+    try:
+        return default_collate(list(batch))
+    except (TypeError, RuntimeError, ValueError) as err:
+        raise CollateError(_why_not(batch, path, err)) from err
+
+
+def _column(batch: Sequence[Any], key: Any, path: str) -> list[Any]:
+    """Every sample's ``key``: a sample without it is named."""
+    try:
+        return [sample[key] for sample in batch]
+    except (KeyError, TypeError):
+        lacking = next(i for i, sample in enumerate(batch) if not isinstance(sample, Mapping) or key not in sample)
+        raise CollateError(
+            f"cannot collate sample{path}[{key!r}]: sample {lacking} of the batch has no {key!r} where sample 0 "
+            f"has one. Give every sample the same keys in a transform, {_OWN} handles it"
+        ) from None
+
+
+_OWN = "or pass the loader a collate_fn that"
+
+
+def _why_not(batch: Sequence[Any], path: str, err: Exception) -> str:
+    """Why the values at ``path`` do not collate, naming the sample of the batch, and what to do."""
+    where = f"cannot collate sample{path}" if path else "cannot collate the samples"
+    for i, value in enumerate(batch):
+        if value is None:
+            return (
+                f"{where}: sample {i} of the batch holds None there. Give every sample a value in a transform "
+                f"(e.g. a default), {_OWN} handles None"
+            )
+    first = batch[0]
+    for i, value in enumerate(batch):
+        shape, expected = getattr(value, "shape", None), getattr(first, "shape", None)
+        if shape is not None and expected is not None and tuple(shape) != tuple(expected):
+            return (
+                f"{where}: sample {i} of the batch has shape {tuple(shape)} where sample 0 has {tuple(expected)}. "
+                f"Pad or crop them to one shape in a transform, {_OWN} pads them (e.g. with "
+                "torch.nn.utils.rnn.pad_sequence)"
+            )
+    kinds = " and ".join(sorted({type(value).__name__ for value in batch}))
+    return (
+        f"{where}: torch cannot batch {kinds} values. Convert them in a transform (to a number, a str or an "
+        f"array), {_OWN} handles them ({err})"
+    )
+
+
+def _encoded_struct(path: str) -> str:
+    """What to do with a Hugging Face ``Image()`` / ``Audio()`` value: encoded bytes and a path."""
+    return (
+        f"cannot collate sample{path}: it is a Hugging Face Image() or Audio() struct ({{'bytes', 'path'}}), "
+        f"encoded data torch cannot batch. Decode it in a transform, e.g. "
+        f"PIL.Image.open(io.BytesIO(sample{path}['bytes'])) and then an array, {_OWN} does"
+    )
 
 
 def _is_pil_image(value: object) -> bool:

@@ -36,7 +36,7 @@ from litdata_stream._plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
@@ -166,12 +166,12 @@ class CombinedStreamingDataset(MixedDataset):
                 per_rank = min(per_rank, sum(batch_count(n, topology.batch_size, topology.drop_last) for n in other))
         return segment, bases, delivered, lengths, per_rank
 
-    def _samples_left(self, topology: Topology) -> int:
-        _, _, delivered, lengths, per_rank = self._progress(topology)
+    def _epoch_samples(self, topology: Topology) -> int:
+        # The whole segment (the epoch, unless a state dict of another topology was loaded): what
+        # was delivered before a resume counts, as in len(loader).
+        _, _, _, lengths, per_rank = self._progress(topology)
         batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
-        before = _samples_at(round_robin(batches, delivered)[0], lengths, topology.batch_size)
-        after = _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
-        return after - before
+        return _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
 
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id).
@@ -183,9 +183,9 @@ class CombinedStreamingDataset(MixedDataset):
         roles = [run.role(w) for w in range(topology.num_workers)]
         worker_batches = tuple(run.batches[role] - run.done[role] for role in roles)
         if self.iterate_over_all or self.distributed_env.world_size == 1:
-            return LoaderPlan(worker_batches)
+            return LoaderPlan(worker_batches, before=sum(run.done))
         _, _, delivered, _, per_rank = self._progress(topology)
-        return LoaderPlan(worker_batches, limit=max(0, per_rank - delivered))
+        return LoaderPlan(worker_batches, limit=max(0, per_rank - delivered), before=delivered)
 
     # -- iteration ------------------------------------------------------------------------------
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
@@ -279,11 +279,10 @@ class CombinedStreamingDataset(MixedDataset):
             yield batch_of(np.concatenate(pending))
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         segment, bases, delivered = self._segment(topology)
         total = delivered + batches_delivered
         unit = self._unit(topology)

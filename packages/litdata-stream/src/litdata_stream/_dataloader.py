@@ -194,7 +194,8 @@ class StreamingDataLoader(DataLoader):
         return self._collate
 
     def __len__(self) -> int:
-        batches = self._reader().plan().batches
+        # The whole epoch, also when a loaded state dict resumes it (the pass then yields the rest).
+        batches = self._reader().plan().epoch_batches
         if batches is None:
             raise TypeError(f"an endless {type(self.dataset).__name__} (length=float('inf')) has no len()")
         return batches

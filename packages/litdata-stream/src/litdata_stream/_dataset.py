@@ -31,15 +31,15 @@ from litdata_stream._plan import (
     Interval,
     Topology,
     WorkerPlan,
-    batch_count,
     batches_left,
+    consumed_by_rank,
     consumed_per_worker,
     rebase_resume,
     skip_samples,
     split_base,
 )
 from litdata_stream._posix import detect_posix
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import ReadOwner, ReadState, StreamingReader, dataset_label
 from litdata_stream._source import check_verifiable
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
@@ -185,7 +185,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
 
         _check_item_loader(input_dir, item_loader)
         self.distributed_env = DistributedEnv.detect()
-        self.drop_last = self.distributed_env.world_size > 1 if drop_last is None else bool(drop_last)
+        self._drop_last = None if drop_last is None else bool(drop_last)  # None: whether several processes read
         notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
         # Resolved once (a local path's resolution reads the mount table); the parsed index travels
         # to the DataLoader workers with the dataset.
@@ -333,15 +333,16 @@ class StreamingDataset(ReadOwner, IterableDataset):
         return sample
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in this run (the rest of the epoch after a resume).
+        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
 
         Args:
             num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
             batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
+        self._follow_world()
         topology = self._topology(num_workers, batch_size)
         plans = self._rank_plans(topology)
-        return sum(plan.num_samples - done for plan, done in plans)
+        return self._before()[1] + sum(plan.num_samples - done for plan, done in plans)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
@@ -359,6 +360,15 @@ class StreamingDataset(ReadOwner, IterableDataset):
             shuffle: Whether the samples are read in a shuffled order (else in the order stored).
         """
         self.shuffle = bool(shuffle)
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether each worker's last partial batch is dropped (by default: when several processes read)."""
+        return self.distributed_env.world_size > 1 if self._drop_last is None else self._drop_last
+
+    @drop_last.setter
+    def drop_last(self, drop_last: bool) -> None:
+        self._drop_last = bool(drop_last)
 
     def set_drop_last(self, drop_last: bool) -> None:
         """Drop (or not) each worker's last partial batch.
@@ -397,7 +407,8 @@ class StreamingDataset(ReadOwner, IterableDataset):
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
+        left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
+        return LoaderPlan(left, before=self._before()[0])
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
         """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
@@ -443,6 +454,13 @@ class StreamingDataset(ReadOwner, IterableDataset):
             return resume["base"], resume["first_worker"], resume["batches"]
         return rebase_resume(resume, StreamingReader(self).epoch_order(resume["epoch"])), 0, 0
 
+    def _before(self) -> tuple[int, int]:
+        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return 0, 0
+        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
+
     def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
         """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
 
@@ -481,7 +499,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         self._epochs.finish(run)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches.
 
@@ -496,8 +514,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
         """
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         epoch = self.current_epoch
         base, first, delivered = self._run_start(topology, epoch)
         upstream = self._read.upstream

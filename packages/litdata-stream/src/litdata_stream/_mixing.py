@@ -127,18 +127,27 @@ class MixedDataset(EpochsOwner, IterableDataset):
 
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in this run with that many workers and that batch size.
+        """Samples this rank yields in the epoch with that many workers and that batch size.
+
+        After a resume: those yielded before it and the rest.
 
         Args:
             num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
             batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
-        return self._samples_left(self._topology(num_workers, batch_size))
+        self._follow_world()
+        return self._epoch_samples(self._topology(num_workers, batch_size))
 
     def __len__(self) -> int:
-        return self._samples_left(self._topology())
+        return self.get_len(self.num_workers, self.batch_size)
 
-    def _samples_left(self, topology: Topology) -> int:
+    def _follow_world(self) -> None:
+        for dataset in self._datasets:
+            dataset._follow_world()
+        super()._follow_world()
+
+    def _epoch_samples(self, topology: Topology) -> int:
+        """Samples this rank yields in the epoch (a resumed pass yields those not yielded before it)."""
         raise NotImplementedError
 
     def _loader_plan(self) -> LoaderPlan:
@@ -173,7 +182,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return sum(pass_reader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
 

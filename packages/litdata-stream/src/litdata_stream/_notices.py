@@ -7,7 +7,7 @@ from typing import Any
 
 from litdata_format.internal import parse_size
 
-__all__ = ["notice_setup"]
+__all__ = ["notice_new_world", "notice_setup"]
 
 # Upstream LitData's logger name, so logging set up for upstream (levels, filters, handlers) applies.
 logger = logging.getLogger("litdata.streaming.dataset")
@@ -16,6 +16,21 @@ _SMALL_CACHE_BYTES = 25 * 10**9
 
 def notice_setup(drop_last: bool, world_size: int, max_cache_size: Any) -> None:
     """Log what upstream logs when a dataset is made: ``drop_last=False`` on several ranks, a small cache cap."""
+    _notice_drop_last(drop_last, world_size)
+    _notice_small_cache(max_cache_size)
+
+
+def notice_new_world(kind: str, before: int, world_size: int, rank: int, drop_last: bool) -> None:
+    """Log that a dataset made in another world (e.g. before a Trainer started its processes) splits its epochs anew."""
+    logger.info(
+        "%s was made in a world of %d process(es) and is now read by rank %d of %d: its epochs are split over "
+        "%d (drop_last=%s)",
+        kind, before, rank, world_size, world_size, drop_last,
+    )  # fmt: skip
+    _notice_drop_last(drop_last, world_size)
+
+
+def _notice_drop_last(drop_last: bool, world_size: int) -> None:
     if not drop_last and world_size > 1:
         # A log record, as upstream (its words first): a configuration to know about, not a mistake.
         logger.warning(
@@ -24,7 +39,6 @@ def notice_setup(drop_last: bool, world_size: int, max_cache_size: Any) -> None:
             "on distributed collectives. (Ranks may get different numbers of batches, and a collective "
             "operation in the training step can then hang; prefer drop_last=True.)"
         )
-    _notice_small_cache(max_cache_size)
 
 
 def _notice_small_cache(max_cache_size: Any) -> None:

@@ -38,14 +38,14 @@ from litdata_stream._plan import (
     Interval,
     Topology,
     WorkerPlan,
-    batch_count,
     batches_left,
+    consumed_by_rank,
     consumed_per_worker,
-    remaining_base,
+    rebase_resume,
     skip_samples,
     split_base,
 )
-from litdata_stream._protocol import LoaderPlan
+from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
 from litdata_stream._takers import Taker
 
@@ -207,11 +207,7 @@ class ParallelStreamingDataset(MixedDataset):
             return resume["base"], resume["first_worker"], resume["batches"]
         if self._infinite:
             raise ValueError(_endless_topology_error(resume["topology"], topology))
-        recorded = Topology(*resume["topology"])
-        plans = split_base(resume["base"], recorded)
-        batches, first = resume["batches"], resume["first_worker"]
-        consumed = [consumed_per_worker(p, recorded.batch_size, recorded.drop_last, batches, first)[0] for p in plans]
-        return remaining_base(plans, consumed), 0, 0
+        return rebase_resume(resume), 0, 0
 
     def _rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
         """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
@@ -225,17 +221,25 @@ class ParallelStreamingDataset(MixedDataset):
         workers = topology.num_workers
         return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
 
-    def _samples_left(self, topology: Topology) -> int:
+    def _epoch_samples(self, topology: Topology) -> int:
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
-        return sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
+        return self._before()[1] + sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
+
+    def _before(self) -> tuple[int, int]:
+        """(batches, tuples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        resume = self._resume
+        if resume is None or resume["epoch"] != self.current_epoch:
+            return 0, 0
+        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
 
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""
         if self._infinite:
             return LoaderPlan(None)
         topology = self._topology()
-        return LoaderPlan(tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology)))
+        left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
+        return LoaderPlan(left, before=self._before()[0])
 
     # -- iteration ------------------------------------------------------------------------------
     @property
@@ -350,11 +354,10 @@ class ParallelStreamingDataset(MixedDataset):
             index += 1
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         topology = self._topology(num_workers, batch_size)
-        if batches_delivered is None:
-            batches_delivered = batch_count(num_samples_yielded, topology.batch_size)
+        batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         if self._infinite:
             resume = self._resume
             base: list[Interval] = []

@@ -38,6 +38,7 @@ __all__ = [
     "WorkerPlan",
     "batch_count",
     "batches_left",
+    "consumed_by_rank",
     "consumed_per_worker",
     "rebase_resume",
     "remaining_base",
@@ -376,19 +377,35 @@ def remaining_base(
     return _merge(sorted(out))
 
 
-def rebase_resume(resume: Mapping[str, Any], order: EpochOrder) -> list[Interval]:
-    """What an interrupted run (with its own topology) had not consumed, as a new base.
-
-    Args:
-        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
-        order: The order of the interrupted epoch (how each worker read its stretch).
-    """
+def _interrupted(resume: Mapping[str, Any]) -> tuple[list[list[WorkerPlan]], list[list[int]]]:
+    """The plans of an interrupted run (with its own topology) and what each worker of each rank consumed."""
     world, workers, batch, drop_last = resume["topology"]
     plans = split_base(resume["base"], Topology(world, workers, batch, drop_last))
     consumed = [
         consumed_per_worker(rank, batch, drop_last, resume["batches"], resume["first_worker"])[0] for rank in plans
     ]
-    return remaining_base(plans, consumed, order)
+    return plans, consumed
+
+
+def rebase_resume(resume: Mapping[str, Any], order: EpochOrder | None = None) -> list[Interval]:
+    """What an interrupted run (with its own topology) had not consumed, as a new base.
+
+    Args:
+        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
+        order: The order of the interrupted epoch (how each worker read its stretch; None: in order).
+    """
+    return remaining_base(*_interrupted(resume), order)
+
+
+def consumed_by_rank(resume: Mapping[str, Any], rank: int) -> int:
+    """The samples rank ``rank`` of an interrupted run had consumed (0 for a rank that run did not have).
+
+    Args:
+        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
+        rank: The global rank asking.
+    """
+    consumed = _interrupted(resume)[1]
+    return sum(consumed[rank]) if rank < len(consumed) else 0
 
 
 def _merge(intervals: Sequence[Interval]) -> list[Interval]:

@@ -24,9 +24,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from torch.utils.data import IterableDataset
 
 from litdata_stream._collate import Batching
+from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
+from litdata_stream._notices import notice_new_world
+from litdata_stream._plan import batch_count
 
-__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "pass_reader"]
+__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches", "pass_reader"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,14 @@ class LoaderPlan:
         worker_batches: the batches each DataLoader worker of this rank delivers (by torch
             worker id), or None when the dataset never ends.
         limit: stop after this many batches, so that every rank delivers as many (None: run to the end).
+        before: the batches this rank's loader delivered of the same epoch before a loaded state dict
+            (0 unless the pass resumes one): ``len(loader)`` counts them, as upstream's and
+            torchdata's loaders do, and Lightning counts its restored batches against that length.
     """
 
     worker_batches: tuple[int, ...] | None
     limit: int | None = None
+    before: int = 0
 
     @property
     def batches(self) -> int | None:
@@ -49,6 +56,12 @@ class LoaderPlan:
             return None
         total = sum(self.worker_batches)
         return total if self.limit is None else min(total, self.limit)
+
+    @property
+    def epoch_batches(self) -> int | None:
+        """The batches of this rank's whole epoch: those of a resumed pass and those delivered before it."""
+        batches = self.batches
+        return None if batches is None else self.before + batches
 
 
 @runtime_checkable
@@ -84,10 +97,46 @@ class LoaderDataset(Protocol):
         """The DataLoader workers of each rank (0: the main process reads)."""
         ...
 
-    def state_dict(self, num_samples_yielded: int = 0, num_workers: int = 0, batch_size: int = 1,
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
         """The resume point after this rank's loader delivered ``batches_delivered`` batches."""
         ...
+
+
+def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
+    """The batches a loader delivered, as a dataset's ``state_dict`` is told them.
+
+    Without them (``dataset.state_dict()``) the state is exact only where no pass is under way:
+    then nothing of the next pass was delivered. Within a pass, or in a DataLoader worker, the
+    dataset alone cannot tell how far the loader got (torchdata's ``StatefulDataLoader`` asks so,
+    and a state at the start of the epoch would repeat samples on resume): refused, naming the
+    loader that records it.
+
+    Args:
+        owner: The dataset asked for its state.
+        num_samples_yielded: Samples the loader delivered (upstream LitData's argument).
+        batch_size: Samples per batch.
+        batches: Batches the loader delivered, when it says so (then ``num_samples_yielded`` is not read).
+
+    Raises:
+        TypeError: neither count was given, in a pass under way or in a DataLoader worker.
+    """
+    from torch.utils.data import get_worker_info
+
+    if batches is not None:
+        return batches
+    if num_samples_yielded is not None:
+        return batch_count(num_samples_yielded, batch_size)
+    if get_worker_info() is None and owner._epochs.pending is not None:
+        return 0  # no pass under way: the state is where the next one starts
+    kind = type(owner).__name__
+    raise TypeError(
+        f"{kind}.state_dict() needs what the loader delivered (num_samples_yielded, num_workers, batch_size) while "
+        "a pass is under way: the dataset alone cannot tell how far the DataLoader and its workers got, and a "
+        "state without it would resume at the start of the epoch and repeat samples. torchdata's "
+        "StatefulDataLoader calls it so: use litdata's StreamingDataLoader instead, whose state_dict() / "
+        "load_state_dict() resume exactly (Lightning saves and restores it in its checkpoints)"
+    )
 
 
 # A pass a PassReader runs through a subclass's own ``__iter__``: that ``__iter__`` calls the
@@ -105,6 +154,7 @@ class EpochsOwner:
 
     _epochs: Epochs
     _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
+    distributed_env: DistributedEnv  # the world the passes are split over
     # Whether ``__iter__`` makes the batches itself when the loader asks for batches (see
     # docs/streaming.md, *Subclasses*): a subclass that defines its own ``__iter__`` yields samples,
     # which the DataLoader then batches. Such a subclass may declare it True itself.
@@ -147,10 +197,34 @@ class EpochsOwner:
         self._resume = None
         self._epochs.set(epoch)
 
+    def _follow_world(self) -> None:
+        """Split the next pass over the world this process is in now, if it changed since the dataset was made.
+
+        A dataset made at the top of a script, before a Lightning ``Trainer`` (or another launcher
+        in the script) started the other processes and set up torch.distributed, saw a world of one:
+        its first ``len()`` or pass notices, and splits the epoch over the real world (``drop_last``'s
+        default follows). A DataLoader worker keeps the world its dataset was handed: it cannot see
+        the main process's torch.distributed.
+        """
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            return
+        now = DistributedEnv.detect()
+        if now != self.distributed_env:
+            before, self.distributed_env = self.distributed_env, now
+            notice_new_world(type(self).__name__, before.world_size, now.world_size, now.global_rank, self.drop_last)
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether each worker's last partial batch is dropped."""
+        raise NotImplementedError
+
     def __iter__(self) -> Iterator[Any]:
         ticket = _TICKETS.pop(id(self), None)
         if ticket is not None:
             return self._iterate(*ticket)
+        self._follow_world()
         if self._sized_passes:
             return SizedPass(self, self._iterate(None, None))
         return self._iterate(None, None)
@@ -164,7 +238,7 @@ class EpochsOwner:
         raise NotImplementedError
 
     def _loader_plan(self) -> LoaderPlan:
-        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
+        """This rank's share of the pass of the current epoch (the rest of it after a resume, and what came before)."""
         raise NotImplementedError
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
@@ -209,7 +283,11 @@ class PassReader(IterableDataset[Any]):
         return self.dataset._epochs
 
     def plan(self) -> LoaderPlan:
-        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
+        """This rank's share of the pass of the current epoch (the rest of it after a resume).
+
+        Split over the world this process is in now (see ``EpochsOwner._follow_world``).
+        """
+        self.dataset._follow_world()
         return self.dataset._loader_plan()
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
