@@ -208,6 +208,7 @@ NOT_PYTHON: tuple[tuple[str, str, str], ...] = (
         "uv run litdata quickstart",
         "the README's two commands: tests/install_matrix.py runs `litdata quickstart`; the other is this suite",
     ),
+    ("README.md", "uv run mkdocs build --strict", "builds the docs site: tests/test_docs_site.py runs the same build"),
     (
         "docs/benchmarks.md",
         "",

@@ -92,6 +92,11 @@ def test_wheels_carry_license_classifiers_urls_and_authors(wheels: dict[str, Pat
         assert meta["Author"] or meta["Author-email"], f"{name}: no author"
 
 
+def test_the_docs_site_names_the_same_home() -> None:
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert f"\nsite_url: {DOCS}\n" in config and f"\nrepo_url: {REPO}\n" in config
+
+
 def test_one_version_and_siblings_pinned_exactly(wheels: dict[str, Path]) -> None:
     versions = {name: _metadata(wheel)["Version"] for name, wheel in wheels.items()}
     (version,) = set(versions.values())
