@@ -16,7 +16,8 @@ its text (``key``) and runs alone unless :data:`BLOCKS` says otherwise:
 - ``setup``: the user's data (a dataset in a bucket, a folder of images) is made before it runs;
   a bucket is the local S3 server's, reached through the standard variables (``AWS_ENDPOINT_URL``),
   as a user's machine reaches the real one; ``subs`` turn an absolute placeholder folder
-  (``/var/data/...``) into one of the working folder.
+  (``/var/data/...``) into one of the working folder, and a placeholder server or its options
+  (``https://example.com``, ``storage_options={...}``) into a local server's (``servers``).
 - ``cannot``: the block cannot run here; the reason says why.
 
 A block not listed runs alone; every block that is not Python (shell lines, outputs, config
@@ -25,7 +26,10 @@ files) is listed in :data:`NOT_PYTHON` with the reason it is not run, or where i
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,8 +44,9 @@ from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
 from tests.servers import S3Server, start_moto
-from tests.servers_extra import HfHubServer, start_hf_hub
+from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
 from tests.test_doc_examples_as_written import SETUPS, World, run_example
+from tests.test_storage_http import _Files, _FileServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -76,6 +81,7 @@ class Block:
     guard_from: str | None = None
     setup: str | None = None
     subs: tuple[tuple[str, str], ...] = ()
+    servers: tuple[str, ...] = ()  # beside S3 and the Hub stand-in, which every block has: "gs", "azure", "http"
     cannot: str = ""
     expect: tuple[str, ...] = ()
 
@@ -167,9 +173,17 @@ BLOCKS: tuple[Block, ...] = (
     Block("docs/raw.md", "def to_image(data: bytes)", setup="images"),
     Block("docs/raw.md", "class SegmentationRawDataset(StreamingRawDataset):", setup="seg_pairs"),
     Block("docs/storage.md", 'StreamingDataset("/var/data/fast_data")  # a local folder, read in place',
-          cannot="nine URL schemes side by side, two with storage_options={...} (a set holding Ellipsis) and "
-                 "https://example.com; upstream's same list runs as tests/test_doc_examples_as_written.py's "
-                 "example 63, each URL against its local server"),
+          subs=(('"/var/data/fast_data"', '"{cwd}/var/data/fast_data"'),
+                ('"file:///var/data/fast_data"', '"file://{cwd}/var/data/fast_data"'),
+                ('"local:/data/shared-drive/some-data"', '"local:{cwd}/data/shared-drive/some-data"'),
+                ('StreamingDataset("r2://my-bucket/fast_data", storage_options={...})',
+                 'StreamingDataset("r2://my-bucket/fast_data", storage_options={"endpoint_url": "{s3_endpoint}", '
+                 '"aws_access_key_id": "{s3_key}", "aws_secret_access_key": "{s3_secret}"})'),
+                ('StreamingDataset("azure://my-container/fast_data", storage_options={...})',
+                 'StreamingDataset("azure://my-container/fast_data", storage_options={"account_url": "{azure_url}", '
+                 '"credential": "{azure_key}"})'),
+                ('"https://example.com/datasets/fast_data"', '"{http_url}/datasets/fast_data"')),
+          servers=("gs", "azure", "http"), setup="uri_schemes_and_http"),
     Block("docs/storage.md", 'output_dir="s3://my-bucket/datasets/run_{%Y-%m-%d}"',
           given="from litdata import optimize\n" + _FN_INPUTS, guard_from="optimize(", setup="my_bucket"),
     Block("docs/storage.md", 'StreamingDataset(Dir(path="/fast-ssd/cache/run-1"',
@@ -254,7 +268,7 @@ def _plan(block: CodeBlock) -> Block:
     return listed[0] if listed else Block(block.page, block.text.splitlines()[0])
 
 
-def script(block: CodeBlock, blocks: list[CodeBlock]) -> str:
+def script(block: CodeBlock, blocks: list[CodeBlock], values: dict[str, str] | None = None) -> str:
     """What runs: the names given it, the earlier blocks it continues, its own text (guarded if the plan says so),
     with the plan's subs."""
     plan = _plan(block)
@@ -272,7 +286,10 @@ def script(block: CodeBlock, blocks: list[CodeBlock]) -> str:
     text = "\n".join(p for p in parts if p)
     for old, new in plan.subs:
         assert old in text, f"{block.page}:{block.line}: {old!r} is not in the block"
-        text = text.replace(old, new)
+        local = new
+        for name, value in (values or {}).items():
+            local = local.replace("{" + name + "}", value)
+        text = text.replace(old, local)
     return text
 
 
@@ -344,6 +361,11 @@ def _parquet_globs(w: World) -> None:
     _parquet_files(w.hf.dataset_repo("org/name") / "data", ["test-00000-of-00001.parquet"])
 
 
+def _uri_schemes_and_http(w: World) -> None:
+    SETUPS["uri_schemes"](w)  # s3, gs, azure, the Hub and local folders, as upstream's list of schemes needs
+    shutil.copytree(w.cwd / "var" / "data" / "fast_data", w.cwd.parent / "www" / "datasets" / "fast_data")
+
+
 def _images(w: World) -> None:
     w.bucket("my-bucket")
     for i in range(40):
@@ -359,6 +381,7 @@ SETUPS_HERE: dict[str, Callable[[World], None]] = {
     "two_to_merge": _two_to_merge,
     "parquet_globs": _parquet_globs,
     "images": _images,
+    "uri_schemes_and_http": _uri_schemes_and_http,
 }
 
 
@@ -378,6 +401,33 @@ def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
 
 
 @pytest.fixture(scope="module")
+def gcs() -> Iterator[FakeGcsServer]:
+    with start_fake_gcs() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def azure() -> Iterator[AzuriteServer]:
+    with start_azurite() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _http_server(root: Path) -> Iterator[str]:
+    """A read-only file server with byte ranges on 127.0.0.1 (tests/test_storage_http.py's) over ``root``."""
+    server = _FileServer(("127.0.0.1", 0), _Files)
+    server.root = root.resolve()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
 def my_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _dataset(tmp_path_factory.mktemp("my-data") / "my-data", list(range(10_000)), chunk_size=1000)
 
@@ -392,24 +442,40 @@ def _continued(blocks: list[CodeBlock]) -> set[CodeBlock]:
     }
 
 
+def _marks(plan: Block) -> list[pytest.MarkDecorator]:
+    """slow: a process of its own, often workers; cloud: its data is in a local server's bucket or repo."""
+    return [pytest.mark.slow, *([pytest.mark.cloud] if plan.servers or plan.setup else [])]
+
+
 def _params() -> list[object]:
     """One test per block that runs, but for a block another continues: that one's script runs it."""
     blocks = _python_blocks()
     continued = _continued(blocks)
     return [
-        pytest.param(block, id=f"{block.page}:{block.line}", marks=[pytest.mark.slow])
+        pytest.param(block, id=f"{block.page}:{block.line}", marks=_marks(_plan(block)))
         for block in blocks
         if not _plan(block).cannot and block not in continued
     ]
 
 
 @pytest.mark.parametrize("block", _params())
-def test_block_runs_as_written(block: CodeBlock, tmp_path: Path, s3: S3Server, hf: HfHubServer, my_data: Path) -> None:
+def test_block_runs_as_written(
+    block: CodeBlock, tmp_path: Path, s3: S3Server, hf: HfHubServer, my_data: Path, request: pytest.FixtureRequest
+) -> None:
     plan = _plan(block)
     urllib.request.urlopen(urllib.request.Request(f"{s3.endpoint}/moto-api/reset", method="POST"), timeout=10).close()
     cwd = tmp_path / "run"
     cwd.mkdir()
     world = World(cwd=cwd, s3=s3, hf=hf, my_data=my_data)
+    values = {"cwd": str(cwd), "s3_endpoint": s3.endpoint, "s3_key": s3.access_key, "s3_secret": s3.secret_key}
+    if "gs" in plan.servers:  # started only for the blocks that use them
+        world.gcs = request.getfixturevalue("gcs")
+    if "azure" in plan.servers:
+        azure: AzuriteServer = request.getfixturevalue("azure")
+        world.azure = azure
+        values |= {"azure_url": azure.endpoint, "azure_key": azure.account_key}
+    www = tmp_path / "www"
+    www.mkdir()
     if plan.setup:
         (SETUPS_HERE.get(plan.setup) or SETUPS[plan.setup])(world)
     home = tmp_path / "home"
@@ -424,7 +490,10 @@ def test_block_runs_as_written(block: CodeBlock, tmp_path: Path, s3: S3Server, h
         "AWS_REGION": s3.region,
         **hf.env,
     }
-    out = run_example(script(block, _python_blocks()), cwd, env)
+    if world.gcs is not None:
+        env["STORAGE_EMULATOR_HOST"] = world.gcs.endpoint
+    with _http_server(www) if "http" in plan.servers else contextlib.nullcontext("") as http_url:
+        out = run_example(script(block, _python_blocks(), {**values, "http_url": http_url}), cwd, env)
     for text in plan.expect:
         assert text in out, f"{text!r} not in the block's output:\n{out[-3000:]}"
 
