@@ -7,12 +7,17 @@ dependency declaration goes unnoticed)::
     uv run python tests/install_matrix.py litdata-io   # some of them
 
 It builds the wheels (``uv build --all-packages``), then for each package makes a fresh venv
-(``uv venv``) and installs that package alone: its wheel, plus what its own metadata declares. The
-sibling wheels are pinned to the ones just built, everything else to the versions in ``uv.lock``
-(``uv export`` as constraints), so the packages come from uv's cache as in the dev venv (torch
-included) and nothing new is downloaded. Then a smoke script runs in that venv doing what a user of
-the package does. The S3 server (``moto_server``) and the tracer that writes litracer's input run
-from the dev venv, as separate processes.
+(``uv venv``) and installs that package alone by name, as a user does with a folder of wheels:
+``uv pip install --find-links dist litdata[extras]``, plus what its own metadata declares. The
+third-party packages are pinned to the versions in ``uv.lock`` (``uv export`` as constraints), so
+they come from uv's cache as in the dev venv (torch included) and nothing new is downloaded. Our own
+packages are not pinned: the index offers upstream's ``litdata`` (0.2.76 and older) beside the
+folder's, and the check that the venv holds the version just built is the check that a folder of
+our wheels wins (the version scheme is in the README, *Versions*). The venv must also hold what the
+package's README says it brings and lack what it says it does not (``brings``, ``lacks``). Then a
+smoke script runs in that venv doing what a user of the package does. The S3 server
+(``moto_server``) and the tracer that writes litracer's input run from the dev venv, as separate
+processes.
 """
 
 from __future__ import annotations
@@ -204,19 +209,47 @@ class Smoke:
     package: str
     requirement: str
     script: str
+    brings: tuple[str, ...] = ()
+    lacks: tuple[str, ...] = ()
     needs_s3: bool = False
     needs_trace: bool = False
 
 
+# ``brings`` and ``lacks``: what the README's install table says the package brings (or leaves out),
+# as distribution names, checked in the fresh venv.
 MATRIX = [
-    Smoke("litdata-format", "litdata-format", FORMAT),
-    Smoke("litdata-io", "litdata-io[s3]", IO, needs_s3=True),
-    Smoke("litdata-stream", "litdata-stream", STREAM),
-    Smoke("litdata-raw", "litdata-raw", RAW),
-    Smoke("litdata-prep", "litdata-prep", PREP),
-    Smoke("litdata", "litdata", LITDATA),
-    Smoke("litracer", "litracer", LITRACER, needs_trace=True),
+    Smoke("litdata-format", "litdata-format", FORMAT, ("numpy", "zstandard", "xxhash"), ("torch", "pillow", "pyarrow")),
+    Smoke(
+        "litdata-io", "litdata-io[s3]", IO, ("litdata-format", "obstore"), ("torch", "boto3", "fsspec"), needs_s3=True
+    ),
+    Smoke("litdata-stream", "litdata-stream", STREAM, ("litdata-io", "numpy", "torch"), ("viztracer", "pyarrow")),
+    Smoke("litdata-raw", "litdata-raw", RAW, ("litdata-io", "torch", "zstandard"), ("obstore",)),
+    Smoke("litdata-prep", "litdata-prep", PREP, ("litdata-io", "tqdm"), ("torch", "pyarrow", "pandas")),
+    Smoke(
+        "litdata",
+        "litdata[extras]",
+        LITDATA,
+        ("litdata-stream", "litdata-raw", "litdata-prep", "pillow", "obstore", "pyarrow", "pandas", "viztracer"),
+        ("ray",),
+    ),
+    Smoke("litracer", "litracer", LITRACER, (), ("litdata-format",), needs_trace=True),
 ]
+
+# Run in the fresh venv after the install: our packages at the version just built, ``brings`` present, ``lacks`` not.
+INSTALLED = """
+import sys
+from importlib.metadata import PackageNotFoundError, distributions, version
+
+version_built, brings, lacks = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
+ours = {"litdata", "litdata-format", "litdata-io", "litdata-stream", "litdata-raw", "litdata-prep", "litracer"}
+names = {d.metadata["Name"].lower().replace("_", "-"): d.version for d in distributions()}
+wrong = {name: v for name, v in names.items() if name in ours and v != version_built}
+assert not wrong, f"installed {wrong}, not the wheels built ({version_built}): another source won over the folder"
+missing = [name for name in brings if name and name not in names]
+assert not missing, f"the README says it brings {missing}, but the install did not"
+extra = [name for name in lacks if name and name in names]
+assert not extra, f"the README says it does not bring {extra}, but the install did"
+"""
 
 
 def _run(argv: list[str], what: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
@@ -232,10 +265,6 @@ def build(where: Path) -> tuple[Path, Path]:
     constraints = where / "constraints.txt"
     export = ["uv", "export", "--frozen", "--no-hashes", "--no-emit-workspace", "--all-extras", "--all-packages"]
     _run([*export, "--format", "requirements-txt", "--quiet", "-o", str(constraints)], "uv export", cwd=ROOT)
-    wheels = sorted(dist.glob("*.whl"))
-    with constraints.open("a") as out:
-        for wheel in wheels:
-            out.write(f"{wheel.name.split('-')[0].replace('_', '-')} @ {wheel.as_uri()}\n")
     return dist, constraints
 
 
@@ -273,6 +302,9 @@ def check(smoke: Smoke, work: Path, dist: Path, constraints: Path, env: dict[str
     python = venv / "bin" / "python"
     install = ["uv", "pip", "install", "--quiet", "--python", str(python), "--find-links", str(dist)]
     _run([*install, "-c", str(constraints), smoke.requirement], f"{smoke.package}: installing {smoke.requirement}")
+    built = next(dist.glob("litracer-*.whl")).name.split("-")[1]
+    checks = [str(python), "-c", INSTALLED, built, ",".join(smoke.brings), ",".join(smoke.lacks)]
+    _run(checks, f"{smoke.package}: what {smoke.requirement} installed")
     script = folder / "smoke.py"
     script.write_text(smoke.script)
     _run([str(python), str(script), str(folder)], f"{smoke.package}: the smoke test", env=env, cwd=folder)

@@ -303,6 +303,43 @@ def test_queue_ended_by_one_all_done(tmp_path: Path) -> None:
     assert sorted(read(tmp_path / "out")) == [(i, i**2) for i in range(50)]
 
 
+_QUEUE_FN_FAILS = """
+from multiprocessing import Process, Queue
+
+import litdata_prep
+from litdata_prep import ALL_DONE
+
+
+def fn(item):
+    return undefined_name(item)
+
+
+def producer(q):
+    for i in range(1000):
+        q.put((i, i**2))
+    q.put(ALL_DONE)
+
+
+if __name__ == "__main__":
+    q = Queue(maxsize=100)
+    Process(target=producer, args=(q,)).start()  # not a daemon: the interpreter's exit waits for it
+    litdata_prep.optimize(fn=fn, queue=q, output_dir="out", num_workers=2, chunk_size=100, verbose=False)
+"""
+
+
+def test_a_queue_fed_optimize_that_fails_ends_the_script(tmp_path: Path) -> None:
+    """fn raises on the first input: the script fails, though the user's producer is blocked on its full queue.
+
+    optimize reads the queue to its ALL_DONE once it stopped, so the producer finishes and the
+    interpreter's exit, which joins it, returns (before, the script hung there for ever)."""
+    (tmp_path / "script.py").write_text(_QUEUE_FN_FAILS)
+    done = subprocess.run(
+        [sys.executable, "script.py"], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "NameError: name 'undefined_name' is not defined" in done.stderr
+
+
 @pytest.mark.timeout(60)  # a hang fails here; no timed assertion
 def test_fn_error_names_the_input_and_carries_the_traceback(tmp_path: Path) -> None:
     with pytest.raises(WorkerError, match=r"input 7 \(position 7") as info:

@@ -8,12 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from litracer import convert_file, convert_lines, parse_line, write_trace
+from litracer import __version__, convert_file, convert_lines, parse_line, write_trace
 
 _VARS = ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES", "RANK", "WORLD_SIZE")
 
@@ -151,6 +152,12 @@ def test_module_entry_point_and_stdout(tmp_path: Path) -> None:
         "cname": "rail_load",
         "args": {"chunk": 3},
     }
+
+
+def test_version() -> None:
+    out = subprocess.run([*_cli(), "--version"], capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout.strip()) == (0, f"litracer {__version__}"), out.stderr
+    assert __version__ == version("litracer")
 
 
 def test_missing_log_is_a_clear_error(tmp_path: Path) -> None:

@@ -184,7 +184,9 @@ class Prefetcher:
             timeout: seconds to wait at most; None waits as long as the download takes.
 
         Raises:
-            The download's error (naming the chunk's URL) if it failed.
+            ChunkDownloadError: the download failed (the message names the chunk's URL and the cause).
+            TimeoutError: ``timeout`` seconds passed first.
+            RuntimeError: the prefetcher is closed.
         """
         name = info.filename
         with self._now.lock:

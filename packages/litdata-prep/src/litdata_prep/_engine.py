@@ -115,7 +115,7 @@ class _Feeder(threading.Thread):
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.fed = 0
-        self.finished = False
+        self.finished = False  # every input was handed out (the user's queue: its ALL_DONE arrived)
 
     def _put(self, obj: Any) -> None:
         while not self.stop.is_set():
@@ -171,7 +171,9 @@ class _Feeder(threading.Thread):
                 for start, stop in batch_bounds(len(self.items), self.num_workers):
                     self._send(self.items[start:stop])  # a slice of a range is a range: a few bytes
             else:
-                while not self.stop.is_set():
+                while True:
+                    if self.stop.is_set():
+                        raise InterruptedError
                     try:
                         item = self.source.get(timeout=_POLL_S)
                     except queue.Empty:
@@ -356,11 +358,26 @@ def run_workers(
         progress.close()
         if feeder is not None:
             feeder.stop.set()
+            if source is not None and not feeder.finished:
+                # Stopped before the user's queue ended: its producer may be blocked on the full queue, and the
+                # interpreter's exit joins that process. Reading the queue to its ALL_DONE lets it finish.
+                threading.Thread(target=_drain, args=(source,), name="litdata-drain", daemon=True).start()
         _stop(list(procs.values()))
         for q in (work, events):
             if q is not None:
                 q.cancel_join_thread()
                 q.close()
+
+
+def _drain(source: Any) -> None:
+    """Read and drop what arrives on the user's queue until its :data:`ALL_DONE` (or the queue is closed)."""
+    while True:
+        try:
+            item = source.get()
+        except (EOFError, OSError, ValueError):
+            return
+        if isinstance(item, str) and item == ALL_DONE:
+            return
 
 
 def _stop(procs: list[Any]) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from litdata_format.lazy import lazy_module
 
-__version__ = "0.1.0"
+__version__ = "0.2.1000"
 
 if TYPE_CHECKING:
     from litdata_format import Audio as Audio

@@ -6,7 +6,6 @@
 
 from litracer._cli import main
 from litracer._convert import Conversion, convert_file, convert_lines, parse_line, write_trace
-
-__version__ = "0.1.0"
+from litracer._version import __version__
 
 __all__ = ["Conversion", "__version__", "convert_file", "convert_lines", "main", "parse_line", "write_trace"]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from litracer._convert import convert_file, write_trace
+from litracer._version import __version__
 
 __all__ = ["main"]
 
@@ -59,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-complete", action="store_true", help="keep B/E pairs instead of complete (X) events")
     parser.add_argument("--quiet", action="store_true", help="print only the one-line summary")
     parser.add_argument("--validate", action="store_true", help="read the output back and check every event")
+    parser.add_argument("--version", action="version", version=f"litracer {__version__}")
     args = parser.parse_args(argv)
 
     if not args.log.is_file():
