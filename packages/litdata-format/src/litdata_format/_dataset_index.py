@@ -62,11 +62,11 @@ def check_relative_path(name: Any, source: str, what: str) -> str:
 
 
 def check_chunk_filename(name: Any, source: str) -> str:
-    """``name`` if it is a path inside the dataset folder (:func:`check_relative_path`).
+    r"""``name`` if it is a path inside the dataset folder (:func:`check_relative_path`).
 
     A file name, or ``/``-separated folders and a file name (upstream's Hugging Face Parquet
     indexes list ``train/0000.parquet``). Chunk names must never point outside the dataset, nor at
-    hidden files (the cache's own), nor hold a ``\\``.
+    hidden files (the cache's own), nor hold a ``\``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")

@@ -12,8 +12,8 @@ from typing import Any, Literal, cast
 
 from torch.utils.data import Dataset, get_worker_info
 
-from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_format.internal import check_relative_path
+from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import is_disk_full, run_sync
 from litdata_raw._files import FileList, FileMetadata
 from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer
