@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -153,3 +154,41 @@ def test_counts_summing_past_int64_fail_naming_the_index_and_the_field(tmp_path:
     with pytest.raises(ValueError, match=rf"index\.json: the chunks' '{key}' values add up past 2\*\*63 - 1 at chunks"):
         dataset = StreamingDataset(str(tmp_path / "data"))
         len(dataset)
+
+
+_CLAIMS = """
+import resource, sys
+from litdata_stream import StreamingDataLoader, StreamingDataset
+resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # the 7.45 GiB the claim asked for fails here
+dataset = StreamingDataset(sys.argv[1], cache_dir=sys.argv[2], shuffle=sys.argv[3] == "shuffle")
+workers = int(sys.argv[4])
+try:
+    # A loop, not list(): list() would size itself by len(), which the claim makes 10**9.
+    for _ in StreamingDataLoader(dataset, batch_size=2, num_workers=workers) if workers else dataset:
+        pass
+except Exception as err:
+    print(f"{type(err).__name__}: {err}")
+"""
+
+
+@pytest.mark.parametrize(("shuffle", "workers"), [("plain", 0), ("shuffle", 0), ("shuffle", 1)])
+def test_a_chunk_claiming_a_billion_items_fails_naming_it(tmp_path: Path, shuffle: str, workers: int) -> None:
+    """Its count is checked against the chunk's header before the order of its items is allocated."""
+    import subprocess
+
+    writer = BinaryWriter(tmp_path / "data", chunk_size=2)
+    for i in range(4):
+        writer.write({"i": i})
+    writer.done()
+    writer.merge()
+    index_file = tmp_path / "data" / "index.json"
+    index = json.loads(index_file.read_text())
+    index["chunks"][1]["chunk_size"] = 10**9
+    index_file.write_text(json.dumps(index))
+    for url in (str(tmp_path / "data"), f"local:{tmp_path / 'data'}"):  # read in place, and through the cache
+        done = subprocess.run(
+            [sys.executable, "-c", _CLAIMS, url, str(tmp_path / "cache"), shuffle, str(workers)],
+            capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        assert done.stdout.startswith("ValueError: "), done.stdout
+        assert re.search(r"chunk \S*chunk-0-1\.bin: holds 2 items but index\.json says 1000000000", done.stdout)
