@@ -87,9 +87,9 @@ _OWN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getatt
 def _planted(path: Path, what: str) -> OSError:
     return OSError(
         errno.ELOOP,
-        f"{path} is {what}, not a file the cache made: refusing to write, read or delete through it (in a "
-        "cache folder shared with other users or jobs, someone may have planted it); remove it, or use a cache "
-        "folder only you can write to",
+        f"{path} is {what}, not one litdata made: refusing to write, read or delete through it (in a folder "
+        "shared with other users or jobs, someone may have planted it); remove it, or use a folder only you can "
+        "write to",
     )
 
 

@@ -42,6 +42,7 @@ from litdata_stream._posix import detect_posix
 from litdata_stream._protocol import LoaderPlan
 from litdata_stream._reader import ReadOwner, ReadState, StreamingReader
 from litdata_stream._source import check_verifiable
+from litdata_stream._state_fields import state_base, state_int, state_topology, state_upstream_order
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
 
 __all__ = ["StreamingDataset"]
@@ -562,7 +563,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
-        if state["num_samples"] != len(self._read.samples):
+        if state.get("num_samples") != len(self._read.samples):
             raise ValueError(
                 f"the state dict was recorded on a dataset of {state['num_samples']} samples but this one has "
                 f"{len(self._read.samples)}; it is not the same dataset (or subsample differs)"
@@ -584,16 +585,18 @@ class StreamingDataset(ReadOwner, IterableDataset):
                         f"{field}={state[field]!r} but this dataset has {field}={getattr(self, field)!r}; use the "
                         "same value or force_override_state_dict=True"
                     )
-        self._epochs.set(int(state["epoch"]))
+        where = f"StreamingDataset({self.input_dir!r})"
+        samples = len(self._read.samples)
+        topology = state_topology(state, "topology", where)
         self._resume = {
-            "epoch": int(state["epoch"]),
-            "base": [(int(a), int(b)) for a, b in state["base"]],
-            "topology": tuple(state["topology"]),
-            "batches": int(state["batches"]),
-            "first_worker": int(state["first_worker"]),
+            "epoch": state_int(state, "epoch", where),
+            "base": state_base(state, "base", where, samples),
+            "topology": topology.key,
+            "batches": state_int(state, "batches", where, high=samples),
+            "first_worker": state_int(state, "first_worker", where, high=topology.num_workers - 1),
         }
-        order = state.get("upstream_order")
-        self._read.upstream = (int(order[0]), list(order[1])) if order else None
+        self._epochs.set(self._resume["epoch"])
+        self._read.upstream = state_upstream_order(state, "upstream_order", where)
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""

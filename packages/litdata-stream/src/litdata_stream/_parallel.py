@@ -47,6 +47,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._protocol import LoaderPlan
 from litdata_stream._reader import StreamingReader
+from litdata_stream._state_fields import state_base, state_int, state_topology
 from litdata_stream._takers import Taker
 
 __all__ = ["ParallelStreamingDataset"]
@@ -407,17 +408,21 @@ class ParallelStreamingDataset(MixedDataset):
                 f"the state dict was recorded with length={state['length']!r} but this ParallelStreamingDataset "
                 f"has length={self._length_key!r}; use the same value or force_override_state_dict=True"
             )
-        if self._infinite and tuple(state["topology"]) != self._topology().key:
+        where = "ParallelStreamingDataset"
+        topology = state_topology(state, "topology", where)
+        if self._infinite and topology.key != self._topology().key:
             raise ValueError(_endless_topology_error(state["topology"], self._topology()))
-        epoch = int(state["epoch"])
+        epoch = state_int(state, "epoch", where)
+        length = state_int(state, "epoch_length", where)
         self._reset_to_epoch(epoch)
-        self._anchor = (epoch, int(state["offset"]), int(state["epoch_length"]))
+        self._anchor = (epoch, state_int(state, "offset", where), length)
         self._resume = {
             "epoch": epoch,
-            "base": [(int(a), int(b)) for a, b in state["base"]],
-            "topology": tuple(state["topology"]),
-            "batches": int(state["batches"]),
-            "first_worker": int(state["first_worker"]),
+            "base": state_base(state, "base", where, length),
+            "topology": topology.key,
+            # An endless dataset counts its batches on without end (its epoch_length is 0).
+            "batches": state_int(state, "batches", where, high=(1 << 63) - 1 if self._infinite else length),
+            "first_worker": state_int(state, "first_worker", where, high=topology.num_workers - 1),
         }
 
 
