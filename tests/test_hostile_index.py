@@ -285,3 +285,22 @@ def test_a_hostile_combined_state_dict_fails_naming_the_field(tmp_path: Path) ->
     bad = {**state["dataset"], "datasets": {**state["dataset"]["datasets"], "1": {**sub, "base": [[0, 1]] * 10**6}}}
     with pytest.raises(ValueError, match=r"CombinedStreamingDataset datasets\[1\]: .*state dict field 'base' must be"):
         combined().load_state_dict(bad)
+
+
+def test_a_hostile_upstream_state_dict_fails_naming_the_field(tmp_path: Path) -> None:
+    """Upstream LitData's layout (no 'base'): read by its own path, with the same checks."""
+    data = _small(tmp_path)
+    state = {"input_dir_path": str(data), "current_epoch": 1, "num_samples_yielded": 2, "num_workers": 2,
+             "batch_size": 2, "world_size": 1, "shuffle": False, "seed": 42, "drop_last": False}  # fmt: skip
+    for field, value, match in (
+        ("region_of_interest", [[0, 2]] * 10**6, "its region_of_interest does not cover"),
+        ("region_of_interest", [0] * 4, "its region_of_interest does not cover"),
+        ("world_size", [1] * 10**6, "state dict field 'world_size' must be an int from 1 to 1048576"),
+        ("num_workers", 10**7, "state dict field 'num_workers' must be an int from 0 to 1048576"),
+        ("num_samples_yielded", "2", "state dict field 'num_samples_yielded' must be an int"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            StreamingDataset(str(data)).load_state_dict({**state, field: value})
+    resumed = StreamingDataLoader(StreamingDataset(str(data)), batch_size=2, num_workers=2)
+    resumed.load_state_dict({"dataset": state, "current_epoch": 1, "num_samples_yielded": 2, "latest_worker_idx": 0})
+    assert len([int(i) for batch in resumed for i in batch["i"]]) == 6  # the real one resumes

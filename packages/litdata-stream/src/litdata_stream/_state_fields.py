@@ -12,10 +12,10 @@ from typing import Any
 
 from litdata_stream._plan import Topology
 
-__all__ = ["state_base", "state_int", "state_topology", "state_upstream_order"]
+__all__ = ["MAX_WORKER_SLOTS", "state_base", "state_int", "state_topology", "state_upstream_order"]
 
 # Ranks times workers a recorded topology may claim: its plans are made per worker.
-_MAX_WORKER_SLOTS = 1 << 20
+MAX_WORKER_SLOTS = 1 << 20
 _MAX_INT = (1 << 63) - 1
 
 
@@ -37,7 +37,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def state_int(state: Mapping[str, Any], field: str, where: str, low: int = 0, high: int = _MAX_INT) -> int:
+def state_int(
+    state: Mapping[str, Any], field: str, where: str, low: int = 0, high: int = _MAX_INT, default: int | None = None
+) -> int:
     """``state[field]``, an int from ``low`` to ``high``.
 
     Args:
@@ -46,10 +48,13 @@ def state_int(state: Mapping[str, Any], field: str, where: str, low: int = 0, hi
         where: names the state's owner in errors.
         low: the least value allowed.
         high: the greatest value allowed.
+        default: the value of a missing field (None: a missing field is refused).
 
     Raises:
         ValueError: the field is missing, not an int, or out of range (named).
     """
+    if default is not None and isinstance(state, Mapping) and field not in state:
+        return default
     value = _field(state, field, where)
     if not _is_int(value) or not low <= value <= high:
         raise _refuse(where, field, value, f"an int from {low} to {high}")
@@ -100,7 +105,7 @@ def state_topology(state: Mapping[str, Any], field: str, where: str) -> Topology
     """
     value = _field(state, field, where)
     should = (
-        f"[world_size, num_workers, batch_size, drop_last]: positive ints (at most {_MAX_WORKER_SLOTS} ranks "
+        f"[world_size, num_workers, batch_size, drop_last]: positive ints (at most {MAX_WORKER_SLOTS} ranks "
         "times workers) and a bool"
     )
     if not isinstance(value, (list, tuple)) or len(value) != 4:  # pyright: ignore[reportUnknownArgumentType]
@@ -109,7 +114,7 @@ def state_topology(state: Mapping[str, Any], field: str, where: str) -> Topology
     counts = (world, workers, batch)
     if not all(_is_int(n) and n >= 1 for n in counts) or not isinstance(drop_last, bool):
         raise _refuse(where, field, value, should)
-    if world * workers > _MAX_WORKER_SLOTS or batch > _MAX_INT:
+    if world * workers > MAX_WORKER_SLOTS or batch > _MAX_INT:
         raise _refuse(where, field, value, should)
     return Topology(world, workers, batch, drop_last)
 
