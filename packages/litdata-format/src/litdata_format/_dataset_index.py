@@ -25,26 +25,56 @@ __all__ = [
     "DatasetIndex",
     "Strings",
     "check_chunk_filename",
+    "check_relative_path",
     "int_field",
 ]
 
 INDEX_FILENAME = "index.json"
 
 
+# A '/'-separated path that stays inside the folder it is joined to: non-empty parts, none '.'
+# or '..', no NUL (a leading '/' is an empty first part).
+_INSIDE_PART = r"(?!\.\.?(?:/|\Z))[^/\x00]+"
+_INSIDE = re.compile(rf"(?:{_INSIDE_PART}/)*{_INSIDE_PART}")
+
+
+def check_relative_path(name: Any, source: str, what: str) -> str:
+    """``name`` if, joined to a folder, it names something inside that folder.
+
+    The one check of every name a dataset's own files give for other files: chunk filenames in
+    ``index.json`` and the keys a raw dataset's ``index.json.zstd`` lists. Both come from a bucket
+    or folder others can write, and are joined to the dataset's prefix and to the cache folder.
+
+    Args:
+        name: the name as the file gives it.
+        source: the file that gives it, for the error.
+        what: what the name is (``"chunk filename"``, ``"files[3]"``), for the error.
+
+    Raises:
+        ValueError: ``name`` is not a string, is absolute, or has an empty, ``.`` or ``..`` part.
+    """
+    if not isinstance(name, str) or not _INSIDE.fullmatch(name):
+        raise ValueError(
+            f"{source}: {what} {name!r} is not a relative path inside the dataset (no '..' or '.' parts, no "
+            "leading '/', no empty parts); refusing to use it"
+        )
+    return name
+
+
 def check_chunk_filename(name: Any, source: str) -> str:
-    """``name`` if it is a path inside the dataset folder.
+    r"""``name`` if it is a path inside the dataset folder (:func:`check_relative_path`).
 
     A file name, or ``/``-separated folders and a file name (upstream's Hugging Face Parquet
     indexes list ``train/0000.parquet``). Chunk names must never point outside the dataset, nor at
-    hidden files (the cache's own).
+    hidden files (the cache's own), nor hold a ``\``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
-    parts = name.split("/")
-    if "\\" in name or "\x00" in name or any(not part or part.startswith(".") for part in parts):
+    check_relative_path(name, source, "chunk filename")
+    if "\\" in name or any(part.startswith(".") for part in name.split("/")):
         raise ValueError(
-            f"{source}: chunk filename {name!r} is not a relative path inside the dataset (no '..', no leading "
-            "'/', no hidden or empty parts, no '\\'); refusing to use it"
+            f"{source}: chunk filename {name!r} is not a relative path inside the dataset: it names a hidden "
+            "file (the cache's own names start with '.') or holds a '\\'; refusing to use it"
         )
     return name
 

@@ -38,7 +38,7 @@ import numpy as np
 from litdata_format._dataset_index import ChunkTable, Strings
 from litdata_format._guards import is_str_dict
 
-__all__ = ["WINDOW", "scan_index"]
+__all__ = ["WINDOW", "DuplicateKeyError", "loads_unique", "scan_index"]
 
 # Reads ``count`` bytes at ``offset`` (fewer at the end): a file's pread, or a slice of bytes.
 Read = Callable[[int, int], bytes | memoryview]
@@ -432,16 +432,45 @@ def _scan(read: Read, size: int, window_size: int) -> tuple[ChunkTable, dict[str
     return _table(template, columns), rest
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object has ``key`` twice (``json.loads`` would keep the last one silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKeyError(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return found
+
+
+def loads_unique(text: str) -> Any:
+    """``json.loads`` of ``text``, refusing an object with a key twice.
+
+    Raises:
+        DuplicateKeyError: names the key.
+    """
+    return json.loads(text, object_pairs_hook=_unique)
+
+
 def _tail(read: Read, size: int, list_end: int) -> dict[str, Any]:
     """The index's other keys (``config``, ``updated_at``): what follows the list, as a JSON object."""
     data = bytes(read(list_end, size - list_end))
     comma = data.index(b",")
     try:
-        rest = json.loads("{" + data[comma + 1 :].decode("utf-8"))
+        rest = loads_unique("{" + data[comma + 1 :].decode("utf-8"))
+    except DuplicateKeyError:
+        raise
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _NotScanned from None
-    if not is_str_dict(rest) or "chunks" in rest:
-        raise _NotScanned  # a second "chunks" key would win in json.loads
+    if not is_str_dict(rest):
+        raise _NotScanned
+    if "chunks" in rest:
+        raise DuplicateKeyError("chunks")
     return rest
 
 

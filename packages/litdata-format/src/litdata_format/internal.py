@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from litdata_format._compression import decompress_file as decompress_file
     from litdata_format._dataset_index import ChunkTable as ChunkTable
     from litdata_format._dataset_index import Strings as Strings
+    from litdata_format._dataset_index import check_relative_path as check_relative_path
     from litdata_format._gather import SmallChunkRows as SmallChunkRows
     from litdata_format._index import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index import chunk_name as chunk_name

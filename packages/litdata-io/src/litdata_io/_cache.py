@@ -114,6 +114,7 @@ from litdata_io._cache_locks import (
     LEDGER,
     LOCK_SUFFIX,
     SH,
+    check_own_folders,
     clear_stale_staging,
     delete_if_unused,
     flock,
@@ -441,6 +442,7 @@ class ChunkCache:
         """
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
+        check_own_folders(self.cache_dir, final.parent)
         lock_path = final.parent / f".{final.name}{LOCK_SUFFIX}"
         url = self.storage.url_for(info.filename)
         try:
@@ -597,7 +599,7 @@ class ChunkCache:
             info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
-            os.utime(self.path_for(info), ns=(0, 0))
+            os.utime(self.path_for(info), ns=(0, 0), follow_symlinks=False)
         self.evict()
 
     def evict(self, incoming: int = 0) -> int:

@@ -37,7 +37,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from litdata_io import _process
-from litdata_io._cache_locks import EX, HOST, NB, flock, same_file
+from litdata_io._cache_locks import EX, HOST, NB, flock, open_own, same_file
 from litdata_io._cache_stall import ENV_STALL, download_stall_seconds, holder_state
 from litdata_io._instrument import probe
 
@@ -96,7 +96,7 @@ class Ledger:
         Without a lock (a stopped holder cannot block it): a read that overlaps a write is read again.
         """
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_own(self.path, os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
@@ -136,11 +136,11 @@ class Ledger:
 
     # -- holding ----------------------------------------------------------------------------------
     def _open(self, create: bool) -> int | None:
-        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
         while True:
             with _held_lock:  # registered before it can hold a lock: a fork never misses it
                 try:
-                    fd = os.open(self.path, flags, 0o644)
+                    fd = open_own(self.path, flags)
                 except FileNotFoundError:
                     if not create:
                         return None
@@ -214,8 +214,10 @@ class Ledger:
     def _take_over(self, watched: int, holder: str, state: str, stall_s: float) -> int | None:
         """Replace the ledger ``watched`` (held by a process not running) with one we hold; None if it changed."""
         fresh = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()  # a crashed takeover's (or something planted there): made anew, never opened
         with _held_lock:
-            fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fd = open_own(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             _held.add(fd)
         try:
             flock(fd, EX)  # nobody else opens this name

@@ -9,6 +9,12 @@ Every locker checks after locking that the path still names the inode it locked 
 have been deleted or replaced while it waited), so deleted files are never trusted. The kernel
 releases the locks of a dead process. Without ``fcntl`` (Windows) the locks are no-ops.
 
+A cache folder may be shared by several users or jobs, any of whom can plant a symbolic link (or
+a FIFO) where the cache keeps its own files. So every file of the cache is opened with
+:func:`open_own` (no link followed, only a regular file kept) and every folder checked with
+:func:`check_own_folders` before anything is written or deleted through it: a planted link is
+refused naming its path, never written through.
+
 A download stages its file in ``.{name}.{inode}.partial/``, named after the inode of the lock file
 it holds, so two downloads of one chunk never share a staging folder. A download that made no
 progress for a while is taken over (``_cache_stall``): its lock file is given a second name,
@@ -20,9 +26,11 @@ its chunk with its inode is held; anything else is a crashed download's leftover
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import socket
+import stat as stat_mode
 from pathlib import Path
 
 LOCK_SUFFIX = ".lock"  # a download's lock: ``.{chunk}.lock``
@@ -44,10 +52,12 @@ __all__ = [
     "SH",
     "STAGING_SUFFIX",
     "TAKEN_INFIX",
+    "check_own_folders",
     "clear_stale_staging",
     "delete_if_unused",
     "flock",
     "lock_exclusive",
+    "open_own",
     "open_pinned",
     "owner_held",
     "release_lock_file",
@@ -69,10 +79,82 @@ EX = fcntl.LOCK_EX if fcntl is not None else 0
 NB = fcntl.LOCK_NB if fcntl is not None else 0
 
 
-def same_file(fd: int, path: Path) -> os.stat_result | None:
-    """The path's stat if ``path`` still names the file open as ``fd``, else None."""
+# Never follow a link at the last part; never block opening a FIFO (it is refused once open).
+# O_NONBLOCK changes nothing for a regular file (reads, flock and mmap behave the same).
+_OWN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _planted(path: Path, what: str) -> OSError:
+    return OSError(
+        errno.ELOOP,
+        f"{path} is {what}, not one litdata made: refusing to write, read or delete through it (in a folder "
+        "shared with other users or jobs, someone may have planted it); remove it, or use a folder only you can "
+        "write to",
+    )
+
+
+def _link_or_kind(path: Path) -> str:
     try:
-        on_disk = os.stat(path)
+        return f"a symbolic link to {os.readlink(path)}"
+    except OSError:
+        return "not a regular file"
+
+
+def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
+    """Open the cache's own file ``path`` (``os.open`` ``flags``) without following a link.
+
+    Args:
+        path: a chunk, lock file or ledger in the cache folder.
+        flags: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...
+        mode: the permissions of a file created.
+
+    Raises:
+        FileNotFoundError: as ``os.open`` (nothing there, and no ``O_CREAT``).
+        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``; the message
+            names the path).
+    """
+    try:
+        fd = os.open(path, flags | _OWN_FLAGS, mode)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
+            raise _planted(path, _link_or_kind(path)) from None
+        raise
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat_mode.S_ISREG(kind):
+            raise _planted(path, "not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_own_folders(root: Path, folder: Path) -> None:
+    """Refuse ``folder`` unless it and every folder between it and ``root`` is a real folder (no link).
+
+    ``root`` (the cache folder the user chose) may itself be a link; what the cache makes inside
+    it must not be, or files would be written and deleted wherever the link points.
+
+    Args:
+        root: the cache folder.
+        folder: a folder inside it, already made.
+
+    Raises:
+        OSError: one of them is a link or not a folder (the message names it).
+    """
+    parts = folder.relative_to(root).parts
+    current = root
+    for part in parts:
+        current = current / part
+        kind = os.lstat(current).st_mode
+        if not stat_mode.S_ISDIR(kind):
+            raise _planted(current, _link_or_kind(current) if stat_mode.S_ISLNK(kind) else "not a folder")
+
+
+def same_file(fd: int, path: Path) -> os.stat_result | None:
+    """The path's stat if ``path`` still names the file open as ``fd`` (itself, not through a link), else None."""
+    try:
+        on_disk = os.lstat(path)
     except FileNotFoundError:
         return None
     mine = os.fstat(fd)
@@ -82,7 +164,7 @@ def same_file(fd: int, path: Path) -> os.stat_result | None:
 def open_pinned(path: Path) -> int | None:
     """Open ``path`` holding a shared lock on it, or None if it is not (or no longer) there."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_own(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
@@ -94,7 +176,7 @@ def open_pinned(path: Path) -> int | None:
             return None
         if stat.st_mtime_ns == 0:  # consumed earlier, wanted again: it is recent once more
             with contextlib.suppress(OSError):
-                os.utime(path)
+                os.utime(fd)
     except BaseException:
         os.close(fd)
         raise
@@ -104,7 +186,7 @@ def open_pinned(path: Path) -> int | None:
 def delete_if_unused(path: Path) -> bool:
     """Delete ``path`` unless some process holds a lock on it; True if it was deleted."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_own(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return False
     try:
@@ -125,7 +207,7 @@ def delete_if_unused(path: Path) -> bool:
 def _open_lock_file(path: Path) -> int:
     while True:
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            return open_own(path, os.O_RDWR | os.O_CREAT)
         except FileNotFoundError:  # the folder was removed (cache clear): make it again
             path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -179,7 +261,7 @@ def owner_held(final: Path, inode: int) -> bool:
     lock_path = final.with_name(f".{final.name}{LOCK_SUFFIX}")
     for name in (lock_path, taken_path(lock_path, inode)):
         try:
-            fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_own(name, os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
@@ -238,7 +320,7 @@ def reservation(path: Path) -> int:
     for itself).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_own(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return 0
     try:

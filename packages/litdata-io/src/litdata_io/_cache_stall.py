@@ -39,6 +39,7 @@ from litdata_io._cache_locks import (
     NB,
     flock,
     lock_exclusive,
+    open_own,
     same_file,
     staging_path,
     taken_path,
@@ -319,7 +320,9 @@ def _take_over(
             os.close(lock_fd)
         second = taken_path(lock_path, inode)
         fresh = lock_path.with_name(f"{lock_path.name}.{os.getpid()}.new")
-        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()  # a crashed takeover's (or something planted there): made anew, never opened
+        fd = open_own(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         try:
             flock(fd, EX)
             os.pwrite(fd, b"0 %d %s" % (os.getpid(), HOST.encode("utf-8", "replace")), 0)

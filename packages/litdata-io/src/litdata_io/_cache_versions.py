@@ -20,6 +20,7 @@ from pathlib import Path
 
 from litdata_format.internal import write_file_atomic
 from litdata_io._cache_clear import clear_cache
+from litdata_io._cache_locks import check_own_folders
 
 __all__ = ["check_version", "claim_version", "dataset_version", "file_version", "mark_version"]
 
@@ -101,6 +102,8 @@ def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> 
     """
     root = Path(cache_dir)
     folder = root / check_version(version)
+    folder.mkdir(parents=True, exist_ok=True)
+    check_own_folders(root, folder)
     mark_version(folder, url)
     for entry in os.scandir(root):
         if entry.name == version or entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
 from litdata_io import Dir
-from litdata_io.internal import PerProcess
+from litdata_io.internal import PerProcess, check_own_folders
 
 if TYPE_CHECKING:
     from litdata_io import Storage
@@ -111,10 +111,26 @@ class Output:
     # -- writing --------------------------------------------------------------------------------
     def write_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` whole (a temporary name and a rename locally)."""
+        self._own_folder(key)
         self.storage.put(key, json.dumps(obj, sort_keys=True).encode())
+
+    def _own_folder(self, key: str, make: bool = True) -> None:
+        """Make the local folder of ``key`` (if ``make``); refuse one that is a link (``.checkpoints`` planted as one).
+
+        In an output folder others can write to, a link would send our files wherever it points.
+        """
+        if self.is_remote or "/" not in key:
+            return
+        folder = (self.local_path / key).parent
+        if make:
+            folder.mkdir(parents=True, exist_ok=True)
+        elif not os.path.lexists(folder):
+            return
+        check_own_folders(self.local_path, folder)
 
     def put_file(self, source: str | os.PathLike[str], key: str, move: bool = True) -> None:
         """Publish the local file ``source`` at ``key`` (moved when ``move``: renamed into a local output)."""
+        self._own_folder(key)
         if move and not self.is_remote:
             dest = self.local_path / key
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +145,7 @@ class Output:
 
     def delete(self, key: str) -> None:
         """Delete ``key``; in a local output, with the folders it leaves empty (``.checkpoints/``)."""
+        self._own_folder(key, make=False)
         self.storage.delete(key)
         if self.is_remote:
             return

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from torch.utils.data import Dataset, get_worker_info
 
-from litdata_format.internal import add_note
+from litdata_format.internal import add_note, check_relative_path
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import is_disk_full, run_sync
 from litdata_raw._files import FileList, FileMetadata
@@ -266,7 +267,8 @@ class StreamingRawDataset(Dataset[Any]):
                 f"{path} is not inside {self._root}: the cached index belongs to another location; "
                 "rebuild it with recompute_index=True"
             )
-        return path[len(base) :]
+        # The listing was checked as loaded; setup() may have made other items.
+        return check_relative_path(path[len(base) :], f"file {path}", "the path after the dataset's folder")
 
     async def _fetch(self, meta: FileMetadata, gate: asyncio.Semaphore) -> bytes | str:
         try:
@@ -280,7 +282,7 @@ class StreamingRawDataset(Dataset[Any]):
                 async with gate:
                     return await self._storage.aget(key)
             local = Path(self._files_dir) / key
-            if not (local.is_file() and local.stat().st_size == meta.size):
+            if _kept_size(local) != meta.size:
                 async with gate:
                     await self._storage.adownload(key, local)
             return str(local) if self.item_type == "path" else await asyncio.to_thread(local.read_bytes)
@@ -296,6 +298,15 @@ class StreamingRawDataset(Dataset[Any]):
                 "cache_files=False to read the files without keeping them",
                 self._files_dir,
             ) from err
+
+
+def _kept_size(local: Path) -> int | None:
+    """The size of the kept copy ``local``, None unless it is a regular file (a link planted there is not ours)."""
+    try:
+        found = os.lstat(local)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return found.st_size if stat.S_ISREG(found.st_mode) else None
 
 
 def _gone(meta: FileMetadata, err: OSError) -> FileNotFoundError:

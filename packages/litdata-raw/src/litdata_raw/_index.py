@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litdata_format.internal import atomic_file, write_file_atomic
+from litdata_format.internal import atomic_file, check_relative_path, write_file_atomic
 from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
 from litdata_raw._files import FileList, FileListBuilder, FileMetadata
 from litdata_raw._index_codec import read_index, write_index
@@ -118,11 +118,12 @@ class BaseIndexer(ABC):
         local_index = Path(cache_dir) / INDEX_FILENAME
         remote = None if _is_local(input_dir) else get_storage(input_dir, storage_options)
         if not recompute_index:
-            files = _load_cached(local_index, remote)
+            files, listing = _load_cached(local_index, remote)
             # A listing of another folder (a cache_dir shared by two datasets) is not this one's.
-            if files and _all_under(files, input_dir):
+            if files and _is_listing_of(files, input_dir, listing):
                 return files
         files = FileList.from_files(self.discover_files(input_dir, storage_options))
+        _is_listing_of(files, input_dir, f"the listing of {input_dir}")  # keys that leave it: refused here too
         if not files:
             raise ValueError(
                 f"No files found in {input_dir}: put the files there, or check the path "
@@ -162,49 +163,61 @@ def _read_local(local_index: Path) -> FileList | None:
         return None
 
 
-def _all_under(files: FileList, root: str) -> bool:
-    """Whether every file (as the indexer joined its path) lies under the dataset folder ``root``."""
-    sep = "/" if "://" in root or root.startswith("local:") else os.sep
-    base = root.rstrip(sep) + sep
-    if files.prefix.startswith(base):
-        return True  # the common start of all paths: no path to make
-    return all(path.startswith(base) for paths, _ in files.blocks() for path in paths)
+def _is_listing_of(files: FileList, root: str, listing: str) -> bool:
+    """Whether every path of ``files`` is a file inside the dataset folder ``root``.
+
+    A path outside ``root`` makes it another folder's listing (a ``cache_dir`` shared by two
+    datasets): False, the folder is listed again. A path that starts with ``root`` but leaves it
+    (``root/../../etc/hostname``, ``root//abs/path``) is refused: a listing is data from the bucket
+    or a shared cache, and its paths are read and joined to the cache folder.
+
+    Raises:
+        ValueError: a path leaves ``root``; names ``listing`` and the entry.
+    """
+    base = _join(root, "")
+    suspects = files.suspects(base)  # on the buffers at C speed: most listings have none
+    for position in range(len(files)) if suspects is None else suspects:
+        path = files.path(position)
+        if not path.startswith(base):
+            return False
+        check_relative_path(path[len(base) :], listing, f"files[{position}] ({path}): the path after {base}")
+    return True
 
 
-def _load_cached(local_index: Path, remote: Storage | None) -> FileList | None:
-    """The cached listing, or None if there is neither a local nor a remote one.
+def _load_cached(local_index: Path, remote: Storage | None) -> tuple[FileList | None, str]:
+    """The cached listing (None if there is neither a local nor a remote one) and where it was read.
 
     The local copy, unless the remote index is another object than the one it was copied from
     (then the remote one, copied).
     """
     local = _read_local(local_index)
     if remote is None:
-        return local
+        return local, str(local_index)
     tag_file = local_index.with_name(_REMOTE_TAG)
     where = remote.url_for(INDEX_FILENAME)
     try:
         tag = _tag(remote.head(INDEX_FILENAME))
         if local and tag_file.is_file() and tag_file.read_bytes() == tag:
-            return local
+            return local, f"{local_index} (a copy of {where})"
         # Downloaded to a file and parsed from it: the index of a big bucket is never in memory whole.
         fresh = local_index.with_name(f".{INDEX_FILENAME}.{os.getpid()}.download")
         remote.download(INDEX_FILENAME, fresh)
     except FileNotFoundError:
-        return local  # never shared (read-only credentials): the local listing is the only one
+        return local, str(local_index)  # never shared (read-only credentials): the local listing is the only one
     except Exception as err:  # listing will hit the same store and report the problem clearly
         logger.warning("could not read %s: %s", where, err)
-        return local
+        return local, str(local_index)
     try:
         with open(fresh, "rb") as handle:
             files = read_index(handle, where)
         os.replace(fresh, local_index)
     except ValueError as err:
         logger.warning("ignoring the remote index: %s", err)
-        return local
+        return local, str(local_index)
     finally:
         fresh.unlink(missing_ok=True)
     write_file_atomic(tag_file, tag)
-    return files
+    return files, where
 
 
 class FileIndexer(BaseIndexer):

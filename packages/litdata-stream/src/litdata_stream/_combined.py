@@ -38,6 +38,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
+from litdata_stream._state_fields import state_base, state_int, state_topology
 from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
 
@@ -331,20 +332,27 @@ class CombinedStreamingDataset(MixedDataset):
         # Forced onto other draw settings, the recorded draws cannot be replayed: continue like
         # under another topology, from what each sub-dataset had not consumed.
         replayable = all(state_dict[field] == getattr(self, field) for field in fields)
-        epoch = int(state_dict["epoch"])
+        where = "CombinedStreamingDataset"
+        epoch = state_int(state_dict, "epoch", where)
         self._reset_to_epoch(epoch)
+        subs = state_dict.get("datasets")
+        if not isinstance(subs, dict) or set(subs) != {str(d) for d in range(len(self._datasets))}:  # pyright: ignore[reportUnknownArgumentType]
+            raise ValueError(f"{where}: state dict field 'datasets' must hold one state per dataset "
+                             f"('0' to '{len(self._datasets) - 1}'), got {subs!r:.100}")  # fmt: skip
         bases, remaining = [], []
         for d in range(len(self._datasets)):
-            sub = state_dict["datasets"][str(d)]
-            base = [(int(a), int(b)) for a, b in sub["base"]]
-            plans = split_base(base, Topology(*sub["topology"]))
-            remaining.append(remaining_base(plans, sub["consumed"], self._readers[d].epoch_order(epoch)))
+            sub: dict[str, Any] = subs[str(d)]  # pyright: ignore[reportUnknownVariableType]
+            order = self._readers[d].epoch_order(epoch)
+            base = state_base(sub, "base", f"{where} datasets[{d}]", len(order))
+            plans = split_base(base, state_topology(sub, "topology", f"{where} datasets[{d}]"))
+            remaining.append(remaining_base(plans, sub["consumed"], order))
             bases.append(base)
+        topology = state_topology(state_dict, "topology", where)
         self._resume = {
             "epoch": epoch,
-            "segment": int(state_dict["segment"]),
-            "topology": tuple(state_dict["topology"]) if replayable else None,
-            "batches": int(state_dict["batches"]),
+            "segment": state_int(state_dict, "segment", where),
+            "topology": topology.key if replayable else None,
+            "batches": state_int(state_dict, "batches", where),
             "bases": bases,
             "remaining": remaining,
         }

@@ -42,6 +42,7 @@ from litdata_stream._posix import detect_posix
 from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import ReadOwner, ReadState, StreamingReader, dataset_label
 from litdata_stream._source import check_verifiable
+from litdata_stream._state_fields import state_base, state_int, state_topology, state_upstream_order
 from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
 
 __all__ = ["StreamingDataset"]
@@ -554,7 +555,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         The state may also be one recorded by upstream LitData's ``StreamingDataset`` (see ``_upstream_state``).
 
         Args:
-            state_dict: A dict from :meth:`state_dict`, or upstream LitData's ``StreamingDataset`` state.
+            state_dict: A dict from :meth:`state_dict`, or upstream LitData's ``StreamingDataset`` state_dict.
 
         Raises:
             ValueError: the state is not a StreamingDataset's, or was recorded on another dataset or (unless
@@ -581,7 +582,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
                 f"this state dict was written neither by this StreamingDataset (no state_version {_STATE_VERSION}) "
                 "nor by upstream LitData's (no input_dir_path, region_of_interest or sample_in_epoch)"
             )
-        if state_dict["num_samples"] != len(self._read.samples):
+        if state_dict.get("num_samples") != len(self._read.samples):
             raise ValueError(
                 f"the state dict was recorded on a dataset of {state_dict['num_samples']} samples but this one has "
                 f"{len(self._read.samples)}; it is not the same dataset (or subsample differs)"
@@ -603,16 +604,18 @@ class StreamingDataset(ReadOwner, IterableDataset):
                         f"with {field}={state_dict[field]!r} but this dataset has {field}={getattr(self, field)!r}; "
                         "use the same value or force_override_state_dict=True"
                     )
-        self._epochs.set(int(state_dict["epoch"]))
+        where = dataset_label(self)
+        samples = len(self._read.samples)
+        topology = state_topology(state_dict, "topology", where)
         self._resume = {
-            "epoch": int(state_dict["epoch"]),
-            "base": [(int(a), int(b)) for a, b in state_dict["base"]],
-            "topology": tuple(state_dict["topology"]),
-            "batches": int(state_dict["batches"]),
-            "first_worker": int(state_dict["first_worker"]),
+            "epoch": state_int(state_dict, "epoch", where),
+            "base": state_base(state_dict, "base", where, samples),
+            "topology": topology.key,
+            "batches": state_int(state_dict, "batches", where, high=samples),
+            "first_worker": state_int(state_dict, "first_worker", where, high=topology.num_workers - 1),
         }
-        order = state_dict.get("upstream_order")
-        self._read.upstream = (int(order[0]), list(order[1])) if order else None
+        self._epochs.set(self._resume["epoch"])
+        self._read.upstream = state_upstream_order(state_dict, "upstream_order", where)
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""

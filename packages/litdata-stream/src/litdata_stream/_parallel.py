@@ -47,6 +47,7 @@ from litdata_stream._plan import (
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._reader import StreamingReader
+from litdata_stream._state_fields import state_base, state_int, state_topology
 from litdata_stream._takers import Taker
 
 __all__ = ["ParallelStreamingDataset"]
@@ -410,17 +411,21 @@ class ParallelStreamingDataset(MixedDataset):
                 f"the state dict was recorded with length={state_dict['length']!r} but this ParallelStreamingDataset "
                 f"has length={self._length_key!r}; use the same value or force_override_state_dict=True"
             )
-        if self._infinite and tuple(state_dict["topology"]) != self._topology().key:
+        where = "ParallelStreamingDataset"
+        topology = state_topology(state_dict, "topology", where)
+        if self._infinite and topology.key != self._topology().key:
             raise ValueError(_endless_topology_error(state_dict["topology"], self._topology()))
-        epoch = int(state_dict["epoch"])
+        epoch = state_int(state_dict, "epoch", where)
+        length = state_int(state_dict, "epoch_length", where)
         self._reset_to_epoch(epoch)
-        self._anchor = (epoch, int(state_dict["offset"]), int(state_dict["epoch_length"]))
+        self._anchor = (epoch, state_int(state_dict, "offset", where), length)
         self._resume = {
             "epoch": epoch,
-            "base": [(int(a), int(b)) for a, b in state_dict["base"]],
-            "topology": tuple(state_dict["topology"]),
-            "batches": int(state_dict["batches"]),
-            "first_worker": int(state_dict["first_worker"]),
+            "base": state_base(state_dict, "base", where, length),
+            "topology": topology.key,
+            # An endless dataset counts its batches on without end (its epoch_length is 0).
+            "batches": state_int(state_dict, "batches", where, high=(1 << 63) - 1 if self._infinite else length),
+            "first_worker": state_int(state_dict, "first_worker", where, high=topology.num_workers - 1),
         }
 
 

@@ -211,6 +211,7 @@ class StreamingReader(PassReader):
         transform = self._transformed if self._state.transformed else None
         for piece in pieces:
             chunk = piece.chunk
+            source.chunk(chunk)  # its item count checked against its header before its order is made
             within = order.within(chunk)[piece.lo : piece.hi]
             start = int(samples.starts[chunk])
             doing = partial(reading, source, chunk)

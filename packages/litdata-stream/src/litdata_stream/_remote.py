@@ -18,7 +18,7 @@ from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
 from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
-from litdata_io.internal import file_version, is_disk_full
+from litdata_io.internal import check_own_folders, file_version, is_disk_full
 from litdata_stream._parquet_index import remote_parquet_index
 from litdata_stream._source import ChunkOpener, ChunkOrigin
 
@@ -134,6 +134,7 @@ def _fetch_index(
     version = file_version(storage.url, download)
     target = cache_dir / version / INDEX_FILENAME
     target.parent.mkdir(parents=True, exist_ok=True)
+    check_own_folders(cache_dir, target.parent)  # a link planted in a shared cache is not written through
     os.replace(download, target)  # tells a later open the cache was not cleared
     return index, version, where
 

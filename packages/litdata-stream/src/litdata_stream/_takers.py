@@ -22,6 +22,10 @@ from litdata_io.internal import Token, activity_begin, activity_end, probe
 from litdata_stream._plan import EpochOrder, Interval
 from litdata_stream._source import ChunkSource, LocalSource
 
+# A chunk read by rows (small local chunks) is opened only if it must be; past this many items its
+# order is made only once it is open, its count checked against its header.
+_ORDER_UNOPENED = 1 << 16
+
 __all__ = ["GatheringTaker", "SampleTaker", "Taker", "reading"]
 
 
@@ -160,15 +164,17 @@ class GatheringTaker:
         piece = next(self._pieces, None)
         if piece is None:
             return False
-        within = self._order.within(piece.chunk)[piece.lo : piece.hi]
-        kept = self._kept.items(piece.chunk)
-        self._chunk, self._taken = piece.chunk, 0
-        self._items = within if kept is None else kept[within]
         source, chunk = self._source, piece.chunk
+        self._chunk, self._taken = chunk, 0
+        if self._rows is None or int(self._order.chunk_lengths[chunk]) > _ORDER_UNOPENED:
+            # Opened first: its item count is checked against its header before its order is made
+            # (an index claiming 10**9 items in a small chunk would allocate gigabytes).
+            self._opened = source.chunk(chunk)
+        within = self._order.within(chunk)[piece.lo : piece.hi]
+        kept = self._kept.items(chunk)
+        self._items = within if kept is None else kept[within]
         doing = partial(reading, source, chunk) if board else None
         self._reading = probe.begin("read", "read", doing, chunk=chunk, samples=len(self._items))
-        if self._rows is None:
-            self._opened = source.chunk(chunk)
         return True
 
 

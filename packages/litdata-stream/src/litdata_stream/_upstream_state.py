@@ -33,6 +33,7 @@ from litdata_stream._plan import (
     remaining_base,
     split_base,
 )
+from litdata_stream._state_fields import MAX_WORKER_SLOTS, state_int
 
 __all__ = [
     "UpstreamOrder",
@@ -99,20 +100,27 @@ def upstream_resume(state: dict[str, Any], where: str, lengths: Sequence[int], s
         if field in state and state[field] != ours:
             raise refuse(f"it was recorded with {field}={state[field]!r} but this dataset has {field}={ours!r}")
     roi = state.get("region_of_interest")
-    if roi is not None and [tuple(r) for r in roi] != [(0, n) for n in lengths]:
+    if roi is not None and not _whole_chunks(roi, lengths):
         raise refuse(
             "it was recorded on a subsampled dataset (or another one: its region_of_interest does not cover "
             f"this dataset's {len(lengths)} chunks of {list(lengths)[:8]}... samples); subsample is not resumed"
         )
-    world = int(state.get("world_size", 1))
-    workers = max(1, int(state.get("num_workers", 1)))
-    batch = max(1, int(state.get("batch_size", 1)))
+    world = state_int(state, "world_size", where, low=1, high=MAX_WORKER_SLOTS, default=1)
+    workers = max(1, state_int(state, "num_workers", where, high=MAX_WORKER_SLOTS // world, default=1))
+    batch = max(1, state_int(state, "batch_size", where, default=1))
     return UpstreamResume(
-        epoch=int(state.get("current_epoch", 1)),
+        epoch=state_int(state, "current_epoch", where, default=1),
         topology=Topology(world, workers, batch, bool(state.get("drop_last", False))),
         item_window=_item_window(state.get("item_shuffle_window", 0)),
-        samples_yielded=int(state.get("num_samples_yielded", 0)),
+        samples_yielded=state_int(state, "num_samples_yielded", where, default=0),
     )
+
+
+def _whole_chunks(roi: Any, lengths: Sequence[int]) -> bool:
+    """Whether upstream's ``region_of_interest`` is every chunk whole, ``[(0, n), ...]`` (a long list unread)."""
+    if not isinstance(roi, (list, tuple)) or len(roi) != len(lengths):  # pyright: ignore[reportUnknownArgumentType]
+        return False
+    return all(isinstance(r, (list, tuple)) and tuple(r) == (0, n) for r, n in zip(roi, lengths))  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _item_window(value: Any) -> int:
