@@ -166,6 +166,14 @@ class Authority:
             self.failed += 1
             return self.failing_how
 
+    def revoke(self) -> int:
+        """Revoke every temporary key handed out so far (the bucket then refuses it as unknown); how many."""
+        with self.lock:
+            revoked = [key for key, issued in self.issued.items() if issued.source != "static"]
+            for key in revoked:
+                del self.issued[key]
+            return len(revoked)
+
     def register_static(self, access_key: str, secret_key: str, services: tuple[str, ...] = ("s3", "sts")) -> None:
         """Accept a never-expiring key pair (a profile's static keys) for ``services``."""
         with self.lock:

@@ -215,8 +215,21 @@ class ObstoreStorage(Storage):
         return self._store.get(self._build)
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        signer: list[Any] = [None]  # the client the last attempt signed with
+
+        async def signed() -> Any:
+            signer[0] = self._client()
+            return await attempt()
+
+        def renew() -> None:
+            # The server refused its keys: drop that client, so the next attempt builds one that asks
+            # the source for keys (a cached client keeps its keys until their advertised end). Only if
+            # it is still the current one: requests refused at once renew it once.
+            if self._store.peek() is signer[0]:
+                self._store.clear()
+
         return await retry_call(
-            attempt, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets()
+            signed, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets(), renew=renew
         )
 
     # -- primitives -------------------------------------------------------------------------------
