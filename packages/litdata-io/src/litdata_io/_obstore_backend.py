@@ -40,6 +40,7 @@ from litdata_io._requests import (
     Listing,
     ListingPage,
     Put,
+    PutNew,
     Request,
     Upload,
 )
@@ -338,6 +339,23 @@ class ObstoreStorage(Storage):
             )
 
         await self._call("PUT", key, attempt)
+
+    @_served(PutNew)
+    async def aput_new(self, key: str, data: bytes) -> bool:
+        self._refuse_write("PUT", key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+
+        async def attempt() -> bool:
+            try:  # If-None-Match: * (S3, GCS and Azure check it)
+                await obstore.put_async(self._client(), key, data, mode="create")
+            except Exception as exc:
+                if type(exc).__name__ == "AlreadyExistsError":  # obstore's, without importing its exceptions
+                    return False
+                raise
+            return True
+
+        return await self._call("PUT", key, attempt)
 
     @_served(Delete)
     async def adelete(self, key: str) -> None:
