@@ -14,14 +14,15 @@ import os
 import re
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
 from litdata_format._guards import is_any_list, is_str_dict
-from litdata_format._index_scan import scan_index
+from litdata_format._index_scan import Read, scan_index
+from litdata_format._index_skim import skim_object
 from litdata_format._mds import parse_mds_index
 
 __all__ = [
@@ -228,11 +229,22 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """
     if isinstance(obj, bytes):
         raw = memoryview(obj)
-        scanned = scan_index(lambda offset, count: raw[offset : offset + count], len(raw))
-        if scanned is not None:
-            return _checked(scanned[1], source, scanned[0])
-        obj = _decode(obj, source)
+        return _parsed(lambda offset, count: raw[offset : offset + count], len(raw), source, lambda: obj)
     return _checked(obj, source, None)
+
+
+def _parsed(read: Read, size: int, source: str, whole: Callable[[], bytes]) -> DatasetIndex:
+    """The index in the bytes ``read`` gives.
+
+    Scanned (``_index_scan``), else its top level walked (``_index_skim``: the values no reader
+    uses are not built), else (not walkable) ``whole()`` parsed by ``json.loads``, which says
+    what is wrong.
+    """
+    scanned = scan_index(read, size)
+    if scanned is not None:
+        return _checked(scanned[1], source, scanned[0])
+    skimmed = skim_object(read, size)
+    return _checked(skimmed if skimmed is not None else _decode(whole(), source), source, None)
 
 
 def _checked(obj: Any, source: str, table: ChunkTable | None) -> DatasetIndex:
@@ -302,13 +314,9 @@ def _read_index(fd: int, source: str) -> DatasetIndex:
     """The index in the file open as ``fd`` (closed here): scanned window by window, else parsed whole."""
     try:
         size = os.fstat(fd).st_size
-        scanned = scan_index(lambda offset, count: os.pread(fd, count, offset), size)
-        if scanned is not None:
-            return _checked(scanned[1], source, scanned[0])
-        raw = _read_all(fd, size)
+        return _parsed(lambda offset, count: os.pread(fd, count, offset), size, source, lambda: _read_all(fd, size))
     finally:
         os.close(fd)
-    return _checked(_decode(raw, source), source, None)  # not scanned again: parsed whole
 
 
 def _read_all(fd: int, size: int) -> bytes:
