@@ -114,9 +114,11 @@ def main() -> None:
                 for lib, found in runs.items()
             }
             ours, theirs = med["ours"], med["upstream"]
+            time_ratio = ours["seconds"] / theirs["seconds"]
+            memory_ratio = ours["grown"] / max(theirs["grown"], 1)
             print(
-                f"| {case} | {ours['seconds']:.2f} | {theirs['seconds']:.2f} | {ours['seconds'] / theirs['seconds']:.2f} "
-                f"| {ours['grown'] / 1e6:.0f} | {theirs['grown'] / 1e6:.0f} | {ours['grown'] / max(theirs['grown'], 1):.2f} |",
+                f"| {case} | {ours['seconds']:.2f} | {theirs['seconds']:.2f} | {time_ratio:.2f} "
+                f"| {ours['grown'] / 1e6:.0f} | {theirs['grown'] / 1e6:.0f} | {memory_ratio:.2f} |",
                 flush=True,
             )
 
