@@ -52,8 +52,9 @@ if sys.argv[1] == "ours":
         return len(load_index(folder).chunks)
 else:
     from litdata.streaming.config import ChunksConfig
+    from litdata.streaming.serializers import _SERIALIZERS
     def run(folder):
-        return len(ChunksConfig.load(folder, serializers={}, remote_dir=None).intervals)
+        return len(ChunksConfig.load(folder, serializers=_SERIALIZERS, remote_dir=None).intervals)
 before, started = peak(), time.perf_counter()
 count = run(sys.argv[2])
 print(json.dumps({"seconds": time.perf_counter() - started, "grown": peak() - before, "chunks": count}))

@@ -72,7 +72,7 @@ def test_keys_refused_early_are_fetched_anew_from_their_source(
         issued = keys.issued(f"{source}/")
     assert result["error"] is None, result["error"]
     assert [sorted(epoch) for epoch in result["samples"]] == [list(range(N))] * EPOCHS
-    verdict = "expired key" if how == "expired early" else "unknown key"
+    verdict = "expired key" if how == "expired early" else "revoked key"
     assert refusals, "the keys were never refused: the test did not test anything"
     assert {entry[1] for entry in refusals} <= {verdict, "late arrival"}, refusals
     assert issued[SOURCES[source]] > PROCESSES, issued  # fetched anew after refusals, not only at start
