@@ -96,7 +96,7 @@ def measure(python: str, lib: str, folder: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--chunks", type=int, default=1_000_000)
     args = parser.parse_args()
