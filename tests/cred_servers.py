@@ -127,6 +127,7 @@ class Authority:
     failing: int = 0  # requests for keys still to fail (fail_next)
     failing_how: str = "500"
     failed: int = 0  # requests for keys failed so far
+    revoked: set[str] = field(default_factory=set)  # keys revoke() took back
     lock: threading.Lock = field(default_factory=threading.Lock)
     _serial: Iterator[int] = field(default_factory=itertools.count)
 
@@ -165,6 +166,15 @@ class Authority:
             self.failing -= 1
             self.failed += 1
             return self.failing_how
+
+    def revoke(self) -> int:
+        """Revoke every temporary key handed out so far (refused from now on: 403 ``InvalidAccessKeyId``); how many."""
+        with self.lock:
+            revoked = [key for key, issued in self.issued.items() if issued.source != "static"]
+            for key in revoked:
+                del self.issued[key]
+            self.revoked.update(revoked)
+            return len(revoked)
 
     def register_static(self, access_key: str, secret_key: str, services: tuple[str, ...] = ("s3", "sts")) -> None:
         """Accept a never-expiring key pair (a profile's static keys) for ``services``."""
@@ -292,7 +302,8 @@ def _verify(
     with authority.lock:
         issued = authority.issued.get(access_key)
     if issued is None:
-        return "unknown key", None
+        with authority.lock:
+            return ("revoked key" if access_key in authority.revoked else "unknown key"), None
     late = time.monotonic() - issued.accepted_until
     if late > 0:
         return _expired_verdict(lower.get("x-amz-date", ""), time.time() - late), None
@@ -547,6 +558,7 @@ _REFUSALS: dict[str, str | None] = {
     "expired key": "400:ExpiredToken",
     "late arrival": "400:ExpiredToken",
     "unknown key": "403:InvalidAccessKeyId",
+    "revoked key": "403:InvalidAccessKeyId",
     "bad signature": "403:SignatureDoesNotMatch",
 }
 

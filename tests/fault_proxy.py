@@ -10,6 +10,9 @@ Actions:
         ``"400:ExpiredToken"``: that status with that error code.
     ``"reset"``: close the connection with a TCP RST before answering.
     ``"reset_body"``: forward, send the headers and half the body, then RST.
+    ``"cut_body"``: forward half the body as if it were whole (its ``Content-Length`` says half,
+        as a middlebox whose upstream connection dropped sends what it got), then close cleanly:
+        the client sees a complete answer that is too short, not a reset.
     ``"stall"``: wait ``stall`` seconds without answering, then drop the connection.
     ``"delay"``: hold the request ``stall`` seconds, then forward it (a request that reaches the
         server late, as one sent by a process paused after it signed it).
@@ -147,12 +150,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif action == "stall":
             self.proxy.stopping.wait(fault.stall)
             self._reset()
-        elif action == "reset_body":
-            self._relay(*self._forward(body), cut=True)
+        elif action in ("reset_body", "cut_body"):
+            self._relay(*self._forward(body), cut=action)
         else:  # pragma: no cover - a typo in a test's script
             raise ValueError(f"unknown fault action {action!r}")
 
-    def _relay(self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes, cut: bool = False) -> None:
+    def _relay(self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes, cut: str = "") -> None:
         if self.proxy.latency:
             self.proxy.stopping.wait(self.proxy.latency)
         self.send_response(status, reason)
@@ -160,9 +163,17 @@ class _Handler(BaseHTTPRequestHandler):
             if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
                 self.send_header(name, value)
         length = dict((k.lower(), v) for k, v in headers).get("content-length", "0")
+        if cut == "cut_body":
+            data = data[: len(data) // 2]
         self.send_header("Content-Length", length if self.command == "HEAD" else str(len(data)))
         self.end_headers()
         if self.command == "HEAD":
+            return
+        if cut == "cut_body":
+            self.wfile.write(data)
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
             return
         if cut:
             self.wfile.write(data[: len(data) // 2])

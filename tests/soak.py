@@ -102,6 +102,12 @@ class SoakConfig:
             happened (None: always ``stop_s``).
         deadline_s: the bound on every wait (a rank exits with its stacks after it).
         seed: the fault schedule's seed.
+        revoke_every_s: revoke every key issued so far this often (0: never): the ranks must fetch
+            new keys from their source when the bucket refuses theirs (403 ``InvalidAccessKeyId``).
+        optimize_jobs: ``optimize`` jobs started at once, during the streaming, into one bucket
+            output (``mode="append"``), with the ranks' keys through the same proxy: they must run
+            one after the other (the output's lock), and the output hold every job's samples.
+        optimize_samples: samples each optimize job writes.
         extra_env: more environment variables for every rank (e.g. a takeover bound).
         allow_killed_leftovers: tolerate what a torn-down rank is known to leave behind in its
             ``TMPDIR``: CPython's ``pymp-*`` folders (not litdata's; only a clean exit of their
@@ -136,6 +142,9 @@ class SoakConfig:
     stop_min_s: float | None = None
     deadline_s: float = 170.0
     seed: int = 0
+    revoke_every_s: float = 0.0
+    optimize_jobs: int = 0
+    optimize_samples: int = 200
     extra_env: dict[str, str] = field(default_factory=dict)
     allow_killed_leftovers: bool = True
 
@@ -192,6 +201,8 @@ class SoakReport:
     cache_limit: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     keys_issued: int = 0
+    revocations: int = 0  # keys revoked while the round ran
+    optimize: dict[str, Any] = field(default_factory=dict)  # the optimize jobs: their results, the output's samples
     refusals: list[Any] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
     known_leftovers: list[str] = field(default_factory=list)  # tolerated while allow_killed_leftovers
@@ -221,11 +232,25 @@ class SoakReport:
         # A late arrival was signed while its key was valid and reached the bucket after the key's end:
         # the stopped process's, which litdata signs again. Only a stop explains one.
         late = [entry for entry in self.refusals if entry[1] == "late arrival"]
-        refused = [entry for entry in self.refusals if entry[1] != "late arrival"]
+        # A revoked key's request is refused, then signed again with keys fetched anew (the samples'
+        # accounting above says it was).
+        refused = [entry for entry in self.refusals if entry[1] not in ("late arrival", "revoked key")]
         if refused:
             found.append(f"the signing checker refused {len(refused)} request(s), e.g. {refused[:3]}")
         if late and not self.stopped:
             found.append(f"{len(late)} request(s) arrived after their key's end with no process stopped: {late[:3]}")
+        if self.config.revoke_every_s and not self.revocations:
+            found.append("no key was revoked: the round ended before the first revocation")
+        if self.config.optimize_jobs:
+            jobs = self.optimize.get("results", {})
+            failed = {name: result for name, result in jobs.items() if not result.get("ok")}
+            expected = {name: self.config.optimize_samples for name in jobs}
+            if len(jobs) != self.config.optimize_jobs or failed:
+                found.append(f"optimize jobs failed: {failed or jobs}")
+            elif self.optimize.get("samples") != expected:
+                found.append(f"the optimize output holds {self.optimize.get('samples')}, not {expected}")
+            elif self.config.optimize_jobs > 1 and not self.optimize.get("waited"):
+                found.append("no optimize job waited for another: they did not overlap")
         found.extend(f"left behind: {item}" for item in self.leftovers)
         return found
 
@@ -238,6 +263,8 @@ class SoakReport:
             "cache_limit": self.cache_limit,
             "faults": self.faults,
             "keys_issued": self.keys_issued,
+            "revocations": self.revocations,
+            "optimize": {k: v for k, v in self.optimize.items() if k != "results"},
             "late_arrivals": sum(entry[1] == "late arrival" for entry in self.refusals),
             "stopped": self.stopped,
             "killed_worker": self.killed_worker,
@@ -352,6 +379,9 @@ class _Soak:
                             threading.Thread(target=self._watch_processes, daemon=True)]  # fmt: skip
                 for watcher in watchers:
                     watcher.start()
+                if self.config.revoke_every_s:
+                    watchers.append(threading.Thread(target=self._revoke, args=(stack,), daemon=True))
+                    watchers[-1].start()
                 try:
                     self._jobs(shared, proxy)
                 finally:
@@ -426,6 +456,8 @@ class _Soak:
         ]
         if self.config.stop_downloader:
             threads.append(threading.Thread(target=self._guarded, args=(self._stop_downloader, proxy), daemon=True))
+        if self.config.optimize_jobs:
+            threads.append(threading.Thread(target=self._guarded, args=(self._optimize_jobs, shared), daemon=True))
         for thread in threads:
             thread.start()
         limit = time.monotonic() + 3 * self.config.deadline_s
@@ -583,6 +615,52 @@ class _Soak:
             for pid in alive:
                 _signal(pid, signal.SIGCONT)
                 _signal(pid, signal.SIGKILL)
+
+    # -- revoked keys and concurrent optimize jobs ----------------------------------------------
+
+    def _revoke(self, stack: CredentialStack) -> None:
+        """Revoke every key issued so far, every ``revoke_every_s`` seconds, until the round ends."""
+        while not self.done.wait(self.config.revoke_every_s):
+            if stack.authority.revoke():
+                with self.lock:
+                    self.report.revocations += 1
+
+    def _optimize_jobs(self, shared: dict[str, Any]) -> None:
+        """``optimize_jobs`` jobs at once into one bucket output (``mode="append"``); the output must hold them all."""
+        url = shared["url"].rsplit("/", 1)[0] + "/optimized"
+        tmp = self.folder / "optimize-tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {**shared["env"], "TMPDIR": str(tmp)}
+        procs = {}
+        for n in range(self.config.optimize_jobs):
+            name = f"job{n}"
+            spec = {"output": url, "job": name, "mode": "append", "n": self.config.optimize_samples,
+                    "storage_options": shared["options"], "delay": 0.01}  # fmt: skip
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "tests.concurrent_optimize", json.dumps(spec)],
+                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                start_new_session=True,
+            )  # fmt: skip
+        results, waited = {}, []
+        for name, proc in procs.items():
+            try:
+                out, err = proc.communicate(timeout=self.config.deadline_s)
+            except subprocess.TimeoutExpired:
+                _signal(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+            lines = out.strip().splitlines()
+            results[name] = json.loads(lines[-1]) if lines else {"ok": False, "error": err[-2000:]}
+            if "is being written by job" in err:
+                waited.append(name)
+        from collections import Counter
+
+        from litdata_stream import StreamingDataset
+
+        dataset = StreamingDataset(url, storage_options=self.server.storage_options(),
+                                   cache_dir=str(self.folder / "optimize-read"))  # fmt: skip
+        samples = dict(Counter(str(dataset[i]["job"]) for i in range(len(dataset))))
+        with self.lock:
+            self.report.optimize = {"results": results, "samples": samples, "waited": waited}
 
     # -- the stopped downloader ------------------------------------------------------------------
 

@@ -219,6 +219,17 @@ class StorageConformance:
         assert storage.get("x.bin") == b"two!"
         assert storage.head("x.bin").size == 4
 
+    def test_put_new_creates_only_what_is_not_there(self, storage: Storage) -> None:
+        if not self._writes_allowed(storage):
+            return
+        assert storage.put_new("lock/a.json", b"first")
+        assert not storage.put_new("lock/a.json", b"second")
+        assert storage.get("lock/a.json") == b"first"
+        storage.delete("lock/a.json")
+        assert storage.put_new("lock/a.json", b"third")
+        assert storage.get("lock/a.json") == b"third"
+        assert [info.key for info in storage.list("lock/")] == ["lock/a.json"]  # no temporary file left
+
     def test_delete_is_idempotent(self, storage: Storage) -> None:
         if not self._writes_allowed(storage):
             return

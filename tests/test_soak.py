@@ -2,8 +2,9 @@
 
 What one round does and checks is in ``tests/soak.py``; the long mode is
 ``uv run python benchmarks/soak.py --minutes 30``. The ``ci`` round runs every part at once:
-ranks from ``GLOBAL_RANK``, keys from a ``credential_process`` profile that expire, a SIGKILLed
-worker, a SIGSTOPped downloader, and a resume in fresh processes.
+ranks from ``GLOBAL_RANK``, keys from a ``credential_process`` profile that expire and are revoked
+every 20 s, a SIGKILLed worker, a SIGSTOPped downloader, a resume in fresh processes, and two
+``optimize`` jobs into one bucket output at once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ ROUNDS = [
             # before its stop with keys refused by now, which litdata signs again (late arrivals).
             stop_min_s=30.0,
             extra_env={"LITDATA_DOWNLOAD_STALL_S": "15"},
+            # every key revoked every 20 s (the bucket answers 403 InvalidAccessKeyId): new keys are
+            # fetched from the credential_process on the refusal (issue 51)
+            revoke_every_s=20.0,
+            # two optimize jobs into one bucket output at once, during the streaming (issue 51)
+            optimize_jobs=2,
         ),
         id="ci",
     ),
@@ -55,6 +61,8 @@ def test_soak(config: SoakConfig, s3_server: S3Server, tmp_path: Path) -> None:
     # the round did what it says: faults hit, a worker died, keys were refreshed
     assert report.faults.get("pass", 0) > 0 and {"reset", "503", "stall"} <= set(report.faults), report.faults
     assert report.killed_worker, "no DataLoader worker was killed"
+    if config.revoke_every_s:  # revoked keys were refused, and the ranks carried on with new ones
+        assert any(entry[1] == "revoked key" for entry in report.refusals), report.summary()
     if config.stop_downloader:
         # someone needed what the stopped process held (and, by the checks above, got it in time)
         assert report.stopped.get("blocked_on_its_locks"), f"nobody waited for the stopped process: {report.stopped}"

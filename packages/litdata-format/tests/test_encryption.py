@@ -102,7 +102,7 @@ def test_state_dicts_are_what_upstream_records(
 
 
 def test_invalid_level_is_refused() -> None:
-    with pytest.raises(ValueError, match="'sample' or 'chunk'"):
+    with pytest.raises(ValueError, match="should be either `sample` or `chunk`"):
         FernetEncryption("pw", level="item")  # type: ignore[arg-type]
 
 

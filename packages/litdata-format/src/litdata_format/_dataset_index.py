@@ -303,19 +303,22 @@ class ChunkTable(Sequence[ChunkInfo]):
             return cls([], empty, empty, empty)
         if set(map(type, entries)) != {dict}:
             return None
-        first = entries[0]
-        keys = tuple(first)
+        keys = tuple(entries[0])
+        if any(tuple(entry) != keys for entry in entries):
+            # Entries of other writers (hand-edited, converters): keys in another order, or some
+            # without an optional key. Every key any entry has, in the order they first appear.
+            keys = tuple(dict.fromkeys(itertools.chain.from_iterable(entries)))
         if not {"filename", "chunk_bytes", "chunk_size"} <= set(keys):
             return None
-        if any(tuple(entry) != keys for entry in entries):  # key order too: one shape for all
-            return None
-        columns = {key: [entry[key] for entry in entries] for key in keys}
+        # _MISSING where an entry lacks a key: refused below for the required ones (the entry-by-entry
+        # check names the entry), None for dim, kept as absent for the others.
+        columns = {key: [entry.get(key, _MISSING) for entry in entries] for key in keys}
         names = columns.pop("filename")
         if set(map(type, names)) != {str} or not all(map(_SAFE_NAME.fullmatch, names)):
             return None
         sizes = _ints(columns.pop("chunk_size"))
         nbytes = _ints(columns.pop("chunk_bytes"))
-        dims = _ints(columns.pop("dim", [None] * len(entries)), optional=True)
+        dims = _ints([None if v is _MISSING else v for v in columns.pop("dim", [None] * len(entries))], optional=True)
         if sizes is None or nbytes is None or dims is None:
             return None
         return cls(names, nbytes, sizes, dims, columns)

@@ -21,7 +21,8 @@ from typing import Any
 from litdata_format._atomic import write_file_atomic
 from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
 from litdata_format._guards import is_any_list, is_str_dict
-from litdata_format._index_scan import DuplicateKeyError, loads_unique, scan_index
+from litdata_format._index_scan import Read, scan_index
+from litdata_format._index_skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, loads_unique, skim_object
 from litdata_format._mds import parse_mds_index
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 _RANK_INDEX = re.compile(rf"^(\d+)\.{re.escape(INDEX_FILENAME)}$")
-_CHECK_EVERY_KEY_BELOW = 16 << 20  # bytes of index.json (~150k chunk entries)
 _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
@@ -229,11 +229,25 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """
     if isinstance(obj, bytes):
         raw = memoryview(obj)
-        scanned = _scan(lambda offset, count: raw[offset : offset + count], len(raw), source)
+        return _parsed(lambda offset, count: raw[offset : offset + count], len(raw), source, lambda: obj)
+    return _checked(obj, source, None)
+
+
+def _parsed(read: Read, size: int, source: str, whole: Callable[[], bytes]) -> DatasetIndex:
+    """The index in the bytes ``read`` gives.
+
+    Scanned (``_index_scan``), else its top level walked (``_index_skim``: the values no reader
+    uses are not built), else (not walkable) ``whole()`` parsed by ``json.loads``, which says
+    what is wrong.
+    """
+    try:
+        scanned = scan_index(read, size)
         if scanned is not None:
             return _checked(scanned[1], source, scanned[0])
-        obj = _decode(obj, source)
-    return _checked(obj, source, None)
+        skimmed = skim_object(read, size)
+    except DuplicateKeyError as err:
+        raise _twice(source, err) from None
+    return _checked(skimmed if skimmed is not None else _decode(whole(), source), source, None)
 
 
 def _checked(obj: Any, source: str, table: ChunkTable | None) -> DatasetIndex:
@@ -303,23 +317,9 @@ def _read_index(fd: int, source: str) -> DatasetIndex:
     """The index in the file open as ``fd`` (closed here): scanned window by window, else parsed whole."""
     try:
         size = os.fstat(fd).st_size
-        scanned = _scan(lambda offset, count: os.pread(fd, count, offset), size, source)
-        if scanned is not None:
-            return _checked(scanned[1], source, scanned[0])
-        raw = _read_all(fd, size)
+        return _parsed(lambda offset, count: os.pread(fd, count, offset), size, source, lambda: _read_all(fd, size))
     finally:
         os.close(fd)
-    return _checked(_decode(raw, source), source, None)  # not scanned again: parsed whole
-
-
-def _scan(
-    read: Callable[[int, int], bytes | memoryview], size: int, source: str
-) -> tuple[ChunkTable, dict[str, Any]] | None:
-    """:func:`scan_index`, a key twice refused naming ``source``."""
-    try:
-        return scan_index(read, size)
-    except DuplicateKeyError as err:
-        raise _twice(source, err) from None
 
 
 def _twice(source: str, err: DuplicateKeyError) -> ValueError:
@@ -344,7 +344,7 @@ def _read_all(fd: int, size: int) -> bytes:
 def _decode(raw: bytes, source: str) -> Any:
     # A key twice in one object is refused. Checking every object costs a Python call per chunk
     # entry (1.8x the parse): a big index checks when a top-level key may repeat.
-    unique = len(raw) <= _CHECK_EVERY_KEY_BELOW or raw.count(b'"chunks"') > 1 or raw.count(b'"config"') > 1
+    unique = len(raw) <= CHECK_EVERY_KEY_BELOW or raw.count(b'"chunks"') > 1 or raw.count(b'"config"') > 1
     try:
         return loads_unique(raw.decode("utf-8")) if unique else json.loads(raw.decode("utf-8"))
     except DuplicateKeyError as err:

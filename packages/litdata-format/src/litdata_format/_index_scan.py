@@ -17,7 +17,8 @@ dict per chunk):
   paths inside the dataset (``check_chunk_filename``'s rule).
 
 The first ``]`` followed by ``, "`` ends the list (under the checks above it can only be the
-list's own); what follows (``config``, ``updated_at``) is small and goes through ``json.loads``.
+list's own); of what follows, only the values readers use (``config``, ``updated_at``) are
+decoded (``_index_skim``: a 200 MB string in another key is skipped, not built).
 Anything else (escapes, other whitespace per entry, keys in another order, values of other types,
 numbers past 2**48, MosaicML's ``shards``) is not scanned: the caller parses the index as before,
 so its errors, which name the file, the entry and the field, are unchanged. What the scan accepts
@@ -27,7 +28,6 @@ is exactly what that parse makes of it (``tests/test_index_scan.py`` compares th
 from __future__ import annotations
 
 import ctypes
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from litdata_format._dataset_index import ChunkTable, Strings
-from litdata_format._guards import is_str_dict
+from litdata_format._index_skim import skim_members
 
-__all__ = ["WINDOW", "DuplicateKeyError", "loads_unique", "scan_index"]
+__all__ = ["WINDOW", "scan_index"]
 
 # Reads ``count`` bytes at ``offset`` (fewer at the end): a file's pread, or a slice of bytes.
 Read = Callable[[int, int], bytes | memoryview]
@@ -432,45 +432,11 @@ def _scan(read: Read, size: int, window_size: int) -> tuple[ChunkTable, dict[str
     return _table(template, columns), rest
 
 
-class DuplicateKeyError(ValueError):
-    """A JSON object has ``key`` twice (``json.loads`` would keep the last one silently)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set[str] = set()
-        raise DuplicateKeyError(next(k for k, _ in pairs if k in seen or seen.add(k)))
-    return found
-
-
-def loads_unique(text: str) -> Any:
-    """``json.loads`` of ``text``, refusing an object with a key twice.
-
-    Raises:
-        DuplicateKeyError: names the key.
-    """
-    return json.loads(text, object_pairs_hook=_unique)
-
-
 def _tail(read: Read, size: int, list_end: int) -> dict[str, Any]:
-    """The index's other keys (``config``, ``updated_at``): what follows the list, as a JSON object."""
-    data = bytes(read(list_end, size - list_end))
-    comma = data.index(b",")
-    try:
-        rest = loads_unique("{" + data[comma + 1 :].decode("utf-8"))
-    except DuplicateKeyError:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _NotScanned from None
-    if not is_str_dict(rest):
-        raise _NotScanned
-    if "chunks" in rest:
-        raise DuplicateKeyError("chunks")
+    """The index's other keys (``config``, ``updated_at``): the members after the list, unused values skipped."""
+    rest = skim_members(read, size, list_end + 1)
+    if rest is None or "chunks" in rest:
+        raise _NotScanned  # not valid JSON, or a second "chunks" key, which would win in json.loads
     return rest
 
 

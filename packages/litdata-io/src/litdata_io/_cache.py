@@ -70,8 +70,11 @@ Sizes and checksums. A cached chunk whose size is not the one the index gives
 (``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
 is deleted and fetched again, and a download of the wrong size is never published. When the index
 records checksums (``litdata_format._checksum``), a download is hashed as its bytes arrive
-(:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published; a
-mismatch is fetched once more, then fails naming the chunk, the URL and both hashes. A chunk
+(:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published. A download
+that disagrees with the index is weighed against a HEAD of the object: a body cut short in transit
+(the object holds more bytes than arrived) is fetched again within the retry budget; only an object
+whose own size is not the index's is called rewritten; a checksum mismatch at the right size is
+fetched once more, then fails naming the chunk, the URL and both hashes. A chunk
 already in the cache is hashed the first time each process pins it (``ChunkCache._whole``; the
 files this process downloaded itself count as checked), so a byte altered on disk after
 download is caught before its samples are read, and the file is fetched again. A file altered
@@ -129,6 +132,7 @@ from litdata_io._cache_stall import DownloadStalledError, Superseded, lock_downl
 from litdata_io._cache_versions import check_version, claim_version
 from litdata_io._instrument import probe
 from litdata_io._loop import run_sync
+from litdata_io._retry import backoff_delay
 
 if TYPE_CHECKING:
     from litdata_io._storage import Storage
@@ -530,25 +534,51 @@ class ChunkCache:
         return fd
 
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
-        """Download ``info`` to ``fetched`` and check it against the index's checksum.
+        """Download ``info`` to ``fetched`` and check it against the index's size and checksum.
 
-        A mismatch is fetched once more (a fault in transit), a second one is an error naming both
-        hashes.
+        A download that disagrees with the index is weighed against the object as stored now (a
+        HEAD): fewer or more bytes than it holds is a body cut short in transit, fetched again
+        within the storage's retry budget; an object whose own size is not the index's was
+        rewritten. A checksum mismatch with the object's size is fetched once more (a fault in
+        transit), a second one is an error naming both hashes.
 
-        A ``plain`` (not compressed) download of the wrong size is left to the size check, whose
-        error says more than two hashes.
+        A ``plain`` (not compressed) download has the index's size to check; a compressed one only
+        its checksum, if recorded.
         """
         expected = expected_checksum(info)
-        for attempt in (1, 2):
+        settings = self.storage.settings
+        started, tries, mismatches = time.monotonic(), 0, 0
+        while True:
+            tries += 1
             with probe.span("download", "download", lambda: f"download {url}", chunk=info.filename) as span:
                 if expected is None:
                     size, found = await self.storage.adownload(info.filename, fetched), None
                 else:  # hashed as the bytes arrive, where the storage can: no second pass over the file
                     size, found = await self.storage.adownload_hashed(info.filename, fetched)
                 span.set(bytes=size)
-            if (plain and not _intact(info, size)) or found == expected:
+            if found == expected and not (plain and not _intact(info, size)):
                 return
-            if attempt == 2:
+            stored = (await self.storage.ahead(info.filename)).size
+            if plain and not _intact(info, stored):
+                raise ChunkDownloadError(
+                    f"chunk {info.filename} ({url}) has {stored} bytes but index.json says {info.chunk_bytes}: the "
+                    "dataset was rewritten while being read, or its index does not belong to these chunks; "
+                    "read it again with a new StreamingDataset (or rewrite it whole)"
+                )
+            if size != stored:  # cut short (or padded) in transit: the object itself is whole
+                delay = backoff_delay(tries, settings)
+                if tries > settings.max_retries or time.monotonic() - started + delay > settings.retry_deadline:
+                    raise ChunkDownloadError(
+                        f"chunk {info.filename} ({url}): {tries} downloads received {size} of its {stored} bytes "
+                        f"(the connection dropped mid-body); the retry budget ({settings.budget()}) ran out: "
+                        "raise it or check the network and the server"
+                    )
+                probe.instant("refetch", "delete", chunk=info.filename, bytes=size, stored=stored)
+                fetched.unlink()
+                await asyncio.sleep(delay)
+                continue
+            mismatches += 1
+            if mismatches == 2:
                 raise ChunkDownloadError(
                     f"chunk {info.filename} ({url}): downloaded twice, its bytes hash to {found} but "
                     f"index.json records {expected}; the stored object is damaged or belongs to another "

@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -156,6 +157,9 @@ class LocalStorage(Storage):
     def put(self, key: str, data: bytes) -> None:
         write_file_atomic(self._path(key), data)
 
+    def put_new(self, key: str, data: bytes) -> bool:
+        return self._create(self._path(key), data)
+
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
@@ -182,6 +186,25 @@ class LocalStorage(Storage):
 
     async def aput(self, key: str, data: bytes) -> None:
         await asyncio.to_thread(write_file_atomic, self._path(key), data)
+
+    async def aput_new(self, key: str, data: bytes) -> bool:
+        return await asyncio.to_thread(self._create, self._path(key), data)
+
+    @staticmethod
+    def _create(path: Path, data: bytes) -> bool:
+        """Write ``data`` under a temporary name, then hard-link it as ``path`` unless that exists."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".new")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            try:
+                os.link(temp, path)  # atomic, and never replaces: exactly one of racing writers wins
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            os.unlink(temp)
 
     async def adelete(self, key: str) -> None:
         await asyncio.to_thread(self._path(key).unlink, True)

@@ -40,6 +40,7 @@ from litdata_io._requests import (
     Listing,
     ListingPage,
     Put,
+    PutNew,
     Request,
     Upload,
 )
@@ -215,8 +216,21 @@ class ObstoreStorage(Storage):
         return self._store.get(self._build)
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        signer: list[Any] = [None]  # the client the last attempt signed with
+
+        async def signed() -> Any:
+            signer[0] = self._client()
+            return await attempt()
+
+        def renew() -> None:
+            # The server refused its keys: drop that client, so the next attempt builds one that asks
+            # the source for keys (a cached client keeps its keys until their advertised end). Only if
+            # it is still the current one: requests refused at once renew it once.
+            if self._store.peek() is signer[0]:
+                self._store.clear()
+
         return await retry_call(
-            attempt, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets()
+            signed, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets(), renew=renew
         )
 
     # -- primitives -------------------------------------------------------------------------------
@@ -325,6 +339,23 @@ class ObstoreStorage(Storage):
             )
 
         await self._call("PUT", key, attempt)
+
+    @_served(PutNew)
+    async def aput_new(self, key: str, data: bytes) -> bool:
+        self._refuse_write("PUT", key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+
+        async def attempt() -> bool:
+            try:  # If-None-Match: * (S3, GCS and Azure check it)
+                await obstore.put_async(self._client(), key, data, mode="create")
+            except Exception as exc:
+                if type(exc).__name__ == "AlreadyExistsError":  # obstore's, without importing its exceptions
+                    return False
+                raise
+            return True
+
+        return await self._call("PUT", key, attempt)
 
     @_served(Delete)
     async def adelete(self, key: str) -> None:

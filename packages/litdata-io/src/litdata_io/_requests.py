@@ -28,6 +28,7 @@ __all__ = [
     "Listing",
     "ListingPage",
     "Put",
+    "PutNew",
     "Request",
     "Upload",
 ]
@@ -123,6 +124,16 @@ class Put(_OnKey, Request[None]):
 
     async def run(self, storage: Storage) -> None:
         await storage.aput(self.key, self.data)
+
+
+@dataclass(frozen=True)
+class PutNew(_OnKey, Request[bool]):
+    """:meth:`Storage.aput_new`."""
+
+    data: bytes
+
+    async def run(self, storage: Storage) -> bool:
+        return await storage.aput_new(self.key, self.data)
 
 
 @dataclass(frozen=True)

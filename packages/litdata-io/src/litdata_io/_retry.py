@@ -8,12 +8,13 @@ timeouts) are retried; a missing object or any other client error fails at once.
 
 A request the server refused for its credentials or signature (401, 403, S3's ``ExpiredToken`` or
 ``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within the
-same budget: it may have been signed with keys that were valid then and reached the server after they
-expired, because its process was paused (SIGSTOP, a suspended VM) between signing and sending, or
-with keys fetched before such a pause and handed over after it. Each attempt is signed anew with
-the keys held at that moment, and a client asks for new keys once the ones it holds are near their
-end (obstore: within 5 minutes of it), but not twice within a short interval (object_store: 100 ms),
-hence the pause: the second attempt carries fresh ones. A second refusal is final.
+same budget, signed with keys fetched anew from their source: the caller's ``renew`` drops the
+client that signed it (and the keys it cached), so the next attempt builds one that asks the source.
+The keys may have been revoked or expired early (a rotated role, keys the server no longer accepts
+although they advertise hours of life, which no client replaces on its own), or the request may
+have been signed with keys that were valid then and reached the server after they expired, because
+its process was paused (SIGSTOP, a suspended VM) between signing and sending. A second refusal,
+with the fresh keys, is final.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from litdata_io._settings import IOSettings
 
 __all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call"]
 
-# A refused signature is signed again after this pause, not at once: a client fetches new keys at
-# most once per short interval (object_store's TokenCache: 100 ms), so keys fetched just before the
-# refusal (handed over after the process was paused mid-fetch) would otherwise sign it again.
+# A refused signature is signed again after this pause, not at once: a credential source that just
+# rotated its keys, or a server that just revoked them, is given a moment to agree with itself.
 SIGN_AGAIN_AFTER_S = 0.25
 
 T = TypeVar("T")
@@ -61,6 +61,7 @@ async def retry_call(
     secrets: Iterable[Secret | str] = (),
     attempt_timeout: float | None = None,
     classifier: Callable[[BaseException], ErrorKind] = classify,
+    renew: Callable[[], None] | None = None,
 ) -> T:
     """Await ``call()`` until it succeeds, retrying transient failures within the budget.
 
@@ -73,6 +74,8 @@ async def retry_call(
         attempt_timeout: cancel an attempt after this many seconds (for backends without a
             client-side timeout of their own); a timed-out attempt counts as transient.
         classifier: sorts an exception into an :class:`ErrorKind`.
+        renew: called when the server refused the credentials, before the one attempt more: makes
+            the next attempt sign with keys fetched anew from their source.
 
     Raises:
         FileNotFoundError: the object does not exist.
@@ -100,7 +103,9 @@ async def retry_call(
                 and refused_signature(exc, what)
             ):
                 signed_again = True
-                log.debug("%s %s: refused (%s); signing it again", what, url, short_cause(exc, secrets))
+                log.debug("%s %s: refused (%s); signing it again with new keys", what, url, short_cause(exc, secrets))
+                if renew is not None:
+                    renew()
                 await asyncio.sleep(SIGN_AGAIN_AFTER_S)
                 continue
             delay = backoff_delay(attempt, settings)

@@ -179,6 +179,23 @@ class Storage(ABC):
             data: its new content.
         """
 
+    async def aput_new(self, key: str, data: bytes) -> bool:
+        """Create ``key`` with ``data`` only if no object has that key; whether this call created it.
+
+        Backends whose store can check for itself do it in the same request, so of writers racing
+        for one key exactly one succeeds: a local folder (a hard link, which never replaces a file)
+        and S3, GCS and Azure through obstore (a conditional put, ``If-None-Match: *``). This
+        default looks first, then writes: two writers racing may both succeed.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its content.
+        """
+        if await self.aexists(key):
+            return False
+        await self.aput(key, data)
+        return True
+
     @abstractmethod
     async def adelete(self, key: str) -> None:
         """Remove ``key`` (no error if it is already gone).
@@ -339,6 +356,10 @@ class Storage(ABC):
     def put(self, key: str, data: bytes) -> None:
         """Sync twin of :meth:`aput`."""
         run_sync(self.aput(key, data))
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Sync twin of :meth:`aput_new`."""
+        return run_sync(self.aput_new(key, data))
 
     def delete(self, key: str) -> None:
         """Sync twin of :meth:`adelete`."""

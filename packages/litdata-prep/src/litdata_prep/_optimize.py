@@ -15,7 +15,6 @@ from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
     WorkerCheckpoint,
     clear_checkpoints,
-    fingerprint,
     load_checkpoints,
     published_before_cleanup,
     save_node_config,
@@ -31,6 +30,7 @@ from litdata_prep._job import Job, OptimizeRequest, make_staging, remove_staging
 from litdata_prep._keys import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._output_lock import OutputLock, hold_output, lock_identity
 from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, ray_executor, run_on_ray
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
@@ -255,9 +255,18 @@ def _optimize(r: OptimizeRequest) -> None:
         queue=queue is not None,
         ordered=ordered,
     )
-    if job.ray is not None:
-        _optimize_on_ray(job, job.ray, options, r)
-        return
+    nodes = job.nodes
+    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
+    with hold_output(job.output, identity, last=nodes.is_last) as lock:
+        if job.ray is not None:
+            _optimize_on_ray(job, job.ray, options, r, lock)
+        else:
+            _optimize_on_machine(job, options, r, ordered, lock)
+
+
+def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, ordered: bool, lock: OutputLock) -> None:
+    """``optimize`` with this machine's worker processes, holding the output's ``lock``."""
+    queue, key_fn, mode, use_checkpoint = r.queue, r.key_fn, r.mode, r.use_checkpoint
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | InputStream | None = None
@@ -305,7 +314,9 @@ def _optimize(r: OptimizeRequest) -> None:
             parts = in_input_order(parts, [done[rank].chunk_inputs for rank in ranks], ranks)
         rank_keys = {rank: done[rank].keys or [] for rank in ranks} if key_fn is not None else None
         items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
-        index = _finish(output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite")
+        index = _finish(
+            output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite", lock=lock
+        )
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
     except BaseException as failure:
@@ -326,7 +337,9 @@ def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
     return index
 
 
-def _optimize_on_ray(job: Job, executor: RayExecutor, options: WriterOptions, r: OptimizeRequest) -> None:
+def _optimize_on_ray(
+    job: Job, executor: RayExecutor, options: WriterOptions, r: OptimizeRequest, lock: OutputLock
+) -> None:
     """``optimize`` with its batches on a Ray cluster (see ``_ray``): the index is merged here, once."""
     output, nodes, mode, use_checkpoint = job.output, job.nodes, r.mode, r.use_checkpoint
     items = job.cluster_inputs()
@@ -350,7 +363,8 @@ def _optimize_on_ray(job: Job, executor: RayExecutor, options: WriterOptions, r:
     try:
         run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", r.verbose, use_checkpoint)
         parts, rank_keys = finished_parts(plan, output.display)
-        index = _finish(output, nodes, existing, parts, items, rank_keys if r.key_fn is not None else None, gc=True)
+        keys = rank_keys if r.key_fn is not None else None
+        index = _finish(output, nodes, existing, parts, items, keys, gc=True, lock=lock)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, the finished batches are the next run's head start
             _remove_unpublished_chunks(output, nodes.node_rank, list(range(first_rank, plan.next_rank)), failure)
@@ -394,20 +408,23 @@ def _finish(
     items: Sequence[Any],
     rank_keys: dict[int, list[Any]] | None,
     gc: bool,
+    lock: OutputLock,
 ) -> DatasetIndex | None:
     """Publish the index: directly on one node; through per-node indexes and the last node otherwise.
 
     With ``rank_keys`` (``key_fn``) the key index is published just before ``index.json``, which names it.
+    ``lock`` is checked to be still the job's just before.
     """
     before = [existing] if existing is not None else []
     if nodes.num_nodes == 1:
         index = merge_indexes(before + parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
         keys = {"keys": publish_keys(output, index, existing, rank_keys)} if rank_keys is not None else {}
+        lock.confirm()
         output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
         if gc:
             _collect_unreferenced(output, index)
         return index
-    job = fingerprint(enumerate(items))[:16] + f"-{nodes.num_nodes}"
+    job = lock_identity(items, nodes.num_nodes)
     node_key = node_index_key(nodes.node_rank)
     node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
     # The last node writes the key index of every node's samples.
@@ -421,6 +438,7 @@ def _finish(
     if rank_keys is not None:
         every = {int(rank): ks for _, obj in node_parts for rank, ks in obj.get("rank_keys", {}).items()}
         keys["keys"] = publish_keys(output, index, existing, every)
+    lock.confirm()
     output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
     output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
     _collect_unreferenced(output, index)

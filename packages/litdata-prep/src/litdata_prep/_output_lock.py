@@ -1,0 +1,252 @@
+"""The output's lock: one ``optimize`` job writes an output folder or prefix at a time.
+
+Two jobs writing one output at once would each publish an index naming its own chunks only, or
+chunks the other deleted, and both report success. So a job holds ``.litdata-lock`` at the output's
+root while it works, whatever the output is (a local folder or a bucket prefix): the lock is
+created with :meth:`~litdata_io.Storage.put_new`, which only one of racing writers wins (a hard link
+locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). It names its holder (host,
+pid, the process's start, when the job started) and is rewritten every :data:`HEARTBEAT_S` seconds.
+
+A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
+released, or when it is stale: its holder ran on this host and that process is gone (or the pid
+now names another process), or, in a bucket, it was not rewritten for :data:`STALE_S` seconds of
+watching (a holder on another machine that crashed or lost the network). A local output's lock is
+not rewritten (that would take a thread, and a thread in this process makes its workers start
+from a forkserver rather than by a fork of it): a holder on another machine sharing the folder is
+waited for until it releases the lock, and the message names the file to delete if it is gone.
+
+A holder checks the lock is still its own before it publishes the index; one whose lock was taken
+meanwhile (it was stopped longer than :data:`STALE_S`) fails, naming the job that took it, rather
+than publish over it.
+
+Several nodes of one multi-node job write the output together: the lock names the job (its inputs'
+fingerprint and node count, the same on every node), a node that finds its own job's lock joins it,
+every node rewrites it, and the node that merges the index releases it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from litdata_prep._checkpoint import fingerprint
+from litdata_prep._output import Output
+
+__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity"]
+
+LOCK_KEY = ".litdata-lock"
+HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
+STALE_S = 60.0  # a lock not rewritten for this long (as a waiter watches it) is a dead job's
+POLL_S = 0.5  # how often a waiter looks at the lock
+HOST = socket.gethostname()
+# Held while the lock is rewritten, and by a thread that forks (workers started with "fork"): a
+# forked worker never starts with a copy of the lock's thread holding a lock of the storage's.
+_BEATING = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_BEATING.acquire, after_in_parent=_BEATING.release, after_in_child=_BEATING.release)
+
+
+class OutputLockLostError(RuntimeError):
+    """Another job took this job's output lock (this one looked dead); the index was not published."""
+
+
+def _process_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            # the command name (field 2) may hold spaces and parentheses: count from its end
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Whether process ``pid`` of this host runs, and is the one that started at ``started``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's: it exists
+    return not started or _process_start(pid) in ("", started)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """What the lock says of the job holding it."""
+
+    job: str  # the job's identity: unique per call, the same on every node of a multi-node job
+    host: str
+    pid: int
+    pid_start: str
+    started: str  # when the job took the lock, UTC, for people
+    beat: int = 0
+
+    def describe(self) -> str:
+        return f"job {self.job} (pid {self.pid} on {self.host}, started {self.started})"
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Holder | None:
+        """The holder ``data`` names, or None if it names none (a lock being written, or not ours)."""
+        try:
+            obj = json.loads(data)
+            return cls(
+                job=str(obj["job"]),
+                host=str(obj["host"]),
+                pid=int(obj["pid"]),
+                pid_start=str(obj["pid_start"]),
+                started=str(obj["started"]),
+                beat=int(obj["beat"]),
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+class OutputLock:
+    """This job's hold on an output's lock (see the module docstring); made by :func:`hold_output`."""
+
+    def __init__(self, output: Output, holder: Holder) -> None:
+        self.output = output
+        self.holder = holder
+        self._taken_by: Holder | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="litdata-output-lock", daemon=True)
+
+    def _current(self) -> Holder | None:
+        try:
+            return Holder.decode(self.output.storage.get(LOCK_KEY))
+        except FileNotFoundError:
+            return None
+
+    def _beat(self) -> None:
+        beat = 0
+        while not self._stop.wait(HEARTBEAT_S):
+            with _BEATING:  # no fork copies this thread mid-request (see _BEATING)
+                try:
+                    current = self._current()
+                    if current is None or current.job != self.holder.job:  # taken over: confirm() says so
+                        self._taken_by = current
+                        return
+                    beat = max(beat, current.beat) + 1
+                    self.output.storage.put(LOCK_KEY, Holder(**{**asdict(self.holder), "beat": beat}).encode())
+                except Exception as err:  # a storage hiccup: the next beat tries again, well before STALE_S
+                    print(f"optimize: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
+
+    @property
+    def _url(self) -> str:
+        return self.output.storage.url_for(LOCK_KEY)
+
+    def confirm(self) -> None:
+        """Raise :class:`OutputLockLostError` unless the lock is still this job's (call before publishing)."""
+        current = self._current()
+        if current is None or current.job != self.holder.job:
+            other = current or self._taken_by
+            raise OutputLockLostError(
+                f"optimize: the lock on {self.output.display} ({self._url}) is no longer this job's "
+                f"({self.holder.describe()}): "
+                + (f"{other.describe()} took it" if other is not None else "it was removed")
+                + f" after this job did not rewrite it for {STALE_S:g} s (was it stopped?). This job's index was not "
+                "published; run it again when the other job is done"
+            )
+
+    def release(self, last: bool) -> None:
+        """Stop rewriting the lock; delete it if this node is the job's ``last`` and it is still the job's."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if last:
+            with contextlib.suppress(Exception):  # a lock left behind is taken over as stale
+                current = self._current()
+                if current is not None and current.job == self.holder.job:
+                    self.output.storage.delete(LOCK_KEY)
+
+
+def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
+    if current.host == HOST:
+        return not _alive(current.pid, current.pid_start)
+    return beating and unchanged_for >= STALE_S
+
+
+@contextlib.contextmanager
+def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[OutputLock]:
+    """Hold ``output``'s lock for the block, waiting for another job's to be released or stale.
+
+    Args:
+        output: the job's output.
+        job: the identity the job's nodes share (multi-node), None for a job of one node.
+        last: this node releases the lock when done (one node, or a multi-node job's merging node).
+    """
+    me = Holder(
+        job=job or uuid.uuid4().hex,
+        host=HOST,
+        pid=os.getpid(),
+        pid_start=_process_start(os.getpid()),
+        started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    )
+    lock = _acquire(output, me)
+    if output.is_remote:  # a local output's holder is judged by its pid: no thread (see the module docstring)
+        lock._thread.start()  # pyright: ignore[reportPrivateUsage] - its own class's thread, started once held
+    try:
+        yield lock
+    finally:
+        lock.release(last)
+
+
+def _acquire(output: Output, me: Holder) -> OutputLock:
+    storage, url = output.storage, output.storage.url_for(LOCK_KEY)
+    seen: tuple[bytes, float] | None = None  # the lock's content, and since when it has not changed
+    told = False
+    while True:
+        if storage.put_new(LOCK_KEY, me.encode()):
+            return OutputLock(output, me)
+        try:
+            data = storage.get(LOCK_KEY)
+        except FileNotFoundError:
+            continue  # released meanwhile: try again
+        current = Holder.decode(data)
+        if current is not None and current.job == me.job:
+            # Our own (a create whose answer was lost and was sent again), or another node's of this job.
+            return OutputLock(output, me)
+        now = time.monotonic()
+        if seen is None or seen[0] != data:
+            seen = (data, now)
+        if current is None and now - seen[1] < STALE_S:
+            time.sleep(POLL_S)  # not a lock this code writes, or one being written: look again
+            continue
+        if current is None or _stale(current, now - seen[1], output.is_remote):
+            who = current.describe() if current is not None else "an unreadable lock"
+            print(f"optimize: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
+            storage.delete(LOCK_KEY)
+            seen = None
+            continue
+        if not told:
+            told = True
+            if current.host == HOST:
+                then = "until it ends (its lock is taken over if its process is gone)"
+            elif output.is_remote:
+                then = f"(its lock is taken over if that job stops rewriting it for {STALE_S:g} s)"
+            else:
+                then = f"until it ends; if that job is gone (its machine crashed), delete {url}"
+            print(
+                f"optimize: {output.display} is being written by {current.describe()}; waiting {then}",
+                file=sys.stderr,
+                flush=True,
+            )
+        time.sleep(POLL_S)
+
+
+def lock_identity(items: Any, num_nodes: int) -> str:
+    """The identity every node of a multi-node job gives its lock: the inputs' fingerprint and node count."""
+    return fingerprint(enumerate(items))[:16] + f"-{num_nodes}"

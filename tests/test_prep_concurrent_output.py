@@ -1,0 +1,141 @@
+"""Two ``optimize`` jobs into one output at once: the second waits for the first (issue 51, 4).
+
+Before, both reported success and the output held one job's samples, or a mix of both (1,253 of A
+and 247 of B). Now a job holds the output's lock (``.litdata-lock``, created only if absent: a hard
+link locally, ``If-None-Match: *`` on S3) while it works, so the jobs run one after the other:
+with ``mode=None`` the second is refused (the output holds a dataset by then), with
+``"overwrite"`` the output holds the second job's samples, whole, with ``"append"`` onto a
+500-sample dataset it holds all three. A lock whose holder was killed is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litdata_stream import StreamingDataset
+from tests.servers import S3Server
+
+pytestmark = pytest.mark.cloud
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 400  # samples per job
+DELAY = 0.004  # seconds per sample: a job takes a couple of seconds, so two started together overlap
+
+
+def _start(spec: dict[str, Any]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.concurrent_optimize", json.dumps(spec)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1]), err
+
+
+def _jobs_in(output: str, options: dict[str, Any] | None, cache: Path) -> Counter[str]:
+    dataset = StreamingDataset(output, storage_options=options, cache_dir=str(cache))
+    seen = Counter(str(dataset[i]["job"]) for i in range(len(dataset)))
+    return seen
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None]:
+    if request.param == "local":
+        return str(tmp_path / "out"), None
+    server: S3Server = request.getfixturevalue("s3_server")
+    return f"s3://{server.create_bucket()}/out", server.storage_options()
+
+
+@pytest.mark.parametrize("mode", [None, "overwrite", "append"])
+def test_two_jobs_into_one_output_run_one_after_the_other(
+    where: tuple[str, dict[str, Any] | None], tmp_path: Path, mode: str | None
+) -> None:
+    output, options = where
+    base = {"output": output, "n": N, "storage_options": options, "delay": DELAY}
+    if mode == "append":
+        first, _ = _result(_start({**base, "job": "base", "n": 500, "delay": 0.0}))
+        assert first["ok"], first
+    jobs = {name: _start({**base, "job": name, "mode": mode}) for name in ("A", "B")}
+    results = {name: _result(proc) for name, proc in jobs.items()}
+    seen = _jobs_in(output, options, tmp_path / "cache")
+    succeeded = sorted(name for name, (result, _) in results.items() if result["ok"])
+    if mode is None:  # the second is refused: the output holds a dataset by then
+        assert len(succeeded) == 1, results
+        refused = "B" if succeeded == ["A"] else "A"
+        assert "DatasetExistsError" in str(results[refused][0]["error"])
+        assert seen == Counter({succeeded[0]: N})
+    elif mode == "overwrite":
+        assert succeeded == ["A", "B"], results
+        assert len(seen) == 1 and sum(seen.values()) == N, seen  # one job's samples, whole
+    else:
+        assert succeeded == ["A", "B"], results
+        assert seen == Counter({"base": 500, "A": N, "B": N})
+    waited = [name for name, (_, err) in results.items() if "is being written by job" in err]
+    assert len(waited) == 1, {name: err[-2000:] for name, (_, err) in results.items()}  # they did overlap
+    if mode == "overwrite":
+        assert seen == Counter({waited[0]: N})  # the later job's
+    if options is None:
+        assert not Path(output, ".litdata-lock").exists()
+
+
+def test_a_killed_jobs_lock_is_taken_over(where: tuple[str, dict[str, Any] | None], tmp_path: Path) -> None:
+    """A job SIGKILLed mid-way leaves its lock; the next job on this host sees its pid is gone and takes it."""
+    output, options = where
+    base = {"output": output, "n": N, "storage_options": options}
+    killed = _start({**base, "job": "A", "delay": 0.05})
+    lock_seen = _wait_for_lock(output, options)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate()
+    started = time.monotonic()
+    result, err = _result(_start({**base, "job": "B", "mode": "overwrite"}))
+    assert result["ok"], result
+    assert "taking over the stale lock" in err and lock_seen
+    assert time.monotonic() - started < 60  # long before the lock's STALE_S would have run out
+    assert _jobs_in(output, options, tmp_path / "cache") == Counter({"B": N})
+
+
+def test_a_bucket_lock_not_rewritten_is_taken_over_after_stale_s(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A lock of a job on another machine (its pid cannot be checked here) that stopped rewriting it."""
+    from litdata_io import get_storage
+
+    output, options = f"s3://{s3_bucket}/out", s3_server.storage_options()
+    record = {"job": "elsewhere", "host": "another-machine", "pid": 1, "pid_start": "", "started": "then", "beat": 3}
+    get_storage(output, options).put(".litdata-lock", json.dumps(record).encode())
+    started = time.monotonic()
+    result, err = _result(_start({"output": output, "n": N, "storage_options": options, "job": "B", "stale_s": 3}))
+    assert result["ok"], result
+    assert "is being written by job elsewhere (pid 1 on another-machine" in err
+    assert "taking over the stale lock" in err
+    assert time.monotonic() - started >= 3
+    assert _jobs_in(output, options, tmp_path / "cache") == Counter({"B": N})
+
+
+def _wait_for_lock(output: str, options: dict[str, Any] | None) -> bool:
+    from litdata_io import get_storage
+
+    storage = get_storage(output, options) if options is not None else None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if storage.exists(".litdata-lock") if storage is not None else Path(output, ".litdata-lock").exists():
+            return True
+        time.sleep(0.05)
+    return False
