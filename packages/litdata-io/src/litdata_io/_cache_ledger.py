@@ -10,7 +10,7 @@ folder (``ChunkCache.evict``), and reads it without a lock (:meth:`Ledger.read`)
 A process stopped while holding it (SIGSTOP, Ctrl-Z, a debugger) would stall every other
 process of the folder: each download adds to the ledger. So a process waits for it at most
 :func:`~litdata_io._cache_stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
-60 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
+30 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
 another host), then takes it over: it makes a fresh ledger file that it holds, with the old total
 and a count time of 0, and renames it over ``.cache-bytes``.
 

@@ -16,7 +16,6 @@ The telemetry: the loader appends, for each batch, the seconds the training loop
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from litdata_format.internal import read_seconds
 from litdata_io.internal import ActivityBoard, attach_activity, probe
 
 __all__ = [
@@ -50,16 +50,10 @@ class LoaderStallWarning(UserWarning):
 
 def watchdog_seconds(value: float | None) -> float:
     """The watchdog's period: ``value``, else ``LITDATA_WATCHDOG_S``, else 300 s; 0 turns it off."""
-    source = "watchdog_s"
     if value is None:
-        raw = os.environ.get(ENV_WATCHDOG, "").strip()
-        if not raw:
-            return DEFAULT_WATCHDOG_S
-        source = ENV_WATCHDOG
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_WATCHDOG}={raw!r} is not a number of seconds (0 turns the watchdog off)") from None
+        setting = read_seconds(ENV_WATCHDOG)
+        return DEFAULT_WATCHDOG_S if setting is None else setting
+    source = "watchdog_s"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ValueError(f"{source}={value!r} must be a finite number of seconds >= 0 (0 turns the watchdog off)")
     return float(value)
