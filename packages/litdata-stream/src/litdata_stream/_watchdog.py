@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from litdata_format.internal import read_seconds
-from litdata_io.internal import ActivityBoard, attach_activity, probe
+from litdata_io.internal import ActivityBoard, attach_activity, holder_state, probe
 
 __all__ = [
     "ENV_WATCHDOG",
@@ -90,6 +90,7 @@ class Watchdog:
         self.rank = rank
         self.workers = workers
         self.since: float | None = None  # when the loop started waiting (None: it is not waiting)
+        self.delivered = [0.0] * max(workers, 1)  # when each worker's last batch came (or the pass began)
         self.reports = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,11 +98,13 @@ class Watchdog:
     def waiting(self) -> None:
         self.since = time.monotonic()
 
-    def served(self) -> None:
+    def served(self, worker: int = 0) -> None:
         self.since = None
+        self.delivered[worker] = time.monotonic()
 
     def start(self, epoch: int) -> None:
         self.waiting()
+        self.delivered = [time.monotonic()] * len(self.delivered)
         self._stop.clear()
         self._thread = threading.Thread(target=self._watch, args=(epoch,), name="litdata-watchdog", daemon=True)
         self._thread.start()
@@ -130,9 +133,13 @@ class Watchdog:
             f"the training loop has waited {idle:.0f} s for a batch (rank {self.rank}, epoch {epoch}); "
             "what each worker is doing:"
         ]
-        for name, doing in zip(names, self.board.read()):
+        clock = time.monotonic()
+        for name, doing, pid, delivered in zip(names, self.board.read(), self.board.pids(), self.delivered):
             what = "; ".join(f"{item.text} (for {now - item.since:.0f} s)" for item in doing) or "nothing in LitData"
-            lines.append(f"  rank {self.rank} {name}: {what}")
+            who = f"pid {pid}, {holder_state(pid)}" if pid else "not started"
+            if self.workers and clock - delivered >= self.seconds:  # the one the loop waits for is among these
+                who += f", no batch from it for {clock - delivered:.0f} s"
+            lines.append(f"  rank {self.rank} {name} ({who}): {what}")
             probe.instant("stall", "stall", rank=self.rank, worker=name, idle_s=round(idle, 3),
                           doing=what.replace(";", ","))  # fmt: skip
         self.reports += 1
