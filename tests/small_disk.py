@@ -18,8 +18,8 @@ from typing import Any
 __all__ = ["on_a_small_disk"]
 
 
-def on_a_small_disk(tmp_path: Path, job: str, *args: str, tmpdir: bool = False) -> dict[str, Any]:
-    """Run ``job`` (a script) with the mount point and ``args``, a 1 MiB tmpfs mounted there.
+def on_a_small_disk(tmp_path: Path, job: str, *args: str, tmpdir: bool = False, size: str = "1m") -> dict[str, Any]:
+    """Run ``job`` (a script) with the mount point and ``args``, a tmpfs of ``size`` (1 MiB) mounted there.
 
     Returns the script's last line of output, as JSON, with the mount point under ``"mount"`` and
     what it wrote to stderr under ``"stderr"``. With ``tmpdir``, ``TMPDIR`` is the mount point.
@@ -32,9 +32,9 @@ def on_a_small_disk(tmp_path: Path, job: str, *args: str, tmpdir: bool = False) 
     script = tmp_path / "job.py"
     script.write_text(job)
     env = 'TMPDIR="$m" ' if tmpdir else ""
-    command = 'm="$1" py="$2" job="$3" && shift 3 && mount -t tmpfs -o size=1m tmpfs "$m" && '
+    command = 'm="$1" py="$2" job="$3" size="$4" && shift 4 && mount -t tmpfs -o size="$size" tmpfs "$m" && '
     command += f'{env}exec "$py" "$job" "$m" "$@"'
-    arguments = [str(mount), sys.executable, str(script), *args]
+    arguments = [str(mount), sys.executable, str(script), size, *args]
     try:
         done = subprocess.run(
             [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", command, "sh", *arguments],

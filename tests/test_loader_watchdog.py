@@ -4,6 +4,10 @@ pass's stats() reach the tracer log too."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,7 +91,7 @@ def test_stalled_download_is_reported(
     reports = [str(w.message) for w in caught if issubclass(w.category, LoaderStallWarning)]
     stuck = [line for line in reports[0].splitlines() if f"download {url}/{stalled}" in line]
     assert stuck, reports[0]
-    assert stuck[0].startswith(f"  rank 0 {name}:"), reports[0]
+    assert stuck[0].startswith(f"  rank 0 {name} (pid "), reports[0]
     assert "LITDATA_WATCHDOG_S" in reports[0]
     assert loader._watchdog is not None and loader._watchdog.reports == len(reports)
 
@@ -98,3 +102,38 @@ def test_healthy_run_reports_nothing(url: str, s3_server: S3Server, proxy: Fault
         warnings.simplefilter("error", LoaderStallWarning)
         assert sum(len(batch["index"]) for batch in loader) == N
     assert loader._watchdog is not None and loader._watchdog.reports == 0
+
+
+def _slowly(sample: dict[str, object]) -> dict[str, object]:
+    time.sleep(0.02)
+    return sample
+
+
+def test_a_stopped_worker_is_named_with_its_pid(tmp_path: Path) -> None:
+    # A DataLoader worker SIGSTOPped mid-epoch delivers nothing: the report names it, its pid and
+    # that it is stopped (before, it only showed "nothing in LitData" for that worker).
+    local, samples = tmp_path / "local", 200
+    writer = BinaryWriter(local, chunk_size=10)
+    for i in range(samples):
+        writer.add_item(i, {"index": i, "x": torch.full((8,), float(i))})
+    writer.done()
+    writer.merge()
+    dataset = StreamingDataset(str(local), transform=_slowly)  # 2 s of work per worker
+    loader = StreamingDataLoader(dataset, batch_size=5, num_workers=2, watchdog_s=1)
+    assert loader._watchdog is not None
+    board = loader._watchdog.board
+    indexes: list[int] = []
+    stopped = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LoaderStallWarning)
+        for batch in loader:
+            indexes.extend(int(i) for i in batch["index"])
+            if len(indexes) == 10:  # a batch from each worker: both are attached
+                stopped = board.pids()[1]
+                os.kill(stopped, signal.SIGSTOP)
+                threading.Timer(4.0, os.kill, (stopped, signal.SIGCONT)).start()
+    assert stopped and sorted(indexes) == list(range(samples))
+    reports = [str(w.message) for w in caught if issubclass(w.category, LoaderStallWarning)]
+    named = [line for report in reports for line in report.splitlines() if f"pid {stopped}, stopped" in line]
+    assert named and named[0].startswith("  rank 0 worker 1 (pid "), reports
+    assert "no batch from it for " in named[0], named[0]

@@ -166,3 +166,38 @@ def test_watchdog_names_the_chunk_and_the_stopped_pid(
     finally:
         _end(a)
     _check_cache(cache, local)
+
+
+@pytest.mark.timeout(420)
+def test_a_waiter_warns_within_10_s_and_takes_over_by_30_s_by_default(
+    dataset: tuple[str, Path], s3_server: S3Server, slow: FaultProxy, tmp_path: Path
+) -> None:
+    # Issue 51: B waited 60 s for the stopped A, silent until then.
+    url, local = dataset
+    cache = tmp_path / "cache"
+    a = _reader(url, cache, {**s3_server.storage_options(slow.endpoint), "timeout": 60.0})
+    b: PythonProcess | None = None
+    try:
+        lock = _stop_while_downloading(a, cache)
+        chunk = lock.name.removeprefix(".").removesuffix(".lock")
+        env = {name: value for name, value in os.environ.items() if not name.startswith("LITDATA_DOWNLOAD_STALL")}
+        started = time.monotonic()
+        b = start_python(["-m", "tests.stall_reader", json.dumps({"url": url, "cache": str(cache),
+                         "storage_options": s3_server.storage_options()})], cwd=ROOT, env=env)  # fmt: skip
+        out, err = b.communicate(timeout=120)
+        took = time.monotonic() - started
+        assert b.returncode == 0, err[-4000:]
+        got = json.loads(out.strip().splitlines()[-1])
+        assert sorted(got["indexes"]) == list(range(N)) and not got["wrong"]
+        warned = [line for line in err.splitlines() if f"{chunk}: its download by pid {a.pid} (stopped)" in line]
+        assert warned and "has made no progress for 10 s" in warned[0], err[-4000:]
+        assert "takes it over after 30 s without progress" in warned[0], warned[0]
+        assert took < 60, f"B took {took:.0f} s: the takeover waited longer than 30 s"
+        os.kill(a.pid, signal.SIGCONT)
+        got = _result(a, timeout=120)
+        assert sorted(got["indexes"]) == list(range(N)) and not got["wrong"]
+    finally:
+        _end(a)
+        if b is not None:
+            _end(b)
+    _check_cache(cache, local)

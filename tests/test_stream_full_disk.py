@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from litdata_prep import optimize
+from tests.full_disk_ranks_repeat import run_once, write_dataset
 from tests.servers import S3Server
 from tests.small_disk import on_a_small_disk
 
@@ -89,6 +90,51 @@ if __name__ == "__main__":
     print(json.dumps({"read": read, "error": error, "errno": errno, "sizes": sizes}))
 """
 
+PINNED_ELSEWHERE = """
+import json, subprocess, sys, time
+from pathlib import Path
+from litdata_format import ChunkInfo
+from litdata_io import ChunkCache, get_storage
+
+MOUNT, SOURCE = Path(sys.argv[1]), sys.argv[2]
+HOLDER = '''
+import sys, time
+from pathlib import Path
+from litdata_format import ChunkInfo
+from litdata_io import ChunkCache, get_storage
+cache = ChunkCache(sys.argv[1], get_storage(sys.argv[2]), "100MB")
+for i in range(12):  # 960 KB of the 1 MiB disk, in use
+    cache.acquire(ChunkInfo(f"chunk-0-{i}.bin", 80_000, 1))
+Path(sys.argv[3]).touch()
+time.sleep(2)
+cache.close()  # the reader moves on: its chunks can go
+'''
+
+
+def cap(cache):
+    return cache._cap(cache._ledger.read())
+
+
+if __name__ == "__main__":
+    folder, ready = str(MOUNT / "cache"), MOUNT / "ready"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, folder, SOURCE, str(ready)])
+    while not ready.exists():
+        assert holder.poll() is None, "the holder ended"
+        time.sleep(0.01)
+    cache = ChunkCache(folder, get_storage(SOURCE), "100MB")
+    info = ChunkInfo("chunk-0-12.bin", 80_000, 1)
+    before, started, error = cap(cache), time.monotonic(), None
+    try:
+        with cache.use(info) as path:
+            got = path.read_bytes() == (Path(SOURCE.removeprefix("local:")) / info.filename).read_bytes()
+    except OSError as exc:
+        got, error = False, str(exc)
+    waited = time.monotonic() - started
+    holder.wait()
+    other = ChunkCache(folder, get_storage(SOURCE), "100MB")  # another process's view of the cap
+    print(json.dumps({"got": got, "error": error, "waited": waited, "before": before, "after": cap(other)}))
+"""
+
 FULL = "is full with "
 
 
@@ -132,6 +178,31 @@ def test_a_cache_whose_disk_fills_up_makes_room_for_a_bucket_read_through_the_he
     assert sorted(epoch["seen"]) == list(range(200))
     assert epoch["partial"] == []
     assert FULL in result["stderr"], result["stderr"]
+
+
+def test_a_download_waits_for_the_chunks_another_process_reads_on_a_full_disk(tmp_path: Path) -> None:
+    # Another process reads 960 KB of chunks of the 1 MiB disk for 2 s: the download that finds
+    # the disk full has nothing to evict at first, so it waits for them (it failed at once before),
+    # and the cap it lowers to the disk's room holds for every process of the cache.
+    source = tmp_path / "chunks"
+    source.mkdir()
+    for i in range(13):
+        (source / f"chunk-0-{i}.bin").write_bytes(os.urandom(80_000))
+    result = on_a_small_disk(tmp_path, PINNED_ELSEWHERE, f"local:{source}")
+    assert result["error"] is None and result["got"], result
+    assert 1.0 < result["waited"] < 10.0, result
+    assert result["before"] == 100_000_000 and result["after"] < 1024 * 1024, result
+    assert FULL in result["stderr"] and "in every process using it" in result["stderr"], result["stderr"]
+
+
+def test_two_ranks_of_two_workers_share_a_cache_on_a_disk_another_file_fills(tmp_path: Path) -> None:
+    # Four processes fill the 1 MiB disk with one cache, then another file takes its last bytes
+    # and what the cache frees for 5 s: every process makes room under the cache's lock, waits
+    # for chunks in use elsewhere, and tries again. (tests/full_disk_ranks_repeat.py runs it 20 times.)
+    url = write_dataset(tmp_path / "data")
+    result = run_once(tmp_path, url, 5.0)
+    assert result["passed"], result["why"]
+    assert result["taken"] > 0, result  # the other file did take the disk's last bytes
 
 
 def test_a_chunk_bigger_than_the_disk_is_an_error_naming_the_cache_and_what_to_do(tmp_path: Path) -> None:

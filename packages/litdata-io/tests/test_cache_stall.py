@@ -133,7 +133,7 @@ def test_the_stall_bound_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "0")
     assert download_stall_seconds() == 0
     monkeypatch.delenv("LITDATA_DOWNLOAD_STALL_S")
-    assert download_stall_seconds() == 60
+    assert download_stall_seconds() == 30
 
 
 def _hold_two(root: Path, src: Path, infos: tuple[ChunkInfo, ChunkInfo]) -> None:

@@ -10,11 +10,11 @@ that lead outside the dataset folder are refused by ``_index.check_chunk_file``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from litdata_format._dataset_index import DatasetIndex
+from litdata_format._environment import read_flag
 from litdata_format._guards import is_any_list
 from litdata_format._serializers import Serializer
 
@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 ALLOW_PICKLE_ENV = "LITDATA_ALLOW_PICKLE"
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 class PickleRefusedError(ValueError):
@@ -44,12 +43,8 @@ def pickle_allowed(allow_pickle: bool | None = None) -> bool:
     """Whether unpickling is allowed: ``allow_pickle`` if given, else ``LITDATA_ALLOW_PICKLE``, else True."""
     if allow_pickle is not None:
         return bool(allow_pickle)
-    setting = os.environ.get(ALLOW_PICKLE_ENV, "").strip().lower()
-    if not setting:
-        return True
-    if setting in _TRUE | _FALSE:
-        return setting in _TRUE
-    raise ValueError(f"{ALLOW_PICKLE_ENV}={setting!r}: use 1 (allow unpickling dataset values) or 0 (refuse)")
+    setting = read_flag(ALLOW_PICKLE_ENV)
+    return True if setting is None else setting
 
 
 def unpickles(serializer: Any) -> bool:

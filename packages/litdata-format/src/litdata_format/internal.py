@@ -28,6 +28,13 @@ if TYPE_CHECKING:
     from litdata_format._dataset_index import ChunkTable as ChunkTable
     from litdata_format._dataset_index import Strings as Strings
     from litdata_format._dataset_index import check_relative_path as check_relative_path
+    from litdata_format._environment import VARIABLES as VARIABLES
+    from litdata_format._environment import read_choice as read_choice
+    from litdata_format._environment import read_count as read_count
+    from litdata_format._environment import read_flag as read_flag
+    from litdata_format._environment import read_seconds as read_seconds
+    from litdata_format._environment import read_size as read_size
+    from litdata_format._environment import read_text as read_text
     from litdata_format._gather import SmallChunkRows as SmallChunkRows
     from litdata_format._index import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index import chunk_name as chunk_name

@@ -30,8 +30,8 @@ from litdata_io._switches import SWITCHES
 
 __all__ = ["Activity", "ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"]
 
-_SLOT = 2048  # bytes per worker: a length, then "since\ttext" lines
-_HEADER = struct.Struct("<I")
+_SLOT = 2048  # bytes per worker: a length and the worker's pid, then "since\ttext" lines
+_HEADER = struct.Struct("<Ii")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ class _Slot:
         self._lock = threading.Lock()  # the loop thread and the reader thread both publish
         self._open: dict[int, tuple[float, str]] = {}
         self._next = 0
+        self._pid = os.getpid()
+        _HEADER.pack_into(self._map, self._offset, 0, self._pid)
 
     def begin(self, text: str) -> int:
         with self._lock:
@@ -70,7 +72,7 @@ class _Slot:
 
     def _publish(self) -> None:
         if not self._open:  # the usual end of a chunk's read: nothing left to show
-            _HEADER.pack_into(self._map, self._offset, 0)
+            _HEADER.pack_into(self._map, self._offset, 0, self._pid)
             return
         if len(self._open) == 1:  # the usual case: one operation (a chunk's read)
             ((since, text),) = self._open.values()
@@ -80,7 +82,7 @@ class _Slot:
         data = lines.encode("utf-8", "replace")[: _SLOT - _HEADER.size]
         start = self._offset + _HEADER.size
         self._map[start : start + len(data)] = data
-        _HEADER.pack_into(self._map, self._offset, len(data))
+        _HEADER.pack_into(self._map, self._offset, len(data), self._pid)
 
 
 _slot: _Slot | None = None
@@ -165,7 +167,7 @@ class ActivityBoard:
         board: list[list[Activity]] = []
         for index in range(self.slots):
             offset = index * _SLOT
-            (length,) = _HEADER.unpack_from(self._map, offset)
+            length, _ = _HEADER.unpack_from(self._map, offset)
             start = offset + _HEADER.size
             raw = bytes(self._map[start : start + min(length, _SLOT - _HEADER.size)])
             found: list[Activity] = []
@@ -175,6 +177,10 @@ class ActivityBoard:
                     found.append(Activity(text, float(since)))
             board.append(sorted(found, key=lambda item: item.since))
         return board
+
+    def pids(self) -> list[int]:
+        """The pid of the process attached to each slot (0: none attached yet)."""
+        return [_HEADER.unpack_from(self._map, index * _SLOT)[1] for index in range(self.slots)]
 
     def close(self) -> None:
         """Remove the board's file; the workers' mappings stay valid until they exit."""

@@ -42,11 +42,12 @@ Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use
 prefetched and waiting to be read) and the downloads in flight.
 
 A full disk. The cap is a byte count, not a promise of the disk's: other files can fill the disk
-under it. A download that fails for a full disk (ENOSPC, EDQUOT) is dropped like any failed one
-(staging removed, reservation taken back); the process then lowers its cap to what the disk has
-for the cache (:attr:`ChunkCache.disk_cap`: the files cached plus the free space), evicts down to it
-less the chunk, and downloads again, up to ``_ROOM_TRIES`` times; when nothing more can be evicted
-it fails with a :class:`ChunkDownloadError` naming the folder and what to do.
+under it. A download that fails for a full disk (ENOSPC, EDQUOT) is dropped like any failed one;
+under the ledger's lock the process then records in the ledger the bytes the disk has for the
+cache (its files, downloads and free space: the disk cap every process keeps to from then on),
+evicts down to it less the chunk (whatever no process uses), and downloads again. With no room to
+make (the chunks are in use elsewhere, or another file took the space), it tries again for
+``_ROOM_WAIT_S``, then fails with a :class:`ChunkDownloadError` naming the folder and what to do.
 
 The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
 twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
@@ -111,8 +112,7 @@ from litdata_format.internal import (
 from litdata_io import _process
 from litdata_io._cache_clear import CacheClearResult, clear_cache
 from litdata_io._cache_disk import free_bytes, is_disk_full, resolve_max_cache_size
-from litdata_io._cache_ledger import WIDTH as LEDGER_WIDTH
-from litdata_io._cache_ledger import Ledger, parse_ledger, write_ledger
+from litdata_io._cache_ledger import STATE_WIDTH, Ledger, LedgerState, parse_ledger, write_disk_cap, write_ledger
 from litdata_io._cache_locks import (
     LEDGER,
     LOCK_SUFFIX,
@@ -142,7 +142,7 @@ __all__ = ["ChunkCache", "ChunkDownloadError"]
 _log = logging.getLogger("litdata_io")
 _RECOUNT_S = 60.0  # the ledger is recounted from the folder at least this often
 _MARGIN = 50  # eviction frees up to 1/50 of the cap beyond what is needed, so the next recount waits
-_ROOM_TRIES = 3  # a download that finds the disk full makes room and is tried again at most this often
+_ROOM_WAIT_S = 10.0  # a download that finds no room to make on a full disk tries again this long, then fails
 
 
 class ChunkDownloadError(OSError):
@@ -219,9 +219,6 @@ class ChunkCache:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._ledger = Ledger(self.cache_dir / LEDGER)
         self._state = _ProcessState()
-        # The bytes the cache's disk held for it when it was last found full (None: never): the
-        # cap in force is the lower of the two. Copied to workers with the cache.
-        self.disk_cap: int | None = None
         _LIVE_CACHES.add(self)
         if self.version is not None:
             claim_version(self.cache_dir, self.version, self.storage.url)
@@ -395,7 +392,7 @@ class ChunkCache:
 
     async def _afetch(self, info: ChunkInfo, pin: bool) -> None:
         name = self.name_for(info)
-        disk_full = 0  # downloads of this call that found the disk full
+        stuck: float | None = None  # since when the disk has had no room for this chunk
         while True:
             if pin and self._pin_present(info):
                 return
@@ -424,10 +421,9 @@ class ChunkCache:
                 _finish(state, name, mine, None)  # the waiters try again themselves
                 raise
             except BaseException as err:
-                if is_disk_full(err) and disk_full < _ROOM_TRIES:
-                    disk_full += 1
+                if is_disk_full(err):
                     _finish(state, name, mine, None)  # the waiters try again themselves
-                    self._make_room_on_disk(info, err)  # or an error saying why there is none
+                    stuck = await self._make_room_on_disk(info, err, stuck)  # or an error saying why there is none
                     continue
                 _finish(state, name, mine, err)
                 raise
@@ -588,10 +584,13 @@ class ChunkCache:
             fetched.unlink()
 
     # -- the cap --------------------------------------------------------------------------------
-    def _scan(self, locks: list[Path] | None = None) -> list[tuple[Path, int, int, bool]]:
+    def _scan(
+        self, locks: list[Path] | None = None, staged: list[int] | None = None
+    ) -> list[tuple[Path, int, int, bool]]:
         """(path, size, mtime_ns, evictable) of every visible file, hidden staging folders excluded.
 
-        The download lock files found are appended to ``locks`` if given.
+        The download lock files found are appended to ``locks`` if given, and the sizes of the
+        files in staging folders (downloads written so far) to ``staged``.
         """
         found: list[tuple[Path, int, int, bool]] = []
         stack = [self.cache_dir]
@@ -605,6 +604,8 @@ class ChunkCache:
                 if entry.name.startswith("."):
                     if locks is not None and entry.name.endswith(LOCK_SUFFIX):
                         locks.append(Path(entry.path))
+                    elif staged is not None and entry.name.endswith(".partial"):
+                        staged.extend(_sizes(Path(entry.path)))
                     continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -646,25 +647,30 @@ class ChunkCache:
         Returns:
             The bytes freed. Chunks in use anywhere are kept, even if that leaves the cache over cap.
         """
-        cap = self._cap()
-        budget = cap - max(incoming, 0)
-        if _fits(self._ledger.read(), budget):
+        known = self._ledger.read()
+        if _fits(known, self._cap(known) - max(incoming, 0)):
             return 0
         with self._ledger.locked() as fd:  # the folder's true total, written back when done
-            if _fits(parse_ledger(os.pread(fd, LEDGER_WIDTH, 0)), budget):
+            known = parse_ledger(os.pread(fd, STATE_WIDTH, 0))
+            cap = self._cap(known)
+            budget = cap - max(incoming, 0)
+            if _fits(known, budget):
                 return 0  # another process counted while we waited for the lock
             entries, total = self._count()
             freed = self._shrink(entries, total, budget, cap // _MARGIN)
             write_ledger(fd, total - freed, time.time())
         return freed
 
-    def _cap(self) -> int:
-        return self.max_cache_size if self.disk_cap is None else min(self.max_cache_size, self.disk_cap)
+    def _cap(self, known: LedgerState | None) -> int:
+        """The cap in force: ``max_cache_size``, or less once the disk was found full (the ledger's disk cap)."""
+        if known is None or known.disk_cap is None:
+            return self.max_cache_size
+        return min(self.max_cache_size, known.disk_cap)
 
-    def _count(self) -> tuple[list[tuple[Path, int, int, bool]], int]:
+    def _count(self, staged: list[int] | None = None) -> tuple[list[tuple[Path, int, int, bool]], int]:
         """Every visible file (as :meth:`_scan`), and the folder's total with the downloads in flight."""
         locks: list[Path] = []
-        entries = self._scan(locks)
+        entries = self._scan(locks, staged)
         return entries, sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
 
     def _shrink(self, entries: list[tuple[Path, int, int, bool]], total: int, budget: int, margin: int) -> int:
@@ -692,45 +698,64 @@ class ChunkCache:
                 freed += size
         return freed
 
-    def _make_room_on_disk(self, info: ChunkInfo, error: BaseException) -> None:
+    async def _make_room_on_disk(self, info: ChunkInfo, error: BaseException, stuck: float | None) -> float | None:
         """The disk filled up under a download of ``info``: lower the cap to what fits there, make room.
 
-        The cache then holds at most what it held when the disk filled plus what was free (the
-        rest of the disk is someone else's), so the next downloads fit too. Raises a
-        :class:`ChunkDownloadError` naming the folder and what to do when the chunks that could be
-        deleted are too few (the rest in use, or the disk full of other files).
+        Every process of the cache keeps to the lowered cap (it is in the ledger), so the others
+        make room before their own downloads instead of taking what this one freed. The cache then
+        holds at most what the disk has for it: its files, its downloads so far and the free space
+        (the rest of the disk is someone else's). When the chunks that can be deleted (by any
+        process: not in use anywhere) leave too little room, the chunks in use may be released
+        soon, or the other files shrink: this tries again for ``_ROOM_WAIT_S`` since ``stuck``,
+        then raises a :class:`ChunkDownloadError` naming the folder and what to do (at once if
+        the chunk is larger than all the disk has for the cache).
+
+        Returns:
+            Since when there has been no room (None: there is room now), for the next call.
         """
         url = self.storage.url_for(info.filename)
         # A whole-file compressed chunk is in its staging folder twice while it is inflated.
         need = info.chunk_bytes * (1 if Path(info.filename).name == Path(self.name_for(info)).name else 2)
         with self._ledger.locked() as fd:
-            entries, total = self._count()
+            known = parse_ledger(os.pread(fd, STATE_WIDTH, 0))
+            staged: list[int] = []
+            entries, total = self._count(staged)
             free = free_bytes(self.cache_dir)
-            # What the disk has for the cache now: its files and the free space (a download in flight
-            # counts in total with all the bytes it will add, of which only some are on the disk yet).
             cached = sum(entry[1] for entry in entries)
-            room = cached + free
-            self.disk_cap = room if self.disk_cap is None else min(self.disk_cap, room)
-            cap = self._cap()  # at most room now
+            room = cached + sum(staged) + free
+            disk_cap = room if known is None or known.disk_cap is None else min(known.disk_cap, room)
+            lowered = known is None or disk_cap != known.disk_cap
+            if lowered:
+                write_disk_cap(fd, disk_cap)
+            cap = min(self.max_cache_size, disk_cap)
             freed = self._shrink(entries, total, cap - need, cap // _MARGIN)
             write_ledger(fd, total - freed, time.time())
-        _log.warning(
-            "the disk of the chunk cache %s is full with %d bytes cached (max_cache_size is %d): the cache "
-            "now keeps to the %d bytes the disk has for it in this process and deleted %d bytes of chunks; "
-            "free space on that disk, or lower max_cache_size, to avoid this",
-            self.cache_dir,
-            cached,
-            self.max_cache_size,
-            self.disk_cap,
-            freed,
-        )
-        if free + freed < need:
-            raise ChunkDownloadError(
-                f"no space left for chunk {url} ({need} bytes) in the cache {self.cache_dir}: its disk has "
-                f"{free} bytes free, and of the {cached} bytes cached only {freed} could be deleted (the others are "
-                "indexes or chunks in use by a reader). Free space on that disk, or set cache_dir to a folder on "
-                f"a larger one (max_cache_size is {self.max_cache_size} bytes)"
-            ) from error
+        if lowered:
+            _log.warning(
+                "the disk of the chunk cache %s is full with %d bytes cached (max_cache_size is %d): the cache "
+                "now keeps to the %d bytes the disk has for it, in every process using it, and deleted %d bytes "
+                "of chunks; free space on that disk, or lower max_cache_size, to avoid this",
+                self.cache_dir,
+                cached,
+                self.max_cache_size,
+                cap,
+                freed,
+            )
+        if (lowered or freed) and total - freed + need <= cap:
+            return None  # room made: download again at once
+        # No room made here (another process may have made some, or the disk's blocks hold a few
+        # bytes more than the files' sizes): try again after a pause, for a while.
+        now = time.monotonic()
+        stuck = now if stuck is None else stuck
+        if need <= room and now - stuck < _ROOM_WAIT_S:
+            await asyncio.sleep(0.1)
+            return stuck
+        raise ChunkDownloadError(
+            f"no space left for chunk {url} ({need} bytes) in the cache {self.cache_dir}: its disk has "
+            f"{free} bytes free, and of the {cached} bytes cached only {freed} could be deleted (the others are "
+            "indexes or chunks in use by a reader). Free space on that disk, or set cache_dir to a folder on "
+            f"a larger one (max_cache_size is {self.max_cache_size} bytes)"
+        ) from error
 
     def clear(self) -> CacheClearResult:
         """Delete everything cached for this dataset that no process is using."""
@@ -751,9 +776,19 @@ def _intact(info: ChunkInfo, size: int) -> bool:
     return not sizes or size in sizes
 
 
-def _fits(known: tuple[int, float] | None, budget: int) -> bool:
+def _fits(known: LedgerState | None, budget: int) -> bool:
     """Whether a ledger's total is within ``budget`` and was counted less than a minute ago."""
-    return known is not None and known[0] <= budget and time.time() - known[1] < _RECOUNT_S
+    return known is not None and known.total <= budget and time.time() - known.counted < _RECOUNT_S
+
+
+def _sizes(folder: Path) -> list[int]:
+    """The sizes of the files in ``folder`` (a download's staging folder; gone meanwhile: none)."""
+    sizes: list[int] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(FileNotFoundError):
+                sizes.append(entry.stat(follow_symlinks=False).st_size)
+    return sizes
 
 
 def _finish(

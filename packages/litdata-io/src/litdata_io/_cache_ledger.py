@@ -1,15 +1,16 @@
 """The cache folder's byte ledger (``.cache-bytes``), and taking it from a holder that stopped.
 
 ``.cache-bytes`` holds ``<bytes> <unix time of the last count>`` (the first :data:`WIDTH` bytes,
-as every release wrote it) and, from byte :data:`_HOLDER_AT`, the pid and host of the process
-holding it (``<pid> <host>``, blank when free). Every process using the folder changes it under
+as every release wrote it), then the disk cap (the bytes the disk had for the cache when it was
+last found full, blank when never) and, from byte :data:`_HOLDER_AT`, the pid and host of the
+process holding it (``<pid> <host>``, blank when free). Every process using the folder changes it under
 an exclusive ``flock`` held for a few system calls (:meth:`Ledger.add`) or for one count of the
 folder (``ChunkCache.evict``), and reads it without a lock (:meth:`Ledger.read`).
 
 A process stopped while holding it (SIGSTOP, Ctrl-Z, a debugger) would stall every other
 process of the folder: each download adds to the ledger. So a process waits for it at most
 :func:`~litdata_io._cache_stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
-60 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
+30 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
 another host), then takes it over: it makes a fresh ledger file that it holds, with the old total
 and a count time of 0, and renames it over ``.cache-bytes``.
 
@@ -35,16 +36,18 @@ import threading
 import time
 from collections.abc import Generator
 from pathlib import Path
+from typing import NamedTuple
 
 from litdata_io import _process
 from litdata_io._cache_locks import EX, HOST, NB, flock, open_own, same_file
 from litdata_io._cache_stall import ENV_STALL, download_stall_seconds, holder_state
 from litdata_io._instrument import probe
 
-__all__ = ["WIDTH", "Ledger", "parse_ledger", "write_ledger"]
+__all__ = ["STATE_WIDTH", "WIDTH", "Ledger", "LedgerState", "parse_ledger", "write_disk_cap", "write_ledger"]
 
 WIDTH = 48  # "<bytes> <time>", space-padded: what every release reads and writes
-_HOLDER_AT = 64  # "<pid> <host>" of the holder: past what older releases read
+_HOLDER_AT = 64  # "<pid> <host>" of the holder: past what older releases read (as is the disk cap before it)
+STATE_WIDTH = _HOLDER_AT  # the bytes parse_ledger reads
 _HOLDER_WIDTH = 192
 _FREE = b" " * _HOLDER_WIDTH
 _NOT_RUNNING = ("stopped", "stopped by a debugger", "exited", "gone", "unknown", "elsewhere")
@@ -67,18 +70,37 @@ def _forget_in_child() -> None:
 _process.on_fork_in_child(_forget_in_child)
 
 
-def parse_ledger(data: bytes) -> tuple[int, float] | None:
-    """(bytes, time of the last count) from a ledger's first :data:`WIDTH` bytes, or None if unreadable."""
+class LedgerState(NamedTuple):
+    """What a ledger says: the folder's bytes, when they were last counted, and the disk's room.
+
+    ``disk_cap`` is the bytes the cache's disk had for the cache when a download last found it
+    full (None: never): every process of the folder keeps the cache under it as under its cap.
+    """
+
+    total: int
+    counted: float
+    disk_cap: int | None
+
+
+def parse_ledger(data: bytes) -> LedgerState | None:
+    """What a ledger's first :data:`_HOLDER_AT` bytes say, or None if its total is unreadable."""
     try:
         total, counted = data[:WIDTH].split()
-        return int(total), float(counted)
+        state = LedgerState(int(total), float(counted), None)
     except ValueError:
         return None
+    cap = data[WIDTH:_HOLDER_AT].strip(b"\0 ")
+    return state._replace(disk_cap=int(cap)) if cap.isdigit() else state
 
 
 def write_ledger(fd: int, total: int, counted: float) -> None:
     """Write ``total`` bytes counted at ``counted`` (unix time; 0: count again before trusting it)."""
     os.pwrite(fd, f"{total} {counted:.3f}".ljust(WIDTH).encode(), 0)
+
+
+def write_disk_cap(fd: int, cap: int) -> None:
+    """Record ``cap`` as the bytes the disk has for the cache (past what older releases read)."""
+    os.pwrite(fd, str(cap).ljust(_HOLDER_AT - WIDTH).encode(), WIDTH)
 
 
 class Ledger:
@@ -90,8 +112,8 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def read(self) -> tuple[int, float] | None:
-        """(bytes, time of the last count), or None if there is no ledger (or it is unreadable).
+    def read(self) -> LedgerState | None:
+        """What the ledger says, or None if there is no ledger (or it is unreadable).
 
         Without a lock (a stopped holder cannot block it): a read that overlaps a write is read again.
         """
@@ -100,9 +122,9 @@ class Ledger:
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            data = os.pread(fd, WIDTH, 0)
+            data = os.pread(fd, _HOLDER_AT, 0)
             for _ in range(3):
-                again = os.pread(fd, WIDTH, 0)
+                again = os.pread(fd, _HOLDER_AT, 0)
                 if again == data:
                     break
                 data = again
@@ -120,7 +142,7 @@ class Ledger:
         try:
             known = parse_ledger(os.pread(fd, WIDTH, 0))
             if known is not None:
-                write_ledger(fd, max(known[0] + delta, 0), known[1])
+                write_ledger(fd, max(known.total + delta, 0), known.counted)
         finally:
             self._release(fd)
 
@@ -221,8 +243,10 @@ class Ledger:
             _held.add(fd)
         try:
             flock(fd, EX)  # nobody else opens this name
-            known = parse_ledger(os.pread(watched, WIDTH, 0))
-            write_ledger(fd, known[0] if known is not None else 0, 0.0)  # count again before trusting it
+            known = parse_ledger(os.pread(watched, _HOLDER_AT, 0))
+            write_ledger(fd, known.total if known is not None else 0, 0.0)  # count again before trusting it
+            if known is not None and known.disk_cap is not None:
+                write_disk_cap(fd, known.disk_cap)
             _say_holder(fd)
             if same_file(watched, self.path) is None:
                 fresh.unlink()

@@ -5,7 +5,7 @@ when its holder dies, not when it is stopped (SIGSTOP, Ctrl-Z, a debugger, a fro
 So a process that wants the same chunk does not only wait for the lock: while it waits, it
 watches the download's progress (the files of its staging folder: sizes, blocks, mtimes; and the
 lock file's contents). When nothing changed for :func:`download_stall_seconds`
-(``LITDATA_DOWNLOAD_STALL_S``, default 60 s), it takes the download over: under the ledger's lock
+(``LITDATA_DOWNLOAD_STALL_S``, default 30 s), it takes the download over: under the ledger's lock
 (so two waiters never both take over one download) it gives the stopped holder's lock file a
 second name, ``.{chunk}.taken-{inode}.lock``, and atomically replaces ``.{chunk}.lock`` with a
 fresh lock file it already holds. It then downloads the chunk like any holder, into its own
@@ -19,13 +19,17 @@ finishes first publishes and the other drops its copy and uses the published one
 back only its own reservation from the ledger. Its release deletes its lock file under both names.
 
 While it waits, the waiter says what on (the DataLoader watchdog shows it): the chunk, the pid
-and host of the holder, and, on this host, whether ``/proc`` shows it stopped.
+and host of the holder, and, on this host, whether ``/proc`` shows it stopped. After
+``LITDATA_DOWNLOAD_STALL_WARN_S`` (default 10 s) without progress it logs a WARNING (logger
+``litdata_io``) naming the chunk, the holder and when it takes over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import os
 import threading
 import time
@@ -33,6 +37,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from litdata_format.internal import read_seconds
 from litdata_io._cache_locks import (
     EX,
     HOST,
@@ -48,16 +53,21 @@ from litdata_io._instrument import probe
 
 __all__ = [
     "ENV_STALL",
+    "ENV_STALL_WARN",
     "DownloadStalledError",
     "Superseded",
     "download_stall_seconds",
+    "download_stall_warn_seconds",
     "holder_state",
     "lock_download",
     "publish_once",
 ]
 
 ENV_STALL = "LITDATA_DOWNLOAD_STALL_S"
-DEFAULT_STALL_S = 60.0
+ENV_STALL_WARN = "LITDATA_DOWNLOAD_STALL_WARN_S"
+DEFAULT_STALL_S = 30.0
+DEFAULT_STALL_WARN_S = 10.0
+_log = logging.getLogger("litdata_io")
 _STATES = {
     "T": "stopped",
     "t": "stopped by a debugger",
@@ -95,21 +105,19 @@ def publish_once(ready: Path, final: Path) -> None:
 def download_stall_seconds() -> float:
     """How long a download may make no progress before a waiting process takes it over.
 
-    ``LITDATA_DOWNLOAD_STALL_S`` if set, else 60 s; 0 waits for the holder however long it takes.
+    ``LITDATA_DOWNLOAD_STALL_S`` if set, else 30 s; 0 waits for the holder however long it takes.
     """
-    raw = os.environ.get(ENV_STALL, "").strip()
-    if not raw:
-        return DEFAULT_STALL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise ValueError(
-            f"{ENV_STALL}={raw!r} must be a number of seconds >= 0 (how long a stalled chunk download of "
-            "another process is waited for before this one takes it over; 0 waits for ever)"
-        )
-    return value
+    value = read_seconds(ENV_STALL)
+    return DEFAULT_STALL_S if value is None else value
+
+
+def download_stall_warn_seconds() -> float:
+    """How long a download may make no progress before a waiting process warns (0: never).
+
+    ``LITDATA_DOWNLOAD_STALL_WARN_S`` if set, else 10 s.
+    """
+    value = read_seconds(ENV_STALL_WARN)
+    return DEFAULT_STALL_WARN_S if value is None else value
 
 
 def describe_holder(lock_fd: int) -> str:
@@ -243,14 +251,15 @@ async def _wait(
     lock_path: Path, final: Path, label: str, serialize: Callable[[], AbstractContextManager[object]]
 ) -> int | None:
     """Wait on the current lock file; its descriptor once held, or None to look again."""
-    stall_s = download_stall_seconds()
+    stall_s, warn_s = download_stall_seconds(), download_stall_warn_seconds()
     try:
         fd = os.open(lock_path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None  # released and deleted meanwhile
     waiter = _LockWaiter(fd)
     inode = os.fstat(fd).st_ino
-    poll = min(max(stall_s / 8, 0.05), 1.0) if stall_s else 1.0
+    poll = min(max(min(stall_s or math.inf, warn_s or math.inf) / 8, 0.05), 1.0)
+    warned = False
     now = time.monotonic()
     last, since = _progress(fd, final, inode), _idle_since(fd, now, stall_s)
     holder = describe_holder(fd)
@@ -277,6 +286,18 @@ async def _wait(
                 last, since = seen, now
             else:
                 since = min(since, idle)  # this process saw the holder stalled before this wait
+            if seen == last and warn_s and now - since >= warn_s and not warned:
+                warned = True
+                _log.warning(
+                    "chunk %s: its download by %s has made no progress for %.0f s (lock %s); %s",
+                    label,
+                    holder,
+                    now - since,
+                    lock_path,
+                    f"this process takes it over after {stall_s:g} s without progress (set {ENV_STALL} to change that)"
+                    if stall_s
+                    else f"this process waits for it ({ENV_STALL}=0)",
+                )
             if seen == last and stall_s and now - since >= stall_s:
                 taken = _take_over(lock_path, fd, final, inode, label, holder, stall_s, serialize)
                 waiter.abandon()

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litdata_format.internal import read_text
+
 __all__ = ["MountEntry", "bucket_url_for", "parse_mountinfo", "register_mount", "registered_mounts"]
 
 _log = logging.getLogger("litdata_io")
@@ -125,7 +127,7 @@ def register_mount(mount_path: str | os.PathLike[str], url: str) -> None:
 def registered_mounts() -> dict[str, str]:
     """The mount-to-URL mapping in force: ``LITDATA_MOUNTS`` entries, then :func:`register_mount` calls over them."""
     mapping: dict[str, str] = {}
-    raw = os.environ.get("LITDATA_MOUNTS", "")
+    raw = read_text("LITDATA_MOUNTS") or ""
     for item in re.split(r"[;\n]", raw):
         if not item.strip():
             continue
@@ -206,7 +208,7 @@ def bucket_url_for(path: str, mountinfo: str | None = None) -> str | None:
 
 def _read_mount_table(mountinfo: str | None) -> str | None:
     """The text of the mount table (``mountinfo``, ``$LITDATA_MOUNTINFO`` or ``/proc/self/mountinfo``), or None."""
-    table = mountinfo or os.environ.get("LITDATA_MOUNTINFO") or "/proc/self/mountinfo"
+    table = mountinfo or read_text("LITDATA_MOUNTINFO") or "/proc/self/mountinfo"
     try:
         return Path(table).read_text(encoding="utf-8", errors="replace")
     except OSError:

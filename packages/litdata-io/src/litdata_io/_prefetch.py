@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import os
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
+from litdata_format.internal import read_count, read_flag
 from litdata_io._cache import ChunkCache
 from litdata_io._instrument import probe
 from litdata_io._loop import LoopThread
@@ -44,37 +44,21 @@ _DEFAULT_CONCURRENCY = 8
 _DEFAULT_MIN_PRE_DOWNLOAD = 4
 
 
-def _env_int(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise ValueError(f"{name}={raw!r} must be at least {minimum}")
-    return value
-
-
 def async_prefetch_enabled() -> bool:
     """False when ``LITDATA_ASYNC_CHUNK_PREFETCH`` is ``0``/``false``/``no``/``off``; True otherwise."""
-    raw = os.environ.get("LITDATA_ASYNC_CHUNK_PREFETCH", "").strip().lower()
-    if raw in ("", "1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"LITDATA_ASYNC_CHUNK_PREFETCH={raw!r}: use 1 (on) or 0 (synchronous downloads)")
+    return read_flag("LITDATA_ASYNC_CHUNK_PREFETCH") is not False
 
 
 def download_concurrency() -> int:
     """``LITDATA_ASYNC_DOWNLOAD_CONCURRENCY``, default 8: chunk downloads in flight per worker."""
-    return _env_int("LITDATA_ASYNC_DOWNLOAD_CONCURRENCY", _DEFAULT_CONCURRENCY, 1)
+    value = read_count("LITDATA_ASYNC_DOWNLOAD_CONCURRENCY")
+    return _DEFAULT_CONCURRENCY if value is None else value
 
 
 def min_pre_download() -> int:
     """``LITDATA_ASYNC_MIN_PRE_DOWNLOAD``, default 4: the floor of ``max_pre_download`` (0 = none)."""
-    return _env_int("LITDATA_ASYNC_MIN_PRE_DOWNLOAD", _DEFAULT_MIN_PRE_DOWNLOAD, 0)
+    value = read_count("LITDATA_ASYNC_MIN_PRE_DOWNLOAD")
+    return _DEFAULT_MIN_PRE_DOWNLOAD if value is None else value
 
 
 _PENDING, _RUNNING, _READY, _DROPPED = "pending", "running", "ready", "dropped"

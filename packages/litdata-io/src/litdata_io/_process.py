@@ -42,6 +42,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
+from litdata_format.internal import read_choice
+
 __all__ = [
     "PerProcess",
     "declare_worker",
@@ -201,14 +203,9 @@ def _decide() -> Placement:
         return _forced
     if _inherited_obstore:
         return "helper"  # an ancestor's runtime is in this memory, dead: obstore would hang here
-    wanted = os.environ.get(_ENV, "").strip().lower() or "auto"
+    wanted = read_choice(_ENV, ("auto", "here", "helper"))
     if wanted in ("here", "helper"):
         return "here" if wanted == "here" else "helper"
-    if wanted != "auto":
-        raise ValueError(
-            f"{_ENV}={wanted!r}: use auto (the default), here (obstore in this process: only if it never "
-            "forks after using it) or helper (obstore in a helper process)"
-        )
     return "here" if _worker or _in_dataloader_worker() else "helper"
 
 

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from litdata_format.internal import read_text
 from litdata_io._mounts import bucket_url_for
 
 __all__ = ["Dir", "cache_dir_for", "cache_root", "expand_time_template", "resolve_dir"]
@@ -201,7 +202,7 @@ def _normalize_url(scheme: str, rest: str) -> str:
 
 def cache_root() -> Path:
     """The folder remote datasets are cached under: ``$LITDATA_CACHE_DIR`` or ``~/.lightning/chunks``."""
-    configured = os.environ.get("LITDATA_CACHE_DIR", "").strip()
+    configured = read_text("LITDATA_CACHE_DIR")
     if configured:
         return _absolute(configured)
     return Path.home() / ".lightning" / "chunks"

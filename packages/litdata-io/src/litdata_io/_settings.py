@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from litdata_format.internal import parse_size
+from litdata_format.internal import parse_size, read_count, read_seconds, read_size
 
 __all__ = ["IO_OPTION_NAMES", "IOSettings"]
 
@@ -72,14 +71,12 @@ class IOSettings:
             options: a mapping that may hold any of :data:`IO_OPTION_NAMES`.
             environ: the environment (``os.environ`` by default).
         """
-        environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name in IO_OPTION_NAMES:
-            env_name = f"LITDATA_IO_{name.upper()}"
             if options is not None and name in options and options[name] is not None:
                 values[name] = _parse(name, options[name], f"storage_options[{name!r}]")
-            elif environ.get(env_name, "").strip():
-                values[name] = _parse(name, environ[env_name].strip(), env_name)
+            elif (value := _READERS[name](f"LITDATA_IO_{name.upper()}", environ)) is not None:
+                values[name] = value
         return cls(**values)
 
     def budget(self) -> str:
@@ -90,6 +87,10 @@ class IOSettings:
 IO_OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(IOSettings))
 _SIZES = {"parallel_threshold", "part_size"}
 _INTS = {"max_retries", "max_concurrency"}
+# Each variable checked, and refused naming it, by litdata_format's one reader of the environment.
+_READERS: dict[str, Callable[[str, Mapping[str, str] | None], float | None]] = {
+    name: read_size if name in _SIZES else read_count if name in _INTS else read_seconds for name in IO_OPTION_NAMES
+}
 
 
 def _parse(name: str, value: Any, source: str) -> int | float:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, ParamSpec, TypeVar
 
+from litdata_format.internal import read_text
 from litdata_io import _process
 from litdata_io._switches import SWITCHES
 
@@ -165,7 +166,7 @@ def _parse_categories(raw: Iterable[str] | str) -> frozenset[str]:
 
 def _env_override(var: str) -> str | None:
     """The value of ``var`` if someone other than this module set it (sticky until it is unset)."""
-    current = os.environ.get(var, "").strip()
+    current = read_text(var)
     if not current:
         _external_env.pop(var, None)
         return None
@@ -264,8 +265,8 @@ def tracer_config() -> TracerConfig:
 
 def _configure_from_env() -> None:
     """Turn tracing on at import when the environment asks for it (how spawned workers join in)."""
-    raw_level = os.environ.get(ENV_LEVEL, "").strip()
-    raw_cats = os.environ.get(ENV_CATEGORIES, "").strip()
+    raw_level = read_text(ENV_LEVEL) or ""
+    raw_cats = read_text(ENV_CATEGORIES) or ""
     if not raw_level and not raw_cats:
         return
     try:
@@ -274,7 +275,7 @@ def _configure_from_env() -> None:
     except ValueError as exc:
         warnings.warn(f"litdata tracer stays off: {exc}", RuntimeWarning, stacklevel=2)
         return
-    path = os.path.abspath(os.environ.get(ENV_LOG_FILE, "").strip() or DEFAULT_LOG_FILE)
+    path = os.path.abspath(read_text(ENV_LOG_FILE) or DEFAULT_LOG_FILE)
     _apply(level, cats, path)
 
 

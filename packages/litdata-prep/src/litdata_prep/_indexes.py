@@ -11,12 +11,11 @@ never see a half-written dataset.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
-from litdata_format.internal import parse_chunk_name
+from litdata_format.internal import parse_chunk_name, read_seconds
 from litdata_prep._output import Output
 
 __all__ = [
@@ -78,11 +77,8 @@ def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ra
 
 def merge_timeout() -> float:
     """Seconds the last node waits for the other nodes (``LITDATA_NODE_MERGE_TIMEOUT``, default 6 h)."""
-    raw = os.environ.get("LITDATA_NODE_MERGE_TIMEOUT", str(6 * 3600))
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"LITDATA_NODE_MERGE_TIMEOUT={raw!r} must be a number of seconds") from None
+    value = read_seconds("LITDATA_NODE_MERGE_TIMEOUT")
+    return 6 * 3600.0 if value is None else value
 
 
 def wait_for_node_indexes(

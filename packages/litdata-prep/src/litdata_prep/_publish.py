@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from litdata_format.internal import read_count
 from litdata_io.internal import probe
 from litdata_prep._output import Output
 
@@ -24,11 +25,8 @@ __all__ = ["Publisher", "upload_backlog"]
 
 def upload_backlog() -> int:
     """How many finished files a worker may keep waiting for upload."""
-    raw = os.environ.get("LITDATA_UPLOAD_BACKLOG", "4")
-    try:
-        return max(1, int(raw))
-    except ValueError:
-        raise ValueError(f"LITDATA_UPLOAD_BACKLOG={raw!r} must be a positive integer") from None
+    value = read_count("LITDATA_UPLOAD_BACKLOG")
+    return 4 if value is None else value
 
 
 class Publisher:

@@ -26,7 +26,7 @@ from types import GeneratorType
 from typing import Any, ClassVar
 
 from litdata_format import BinaryWriter, ChunkInfo, DatasetIndex
-from litdata_format.internal import WriterOptions, normalize_key, tree_flatten, tree_unflatten
+from litdata_format.internal import WriterOptions, normalize_key, read_text, tree_flatten, tree_unflatten
 from litdata_io import Dir, enable_tracer, trace_crash, trace_enabled
 from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
@@ -537,9 +537,7 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     freeze_inherited()
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     _set_environ({**environ, **spec.env})
-    if not trace_enabled("crash") and (
-        os.environ.get("LITDATA_TRACE_LEVEL") or os.environ.get("LITDATA_TRACE_CATEGORIES")
-    ):
+    if not trace_enabled("crash") and (read_text("LITDATA_TRACE_LEVEL") or read_text("LITDATA_TRACE_CATEGORIES")):
         # A forkserver child imported litdata_io before the job's environment (enable_tracer's) arrived.
         enable_tracer()
     result = run_spec(spec, events, work)

@@ -250,9 +250,10 @@ class StreamingDataLoader(DataLoader):
                 waited = time.perf_counter()  # the training loop waits inside next() from here
                 for batch in batches:
                     self._delivered += 1
-                    times.add(time.perf_counter() - waited, next(workers), batch_samples(batch))
+                    worker = next(workers)
+                    times.add(time.perf_counter() - waited, worker, batch_samples(batch))
                     if watchdog is not None:
-                        watchdog.served()
+                        watchdog.served(worker)
                     probe.instant("batch", "batch", batch=self._delivered, epoch=self.current_epoch)
                     yield batch
                     waited = time.perf_counter()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from litdata_format.internal import read_count, read_flag
+
 __all__ = ["PosixProfile", "detect_posix", "filesystem_of", "posix_fast_setting", "shuffle_window"]
 
 DEFAULT_WINDOW = 16
@@ -24,29 +26,13 @@ _WINDOW_FILESYSTEMS = frozenset({"nfs", "nfs4", "nfs3", "lustre", "gpfs", "panfs
 
 def posix_fast_setting() -> bool | None:
     """``LITDATA_POSIX_FAST``: True (force), False (off) or None (unset: decide from the filesystem)."""
-    raw = os.environ.get("LITDATA_POSIX_FAST")
-    if raw is None or not raw.strip():
-        return None
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"LITDATA_POSIX_FAST={raw!r}: use 1 (force the window shuffle) or 0 (no in-place reads)")
+    return read_flag("LITDATA_POSIX_FAST")
 
 
 def shuffle_window() -> int:
     """``LITDATA_POSIX_SHUFFLE_WINDOW``: how far the window shuffle may move a chunk or a sample."""
-    raw = os.environ.get("LITDATA_POSIX_SHUFFLE_WINDOW")
-    if raw is None or not raw.strip():
-        return DEFAULT_WINDOW
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"LITDATA_POSIX_SHUFFLE_WINDOW={raw!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"LITDATA_POSIX_SHUFFLE_WINDOW={raw!r} must be at least 1")
-    return value
+    value = read_count("LITDATA_POSIX_SHUFFLE_WINDOW")
+    return DEFAULT_WINDOW if value is None else value
 
 
 def _unescape(field: str) -> str:

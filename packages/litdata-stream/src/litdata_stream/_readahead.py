@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from litdata_format.internal import format_size
+from litdata_format.internal import format_size, read_text
 from litdata_stream._posix import posix_fast_setting
 
 __all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
@@ -33,7 +33,7 @@ _noticed = False
 
 def _meminfo_file() -> str:
     # LITDATA_MEMINFO: another meminfo-format file (a container's cgroup view, or a test's).
-    return os.environ.get("LITDATA_MEMINFO") or "/proc/meminfo"
+    return read_text("LITDATA_MEMINFO") or "/proc/meminfo"
 
 
 def available_memory(meminfo: str | os.PathLike[str] | None = None) -> int | None:

@@ -16,7 +16,6 @@ The telemetry: the loader appends, for each batch, the seconds the training loop
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
@@ -25,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from litdata_io.internal import ActivityBoard, attach_activity, probe
+from litdata_format.internal import read_seconds
+from litdata_io.internal import ActivityBoard, attach_activity, holder_state, probe
 
 __all__ = [
     "ENV_WATCHDOG",
@@ -50,16 +50,10 @@ class LoaderStallWarning(UserWarning):
 
 def watchdog_seconds(value: float | None) -> float:
     """The watchdog's period: ``value``, else ``LITDATA_WATCHDOG_S``, else 300 s; 0 turns it off."""
-    source = "watchdog_s"
     if value is None:
-        raw = os.environ.get(ENV_WATCHDOG, "").strip()
-        if not raw:
-            return DEFAULT_WATCHDOG_S
-        source = ENV_WATCHDOG
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_WATCHDOG}={raw!r} is not a number of seconds (0 turns the watchdog off)") from None
+        setting = read_seconds(ENV_WATCHDOG)
+        return DEFAULT_WATCHDOG_S if setting is None else setting
+    source = "watchdog_s"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ValueError(f"{source}={value!r} must be a finite number of seconds >= 0 (0 turns the watchdog off)")
     return float(value)
@@ -96,6 +90,7 @@ class Watchdog:
         self.rank = rank
         self.workers = workers
         self.since: float | None = None  # when the loop started waiting (None: it is not waiting)
+        self.delivered = [0.0] * max(workers, 1)  # when each worker's last batch came (or the pass began)
         self.reports = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -103,11 +98,13 @@ class Watchdog:
     def waiting(self) -> None:
         self.since = time.monotonic()
 
-    def served(self) -> None:
+    def served(self, worker: int = 0) -> None:
         self.since = None
+        self.delivered[worker] = time.monotonic()
 
     def start(self, epoch: int) -> None:
         self.waiting()
+        self.delivered = [time.monotonic()] * len(self.delivered)
         self._stop.clear()
         self._thread = threading.Thread(target=self._watch, args=(epoch,), name="litdata-watchdog", daemon=True)
         self._thread.start()
@@ -136,9 +133,13 @@ class Watchdog:
             f"the training loop has waited {idle:.0f} s for a batch (rank {self.rank}, epoch {epoch}); "
             "what each worker is doing:"
         ]
-        for name, doing in zip(names, self.board.read()):
+        clock = time.monotonic()
+        for name, doing, pid, delivered in zip(names, self.board.read(), self.board.pids(), self.delivered):
             what = "; ".join(f"{item.text} (for {now - item.since:.0f} s)" for item in doing) or "nothing in LitData"
-            lines.append(f"  rank {self.rank} {name}: {what}")
+            who = f"pid {pid}, {holder_state(pid)}" if pid else "not started"
+            if self.workers and clock - delivered >= self.seconds:  # the one the loop waits for is among these
+                who += f", no batch from it for {clock - delivered:.0f} s"
+            lines.append(f"  rank {self.rank} {name} ({who}): {what}")
             probe.instant("stall", "stall", rank=self.rank, worker=name, idle_s=round(idle, 3),
                           doing=what.replace(";", ","))  # fmt: skip
         self.reports += 1
