@@ -18,6 +18,12 @@ stamps cost nothing measurable. Standard library, numpy and PIL only: it runs in
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get("BENCH_TORCH_FIRST"):
+    # A data-prep script's first line (issue 46): torch is loaded before the library and the clock.
+    import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
 import json
 import multiprocessing
 import os
