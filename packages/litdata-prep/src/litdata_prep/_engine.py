@@ -329,6 +329,7 @@ def run_workers(
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
+    finished = False
     summaries: dict[int, Done] = {}
     progress = ProgressBar(total, desc, verbose)
     processed = 0
@@ -406,6 +407,7 @@ def run_workers(
         expected = feeder.fed if feeder is not None else total
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
+        finished = True
         return summaries
     finally:
         progress.close()
@@ -414,8 +416,11 @@ def run_workers(
         _stop(list(procs.values()))
         for q in (work, events):
             if q is not None:
-                q.cancel_join_thread()
+                if not finished:  # a dead worker may have left the queue full: do not wait to flush it
+                    q.cancel_join_thread()
                 q.close()
+                if finished:
+                    q.join_thread()  # its feeder thread, so the next job sees no thread of this one running
 
 
 def _stop(procs: list[Any]) -> None:
