@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 __all__ = ["FULL", "LIBS", "QUICK", "ROWS", "Row", "Sizes", "runs_on", "select_rows"]
 
@@ -101,6 +102,8 @@ class Row:
         chunk_bytes: for optimize rows, the chunk size instead of the sizes' ``chunk_bytes``.
         nopyc: run with no compiled bytecode to be found (a fresh, empty ``PYTHONPYCACHEPREFIX``
             per run, the standard library's too): what a venv installed without ``.pyc`` costs.
+        torch_first: the run's first line is ``import torch`` (before the clock), as in a data-prep
+            script that also imports a tokenizer, torchvision or the model's code.
     """
 
     name: str
@@ -122,19 +125,33 @@ class Row:
     work_ms: float = 0.0
     chunk_bytes: int | None = None
     nopyc: bool = False
+    torch_first: bool = False
+
+
+def _optimize_rows(name: str, kind: str, target: float | None = None, **options: Any) -> tuple[Row, ...]:
+    """An optimize row run as a script whose first line is ``import torch`` (issue 46), and two of ours beside it.
+
+    ``-nopyc``: ours again without compiled bytecode; ``-notorch``: ours in a script that never imports torch.
+    """
+    ours: tuple[str, ...] = ("ours",)
+    unit = "tokens/s" if "tokens" in kind else "samples/s"
+    return (
+        Row(name, kind, unit, target=target, torch_first=True, **options),
+        Row(f"{name}-nopyc", kind, unit, libs=ours, torch_first=True, nopyc=True, **options),
+        Row(f"{name}-notorch", kind, unit, libs=ours, **options),
+    )
 
 
 ROWS = (
-    Row("optimize-records", "optimize-records", "samples/s", target=1.5),
-    Row("optimize-images", "optimize-images", "samples/s", target=1.25),
+    *_optimize_rows("optimize-records", "optimize-records", target=1.5),
+    *_optimize_rows("optimize-images", "optimize-images", target=1.25),
     # Like for like: every library's workers forked (no goal; shows what the start method costs).
-    Row("optimize-records-fork", "optimize-records", "samples/s", start_method="fork"),
-    Row("optimize-images-fork", "optimize-images", "samples/s", start_method="fork"),
+    Row("optimize-records-fork", "optimize-records", "samples/s", start_method="fork", torch_first=True),
+    Row("optimize-images-fork", "optimize-images", "samples/s", start_method="fork", torch_first=True),
     # Issue 32: the JPEG files' bytes as they are + a label (pre-encoded bytes: a dict written as
     # Arrow rows by ours and upstream, MDS `bytes` by Mosaic), 64 MiB chunks as optimize's default,
-    # so a worker's only chunk is built after its last sample; and ours again without `.pyc`.
-    Row("optimize-bytes", "optimize-bytes", "samples/s", target=1.25, chunk_bytes=64 << 20),
-    Row("optimize-bytes-nopyc", "optimize-bytes", "samples/s", libs=("ours",), chunk_bytes=64 << 20, nopyc=True),
+    # so a worker's only chunk is built after its last sample.
+    *_optimize_rows("optimize-bytes", "optimize-bytes", target=1.25, chunk_bytes=64 << 20),
     Row("stream-local-w0", "stream", "samples/s", target=1.5, against="upstream", streaming=True),
     Row("stream-local-w2", "stream", "samples/s", num_workers=2, target=2.0, streaming=True, spread=0.15),
     # Issue 31: a cold page cache (every chunk read from the disk) under a training step of
@@ -142,7 +159,7 @@ ROWS = (
     Row("stream-local-cold-w2", "stream", "samples/s", num_workers=2, cold=True, work_ms=0.02, streaming=True),
     Row("stream-s3-cold-w0", "stream", "samples/s", s3=True, target=1.2, against="upstream", streaming=True),
     Row("stream-s3-cold-w2", "stream", "samples/s", num_workers=2, s3=True, target=1.5, streaming=True),
-    Row("tokens-optimize", "tokens-optimize", "tokens/s", target=1.25),
+    *_optimize_rows("tokens-optimize", "tokens-optimize", target=1.25),
     Row("tokens-stream", "tokens-stream", "tokens/s", target=3.0, against="upstream", streaming=True),
     Row("random-access", "random-access", "samples/s", target=1.5),
     Row("raw-files", "raw-files", "files/s", libs=("ours", "upstream"), target=1.5, against="upstream", streaming=True),

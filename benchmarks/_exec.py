@@ -58,8 +58,10 @@ def python_for(lib: str) -> str:
     return _pythons.get(lib) or str(peer_python(lib))
 
 
-def _env(work: Path, nopyc: bool = False) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LITDATA_"))}
+def _env(work: Path, nopyc: bool = False, torch_first: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LITDATA_", "BENCH_"))}
+    if torch_first:
+        env["BENCH_TORCH_FIRST"] = "1"  # the runner's first line imports torch
     env["LITDATA_CACHE_DIR"] = str(work / "litdata-cache")
     env["PYTHONUNBUFFERED"] = "1"
     if nopyc:
@@ -70,7 +72,7 @@ def _env(work: Path, nopyc: bool = False) -> dict[str, str]:
 
 
 def _spawn(
-    command: list[str], work: Path, timeout: float, log: Path, nopyc: bool = False
+    command: list[str], work: Path, timeout: float, log: Path, nopyc: bool = False, torch_first: bool = False
 ) -> tuple[list[dict[str, Any]], str]:
     """Run ``command`` in ``work``; return its result lines and ``ok``, ``timeout`` or ``crash``."""
     work.mkdir(parents=True, exist_ok=True)
@@ -82,7 +84,7 @@ def _spawn(
         proc = subprocess.Popen(
             command,
             cwd=work,
-            env=_env(work, nopyc),
+            env=_env(work, nopyc, torch_first),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=sink,
@@ -117,17 +119,26 @@ def _failed(status: str, timeout: float) -> dict[str, Any]:
 
 
 def run_once(
-    lib: str, kind: str, params: dict[str, Any], *, work: Path, timeout: float, log: Path, nopyc: bool = False
+    lib: str,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    work: Path,
+    timeout: float,
+    log: Path,
+    nopyc: bool = False,
+    torch_first: bool = False,
 ) -> dict[str, Any]:
     """Run ``kind`` for ``lib`` with ``params`` in its own process; ``work`` is removed afterwards.
 
-    With ``nopyc`` the process finds no compiled bytecode (see ``Row.nopyc``).
+    With ``nopyc`` the process finds no compiled bytecode (see ``Row.nopyc``); with ``torch_first``
+    its first line imports torch (``Row.torch_first``).
 
     Returns the runner's result, or ``{"ok": False, "status": "timeout" | "crash", ...}``.
     """
     started = time.perf_counter()
     command = [python_for(lib), str(RUNNERS[lib]), _RUNNER_LIB.get(lib, lib), kind, json.dumps(params)]
-    lines, status = _spawn(command, work, timeout, log, nopyc)
+    lines, status = _spawn(command, work, timeout, log, nopyc, torch_first)
     result = lines[-1] if lines else _failed(status, timeout)
     result["process_s"] = time.perf_counter() - started
     with log.open("a") as sink:

@@ -8,8 +8,10 @@ Four workloads at 0.25x, 0.5x and 1x of issue 32's sizes, 2 workers, 64 MiB chun
 * ``records``: 100,000 ``{"index": int, "tokens": int32[128]}``.
 
 Every run is a fresh process of ``runners/phases_runner.py`` under the library's venv, the
-libraries alternating inside each round; the library is imported first, as a script's top
-line imports it (``from litdata import optimize``, ``from streaming import MDSWriter``), then
+libraries alternating inside each round. Its first line is ``import torch``, as in a data-prep
+script that also imports a tokenizer, torchvision or the model's code (issue 46; ``ours-notorch``
+is ours in a script that never imports torch); the library is imported next, as a script's top
+lines import it (``from litdata import optimize``, ``from streaming import MDSWriter``), then
 each run reports start-up (call -> first sample),
 work (first -> last sample) and tail (last sample -> return). ``ours-nopyc`` is ours again with
 no compiled bytecode to be found (a fresh empty ``PYTHONPYCACHEPREFIX`` per run: the standard
@@ -60,7 +62,7 @@ from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 OUT = ROOT / "benchmarks" / "out" / "phases"
 RUNNER = ROOT / "benchmarks" / "runners" / "phases_runner.py"
 WORKLOADS = ("bytes", "pil", "tokens", "records")
-LIBS = ("ours", "ours-nopyc", "baseline", "upstream", "mosaic", "floor")
+LIBS = ("ours", "ours-nopyc", "ours-notorch", "baseline", "upstream", "mosaic", "floor")
 _BASELINE: list[Path] = []  # the python of ours at --baseline REV
 IMAGES = 5_000
 TOKEN_SHARDS = 24
@@ -151,6 +153,9 @@ def run_one(lib: str, workload: str, scale: float, images: Path, tokens: Path, w
     }
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
+    env.pop("BENCH_TORCH_FIRST", None)
+    if lib != "ours-notorch":
+        env["BENCH_TORCH_FIRST"] = "1"  # the runner's first line is `import torch`, as a data-prep script's
     prefix = None
     if lib == "ours-nopyc":
         prefix = tempfile.mkdtemp(prefix="nopyc-", dir=work)

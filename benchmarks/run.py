@@ -402,7 +402,16 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 if row.cloud:
                     ctx.proxy.clear()
                 log = _log(ctx, row.name, lib, round_)
-                result = run_once(lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=log, nopyc=row.nopyc)
+                result = run_once(
+                    lib,
+                    row.kind,
+                    params,
+                    work=work,
+                    timeout=ctx.sizes.timeout,
+                    log=log,
+                    nopyc=row.nopyc,
+                    torch_first=row.torch_first,
+                )
                 if row.cache_cap is not None and result.get("ok"):
                     result.update(cache_work(row, lib, ctx, params, result))
                 record({"row": row.name, "lib": lib, "round": round_, **result})
@@ -477,11 +486,20 @@ def run_quick(ctx: Context, rows: list[Row], record: Any) -> None:
     for lib in ctx.libs:
         jobs: list[Job] = []
         for row in rows:
-            if row.nopyc and runs_on(row, lib):
+            if (row.nopyc or row.torch_first) and runs_on(row, lib):
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 params = params_for(row, lib, ctx, work)
                 log = _log(ctx, row.name, lib, 0)
-                result = run_once(lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=log, nopyc=True)
+                result = run_once(
+                    lib,
+                    row.kind,
+                    params,
+                    work=work,
+                    timeout=ctx.sizes.timeout,
+                    log=log,
+                    nopyc=row.nopyc,
+                    torch_first=row.torch_first,
+                )
                 record({"row": row.name, "lib": lib, "round": 0, **result})
                 _progress(row, lib, 0, 1, result)
             elif runs_on(row, lib):

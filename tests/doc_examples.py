@@ -168,7 +168,8 @@ EXAMPLES: tuple[Example, ...] = (
             servers=("s3",), setup="bucket_data"),
     Example(10, "pyg_gcn", (199, 233), "guarded",
             "torch-geometric installed; 1,024 graphs as written. It calls optimize at import time: workers that "
-            "import the script (spawn, upstream's default; forkserver here, as torch is loaded) would run it again",
+            "import the script (spawn, upstream's default; here a forkserver when another thread runs) would run it "
+            "again",
             guard_from='optimize(make_graph, inputs=list(range(1024)), output_dir="graphs", chunk_size=64)'),
     Example(11, "graph_wrapper", (237, 249), "offline_impossible",
             "continues example 10 (torch is imported there), but writes output_dir=\"graphs\", which 10 has just "

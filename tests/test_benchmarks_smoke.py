@@ -54,6 +54,7 @@ LOCAL_ROWS = ("stream-local-w0", "stream-local-cold-w2", "random-access")
 CLOUD_ROWS = ("stream-s3-latency-w0", "stream-s3-capped-w2")
 SCALE_ROWS = ("scale",)
 BYTES_ROWS = ("optimize-bytes",)
+BYTES_ROW_NAMES = ["optimize-bytes", "optimize-bytes-nopyc", "optimize-bytes-notorch"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]
     only = ",".join(LOCAL_ROWS + CLOUD_ROWS + SCALE_ROWS + BYTES_ROWS)
     runs, text = _quick_ours(tmp_path_factory.mktemp("quick"), only)
     # --only chose exactly these rows, each run once
-    expected = [*LOCAL_ROWS, *CLOUD_ROWS, "scale-small-chunks", "optimize-bytes", "optimize-bytes-nopyc"]
+    expected = [*LOCAL_ROWS, *CLOUD_ROWS, "scale-small-chunks", *BYTES_ROW_NAMES]
     assert sorted(r["row"] for r in runs) == sorted(expected), runs
     return runs, text
 
@@ -150,14 +151,16 @@ def test_quick_scale_row_runs_our_side(quick: tuple[list[dict[str, Any]], str]) 
 
 @pytest.mark.slow
 def test_quick_bytes_rows_run_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
-    """Issue 32's rows: the JPEG files' bytes + a label, and ours again with no compiled bytecode."""
+    """Issue 32's rows: the JPEG files' bytes + a label, in a script that imports torch first (issue 46), and ours
+    again with no compiled bytecode and without torch."""
     sys.path.insert(0, str(ROOT))
     from benchmarks._config import QUICK
 
     runs, text = _rows(quick, BYTES_ROWS), quick[1]
-    assert sorted(r["row"] for r in runs) == ["optimize-bytes", "optimize-bytes-nopyc"]
+    assert sorted(r["row"] for r in runs) == BYTES_ROW_NAMES
     for run in runs:
         assert run["ok"], run
         assert run["items"] == QUICK.images and run["elapsed_s"] > 0
-    assert "| optimize-bytes | samples/s | 1 | **" in text
-    assert "| optimize-bytes-nopyc | samples/s | 1 | **" in text
+        assert run["torch_first"] == (not run["row"].endswith("-notorch")), run
+    for name in BYTES_ROW_NAMES:
+        assert f"| {name} | samples/s | 1 | **" in text

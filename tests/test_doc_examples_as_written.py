@@ -148,14 +148,14 @@ def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout
     An example whose import lines load torch is forked from the torch-preloaded test zygote
     (``tests/zygote.py``) instead of starting a fresh interpreter: 2.5-3.5 CPU-seconds of torch's
     import saved. For such an example torch is loaded before any of its other statements runs
-    either way, so every choice litdata makes by whether torch is loaded comes out as in a fresh
-    interpreter (optimize forks its workers only while torch is not loaded: ``fork_is_safe`` in
-    ``litdata_prep``); what differs is only when numpy and torch were imported (before the import
-    lines, under the test process's environment, whose differences from the example's, ``AWS_*``,
-    ``HF_*``, ``LITDATA_*``, ..., are no variables numpy or torch read). An example that loads torch
-    later, or never, gets a fresh interpreter: forked from the zygote, its optimize would start a
-    forkserver where the user's run forks. An example whose import lines also import torch-geometric
-    (``preloadable``) is forked from a zygote that imported it too: the same argument, for its import.
+    either way, so what litdata does comes out as in a fresh interpreter (the zygote's threads do
+    not survive the fork, and optimize decides how to start its workers from the threads that run:
+    ``default_start_method`` in ``litdata_prep._engine``); what differs is only when numpy and torch
+    were imported (before the import lines, under the test process's environment, whose differences
+    from the example's, ``AWS_*``, ``HF_*``, ``LITDATA_*``, ..., are no variables numpy or torch
+    read). An example that loads torch later, or never, gets a fresh interpreter. An example whose
+    import lines also import torch-geometric (``preloadable``) is forked from a zygote that imported
+    it too: the same argument, for its import.
     """
     script = cwd / "example.py"
     code = textwrap.dedent(code)

@@ -7,7 +7,7 @@ is called as ``python <runner>.py <lib> <workload> <params-json>`` and prints, a
 process (one result line each, with its ``id``), to stay fast; those numbers are no measurement.
 
 Peak memory: ``RUSAGE_CHILDREN`` cannot be used, because ``import torch`` forks a helper whose
-``ru_maxrss`` is the size of the parent at the fork. So a thread watches this process and its live
+``ru_maxrss`` is the size of the parent at the fork. So a process watches this process and its live
 descendants (``/proc/<pid>/task/*/children``) every 50 ms and keeps the peak of their summed
 proportional set size (PSS, ``/proc/<pid>/smaps_rollup``). PSS, not RSS: forked DataLoader
 workers and forked helpers share their parent's pages (torch's among them), and summing RSS
@@ -31,8 +31,8 @@ import gc
 import json
 import os
 import resource
+import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -110,43 +110,70 @@ def tree_rss(pid: int) -> int:
 
 
 class Sampler:
-    """Samples on a thread every ``interval`` seconds and keeps peaks: process-tree RSS, and the
-    size of a folder (the cache's peak bytes) when one is given."""
+    """Samples every ``interval`` seconds and keeps peaks: process-tree RSS, and the size of a folder
+    (the cache's peak bytes) when one is given.
+
+    The sampling runs in a process of its own (a fresh interpreter running this module), not in a
+    thread of the measured one: a thread there is what a user's script does not have, and it made
+    ``optimize`` start its workers from a forkserver (it forks only when no other thread runs). The
+    sampler leaves itself out of the tree it sums.
+    """
 
     def __init__(self, folder: str | None = None, interval: float = 0.05) -> None:
         self.folder = folder
         self.interval = interval
         self.peak_rss = 0
         self.peak_bytes = 0
-        self._pid = os.getpid()
-        self._rss_at_reading = 0  # the summed RSS when the PSS was last read
-        self._read_at = -1.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
-
-    def _sample(self, final: bool = False) -> None:
-        rss = _tree_sum(self._pid, _rss)
-        now = time.monotonic()
-        grown = rss > self._rss_at_reading * 1.1 and now - self._read_at >= 0.5
-        if final or grown:
-            self.peak_rss = max(self.peak_rss, tree_rss(self._pid))
-            self._rss_at_reading, self._read_at = max(self._rss_at_reading, rss), now
-        if self.folder is not None:
-            self.peak_bytes = max(self.peak_bytes, tree_bytes(self.folder))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
+        self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> Sampler:
-        self._thread.start()
+        command = [sys.executable, "-S", os.path.abspath(__file__), str(os.getpid()), str(self.interval)]
+        self._proc = subprocess.Popen(
+            [*command, self.folder or ""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self._proc.stdout is not None
+        self._proc.stdout.readline()  # it is sampling
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample(final=True)
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None and proc.stdin is not None
+        proc.stdin.close()  # the sampler's cue to take its last sample and report
+        peaks = json.loads(proc.stdout.readline() or "[0, 0]")
+        proc.wait()
+        self.peak_rss, self.peak_bytes = peaks
+
+
+def _sample_until_told(pid: int, interval: float, folder: str | None) -> None:
+    """The sampler process: sum ``pid``'s tree every ``interval`` s until stdin closes, then print the peaks."""
+    import select
+
+    me = os.getpid()
+    peak_rss = peak_bytes = rss_at_reading = 0
+    read_at = -1.0
+
+    def without_me(measure: Callable[[int], int]) -> Callable[[int], int]:
+        return lambda current: 0 if current == me else measure(current)
+
+    def sample(final: bool = False) -> None:
+        nonlocal peak_rss, peak_bytes, rss_at_reading, read_at
+        rss = _tree_sum(pid, without_me(_rss))
+        now = time.monotonic()
+        grown = rss > rss_at_reading * 1.1 and now - read_at >= 0.5
+        if final or grown:
+            peak_rss = max(peak_rss, _tree_sum(pid, without_me(_pss)))
+            rss_at_reading, read_at = max(rss_at_reading, rss), now
+        if folder:
+            peak_bytes = max(peak_bytes, tree_bytes(folder))
+
+    print("sampling", flush=True)
+    while True:
+        sample()
+        ready, _, _ = select.select([sys.stdin], [], [], interval)
+        if ready and not sys.stdin.read(1):
+            break
+    sample(final=True)
+    print(json.dumps([peak_rss, peak_bytes]), flush=True)
 
 
 def peak_rss(sampler: Sampler) -> dict[str, float]:
@@ -246,3 +273,7 @@ def main(workloads: dict[str, Workload]) -> None:
         result["id"] = job["id"]
         emit(result)
         gc.collect()  # drop the last job's datasets (Mosaic keeps shared memory per live dataset)
+
+
+if __name__ == "__main__":
+    _sample_until_told(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] or None)

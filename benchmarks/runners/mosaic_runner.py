@@ -7,6 +7,12 @@ into fixed 2049-token samples (Mosaic has no TokensLoader). Raw files have no Mo
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get("BENCH_TORCH_FIRST"):
+    # A data-prep script's first line (issue 46): torch is loaded before the library and the clock.
+    import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
 import multiprocessing
 import os
 import sys

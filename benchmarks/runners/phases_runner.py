@@ -18,6 +18,12 @@ stamps cost nothing measurable. Standard library, numpy and PIL only: it runs in
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get("BENCH_TORCH_FIRST"):
+    # A data-prep script's first line (issue 46): torch is loaded before the library and the clock.
+    import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
 import json
 import multiprocessing
 import os
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image  # at the top, as a script making PIL samples imports it (Mosaic's import loads it too)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULT_PREFIX
@@ -67,8 +74,6 @@ def image_bytes(path: str) -> dict[str, Any]:
 
 def image_pil(path: str) -> dict[str, Any]:
     """The JPEG opened with PIL (stored as the encoded file), and a label."""
-    from PIL import Image
-
     image = Image.open(path)
     mark()
     return {"image": image, "label": _label(path)}

@@ -178,8 +178,11 @@ def test_a_worker_that_raises_writes_a_crash_event(tmp_path: Path) -> None:
 
 _UNGUARDED = """
 import sys
-import torch  # loaded: the default start method is then a forkserver, which imports this script again
+import threading
 from litdata_prep import optimize
+
+# A thread runs: the default start method is then a forkserver, which imports this script again.
+threading.Thread(target=threading.Event().wait, daemon=True).start()
 
 def fn(i):
     return i

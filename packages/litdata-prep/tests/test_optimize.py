@@ -99,33 +99,114 @@ def _forkserver_workers_see_the_callers_environment(tmp_path: Path, monkeypatch:
     assert [s["ppid"] for s in read(tmp_path / "d")] == [os.getpid()]
 
 
-def test_a_single_threaded_script_forks_its_default_workers_unless_a_forkserver_runs(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+_TORCH_FIRST = """\
+import torch
+import filecmp, json, os, sys, threading
+import litdata
+from litdata_format import DatasetReader
 
-    # A forkserver would import the script and litdata again before the first worker (0.3-1 s);
-    # this process has them loaded and runs no other thread, so its workers are forked from it.
-    script = tmp_path / "single.py"
+OUT = sys.argv[1]
+
+
+def fn(i):
+    # Where the sample was made goes beside the dataset, so the datasets of every start method can be compared.
+    with open(os.path.join(OUT, "marks", f"{os.getpid()}"), "w") as handle:
+        handle.write(f"{os.getppid()} {torch.get_num_threads()}")
+    return {"i": i, "x": torch.arange(i % 7, dtype=torch.int32), "square": float(i * i)}
+
+
+def run(name, **kwargs):
+    marks = os.path.join(OUT, "marks")
+    for mark in os.listdir(marks):
+        os.remove(os.path.join(marks, mark))
+    out = os.path.join(OUT, name)
+    litdata.optimize(fn, list(range(300)), out, chunk_bytes=2000, num_workers=2, keep_data_ordered=True, **kwargs)
+    made = {open(os.path.join(marks, m)).read() for m in os.listdir(marks)}
+    forked = all(int(m.split()[0]) == os.getpid() for m in made)
+    threads = {int(m.split()[1]) for m in made}
+    print(name, "forked" if forked else "not-forked", sorted(threads), flush=True)
+    return out
+
+
+def same(a, b):
+    # Every byte, but the index's time stamp.
+    names = sorted(os.listdir(a))
+    index = [json.load(open(os.path.join(d, "index.json"))) for d in (a, b)]
+    for one in index:
+        one.pop("updated_at")
+    chunks = [n for n in names if n != "index.json"]
+    files = all(filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False) for n in chunks)
+    return names == sorted(os.listdir(b)) and len(chunks) > 2 and files and index[0] == index[1]
+
+
+if __name__ == "__main__":
+    os.makedirs(os.path.join(OUT, "marks"))
+    x = torch.randn(300, 300)
+    (x @ x).sum()  # torch's intra-op pool has run: its threads are idle now
+    first = run("default")
+    run("again")  # the first job's progress bar left a tqdm thread behind: stopped, it does not count
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait, name="busy")
+    busy.start()
+    run("thread")
+    stop.set()
+    busy.join()
+    run("after")  # the forkserver the thread's job started runs now: it is warm, use it
+    print("same-bytes", same(first, run("forkserver", start_method="forkserver")), flush=True)
+"""
+
+
+def test_a_script_importing_torch_forks_its_default_workers_unless_a_thread_runs(tmp_path: Path) -> None:
+    # A forkserver imports the script, and so torch, again before the first worker (1.8-3 s); forking is
+    # as safe as torch's DataLoader makes it when no other thread runs, whatever the script imported.
+    script = tmp_path / "torch_first.py"
+    script.write_text(_TORCH_FIRST)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("optimize")]
+    assert lines == [
+        "default forked [1]",  # one intra-op thread per worker, as torch's DataLoader workers have
+        "again forked [1]",
+        "thread not-forked [1]",
+        "after not-forked [1]",
+        "forkserver not-forked [1]",
+        "same-bytes True",
+    ], done.stdout + done.stderr
+    told = [line for line in done.stdout.splitlines() if line.startswith("optimize: 300 inputs")]
+    assert told[0].endswith(
+        "2 fork workers (this process runs no other thread; torch's idle thread pools do not count, as for torch's "
+        f"DataLoader) -> {tmp_path / 'default'}"
+    ), told
+    assert "2 fork workers" in told[1], told
+    assert "2 forkserver workers (thread 'busy' runs in this process and could hold a lock" in told[2], told
+    assert "2 forkserver workers (the forkserver this process started already runs" in told[3], told
+    assert "2 forkserver workers (as asked)" in told[4], told
+
+
+def test_a_script_whose_async_runtime_runs_does_not_fork(tmp_path: Path) -> None:
+    # obstore's runtime (tokio threads, no Python thread) runs once a store was used.
+    script = tmp_path / "runtime.py"
     script.write_text(
-        "import os, threading\n"
+        "import os, sys\n"
+        "import obstore\n"
+        "from obstore.store import LocalStore\n"
         "import litdata\n"
         "from litdata_format import DatasetReader\n"
         "def fn(i):\n"
         "    return {'i': i, 'ppid': os.getppid()}\n"
-        "def ppids(name):\n"
-        f"    out = os.path.join({str(tmp_path)!r}, name)\n"
-        "    litdata.optimize(fn, [0, 1], out, chunk_size=1, num_workers=2, verbose=False)\n"
-        "    return {s['ppid'] for s in DatasetReader(out)}\n"
         "if __name__ == '__main__':\n"
-        "    print(ppids('a') == {os.getpid()})\n"
-        "    stop = threading.Event()\n"
-        "    threading.Thread(target=stop.wait).start()\n"
-        "    print(os.getpid() not in ppids('b'))\n"  # another thread: from the forkserver
-        "    stop.set()\n"
-        "    print(os.getpid() not in ppids('c'))\n"  # the forkserver runs now: it is warm, use it
+        "    obstore.put(LocalStore(sys.argv[1]), 'probe', b'x')\n"
+        "    out = os.path.join(sys.argv[1], 'out')\n"
+        "    litdata.optimize(fn, [0, 1], out, chunk_size=1, num_workers=2)\n"
+        "    print(os.getpid() in {s['ppid'] for s in DatasetReader(out)})\n"
     )
-    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1] == "False", done.stdout + done.stderr
+    assert "2 forkserver workers (native thread 'tokio-rt-worker' (an async runtime" in done.stdout, done.stdout
 
 
 def test_a_script_without_the_main_guard_is_one_clear_error(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from litdata_io.internal import forkserver_running
 from litdata_prep._plan import InputStream, Numbered
 from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
-__all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "run_workers"]
+__all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "default_start_method", "run_workers"]
 
 #: The value that ends a ``queue`` given to ``optimize`` (one is enough for every worker).
 ALL_DONE = "ALL_DONE"
@@ -220,27 +220,84 @@ class ProgressBar:
             self.bar.close()
 
 
-# Libraries that run threads of their own once imported or used (thread pools, async runtimes):
-# while one of them is loaded, a fork may copy a lock one of their threads holds.
-_THREADED_LIBRARIES = ("torch", "obstore", "grpc", "tensorflow", "jax")
+def _native_threads() -> list[str]:
+    """The names of this process's threads that Python did not start and that were given a name.
 
-
-def fork_is_safe() -> bool:
-    """Whether the default workers may be forked from this process instead of a forkserver.
-
-    A forkserver is a new interpreter that imports the script and litdata's worker code again
-    before it forks the first worker: 0.3-1 s (twice that without compiled bytecode) on every
-    run of a script, when this process has them loaded already. Forking this process is safe
-    when it runs no other Python thread and has loaded none of the libraries that start native
-    threads (``_THREADED_LIBRARIES``); a forkserver already running (started by an earlier job
-    or a DataLoader) is used as it is. ``fn`` and its arguments are checked as for a forkserver
-    either way, so what a script may pass does not depend on which one ran.
+    A thread a C/Rust library starts keeps the process's name unless the library names it: the
+    worker pools of OpenMP, BLAS and torch (idle between operations; torch's DataLoader forks over
+    them) are unnamed, an async runtime's threads are named (obstore's ``tokio-rt-worker``, gRPC's
+    ``grpc_global_tim``, ...) and may be inside a call, holding a lock, at any moment.
     """
-    if not sys.platform.startswith("linux") or threading.active_count() > 1:
-        return False
+    tasks = "/proc/self/task"
+    try:
+        own = {t.native_id for t in threading.enumerate()}
+        with open(f"{tasks}/{os.getpid()}/comm") as handle:
+            unnamed = handle.read().strip()
+        named = []
+        for tid in os.listdir(tasks):
+            if int(tid) in own:
+                continue
+            with open(f"{tasks}/{tid}/comm") as handle:
+                name = handle.read().strip()
+            if name != unnamed:
+                named.append(name)
+        return sorted(set(named))
+    except OSError:  # a thread ended while being read: look again next time, fork not now
+        return ["?"]
+
+
+def _stop_progress_monitors() -> None:
+    """Stop tqdm's monitor threads, so that a script that showed a progress bar (optimize's own among them) can fork.
+
+    Every tqdm bar starts a thread that wakes every 10 s to adjust the bars and never ends; it holds
+    tqdm's lock while it does. Stopped here the way tqdm stops it (``TMonitor.exit``: a flag, then a
+    join of a thread that waits on that flag); the next bar starts a new one.
+    """
+    monitor_class = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
+    if monitor_class is None:
+        return
+    for thread in threading.enumerate():
+        if isinstance(thread, monitor_class):
+            stop: Any = thread
+            stop.exit()
+            owner = getattr(thread, "tqdm_cls", None)
+            if owner is not None and getattr(owner, "monitor", None) is thread:
+                owner.monitor = None
+
+
+def default_start_method() -> tuple[str, str]:
+    """How the default workers on Linux start, ``"fork"`` or ``"forkserver"``, and why (for the job's log line).
+
+    Forking is as safe here as torch's ``DataLoader`` makes it (it forks its workers by default):
+    the decision looks at what runs in this process, not at what it imported. A forked worker
+    inherits every lock as it was; one held by another thread stays held forever in the worker.
+    So this process forks when no other Python thread is alive and no named native thread runs
+    (an async runtime such as obstore's, see :func:`_native_threads`); torch's idle thread pools
+    are no obstacle, and each worker then runs torch with one thread, as torch's workers do. A
+    forkserver already running (an earlier job's, a DataLoader's) is used as it is: its workers
+    start warm. Otherwise a forkserver, a new interpreter that imports the script and litdata
+    again before the first worker (0.3-3 s when the script imports torch), gives the workers a
+    process with no threads. ``fn`` is checked by the forkserver's rules either way, so what a
+    script may pass does not depend on which one ran.
+    """
     if forkserver_running():
-        return False
-    return not any(name in sys.modules for name in _THREADED_LIBRARIES)
+        return "forkserver", "the forkserver this process started already runs (its workers start warm)"
+    _stop_progress_monitors()
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread() and t.is_alive()]
+    if others:
+        return "forkserver", (
+            f"thread {others[0]!r} runs in this process and could hold a lock a forked worker would inherit"
+        )
+    native = _native_threads()
+    if native:
+        return "forkserver", (
+            f"native thread {native[0]!r} (an async runtime such as obstore's) runs in this process and could "
+            "hold a lock a forked worker would inherit"
+        )
+    if "torch" in sys.modules:
+        why = "this process runs no other thread; torch's idle thread pools do not count, as for torch's DataLoader"
+        return "fork", why
+    return "fork", "this process runs no other thread"
 
 
 def run_workers(
@@ -266,8 +323,6 @@ def run_workers(
     Raises:
         WorkerError: a worker failed or died; the other workers are stopped first.
     """
-    if start_method == "forkserver" and fork_is_safe():
-        start_method = "fork"  # same modules, no second interpreter importing them (see fork_is_safe)
     ctx: Any = mp.get_context(start_method)
     if start_method == "forkserver":
         start_forkserver([worker_main.__module__])  # the script and the worker's modules load once
@@ -276,6 +331,7 @@ def run_workers(
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
+    finished = False
     summaries: dict[int, Done] = {}
     progress = ProgressBar(total, desc, verbose)
     processed = 0
@@ -353,6 +409,7 @@ def run_workers(
         expected = feeder.fed if feeder is not None else total
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
+        finished = True
         return summaries
     finally:
         progress.close()
@@ -365,8 +422,11 @@ def run_workers(
         _stop(list(procs.values()))
         for q in (work, events):
             if q is not None:
-                q.cancel_join_thread()
+                if not finished:  # a dead worker may have left the queue full: do not wait to flush it
+                    q.cancel_join_thread()
                 q.close()
+                if finished:
+                    q.join_thread()  # its feeder thread, so the next job sees no thread of this one running
 
 
 def _drain(source: Any) -> None:

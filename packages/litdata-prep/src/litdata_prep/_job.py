@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
 from litdata_io import Dir, resolve_dir
-from litdata_prep._engine import run_workers
+from litdata_prep._engine import default_start_method, run_workers
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._output import Output
 from litdata_prep._plan import InputStream, Numbered, batched, file_sizes, limit_for_dev_run, node_share, worker_slices
@@ -99,9 +99,9 @@ def resolve_start_method(start_method: str | None) -> str:
     """The start method of worker processes; by default ``fork`` in a notebook, ``forkserver`` on Linux, else ``spawn``.
 
     A notebook's functions cannot be imported by other processes, so it forks (as upstream does).
-    Elsewhere, workers get what upstream's ``spawn`` gives them (a process with no threads, that loaded
-    the script under ``__mp_main__``), but on Linux from a ``forkserver``: the script and its imports
-    are loaded once per Python process instead of once per worker and job.
+    Elsewhere, the arguments are checked by the rules of upstream's ``spawn`` (a process that loads the
+    script under ``__mp_main__``); on Linux the workers are then forked from this process when no other
+    thread runs in it, else from a ``forkserver``, decided when they start (:func:`default_start_method`).
     """
     if start_method is None:
         if "ipykernel" in sys.modules:
@@ -581,13 +581,15 @@ class Job:
         source: Any = None,
     ) -> dict[int, Done]:
         """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
-        verbose = self.request.verbose
+        verbose, method, why = self.request.verbose, self.start_method, "as asked"
+        if self.request.start_method is None:
+            why = "the default"
+            if method == "forkserver":  # decided now: what runs in this process when the workers start
+                method, why = default_start_method()
         if verbose:
             what = f"{total} inputs" if total is not None else "inputs from an iterator or a queue"
             print(
-                f"{self.what}: {what} on {self.num_workers} {self.start_method} workers -> {self.output.display}",
+                f"{self.what}: {what} on {self.num_workers} {method} workers ({why}) -> {self.output.display}",
                 flush=True,
             )
-        return run_workers(
-            specs, self.start_method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what
-        )
+        return run_workers(specs, method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what)

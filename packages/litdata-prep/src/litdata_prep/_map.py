@@ -64,8 +64,8 @@ def map(
         error_when_not_empty: refuse an output that already holds files.
         reader: a :class:`~litdata_prep.BaseReader` (e.g. ``ParquetReader``) that remaps and reads inputs.
         batch_size: give ``fn`` lists of this many inputs.
-        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
-            (default in notebooks).
+        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; by default on Linux a fork when no
+            other thread runs in this process, else a forkserver; ``"spawn"`` elsewhere, ``"fork"`` in notebooks.
         optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices.

@@ -205,8 +205,8 @@ def optimize(
             or ``"overwrite"``.
         use_checkpoint: record progress so a killed run resumes where it stopped when run again.
         item_loader: the sample layout, e.g. ``TokensLoader()`` (``chunk_size`` then counts tokens).
-        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``
-            (default in notebooks).
+        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; by default on Linux a fork when no
+            other thread runs in this process, else a forkserver; ``"spawn"`` elsewhere, ``"fork"`` in notebooks.
         optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
         keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices

@@ -536,6 +536,11 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     # heap: ~190k objects in a torch script's forkserver) goes out of the collector's reach.
     freeze_inherited()
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # What torch's DataLoader workers do: the workers share the cores, and a pool forked from a
+        # parent that used its OpenMP threads must not start a parallel region in the child.
+        torch.set_num_threads(1)
     _set_environ({**environ, **spec.env})
     if not trace_enabled("crash") and (read_text("LITDATA_TRACE_LEVEL") or read_text("LITDATA_TRACE_CATEGORIES")):
         # A forkserver child imported litdata_io before the job's environment (enable_tracer's) arrived.
