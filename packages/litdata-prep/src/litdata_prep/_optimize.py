@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from litdata_format import INDEX_FILENAME, BaseItemLoader, DatasetIndex, merge_indexes
-from litdata_format.internal import WriterOptions, check_writer_options, parse_chunk_name, temp_target
+from litdata_format.internal import WriterOptions, add_note, check_writer_options, parse_chunk_name, temp_target
 from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
@@ -397,7 +397,7 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
             ]
         )
     except Exception as err:  # the job's own error is the one to raise; mention this one with it
-        failure.add_note(f"optimize: removing the chunks this job wrote to {output.display} failed too: {err}")
+        add_note(failure, f"optimize: removing the chunks this job wrote to {output.display} failed too: {err}")
 
 
 def _finish(
