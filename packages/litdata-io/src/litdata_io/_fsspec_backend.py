@@ -112,7 +112,7 @@ class FsspecStorage(Storage):
         try:
             if _off_google_gcs(self._fs_url, kwargs):
                 plain: Any = importlib.import_module("gcsfs.core").GCSFileSystem
-                return plain(**kwargs), plain._strip_protocol(self._fs_url)
+                return plain(**kwargs), self._fs_url.split("://", 1)[1].rstrip("/")  # gs://b/p -> b/p, as fsspec
             return fsspec.core.url_to_fs(self._fs_url, **kwargs)
         except ImportError as exc:
             raise ImportError(f"{self.url}: the fsspec filesystem for this scheme is not installed ({exc})") from None
