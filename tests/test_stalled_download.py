@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -190,7 +191,9 @@ def test_a_waiter_warns_within_10_s_and_takes_over_by_30_s_by_default(
         got = json.loads(out.strip().splitlines()[-1])
         assert sorted(got["indexes"]) == list(range(N)) and not got["wrong"]
         warned = [line for line in err.splitlines() if f"{chunk}: its download by pid {a.pid} (stopped)" in line]
-        assert warned and "has made no progress for 10 s" in warned[0], err[-4000:]
+        # Warned once the holder made no progress for 10 s; the figure is when the poll saw it (10-11 s quiet).
+        idle = re.search(r"has made no progress for (\d+) s", warned[0]) if warned else None
+        assert idle is not None and 10 <= int(idle.group(1)) < 15, err[-4000:]
         assert "takes it over after 30 s without progress" in warned[0], warned[0]
         assert took < 60, f"B took {took:.0f} s: the takeover waited longer than 30 s"
         os.kill(a.pid, signal.SIGCONT)
