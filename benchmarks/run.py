@@ -333,6 +333,12 @@ def _log(ctx: Context, row: str, lib: str, round_: int) -> Path:
     return ctx.out / "logs" / f"{row}-{lib.replace(' ', '_').replace('/', '_')}-r{round_}.log"
 
 
+def _run_row(ctx: Context, row: Row, lib: str, params: dict[str, Any], work: Path, log: Path) -> dict[str, Any]:
+    """One run of ``row`` for ``lib``, in the interpreter state the row asks for (bytecode, torch first)."""
+    flags = {"nopyc": row.nopyc, "torch_first": row.torch_first}
+    return run_once(lib, row.kind, params, work=work, timeout=ctx.sizes.timeout, log=log, **flags)
+
+
 def row_files(rows: list[Row], ctx: Context) -> dict[tuple[str, str], tuple[str | None, float | None]]:
     """(row, lib) -> the file set it reads and the bytes of it per counted item (for the fractions)."""
     s = ctx.sizes
@@ -402,16 +408,7 @@ def run_rounds(ctx: Context, rows: list[Row], rounds: int, record: Any) -> None:
                 if row.cloud:
                     ctx.proxy.clear()
                 log = _log(ctx, row.name, lib, round_)
-                result = run_once(
-                    lib,
-                    row.kind,
-                    params,
-                    work=work,
-                    timeout=ctx.sizes.timeout,
-                    log=log,
-                    nopyc=row.nopyc,
-                    torch_first=row.torch_first,
-                )
+                result = _run_row(ctx, row, lib, params, work, log)
                 if row.cache_cap is not None and result.get("ok"):
                     result.update(cache_work(row, lib, ctx, params, result))
                 record({"row": row.name, "lib": lib, "round": round_, **result})
@@ -490,16 +487,7 @@ def run_quick(ctx: Context, rows: list[Row], record: Any) -> None:
                 work = ctx.work_dir(f"{row.name}-{lib}")
                 params = params_for(row, lib, ctx, work)
                 log = _log(ctx, row.name, lib, 0)
-                result = run_once(
-                    lib,
-                    row.kind,
-                    params,
-                    work=work,
-                    timeout=ctx.sizes.timeout,
-                    log=log,
-                    nopyc=row.nopyc,
-                    torch_first=row.torch_first,
-                )
+                result = _run_row(ctx, row, lib, params, work, log)
                 record({"row": row.name, "lib": lib, "round": 0, **result})
                 _progress(row, lib, 0, 1, result)
             elif runs_on(row, lib):
