@@ -97,7 +97,7 @@ class _Provider(Boto3CredentialProvider):
                     return stale
                 elapsed = time.monotonic() - started
                 settings = self._settings
-                if not transient or attempt > settings.max_retries or elapsed + delay > settings.retry_deadline:
+                if not transient or not settings.allows_retry(attempt, elapsed, delay):
                     kind = "transient" if transient else "permanent"
                     raise PermissionError(
                         f"{self._where}: boto3 could not get new keys ({kind} failure, {attempt} attempt(s) in "

@@ -563,7 +563,7 @@ class ChunkCache:
                 )
             if size != stored:  # cut short (or padded) in transit: the object itself is whole
                 delay = backoff_delay(tries, settings)
-                if tries > settings.max_retries or time.monotonic() - started + delay > settings.retry_deadline:
+                if not settings.allows_retry(tries, time.monotonic() - started, delay):
                     raise ChunkDownloadError(
                         f"chunk {info.filename} ({url}): {tries} downloads received {size} of its {stored} bytes "
                         f"(the connection dropped mid-body); the retry budget ({settings.budget()}) ran out: "

@@ -109,11 +109,7 @@ async def retry_call(
                 await asyncio.sleep(SIGN_AGAIN_AFTER_S)
                 continue
             delay = backoff_delay(attempt, settings)
-            if (
-                kind is not ErrorKind.TRANSIENT
-                or attempt > settings.max_retries
-                or elapsed + delay > settings.retry_deadline
-            ):
+            if kind is not ErrorKind.TRANSIENT or not settings.allows_retry(attempt, elapsed, delay):
                 error = translate(
                     exc,
                     what=what,

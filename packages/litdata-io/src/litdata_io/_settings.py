@@ -79,6 +79,16 @@ class IOSettings:
                 values[name] = value
         return cls(**values)
 
+    def allows_retry(self, attempt: int, elapsed: float, delay: float) -> bool:
+        """Whether attempt ``attempt`` may be followed by another after ``delay`` more seconds.
+
+        Args:
+            attempt: attempts made so far (the first is 1).
+            elapsed: seconds since the first attempt started.
+            delay: the backoff before the next attempt.
+        """
+        return attempt <= self.max_retries and elapsed + delay <= self.retry_deadline
+
     def budget(self) -> str:
         """The retry budget in words, for error messages."""
         return f"max_retries={self.max_retries}, retry_deadline={self.retry_deadline:g}s, timeout={self.timeout:g}s"
