@@ -21,7 +21,7 @@ from pathlib import Path
 
 from litdata_format import ChunkInfo
 from litdata_io import get_storage
-from litdata_io._cache import ChunkCache
+from litdata_io._cache._chunk_cache import ChunkCache
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ than its wall time on a loaded machine.
     uv run python benchmarks/helper_startup.py --stages --rounds 9
 
 ``--stages`` times, stage by stage (wall and CPU), what a fresh-interpreter helper (``python -m
-litdata_io._helper``: the fallback where the helper cannot be a fork) does before its first
+litdata_io._processes._helper``: the fallback where the helper cannot be a fork) does before its first
 reply: the interpreter's start, the imports, the client, the first GET.
 """
 
@@ -30,7 +30,8 @@ from tests.servers import start_moto
 
 _CHILD = """
 import json, os, sys, time
-from litdata_io import _helper, get_storage
+from litdata_io import get_storage
+from litdata_io._processes import _helper
 storage = get_storage(sys.argv[1], json.loads(sys.argv[2]))
 c0 = time.process_time(); t0 = time.perf_counter(); storage.get("obj.bin")
 t1 = time.perf_counter(); c1 = time.process_time(); storage.get("obj.bin"); t2 = time.perf_counter()
@@ -49,15 +50,16 @@ stamps = [("interpreter start", time.time(), time.process_time())]
 def stamp(name): stamps.append((name, time.time(), time.process_time()))
 import asyncio
 stamp("import asyncio")
-import litdata_io._helper
-stamp("import litdata_io._helper")
+import litdata_io._processes._helper
+stamp("import litdata_io._processes._helper")
 import json, pickle, sys
-from litdata_io import _process, get_storage
+from litdata_io import get_storage
+from litdata_io._processes import _process
 storage = pickle.loads(pickle.dumps(get_storage(sys.argv[1], json.loads(sys.argv[2]))))
 stamp("unpickle the storage (its modules)")
 _process.serve_obstore_here()
 async def first_request():
-    from litdata_io._obstore_backend import _import_obstore
+    from litdata_io._storage._obstore import _import_obstore
     obstore = _import_obstore()
     stamp("import obstore")
     storage._client()

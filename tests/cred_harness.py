@@ -56,7 +56,7 @@ AWS_SOURCES: dict[str, str] = {
     "sso-legacy-profile": "sso",
     "ca-bundle-profile": "static",
 }
-"""Every AWS source :func:`aws_source_environment` knows. Through boto3 (litdata_io._aws_boto3):
+"""Every AWS source :func:`aws_source_environment` knows. Through boto3 (litdata_io._storage._aws_boto3):
 ``assume-role-profile``, ``web-identity-profile``, ``container-full-uri-no-token``,
 ``container-full-uri-inline-token`` (``AWS_CONTAINER_AUTHORIZATION_TOKEN``, as EKS Pod Identity and
 ECS may set it), the

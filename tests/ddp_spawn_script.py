@@ -18,7 +18,7 @@ from typing import Any
 import torch.distributed as dist
 from torch.multiprocessing.spawn import spawn
 
-from litdata_io import _helper, _process
+from litdata_io._processes import _helper, _process
 from litdata_stream import StreamingDataLoader, StreamingDataset
 
 EPOCHS = 2

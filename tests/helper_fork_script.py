@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from litdata_io import _helper, _process, get_storage
+from litdata_io import get_storage
+from litdata_io._processes import _helper, _process
 
 
 def report(**fields: Any) -> None:

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litdata_io import _process, get_storage
+from litdata_io import get_storage
+from litdata_io._processes import _process
 
 if TYPE_CHECKING:
     from litdata_stream import StreamingDataset
@@ -113,7 +114,8 @@ _DATASET: list[StreamingDataset] = []
 
 def fork_after_everything(args: dict[str, Any]) -> None:
     """Use every per-process thing in this root process, fork, and let the child use them again."""
-    from litdata_io import _helper, enable_tracer, trace_instant
+    from litdata_io import enable_tracer, trace_instant
+    from litdata_io._processes import _helper
     from litdata_io.internal import ActivityBoard, activity, attach_activity
     from litdata_stream import StreamingDataset
 
@@ -150,7 +152,7 @@ def fork_after_everything(args: dict[str, Any]) -> None:
 
 def hold_helper(args: dict[str, Any]) -> None:
     """Start the helper, say its pid, and wait to be killed."""
-    from litdata_io import _helper
+    from litdata_io._processes import _helper
 
     storage = get_storage(args["url"], args["options"])
     data = storage.get(args["key"]).decode()

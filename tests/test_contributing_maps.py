@@ -2,7 +2,7 @@
 
 The maps are tables whose first cell names objects and their module (`` `Name` (`_module`) ``);
 the other cells cite classes, members (`` `Class.method` ``), private modules and functions, and
-dotted paths (`` `litdata_io._process` ``). Each is looked up in the source with ``ast`` (nothing is
+dotted paths (`` `litdata_io._processes._process` ``). Each is looked up in the source with ``ast`` (nothing is
 imported), so renaming a class or moving it to another module fails here naming the row.
 """
 
@@ -65,7 +65,7 @@ def _read_module(path: Path) -> Module:
 
 
 def workspace_modules() -> dict[str, Module]:
-    """Every module of the workspace's packages by dotted name (``litdata_io._process``)."""
+    """Every module of the workspace's packages by dotted name (``litdata_io._processes._process``)."""
     modules: dict[str, Module] = {}
     for src in [*ROOT.glob("packages/*/src"), *ROOT.glob("tools/*/src")]:
         for path in src.rglob("*.py"):
@@ -169,7 +169,7 @@ def test_a_renamed_name_is_reported() -> None:
         "### Reading a dataset\n\n| object | owns | does not |\n|---|---|---|\n"
         "| `StreamingDataset` (`_dataset`) | `StreamingReader.read_stretch`, `ReadState` | x |\n"
         "| `StreamingDatasetRenamed` (`_dataset`) | `StreamingReader.read_strech`, `_datset`, `NoSuchClass` | x |\n"
-        "| `Job` (`_dataset`) | `litdata_io._process.PerProcess.get`, `litdata_io._nothing` | x |\n"
+        "| `Job` (`_dataset`) | `litdata_io._processes._process.PerProcess.get`, `litdata_io._nothing` | x |\n"
     )
     assert problems(page, lookup) == [
         "`StreamingDatasetRenamed` (`_dataset`): StreamingDatasetRenamed is not defined in litdata_stream._dataset",

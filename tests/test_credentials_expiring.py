@@ -195,7 +195,7 @@ def test_boto3_expiry_reaches_obstore_as_utc(
     import obstore
     from obstore.store import S3Store
 
-    from litdata_io._aws_boto3 import boto3_provider
+    from litdata_io._storage._aws_boto3 import boto3_provider
 
     expires = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(minutes=4)
     keys = {"Version": 1, "AccessKeyId": "AKIAPROCESS", "SecretAccessKey": "secret", "SessionToken": ""}
@@ -332,8 +332,8 @@ def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Crede
 
 def _provider() -> Any:
     """What litdata-io hands obstore for the environment (the inline token goes through boto3)."""
-    from litdata_io._aws_config import s3_client_config
-    from litdata_io._options import BackendOptions
+    from litdata_io._storage._aws_config import s3_client_config
+    from litdata_io._storage._options import BackendOptions
 
     _, provider = s3_client_config(BackendOptions(provider="s3", backend="obstore", config={"region": "us-east-1"}))
     assert provider is not None  # obstore's own chain reads only a token file

@@ -95,7 +95,10 @@ def test_the_forked_helper_keeps_nothing_of_its_parent_and_survives_ctrl_c(s3_da
 def test_a_root_that_imported_obstore_gets_a_fresh_interpreter_as_helper(s3_dataset: dict[str, Any]) -> None:
     [root] = _lines(_start("obstore_imported", s3_dataset))
     assert '"chunks"' in root["data"] and root["placement"] == "helper"
-    assert root["helper_cmdline"][1:3] == ["-m", "litdata_io._helper"]  # obstore's runtime may run in the root
+    assert root["helper_cmdline"][1:3] == [
+        "-m",
+        "litdata_io._processes._helper",
+    ]  # obstore's runtime may run in the root
 
 
 @pytest.mark.timeout(900)

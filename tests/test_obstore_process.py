@@ -175,7 +175,7 @@ def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
 def test_a_helper_killed_during_a_call_fails_it_clearly_and_the_next_call_starts_a_new_one(
     s3_server: S3Server, s3_bucket: str, proxy: FaultProxy
 ) -> None:
-    from litdata_io import _helper, _process
+    from litdata_io._processes import _helper, _process
 
     assert _process.obstore_placement() == "helper"  # pytest's own process is a root process
     s3_server.client().put_object(Bucket=s3_bucket, Key="ds/a.bin", Body=b"payload")

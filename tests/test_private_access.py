@@ -30,14 +30,17 @@ DOCUMENTED = {
 
 # Internals of other libraries, read where they offer no public way; each falls back when absent.
 FOREIGN = {
-    ("litdata_io/_forkserver.py", "_forkserver"): "multiprocessing: is this process's forkserver running",
-    ("litdata_io/_forkserver.py", "_forkserver_pid"): "multiprocessing: the running forkserver's pid",
-    ("litdata_io/_forkserver.py", "_preload_modules"): "multiprocessing: the forkserver's preload list",
-    ("litdata_io/_forkserver.py", "_inheriting"): "multiprocessing: what spawn sets while importing the script",
-    ("litdata_io/_aws_boto3.py", "_expiry_time"): "botocore: when refreshable credentials expire",
-    ("litdata_io/_options.py", "_user_provided_options"): "botocore Config: the options the user set",
-    ("litdata_format/_av_serializers.py", "_hf_encoded"): "HF datasets: a decoder's encoded bytes",
-    ("litdata_format/_av_serializers.py", "_litdata_encoded"): "upstream LitData: a decoder's encoded bytes",
+    ("litdata_io/_processes/_forkserver.py", "_forkserver"): "multiprocessing: is this process's forkserver running",
+    ("litdata_io/_processes/_forkserver.py", "_forkserver_pid"): "multiprocessing: the running forkserver's pid",
+    ("litdata_io/_processes/_forkserver.py", "_preload_modules"): "multiprocessing: the forkserver's preload list",
+    (
+        "litdata_io/_processes/_forkserver.py",
+        "_inheriting",
+    ): "multiprocessing: what spawn sets while importing the script",
+    ("litdata_io/_storage/_aws_boto3.py", "_expiry_time"): "botocore: when refreshable credentials expire",
+    ("litdata_io/_storage/_options.py", "_user_provided_options"): "botocore Config: the options the user set",
+    ("litdata_format/_media/_av_serializers.py", "_hf_encoded"): "HF datasets: a decoder's encoded bytes",
+    ("litdata_format/_media/_av_serializers.py", "_litdata_encoded"): "upstream LitData: a decoder's encoded bytes",
     ("litdata_stream/_dataloader.py", "_worker_result_queue"): "torch DataLoader: the workers' result pipe",
     ("litdata_stream/_dataloader.py", "_reader"): "multiprocessing Queue: the pipe's reading end",
 }
@@ -130,7 +133,7 @@ def _imports(tree: ast.Module) -> list[tuple[int, str, str]]:
 
 
 def _is_module(dotted: str) -> bool:
-    """Whether ``dotted`` names a module of the workspace (``litdata_io._process``)."""
+    """Whether ``dotted`` names a module of the workspace (``litdata_io._processes._process``)."""
     parts = dotted.split(".")
     return any(
         path.with_suffix("").parts[-len(parts) :] == tuple(parts) or path.parent.parts[-len(parts) :] == tuple(parts)
@@ -138,10 +141,15 @@ def _is_module(dotted: str) -> bool:
     )
 
 
+def _where(path: Path) -> str:
+    """The module's path under its package's ``src`` (``litdata_io/_processes/_forkserver.py``)."""
+    return "/".join(path.parts[len(path.parts) - path.parts[::-1].index("src") :])
+
+
 def _violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
     owned = _owned(tree)
-    where = "/".join(path.parts[-2:])
+    where = _where(path)
     bad = []
     for line, name, text in _accesses(tree):
         if name in owned or name in DOCUMENTED or (where, name) in FOREIGN:
@@ -163,7 +171,7 @@ def test_every_allowance_is_still_needed() -> None:
     """An allowance for a foreign internal that is no longer used goes (so the list stays honest)."""
     used = set()
     for path in SOURCES:
-        where = "/".join(path.parts[-2:])
+        where = _where(path)
         used.update((where, name) for _, name, _ in _accesses(ast.parse(path.read_text(), str(path))))
     assert not set(FOREIGN) - used
 

@@ -14,8 +14,9 @@ from torch.utils.data import DataLoader
 
 from litdata_io import StorageError, get_storage
 from litdata_io.internal import run_sync
-from litdata_raw import FileIndexer, StreamingRawDataset, _index
-from litdata_raw._index import INDEX_FILENAME, decode_index
+from litdata_raw import FileIndexer, StreamingRawDataset
+from litdata_raw import _file_index as _index
+from litdata_raw._file_index import INDEX_FILENAME, decode_index
 from tests.servers import S3Server
 
 pytestmark = pytest.mark.cloud

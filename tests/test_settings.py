@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from litdata_format._environment import VARIABLES, read_count, read_flag, read_seconds, read_size
-from litdata_io._cache_stall import download_stall_seconds, download_stall_warn_seconds
-from litdata_io._settings import IOSettings
+from litdata_io._cache._stall import download_stall_seconds, download_stall_warn_seconds
+from litdata_io._storage._settings import IOSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "packages").glob("*/src/**/*.py")) + sorted((ROOT / "tools").glob("*/src/**/*.py"))

@@ -114,7 +114,7 @@ def test_deadline_stops_retrying(make: Callable[..., Storage], proxy: FaultProxy
 def test_permanent_403_fails_after_one_more_signature_with_one_clear_error(
     make: Callable[..., Storage], proxy: FaultProxy, tmp_path: Path
 ) -> None:
-    """A refusal is tried once more, signed anew (litdata_io._retry), then fails with one clear error."""
+    """A refusal is tried once more, signed anew (litdata_io._storage._retry), then fails with one clear error."""
     storage = make()
     proxy.inject("403", method="GET", times=100)
     with pytest.raises(PermissionError) as info:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from litdata_io import Storage, get_storage
-from litdata_io._local import LocalStorage
+from litdata_io._storage._local import LocalStorage
 from tests.storage_conformance import StorageConformance, StorageFactory
 
 _roots = itertools.count()

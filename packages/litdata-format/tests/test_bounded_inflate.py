@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from litdata_format._compression import decompress, decompress_file
-from litdata_format._mds import mds_decompress
+from litdata_format._chunks._compression import decompress, decompress_file
+from litdata_format._chunks._mds import mds_decompress
 
 _BOMB = 64 << 20
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from litdata_format import BinaryWriter, DatasetReader, load_index
-from litdata_format._encryption import Encryption, EncryptionLevel, FernetEncryption, RSAEncryption
+from litdata_format._chunks._encryption import Encryption, EncryptionLevel, FernetEncryption, RSAEncryption
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UPSTREAM = FIXTURES / "upstream-0.2.76"
@@ -386,7 +386,7 @@ def test_upstream_fixture_with_the_wrong_password() -> None:
 def test_cryptography_is_imported_lazily_and_missing_names_the_extra() -> None:
     script = (
         "import sys\n"
-        "import litdata_format._encryption as enc\n"
+        "import litdata_format._chunks._encryption as enc\n"
         "assert 'cryptography' not in sys.modules\n"
         "sys.modules['cryptography'] = None\n"
         "try:\n"

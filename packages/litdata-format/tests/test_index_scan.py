@@ -1,4 +1,4 @@
-"""The scan of ``index.json`` (``_index_scan``) makes exactly the index ``json.loads`` makes, or leaves it to it.
+"""The scan of ``index.json`` (``_scan``) makes exactly the index ``json.loads`` makes, or leaves it to it.
 
 Every index here is parsed twice: from its bytes (``parse_index(raw)`` and ``load_index(path)``,
 which scan the chunks list when it has the common shape) and from ``json.loads`` of them
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from litdata_format import DatasetIndex, load_index, parse_index
-from litdata_format._index_scan import scan_index
+from litdata_format._index._scan import scan_index
 
 CONFIG = {"chunk_bytes": None, "chunk_size": 4, "data_format": ["int", "numpy:3"], "data_spec": '[1, {"a": null}]'}
 

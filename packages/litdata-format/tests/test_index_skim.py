@@ -1,6 +1,6 @@
 """Reading an index costs what its used values cost (issue 51, 8).
 
-The top level is walked (``_index_skim``) and only the keys readers use are decoded: an index
+The top level is walked (``_skim``) and only the keys readers use are decoded: an index
 with a 64 MB string in a key nobody reads must be read with a few MB of Python allocations (a
 subprocess measures the tracemalloc peak; before, the string cost its bytes four times over).
 The walk is checked against ``json.loads`` on random objects, with windows down to one byte so
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from litdata_format import ChunkInfo, load_index, parse_index
-from litdata_format import _index_skim as skim
-from litdata_format._dataset_index import ChunkTable
+from litdata_format._index import _skim as skim
+from litdata_format._index._dataset_index import ChunkTable
 
 CONFIG = {"chunk_bytes": None, "chunk_size": 4, "data_format": ["int"], "data_spec": '[1, {"a": null}]'}
 

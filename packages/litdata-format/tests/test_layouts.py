@@ -21,10 +21,10 @@ import pytest
 import zstandard
 
 from litdata_format import DatasetReader, load_index
-from litdata_format._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
-from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC
-from litdata_format._encryption import FernetEncryption
-from litdata_format._framed import FramedChunk, SampleZstdChunk, inflate_zstd
+from litdata_format._chunks._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC
+from litdata_format._chunks._encryption import FernetEncryption
+from litdata_format._chunks._framed import FramedChunk, SampleZstdChunk, inflate_zstd
 from litdata_format.internal import encode_chunk
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -26,7 +26,7 @@ import zstandard
 from PIL import Image, JpegImagePlugin, PngImagePlugin
 
 from litdata_format import DatasetReader, TokensLoader, load_index, parse_index
-from litdata_format._pytree import TreeSpec
+from litdata_format._samples._pytree import TreeSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MDS = FIXTURES / "mds-0.13.0"

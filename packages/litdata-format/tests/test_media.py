@@ -19,11 +19,21 @@ import pytest
 import torch
 from PIL import Image as PILImage
 
-from litdata_format import _media
-from litdata_format._av_serializers import AudioSerializer, VideoSerializer
-from litdata_format._image_codec import _ZIGZAG, decode_image, estimate_jpeg_quality, jpeg_has_exif
-from litdata_format._json_leaf import JsonLeaf, nested_dumps, nested_loads
-from litdata_format._media import (
+from litdata_format._media import _wrappers as _media
+from litdata_format._media._av_serializers import AudioSerializer, VideoSerializer
+from litdata_format._media._image_codec import _ZIGZAG, decode_image, estimate_jpeg_quality, jpeg_has_exif
+from litdata_format._media._media_serializers import (
+    GraphSerializer,
+    ImageSerializer,
+    JPEGArraySerializer,
+    JPEGSerializer,
+    MeshSerializer,
+    NiftiSerializer,
+    PDFSerializer,
+    PILSerializer,
+    TIFFSerializer,
+)
+from litdata_format._media._wrappers import (
     Audio,
     File,
     Graph,
@@ -39,19 +49,9 @@ from litdata_format._media import (
     Tiff,
     Video,
 )
-from litdata_format._media_serializers import (
-    GraphSerializer,
-    ImageSerializer,
-    JPEGArraySerializer,
-    JPEGSerializer,
-    MeshSerializer,
-    NiftiSerializer,
-    PDFSerializer,
-    PILSerializer,
-    TIFFSerializer,
-)
-from litdata_format._registry import default_serializers, serializer_for_format
-from litdata_format._serializers import JsonSerializer
+from litdata_format._samples._json_leaf import JsonLeaf, nested_dumps, nested_loads
+from litdata_format._samples._registry import default_serializers, serializer_for_format
+from litdata_format._samples._serializers import JsonSerializer
 
 
 def _pyg() -> Any:
@@ -534,8 +534,8 @@ def test_choosing_serializers_imports_no_decoder() -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from litdata_format._media import Image, Audio, Text
-        from litdata_format._registry import default_serializers
+        from litdata_format._media._wrappers import Image, Audio, Text
+        from litdata_format._samples._registry import default_serializers
         values = ["caption", 3, 1.5, True, b"raw", {{"a": 1}}, [1], None, {str(INPUTS / "img.png")!r},
                   Image(path="x.png"), Audio(path="x.wav"), Text(text="t")]
         for value in values:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from litdata_format import DatasetReader, ParquetLoader
-from litdata_format._parquet import ParquetChunk
+from litdata_format._loaders._parquet import ParquetChunk
 
 
 def _folder(path: Path, files: int = 3, rows: int = 20, row_group: int = 6) -> Path:

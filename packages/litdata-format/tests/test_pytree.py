@@ -6,7 +6,7 @@ import json
 import pytest
 
 from litdata_format import register_namedtuple
-from litdata_format._pytree import TreeSpec
+from litdata_format._samples._pytree import TreeSpec
 from litdata_format.internal import tree_flatten, tree_unflatten
 
 Point = collections.namedtuple("Point", ["x", "y"])

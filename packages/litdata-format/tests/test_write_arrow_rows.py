@@ -31,7 +31,7 @@ from litdata_format import (
     complete_dataset,
     load_index,
 )
-from litdata_format._chunk import ARROW_ROWS_MAGIC
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UPSTREAM = FIXTURES / "upstream-0.2.76"

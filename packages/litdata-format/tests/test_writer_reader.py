@@ -232,7 +232,7 @@ def test_serializer_order_matches_upstream_for_scalars(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_leaf_encoders_write_what_serialize_writes(first: Any, later: list[Any], unlike: list[Any]) -> None:
-    from litdata_format._registry import resolve_serializers
+    from litdata_format._samples._registry import resolve_serializers
 
     serializers = resolve_serializers()
     serializer = next(s for s in serializers.values() if s.can_serialize(first))

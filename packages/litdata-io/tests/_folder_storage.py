@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from litdata_io._local import LocalStorage
+from litdata_io._storage._local import LocalStorage
 
 
 class FolderStorage(LocalStorage):

@@ -23,9 +23,9 @@ import pytest
 from litdata_format import ChunkInfo
 from litdata_format.internal import compress
 from litdata_io import dataset_version, get_storage
-from litdata_io._cache import ChunkCache, ChunkDownloadError
-from litdata_io._cache_clear import cache_path, clear_cache
-from litdata_io._cache_disk import resolve_max_cache_size
+from litdata_io._cache._chunk_cache import ChunkCache, ChunkDownloadError
+from litdata_io._cache._clear import cache_path, clear_cache
+from litdata_io._cache._disk import resolve_max_cache_size
 from litdata_io.internal import file_version
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
@@ -348,7 +348,7 @@ def test_the_ledger_is_recounted_when_it_is_wrong_or_old(tmp_path: Path, monkeyp
     assert ledger.read_text().split()[0] == "2000"
     (folder / "chunk-0-9.bin").write_bytes(b"x" * 1500)  # added behind the cache's back: 3500 now
     assert cache.evict() == 0  # the ledger says 2000 and was counted just now
-    monkeypatch.setattr("litdata_io._cache._RECOUNT_S", 0.0)
+    monkeypatch.setattr("litdata_io._cache._chunk_cache._RECOUNT_S", 0.0)
     assert cache.evict() == 1000 and cache.size() == 2500  # a minute later: counted, the oldest chunk went
     monkeypatch.undo()
     ledger.write_text("garbage")
@@ -426,7 +426,7 @@ N_PROCS = 6
 
 def _reader(cache: ChunkCache, contents: dict[str, bytes], seed: int, use_prefetch: bool, errors: Path) -> None:
     try:
-        from litdata_io._prefetch import Prefetcher
+        from litdata_io._cache._prefetch import Prefetcher
 
         rng = random.Random(seed)
         infos = infos_of(contents)

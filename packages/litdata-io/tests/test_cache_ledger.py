@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from litdata_format import ChunkInfo
-from litdata_io._cache import ChunkCache
+from litdata_io._cache._chunk_cache import ChunkCache
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 FORK = multiprocessing.get_context("fork")
@@ -48,7 +48,7 @@ def _read_all(cache: ChunkCache, infos: list[ChunkInfo], src: Path) -> list[str]
 
 def _child(where: str, root: Path, src: Path, infos: list[ChunkInfo], out: Path) -> None:
     """Reads the dataset, stopping itself once inside the ledger's lock at ``where``."""
-    import litdata_io._cache as cache_module
+    import litdata_io._cache._chunk_cache as cache_module
 
     stopped: list[bool] = []
 
@@ -60,7 +60,7 @@ def _child(where: str, root: Path, src: Path, infos: list[ChunkInfo], out: Path)
             signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
     if where == "evict":  # holding the ledger while it counts the folder, before deleting a chunk
-        from litdata_io._cache_locks import delete_if_unused as delete
+        from litdata_io._cache._locks import delete_if_unused as delete
 
         def stop_then_delete(path: Path) -> bool:
             stop_once()
@@ -68,7 +68,7 @@ def _child(where: str, root: Path, src: Path, infos: list[ChunkInfo], out: Path)
 
         cache_module.delete_if_unused = stop_then_delete  # type: ignore[assignment]
     else:  # holding the ledger in an update, with the total read and not yet written back
-        import litdata_io._cache_ledger as ledger_module
+        import litdata_io._cache._ledger as ledger_module
 
         write = ledger_module.write_ledger
 

@@ -1,4 +1,4 @@
-"""A download whose process is stopped is taken over (``_cache_stall``), with real processes.
+"""A download whose process is stopped is taken over (``_stall``), with real processes.
 
 A forked child starts a download (slowed by ``FolderStorage(delay=...)``) and is SIGSTOPped while
 it holds the chunk's lock; this process, wanting the same chunk, takes it over after
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from litdata_format import ChunkInfo
-from litdata_io._cache import ChunkCache
-from litdata_io._cache_clear import clear_cache
+from litdata_io._cache._chunk_cache import ChunkCache
+from litdata_io._cache._clear import clear_cache
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 FORK = multiprocessing.get_context("fork")
@@ -125,7 +125,7 @@ def test_clear_keeps_what_a_stopped_download_holds(tmp_path: Path) -> None:
 
 
 def test_the_stall_bound_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litdata_io._cache_stall import download_stall_seconds
+    from litdata_io._cache._stall import download_stall_seconds
 
     monkeypatch.setenv("LITDATA_DOWNLOAD_STALL_S", "soon")
     with pytest.raises(ValueError, match="LITDATA_DOWNLOAD_STALL_S='soon'"):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from litdata_io import get_storage
-from litdata_io._loop import run_sync
+from litdata_io._processes._loop import run_sync
 
 
 def test_sync_twins_work_inside_a_running_loop(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import botocore.config
 import pytest
 
 from litdata_io import get_storage
-from litdata_io._aws_config import ca_bundle, read_profile, s3_client_config
-from litdata_io._obstore_backend import ObstoreStorage
-from litdata_io._options import normalize_options, parse_connection_string
-from litdata_io._secret import Secret
+from litdata_io._storage._aws_config import ca_bundle, read_profile, s3_client_config
+from litdata_io._storage._obstore import ObstoreStorage
+from litdata_io._storage._options import normalize_options, parse_connection_string
+from litdata_io._storage._secret import Secret
 
 KEY, SECRET, TOKEN = "AKIAEXAMPLEKEY", "example/secret+value", "example-session-token"
 
@@ -365,8 +365,8 @@ def test_profiles_needing_boto3_say_so_without_it(aws_files: Path) -> None:
     """In a process where boto3 cannot be imported, an SSO or assume-role profile names the fix."""
     script = (
         "import sys; sys.modules['boto3'] = None\n"
-        "from litdata_io._aws_config import s3_client_config\n"
-        "from litdata_io._options import normalize_options\n"
+        "from litdata_io._storage._aws_config import s3_client_config\n"
+        "from litdata_io._storage._options import normalize_options\n"
         "for name in ('sso', 'role'):\n"
         "    try:\n"
         "        s3_client_config(normalize_options('s3', None, {'profile_name': name}))\n"

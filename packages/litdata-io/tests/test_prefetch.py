@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from litdata_format import ChunkInfo
-from litdata_io._cache import ChunkCache
-from litdata_io._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
+from litdata_io._cache._chunk_cache import ChunkCache
+from litdata_io._cache._prefetch import Prefetcher, async_prefetch_enabled, download_concurrency, min_pre_download
 
 FolderStorage: Any = importlib.import_module("_folder_storage").FolderStorage
 ENV = ("LITDATA_ASYNC_CHUNK_PREFETCH", "LITDATA_ASYNC_DOWNLOAD_CONCURRENCY", "LITDATA_ASYNC_MIN_PRE_DOWNLOAD")

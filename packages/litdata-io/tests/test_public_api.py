@@ -23,11 +23,11 @@ def test_names_load_their_module_on_first_use() -> None:
 
     code = (
         "import sys, litdata_io, litdata_io.internal\n"
-        "assert 'litdata_io._cache' not in sys.modules and 'asyncio' not in sys.modules\n"
+        "assert 'litdata_io._cache._chunk_cache' not in sys.modules and 'asyncio' not in sys.modules\n"
         "litdata_io.resolve_dir; litdata_io.trace_span; litdata_io.internal.fork_generation\n"
         "assert 'asyncio' not in sys.modules\n"
         "litdata_io.ChunkCache\n"
-        "assert 'litdata_io._cache' in sys.modules\n"
+        "assert 'litdata_io._cache._chunk_cache' in sys.modules\n"
         "from litdata_io import *\n"
         "print(sorted(set(dir(litdata_io)) & set(litdata_io.__all__)) == sorted(litdata_io.__all__))\n"
     )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from litdata_io import Dir, ObjectInfo, ReadOnlyStorageError, Storage, get_storage, register_storage, registered_schemes
-from litdata_io._local import LocalStorage
-from litdata_io._registry import _need
+from litdata_io._storage._local import LocalStorage
+from litdata_io._storage._schemes import _need
 
 
 class _DictStorage(Storage):

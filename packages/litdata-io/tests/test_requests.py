@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from litdata_io import _helper, _process, get_storage
-from litdata_io._requests import Copy, Download, DownloadHashed, Get, GetRange, Listing, Put, Upload
+from litdata_io import get_storage
+from litdata_io._processes import _helper, _process
+from litdata_io._processes._requests import Copy, Download, DownloadHashed, Get, GetRange, Listing, Put, Upload
 
 
 def test_requests_pickle_with_absolute_paths_and_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

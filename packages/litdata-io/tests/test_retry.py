@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from litdata_io import StorageError
-from litdata_io._errors import ErrorKind, classify, translate
-from litdata_io._retry import backoff_delay, retry_call
-from litdata_io._secret import Secret, redact
-from litdata_io._settings import IOSettings
+from litdata_io._storage._failures import ErrorKind, classify, translate
+from litdata_io._storage._retry import backoff_delay, retry_call
+from litdata_io._storage._secret import Secret, redact
+from litdata_io._storage._settings import IOSettings
 
 FAST = IOSettings(max_retries=3, backoff_base=0.001, backoff_max=0.002)
 

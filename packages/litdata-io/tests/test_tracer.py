@@ -24,7 +24,7 @@ from litdata_io import (
     trace_span,
     tracer_config,
 )
-from litdata_io._tracer import TRACE_CATEGORIES, TRACE_LEVELS, traced
+from litdata_io._instrument._tracer import TRACE_CATEGORIES, TRACE_LEVELS, traced
 
 _VARS = ("LITDATA_LOG_FILE", "LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES")
 
@@ -156,7 +156,7 @@ def test_fresh_process_is_off_and_creates_no_file(tmp_path: Path) -> None:
 
 
 def test_import_does_not_import_torch() -> None:
-    code = "import sys, litdata_io._tracer; assert 'torch' not in sys.modules"
+    code = "import sys, litdata_io._instrument._tracer; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], env=_clean_env(), check=True)
 
 

@@ -108,7 +108,11 @@ def modules_loaded(i: int) -> dict[str, int]:
     """Which heavy modules the worker process has loaded when it runs fn."""
     import sys
 
-    return {"i": i, "cache": int("litdata_io._cache" in sys.modules), "asyncio": int("asyncio" in sys.modules)}
+    return {
+        "i": i,
+        "cache": int("litdata_io._cache._chunk_cache" in sys.modules),
+        "asyncio": int("asyncio" in sys.modules),
+    }
 
 
 # A tracked object made when this module is imported: before the job starts in every worker

@@ -15,7 +15,7 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from litdata_raw import FileIndexer, FileMetadata, StreamingRawDataset
-from litdata_raw._index import INDEX_FILENAME, decode_index
+from litdata_raw._file_index import INDEX_FILENAME, decode_index
 
 
 def _jpeg(color: tuple[int, int, int]) -> bytes:

@@ -14,8 +14,10 @@ import pytest
 import zstandard
 from torch.utils.data import DataLoader
 
-from litdata_raw import FileIndexer, FileList, FileMetadata, StreamingRawDataset, _index, _index_codec
-from litdata_raw._index import decode_index, encode_index
+from litdata_raw import FileIndexer, FileList, FileMetadata, StreamingRawDataset
+from litdata_raw import _file_index as _index
+from litdata_raw import _file_index_codec as _index_codec
+from litdata_raw._file_index import decode_index, encode_index
 
 FOLDERS, PER_FOLDER = 50, 1000
 MiB = 1 << 20

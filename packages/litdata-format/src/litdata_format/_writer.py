@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from litdata_format._arrow_write import (
+from litdata_format._atomic import write_file_atomic
+from litdata_format._chunks._arrow_write import (
     NULL,
     ROW_BATCH,
     ArrowUnfit,
@@ -35,25 +36,24 @@ from litdata_format._arrow_write import (
     scan_row,
     unwrap_leaves,
 )
-from litdata_format._atomic import write_file_atomic
-from litdata_format._checksum import checksum_bytes
-from litdata_format._chunk import ARROW_ROWS_MAGIC, chunk_parts, header_size
-from litdata_format._compression import check_compression, check_compression_level, compress, zstd_level
-from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
-from litdata_format._encryption import Encryption
-from litdata_format._framed import pack_batch, pack_sample
-from litdata_format._index import (
+from litdata_format._chunks._checksum import checksum_bytes
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, chunk_parts, header_size
+from litdata_format._chunks._compression import check_compression, check_compression_level, compress, zstd_level
+from litdata_format._chunks._encryption import Encryption
+from litdata_format._chunks._framed import pack_batch, pack_sample
+from litdata_format._index._dataset_index import INDEX_FILENAME, ChunkInfo, DatasetIndex
+from litdata_format._index._index_json import (
     chunk_name,
     complete_dataset,
     rank_index_files,
     rank_index_name,
     write_json_atomic,
 )
-from litdata_format._json_leaf import JsonLeaf
-from litdata_format._loaders import BaseItemLoader, PyTreeLoader
-from litdata_format._registry import resolve_serializers
-from litdata_format._sample import OtherStructureError
-from litdata_format._serializers import Serializer
+from litdata_format._loaders._item_loaders import BaseItemLoader, PyTreeLoader
+from litdata_format._samples._encode import OtherStructureError
+from litdata_format._samples._json_leaf import JsonLeaf
+from litdata_format._samples._registry import resolve_serializers
+from litdata_format._samples._serializers import Serializer
 from litdata_format._sizes import parse_size
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "BinaryWriter", "WriterOptions", "check_writer_options"]
@@ -73,7 +73,7 @@ class BinaryWriter:
 
     When the first sample is a plain dict of JSON-like values, pyarrow is installed and neither
     encryption, custom serializers nor another item loader is given, every chunk is written as
-    upstream 0.2.76's Arrow rows (``LDARW01``): see :mod:`litdata_format._arrow_write`.
+    upstream 0.2.76's Arrow rows (``LDARW01``): see :mod:`litdata_format._chunks._arrow_write`.
 
     Args:
         cache_dir: the dataset directory (created if missing); upstream's name for it.

@@ -4,8 +4,8 @@ Subclass :class:`Serializer` for your own kinds of leaves and pass an instance b
 (``serializers={"my_kind": MySerializer()}``) to the writer and the reader.
 """
 
-from litdata_format._av_serializers import AudioSerializer, VideoSerializer
-from litdata_format._media_serializers import (
+from litdata_format._media._av_serializers import AudioSerializer, VideoSerializer
+from litdata_format._media._media_serializers import (
     FileSerializer,
     GraphSerializer,
     ImageSerializer,
@@ -18,10 +18,10 @@ from litdata_format._media_serializers import (
     TextSerializer,
     TIFFSerializer,
 )
-from litdata_format._media_serializers import TypedNoHeaderTensorSerializer as NoHeaderTensorSerializer
-from litdata_format._media_serializers import TypedTensorSerializer as TensorSerializer
-from litdata_format._registry import default_serializers, resolve_serializers
-from litdata_format._serializers import (
+from litdata_format._media._media_serializers import TypedNoHeaderTensorSerializer as NoHeaderTensorSerializer
+from litdata_format._media._media_serializers import TypedTensorSerializer as TensorSerializer
+from litdata_format._samples._registry import default_serializers, resolve_serializers
+from litdata_format._samples._serializers import (
     BooleanSerializer,
     BytesSerializer,
     FloatSerializer,

@@ -16,11 +16,11 @@ from litdata_format.lazy import lazy_module
 __version__ = "0.2.1000"
 
 if TYPE_CHECKING:
-    from litdata_raw._dataset import StreamingRawDataset as StreamingRawDataset
-    from litdata_raw._index import BaseIndexer as BaseIndexer
-    from litdata_raw._index import FileIndexer as FileIndexer
-    from litdata_raw._index import FileList as FileList
-    from litdata_raw._index import FileMetadata as FileMetadata
+    from litdata_raw._file_index import BaseIndexer as BaseIndexer
+    from litdata_raw._file_index import FileIndexer as FileIndexer
+    from litdata_raw._file_index import FileList as FileList
+    from litdata_raw._file_index import FileMetadata as FileMetadata
+    from litdata_raw._raw_dataset import StreamingRawDataset as StreamingRawDataset
 
 if not TYPE_CHECKING:  # hidden from type checkers, so an unknown name is an error there too
     __getattr__, __dir__ = lazy_module(globals())

@@ -27,8 +27,8 @@ from typing import Any
 
 from litdata_format.internal import atomic_file, check_relative_path, write_file_atomic
 from litdata_io import ObjectInfo, Storage, get_storage, resolve_dir
-from litdata_raw._files import FileList, FileListBuilder, FileMetadata
-from litdata_raw._index_codec import read_index, write_index
+from litdata_raw._file_index_codec import read_index, write_index
+from litdata_raw._file_list import FileList, FileListBuilder, FileMetadata
 
 __all__ = [
     "INDEX_FILENAME",

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import zstandard
 
-from litdata_raw._files import FileList, FileListBuilder, FileMetadata
+from litdata_raw._file_list import FileList, FileListBuilder, FileMetadata
 
 __all__ = ["read_index", "write_index"]
 

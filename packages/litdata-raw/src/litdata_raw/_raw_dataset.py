@@ -15,8 +15,8 @@ from torch.utils.data import Dataset, get_worker_info
 from litdata_format.internal import add_note, check_relative_path
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
 from litdata_io.internal import is_disk_full, run_sync
-from litdata_raw._files import FileList, FileMetadata
-from litdata_raw._index import INDEX_FILENAME, BaseIndexer, FileIndexer
+from litdata_raw._file_index import INDEX_FILENAME, BaseIndexer, FileIndexer
+from litdata_raw._file_list import FileList, FileMetadata
 
 __all__ = ["StreamingRawDataset"]
 

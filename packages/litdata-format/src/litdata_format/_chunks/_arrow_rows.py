@@ -23,8 +23,8 @@ import importlib
 import struct
 from typing import Any
 
-from litdata_format._chunk import ARROW_ROWS_MAGIC, StoredChunk, header_size
-from litdata_format._serializers import Buffer
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, StoredChunk, header_size
+from litdata_format._samples._serializers import Buffer
 
 __all__ = ["ArrowRowsChunk", "is_arrow_rows_chunk"]
 

@@ -11,7 +11,7 @@ i // 256. :func:`scan_row` checks a sample and describes the kind of each value,
 whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
 coerce or refuse it; :func:`pack_arrow_rows` builds the chunk, and :class:`RowsIpc` builds a
 chunk of flat rows a record batch at a time as they come in (without compression, with no pyarrow:
-see :mod:`litdata_format._arrow_ipc`). pyarrow is imported on first use.
+see :mod:`litdata_format._chunks._arrow_ipc`). pyarrow is imported on first use.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from litdata_format._arrow_ipc import FLAT_TYPES, IpcColumn, PlainIpcFile
-from litdata_format._chunk import ARROW_ROWS_MAGIC, header_size
-from litdata_format._compression import zstd_level
-from litdata_format._json_leaf import JsonLeaf
+from litdata_format._chunks._arrow_ipc import FLAT_TYPES, IpcColumn, PlainIpcFile
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, header_size
+from litdata_format._chunks._compression import zstd_level
+from litdata_format._samples._json_leaf import JsonLeaf
 
 __all__ = [
     "NULL",
@@ -342,7 +342,7 @@ class RowsIpc:
     chunk, a table of whole columns cut into batches of 256 (:func:`pack_arrow_rows`): pyarrow
     writes a slice of a str or bytes column with its data padded to 64 bytes by the bytes that
     follow it in the column, so a batch takes those from the rows after it, and waits for them.
-    Without compression the IPC file is written without pyarrow (:mod:`litdata_format._arrow_ipc`,
+    Without compression the IPC file is written without pyarrow (:mod:`litdata_format._chunks._arrow_ipc`,
     the same bytes), so a worker whose rows are flat never imports it.
 
     Args:

@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from litdata_format._dataset_index import ChunkInfo
+from litdata_format._index._dataset_index import ChunkInfo
 
 __all__ = [
     "Checksum",

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from litdata_format._serializers import Buffer
+from litdata_format._samples._serializers import Buffer
 
 __all__ = [
     "ARROW_ROWS_MAGIC",

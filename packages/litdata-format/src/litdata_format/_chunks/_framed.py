@@ -25,9 +25,9 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from litdata_format._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
-from litdata_format._compression import DEFAULT_FRAME_ROWS, decompress
-from litdata_format._serializers import Buffer
+from litdata_format._chunks._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
+from litdata_format._chunks._compression import DEFAULT_FRAME_ROWS, decompress
+from litdata_format._samples._serializers import Buffer
 
 __all__ = ["DEFAULT_FRAME_ROWS", "FramedChunk", "SampleZstdChunk", "inflate_zstd", "pack_batch", "pack_sample"]
 

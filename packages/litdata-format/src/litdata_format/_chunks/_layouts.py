@@ -1,7 +1,7 @@
 """Opening a chunk file in whichever layout it has.
 
 :func:`open_chunk` takes a chunk file as stored (maybe whole-file compressed, maybe encrypted)
-and returns a :class:`~litdata_format._chunk.Chunk` that the item loaders read. The layouts
+and returns a :class:`~litdata_format._chunks._chunk.Chunk` that the item loaders read. The layouts
 are told apart by their bytes: the framed zstd layout starts with its magic, the Arrow rows
 layout ends with its magic, anything else is the classic layout. It sits below the item
 loaders, which open chunks through it.
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from litdata_format._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
-from litdata_format._checksum import verify_file
-from litdata_format._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
-from litdata_format._compression import decompress
-from litdata_format._dataset_index import ChunkInfo, DatasetIndex
-from litdata_format._framed import FramedChunk, SampleZstdChunk
-from litdata_format._index import cached_chunk_sizes, check_chunk_file, plain_chunk_name
-from litdata_format._mds import is_mds_index, open_mds_shard
+from litdata_format._chunks._arrow_rows import ArrowRowsChunk, is_arrow_rows_chunk
+from litdata_format._chunks._checksum import verify_file
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, FRAMED_MAGIC, Chunk, ChunkView, map_file
+from litdata_format._chunks._compression import decompress
+from litdata_format._chunks._framed import FramedChunk, SampleZstdChunk
+from litdata_format._chunks._mds import is_mds_index, open_mds_shard
+from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex
+from litdata_format._index._index_json import cached_chunk_sizes, check_chunk_file, plain_chunk_name
 
 __all__ = ["open_chunk", "open_listed_chunk"]
 

@@ -2,11 +2,11 @@
 
 An MDS dataset is a directory with an ``index.json`` that lists ``shards`` (not ``chunks``).
 :func:`parse_mds_index` maps each shard to a chunk so the rest of the package (readers, caches,
-shuffles) sees an ordinary :class:`~litdata_format._dataset_index.DatasetIndex`; the config is marked
+shuffles) sees an ordinary :class:`~litdata_format._index._dataset_index.DatasetIndex`; the config is marked
 ``"format": "mds"``. A shard starts with ``u32 N`` and ``u32 offsets[N+1]`` like a chunk, but a
 JSON copy of the shard's settings sits between that table and the samples, so shards are opened
 by :func:`open_mds_shard` (which also undoes MDS's whole-shard compression) rather than by
-:class:`~litdata_format._chunk.ChunkView`. Samples are decoded by :class:`MdsSampleDecoder` into
+:class:`~litdata_format._chunks._chunk.ChunkView`. Samples are decoded by :class:`MdsSampleDecoder` into
 exactly the values MDS's own reader returns. The layout is described in FORMAT.md
 ("Reading MosaicML MDS datasets").
 """
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._chunk import StoredChunk, map_file
-from litdata_format._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._chunks._chunk import StoredChunk, map_file
 from litdata_format._guards import is_any_list, is_str_dict
-from litdata_format._pytree import LEAF, TreeSpec
-from litdata_format._serializers import Buffer
+from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._samples._pytree import LEAF, TreeSpec
+from litdata_format._samples._serializers import Buffer
 
 __all__ = [
     "MDS_FORMAT",
@@ -203,7 +203,7 @@ def mds_decompress(
     """
     family = _compression_family(compression, f"shard {name}")
     if family == "zstd":
-        from litdata_format._compression import decompress
+        from litdata_format._chunks._compression import decompress
 
         return decompress(data, name, expected_size)
     if family in ("gz", "bz2"):
@@ -314,7 +314,7 @@ class MdsShard(StoredChunk):
     """An MDS shard in memory: ``u32 N | u32 offsets[N+1] | shard settings JSON | samples``.
 
     The offsets are absolute, so the settings JSON is simply skipped. It implements the
-    :class:`~litdata_format._chunk.Chunk` protocol; ``item(i)`` is sample i's MDS bytes.
+    :class:`~litdata_format._chunks._chunk.Chunk` protocol; ``item(i)`` is sample i's MDS bytes.
 
     Args:
         data: the uncompressed shard.

@@ -1,6 +1,6 @@
 """The parsed ``index.json``: its chunk entries and config, and the checks of single fields.
 
-The bottom of the index: :mod:`litdata_format._index` (LitData) and :mod:`litdata_format._mds`
+The bottom of the index: :mod:`litdata_format._index._index_json` (LitData) and :mod:`litdata_format._chunks._mds`
 (MosaicML) both parse into these types.
 """
 

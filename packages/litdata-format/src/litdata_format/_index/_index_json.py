@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._atomic import write_file_atomic
-from litdata_format._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
+from litdata_format._chunks._mds import parse_mds_index
 from litdata_format._guards import is_any_list, is_str_dict
-from litdata_format._index_scan import Read, scan_index
-from litdata_format._index_skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, loads_unique, skim_object
-from litdata_format._mds import parse_mds_index
+from litdata_format._index._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
+from litdata_format._index._scan import Read, scan_index
+from litdata_format._index._skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, loads_unique, skim_object
 
 __all__ = [
     "IndexNotFoundError",
@@ -163,7 +163,7 @@ class IndexNotFoundError(FileNotFoundError, ValueError):
 
 
 def _check_data_format(formats: Any, source: str) -> None:
-    from litdata_format._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
+    from litdata_format._samples._serializers import NUMPY_DTYPES, TORCH_DTYPE_NAMES
 
     if not is_any_list(formats):
         raise ValueError(f"{source}: config.data_format must be a list of serializer names, got {formats!r:.100}")
@@ -200,7 +200,7 @@ def _check_config(config: dict[str, Any], source: str) -> None:
         int_field(config, key, f"{source}: config", optional=True)
     compression = config.get("compression")
     if compression is not None and config.get("item_loader") != "ParquetLoader":
-        from litdata_format._compression import zstd_level
+        from litdata_format._chunks._compression import zstd_level
 
         try:
             zstd_level(compression)
@@ -217,7 +217,7 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
     """Validate an ``index.json`` (LitData or MosaicML MDS) and return its contents.
 
     The file's bytes are scanned without a dict per chunk when the entries are of the common
-    shape (``_index_scan``); any other index goes through ``json.loads``, as does one the scan
+    shape (``_scan``); any other index goes through ``json.loads``, as does one the scan
     refuses, so the errors are the same either way.
 
     Args:
@@ -236,7 +236,7 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
 def _parsed(read: Read, size: int, source: str, whole: Callable[[], bytes]) -> DatasetIndex:
     """The index in the bytes ``read`` gives.
 
-    Scanned (``_index_scan``), else its top level walked (``_index_skim``: the values no reader
+    Scanned (``_scan``), else its top level walked (``_skim``: the values no reader
     uses are not built), else (not walkable) ``whole()`` parsed by ``json.loads``, which says
     what is wrong.
     """
@@ -272,7 +272,7 @@ def _checked(obj: Any, source: str, table: ChunkTable | None) -> DatasetIndex:
 def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
     """Read ``index.json`` from a dataset directory (or the file itself).
 
-    An index of the common shape is read in windows of a few MiB (``_index_scan``), so the
+    An index of the common shape is read in windows of a few MiB (``_scan``), so the
     file is never held whole; any other is read and parsed whole.
 
     Args:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_format._guards import is_bytes_like
-from litdata_format._parquet import require_pyarrow
+from litdata_format._loaders._parquet import require_pyarrow
 
 __all__ = ["KEYS_FILE", "keys_parquet", "normalize_key", "read_keys"]
 

@@ -18,7 +18,7 @@ dict per chunk):
 
 The first ``]`` followed by ``, "`` ends the list (under the checks above it can only be the
 list's own); of what follows, only the values readers use (``config``, ``updated_at``) are
-decoded (``_index_skim``: a 200 MB string in another key is skipped, not built).
+decoded (``_skim``: a 200 MB string in another key is skipped, not built).
 Anything else (escapes, other whitespace per entry, keys in another order, values of other types,
 numbers past 2**48, MosaicML's ``shards``) is not scanned: the caller parses the index as before,
 so its errors, which name the file, the entry and the field, are unchanged. What the scan accepts
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._dataset_index import ChunkTable, Strings
-from litdata_format._index_skim import skim_members
+from litdata_format._index._dataset_index import ChunkTable, Strings
+from litdata_format._index._skim import skim_members
 
 __all__ = ["WINDOW", "scan_index"]
 

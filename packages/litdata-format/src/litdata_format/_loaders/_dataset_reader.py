@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from litdata_format._chunk import Chunk
-from litdata_format._index import load_index
-from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
-from litdata_format._opener import ChunkOpener
-from litdata_format._registry import resolve_serializers
-from litdata_format._sample_map import SampleMap
-from litdata_format._serializers import Serializer
+from litdata_format._chunks._chunk import Chunk
+from litdata_format._index._index_json import load_index
+from litdata_format._loaders._item_loaders import BaseItemLoader, PyTreeLoader, TokensLoader
+from litdata_format._loaders._opener import ChunkOpener
+from litdata_format._loaders._sample_map import SampleMap
+from litdata_format._samples._registry import resolve_serializers
+from litdata_format._samples._serializers import Serializer
 
 __all__ = ["DatasetReader"]
 
@@ -92,7 +92,7 @@ def _default_loader(name: str) -> BaseItemLoader:
     if name == "TokensLoader":
         return TokensLoader()
     if name == "ParquetLoader":
-        from litdata_format._parquet import ParquetLoader
+        from litdata_format._loaders._parquet import ParquetLoader
 
         return ParquetLoader()
     return PyTreeLoader()

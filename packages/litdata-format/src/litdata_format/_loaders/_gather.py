@@ -24,10 +24,10 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from litdata_format._chunk import ARROW_ROWS_MAGIC, READ_BELOW, Chunk, ChunkView, header_size
-from litdata_format._dataset_index import ChunkTable
-from litdata_format._pytree import TreeSpec
-from litdata_format._serializers import (
+from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, READ_BELOW, Chunk, ChunkView, header_size
+from litdata_format._index._dataset_index import ChunkTable
+from litdata_format._samples._pytree import TreeSpec
+from litdata_format._samples._serializers import (
     BooleanSerializer,
     FloatSerializer,
     IntegerSerializer,

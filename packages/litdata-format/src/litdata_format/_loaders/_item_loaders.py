@@ -13,21 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._chunk import Chunk
-from litdata_format._dataset_index import ChunkInfo, DatasetIndex
-from litdata_format._gather import SmallChunkRows, gather_rows
-from litdata_format._layouts import open_chunk
-from litdata_format._mds import MdsSampleDecoder, is_mds_index
-from litdata_format._pytree import LEAF
-from litdata_format._sample import SampleDecoder, SampleEncoder
-from litdata_format._serializers import (
+from litdata_format._chunks._chunk import Chunk
+from litdata_format._chunks._layouts import open_chunk
+from litdata_format._chunks._mds import MdsSampleDecoder, is_mds_index
+from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex
+from litdata_format._loaders._gather import SmallChunkRows, gather_rows
+from litdata_format._samples._encode import SampleDecoder, SampleEncoder
+from litdata_format._samples._pytree import LEAF
+from litdata_format._samples._serializers import (
     Serializer,
     numpy_dtype,
     suffix_int,
     torch_dtype,
     torch_if_loaded,
 )
-from litdata_format._trust import check_pickle_allowed
+from litdata_format._samples._trust import check_pickle_allowed
 
 __all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader", "small_chunk_rows"]
 

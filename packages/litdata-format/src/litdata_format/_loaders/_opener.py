@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from litdata_format._chunk import Chunk
+from litdata_format._chunks._chunk import Chunk
 
 __all__ = ["ChunkOpener"]
 

@@ -19,9 +19,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from litdata_format._dataset_index import ChunkInfo, DatasetIndex
-from litdata_format._index import check_chunk_file
-from litdata_format._loaders import BaseItemLoader
+from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex
+from litdata_format._index._index_json import check_chunk_file
+from litdata_format._loaders._item_loaders import BaseItemLoader
 
 __all__ = ["ParquetChunk", "ParquetLoader", "require_pyarrow"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from litdata_format._guards import is_str_dict
-from litdata_format._image_codec import as_numpy
-from litdata_format._media import (
+from litdata_format._media._image_codec import as_numpy
+from litdata_format._media._wrappers import (
     Audio,
     Video,
     check_decode,
@@ -27,7 +27,7 @@ from litdata_format._media import (
     media_path_and_bytes,
     read_media_bytes,
 )
-from litdata_format._serializers import Buffer, Serializer, torch_module
+from litdata_format._samples._serializers import Buffer, Serializer, torch_module
 
 __all__ = ["AudioSerializer", "VideoSerializer"]
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from litdata_format._guards import is_any_dict, is_any_tuple
-from litdata_format._media import GRAPH_FIELDS, Graph, Tensor, is_pyg_data, read_media_bytes
-from litdata_format._serializers import Buffer, TensorSerializer, torch_module
+from litdata_format._media._wrappers import GRAPH_FIELDS, Graph, Tensor, is_pyg_data, read_media_bytes
+from litdata_format._samples._serializers import Buffer, TensorSerializer, torch_module
 
 __all__ = ["coerce_tensor", "pack_graph", "unpack_graph"]
 

@@ -20,9 +20,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from litdata_format._graph_pack import coerce_tensor, pack_graph, unpack_graph
 from litdata_format._guards import is_path_like, is_str_dict
-from litdata_format._image_codec import (
+from litdata_format._media._graph_pack import coerce_tensor, pack_graph, unpack_graph
+from litdata_format._media._image_codec import (
     IMAGE_DECODES,
     as_numpy,
     decode_image,
@@ -30,7 +30,7 @@ from litdata_format._image_codec import (
     pil_from_array,
     pil_module,
 )
-from litdata_format._media import (
+from litdata_format._media._wrappers import (
     File,
     Graph,
     Image,
@@ -53,7 +53,7 @@ from litdata_format._media import (
     media_extension,
     read_media_bytes,
 )
-from litdata_format._serializers import (
+from litdata_format._samples._serializers import (
     Buffer,
     NoHeaderTensorSerializer,
     Serializer,

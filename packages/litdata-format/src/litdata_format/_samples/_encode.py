@@ -13,12 +13,20 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from litdata_format._dataset_index import INDEX_FILENAME
-from litdata_format._media import Graph, JpegArray, MediaRef
-from litdata_format._pytree import TreeSpec, flattener, is_node, leaf_paths, spec_difference, tree_flatten, unflattener
-from litdata_format._registry import lookup_serializer, serializer_for_format
-from litdata_format._serializers import Buffer, Serializer
-from litdata_format._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, readable_leaf_paths, unpickles
+from litdata_format._index._dataset_index import INDEX_FILENAME
+from litdata_format._media._wrappers import Graph, JpegArray, MediaRef
+from litdata_format._samples._pytree import (
+    TreeSpec,
+    flattener,
+    is_node,
+    leaf_paths,
+    spec_difference,
+    tree_flatten,
+    unflattener,
+)
+from litdata_format._samples._registry import lookup_serializer, serializer_for_format
+from litdata_format._samples._serializers import Buffer, Serializer
+from litdata_format._samples._trust import ALLOW_PICKLE_ENV, PickleWriteWarning, readable_leaf_paths, unpickles
 
 __all__ = ["OtherStructureError", "SampleDecoder", "SampleEncoder"]
 

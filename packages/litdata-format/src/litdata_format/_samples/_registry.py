@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 
-from litdata_format import _av_serializers as av
-from litdata_format import _media_serializers as m
-from litdata_format import _serializers as s
-from litdata_format._serializers import Serializer
+from litdata_format._media import _av_serializers as av
+from litdata_format._media import _media_serializers as m
+from litdata_format._samples import _serializers as s
+from litdata_format._samples._serializers import Serializer
 
 __all__ = ["default_serializers", "lookup_serializer", "resolve_serializers", "serializer_for_format"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._json_leaf import JsonLeaf, nested_dumps, nested_loads
+from litdata_format._samples._json_leaf import JsonLeaf, nested_dumps, nested_loads
 
 __all__ = [
     "BooleanSerializer",

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from litdata_format._dataset_index import DatasetIndex
 from litdata_format._environment import read_flag
 from litdata_format._guards import is_any_list
-from litdata_format._serializers import Serializer
+from litdata_format._index._dataset_index import DatasetIndex
+from litdata_format._samples._serializers import Serializer
 
 __all__ = [
     "ALLOW_PICKLE_ENV",
@@ -54,7 +54,7 @@ def unpickles(serializer: Any) -> bool:
 
 def readable_leaf_paths(data_spec: Any, count: int) -> list[str]:
     """A readable path for each leaf (``['label']``, ``[1]``), or plain numbers if the spec is unreadable."""
-    from litdata_format._pytree import TreeSpec, leaf_paths
+    from litdata_format._samples._pytree import TreeSpec, leaf_paths
 
     try:
         paths = leaf_paths(data_spec if isinstance(data_spec, TreeSpec) else TreeSpec.from_json(data_spec))
@@ -92,6 +92,6 @@ def check_pickle_allowed(index: DatasetIndex, serializers: Mapping[str, Serializ
 
 
 def _serializer(data_format: Any, serializers: Mapping[str, Serializer]) -> Serializer | None:
-    from litdata_format._registry import lookup_serializer
+    from litdata_format._samples._registry import lookup_serializer
 
     return lookup_serializer(str(data_format), serializers)

@@ -16,7 +16,7 @@ block others forever), then finds the published file. The holder deletes the loc
 releasing it; lockers verify after locking that the path still names the inode they locked, so a
 deleted lock file is never trusted. After normal operation no lock file is left behind. A stopped
 holder (SIGSTOP, a debugger) keeps its lock, so a waiter watches the download's progress and takes
-it over when it made none for ``LITDATA_DOWNLOAD_STALL_S`` (``_cache_stall``); the stopped
+it over when it made none for ``LITDATA_DOWNLOAD_STALL_S`` (``_stall``); the stopped
 process, resumed, uses whichever copy was published first and takes back only its own reservation.
 
 Readers pin. Every reader holds a shared ``flock`` (``LOCK_SH``) on the chunk file itself while it
@@ -51,7 +51,7 @@ make (the chunks are in use elsewhere, or another file took the space), it tries
 
 The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
 twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
-under ``flock`` as it reserves, publishes, abandons and deletes (``_cache_ledger``: a process
+under ``flock`` as it reserves, publishes, abandons and deletes (``_ledger``: a process
 stopped while it holds that lock is taken over after ``LITDATA_DOWNLOAD_STALL_S``, and the ledger
 is then counted again). Checking the cap is one read of it.
 The folder is counted again, under the ledger's lock, only when the ledger says the cap is
@@ -65,12 +65,12 @@ recount, never too little.
 Versions. With ``version`` (what :func:`~litdata_io.dataset_version` makes from the URL and the
 index's bytes), chunks live in ``cache_dir/<version>/``, and the cap, the ledger and eviction
 cover the whole ``cache_dir``. Opening a version clears the other versions of the same URL there
-(chunks in use stay until they are evicted like any other); see ``_cache_versions``.
+(chunks in use stay until they are evicted like any other); see ``_versions``.
 
 Sizes and checksums. A cached chunk whose size is not the one the index gives
 (``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
 is deleted and fetched again, and a download of the wrong size is never published. When the index
-records checksums (``litdata_format._checksum``), a download is hashed as its bytes arrive
+records checksums (``litdata_format._chunks._checksum``), a download is hashed as its bytes arrive
 (:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published. A download
 that disagrees with the index is weighed against a HEAD of the object: a body cut short in transit
 (the object holds more bytes than arrived) is fetched again within the retry budget; only an object
@@ -81,9 +81,10 @@ files this process downloaded itself count as checked), so a byte altered on dis
 download is caught before its samples are read, and the file is fetched again. A file altered
 while a process already holds it checked is not seen by that process.
 
-Fork. Descriptors and in-process state are reset in a forked child (:func:`litdata_io._process.on_fork_in_child`),
-so a child never inherits its parent's pins, a download in flight, or a lock held by a thread.
-Locking needs ``fcntl`` (POSIX); without it, only in-process pins protect chunks.
+Fork. Descriptors and in-process state are reset in a forked child
+(:func:`litdata_io._processes._process.on_fork_in_child`), so a child never inherits its parent's pins, a
+download in flight, or a lock held by a thread. Locking needs ``fcntl`` (POSIX); without it, only in-process
+pins protect chunks.
 """
 
 from __future__ import annotations
@@ -109,11 +110,10 @@ from litdata_format.internal import (
     expected_checksum,
     plain_chunk_name,
 )
-from litdata_io import _process
-from litdata_io._cache_clear import CacheClearResult, clear_cache
-from litdata_io._cache_disk import free_bytes, is_disk_full, resolve_max_cache_size
-from litdata_io._cache_ledger import STATE_WIDTH, Ledger, LedgerState, parse_ledger, write_disk_cap, write_ledger
-from litdata_io._cache_locks import (
+from litdata_io._cache._clear import CacheClearResult, clear_cache
+from litdata_io._cache._disk import free_bytes, is_disk_full, resolve_max_cache_size
+from litdata_io._cache._ledger import STATE_WIDTH, Ledger, LedgerState, parse_ledger, write_disk_cap, write_ledger
+from litdata_io._cache._locks import (
     LEDGER,
     LOCK_SUFFIX,
     SH,
@@ -128,14 +128,15 @@ from litdata_io._cache_locks import (
     same_file,
     staging_path,
 )
-from litdata_io._cache_stall import DownloadStalledError, Superseded, lock_download, publish_once
-from litdata_io._cache_versions import check_version, claim_version
-from litdata_io._instrument import probe
-from litdata_io._loop import run_sync
-from litdata_io._retry import backoff_delay
+from litdata_io._cache._stall import DownloadStalledError, Superseded, lock_download, publish_once
+from litdata_io._cache._versions import check_version, claim_version
+from litdata_io._instrument._probe import probe
+from litdata_io._processes import _process
+from litdata_io._processes._loop import run_sync
+from litdata_io._storage._retry import backoff_delay
 
 if TYPE_CHECKING:
-    from litdata_io._storage import Storage
+    from litdata_io._storage._interface import Storage
 
 __all__ = ["ChunkCache", "ChunkDownloadError"]
 

@@ -1,6 +1,6 @@
 """The whole cache, as `litdata cache path|clear` sees it: where it is, and clearing it safely.
 
-Clearing respects the cache's file locks (see ``_cache_locks``): a chunk a process reads and a
+Clearing respects the cache's file locks (see ``_locks``): a chunk a process reads and a
 download in progress are kept and listed; nothing else of the cache's state is needed.
 """
 
@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litdata_io._cache_locks import (
+from litdata_io._cache._locks import (
     LEDGER,
     LOCK_SUFFIX,
     STAGING_SUFFIX,

@@ -1,6 +1,6 @@
 """The chunk cache's disk: the byte budget ``max_cache_size`` resolves to, and telling a full disk.
 
-Kept apart from :mod:`litdata_io._cache` (and light to import) because litdata-stream and
+Kept apart from :mod:`litdata_io._cache._chunk_cache` (and light to import) because litdata-stream and
 litdata-raw ask "is this error a full disk?" of their own writes into a cache folder too.
 """
 

@@ -9,7 +9,7 @@ folder (``ChunkCache.evict``), and reads it without a lock (:meth:`Ledger.read`)
 
 A process stopped while holding it (SIGSTOP, Ctrl-Z, a debugger) would stall every other
 process of the folder: each download adds to the ledger. So a process waits for it at most
-:func:`~litdata_io._cache_stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
+:func:`~litdata_io._cache._stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
 30 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
 another host), then takes it over: it makes a fresh ledger file that it holds, with the old total
 and a count time of 0, and renames it over ``.cache-bytes``.
@@ -38,10 +38,10 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import NamedTuple
 
-from litdata_io import _process
-from litdata_io._cache_locks import EX, HOST, NB, flock, open_own, same_file
-from litdata_io._cache_stall import ENV_STALL, download_stall_seconds, holder_state
-from litdata_io._instrument import probe
+from litdata_io._cache._locks import EX, HOST, NB, flock, open_own, same_file
+from litdata_io._cache._stall import ENV_STALL, download_stall_seconds, holder_state
+from litdata_io._instrument._probe import probe
+from litdata_io._processes import _process
 
 __all__ = ["STATE_WIDTH", "WIDTH", "Ledger", "LedgerState", "parse_ledger", "write_disk_cap", "write_ledger"]
 

@@ -17,7 +17,7 @@ refused naming its path, never written through.
 
 A download stages its file in ``.{name}.{inode}.partial/``, named after the inode of the lock file
 it holds, so two downloads of one chunk never share a staging folder. A download that made no
-progress for a while is taken over (``_cache_stall``): its lock file is given a second name,
+progress for a while is taken over (``_stall``): its lock file is given a second name,
 ``.{name}.taken-{inode}.lock`` (so its reservation still counts while its stopped holder keeps it),
 and a fresh lock file replaces ``.{name}.lock``. A staging folder is in use while a lock file of
 its chunk with its inode is held; anything else is a crashed download's leftover.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 LOCK_SUFFIX = ".lock"  # a download's lock: ``.{chunk}.lock``
 STAGING_SUFFIX = ".partial"  # a download's staging folder: ``.{chunk}.partial``
-LEDGER = ".cache-bytes"  # the folder's byte count (see ``_cache``)
+LEDGER = ".cache-bytes"  # the folder's byte count (see ``_chunk_cache``)
 TAKEN_INFIX = ".taken-"  # a taken-over download's lock: ``.{chunk}.taken-{inode}.lock``
 HOST = socket.gethostname()
 

@@ -32,10 +32,10 @@ from typing import Any, TypeVar
 
 from litdata_format import ChunkInfo
 from litdata_format.internal import read_count, read_flag
-from litdata_io._cache import ChunkCache
-from litdata_io._instrument import probe
-from litdata_io._loop import LoopThread
-from litdata_io._process import PerProcess
+from litdata_io._cache._chunk_cache import ChunkCache
+from litdata_io._instrument._probe import probe
+from litdata_io._processes._loop import LoopThread
+from litdata_io._processes._process import PerProcess
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
 

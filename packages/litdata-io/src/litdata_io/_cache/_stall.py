@@ -1,6 +1,6 @@
 """Waiting for another process's download of a chunk, and taking over one that stopped.
 
-A download holds ``LOCK_EX`` on ``.{chunk}.lock`` (``_cache_locks``); the kernel releases that lock
+A download holds ``LOCK_EX`` on ``.{chunk}.lock`` (``_locks``); the kernel releases that lock
 when its holder dies, not when it is stopped (SIGSTOP, Ctrl-Z, a debugger, a frozen NFS client).
 So a process that wants the same chunk does not only wait for the lock: while it waits, it
 watches the download's progress (the files of its staging folder: sizes, blocks, mtimes; and the
@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from litdata_format.internal import read_seconds
-from litdata_io._cache_locks import (
+from litdata_io._cache._locks import (
     EX,
     HOST,
     NB,
@@ -49,7 +49,7 @@ from litdata_io._cache_locks import (
     staging_path,
     taken_path,
 )
-from litdata_io._instrument import probe
+from litdata_io._instrument._probe import probe
 
 __all__ = [
     "ENV_STALL",

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from litdata_format.internal import write_file_atomic
-from litdata_io._cache_clear import clear_cache
-from litdata_io._cache_locks import check_own_folders
+from litdata_io._cache._clear import clear_cache
+from litdata_io._cache._locks import check_own_folders
 
 __all__ = ["check_version", "claim_version", "dataset_version", "file_version", "mark_version"]
 

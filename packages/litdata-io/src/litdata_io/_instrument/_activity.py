@@ -24,9 +24,9 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from litdata_io import _process
+from litdata_io._instrument._switches import SWITCHES
 from litdata_io._owned import owned_file
-from litdata_io._switches import SWITCHES
+from litdata_io._processes import _process
 
 __all__ = ["Activity", "ActivityBoard", "activity", "activity_begin", "activity_end", "attach_activity"]
 

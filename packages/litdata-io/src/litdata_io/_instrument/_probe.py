@@ -5,9 +5,9 @@ wait for a lock or for the cache's cap, a batch a worker made) makes one call on
 ``probe.begin`` / ``probe.end`` around an operation that does not fit a ``with`` block,
 ``probe.span`` around one that does, ``probe.instant`` for a point in time. The probe hands it to
 
-- the tracer (:mod:`litdata_io._tracer`): a ``B``/``E`` pair, a complete event or an instant, when
+- the tracer (:mod:`litdata_io._instrument._tracer`): a ``B``/``E`` pair, a complete event or an instant, when
   the event's category is recorded;
-- the activity board (:mod:`litdata_io._activity`): what this worker is doing, when the site says
+- the activity board (:mod:`litdata_io._instrument._activity`): what this worker is doing, when the site says
   (``doing``) and a board is attached; the text is built only then;
 - listeners (:meth:`Probe.listen`): worker 0's profiler counts the batches it made this way.
 
@@ -23,8 +23,8 @@ import contextlib
 from collections.abc import Callable, Generator, Mapping
 from typing import Final, Protocol
 
-from litdata_io import _activity, _tracer
-from litdata_io._switches import SWITCHES
+from litdata_io._instrument import _activity, _tracer
+from litdata_io._instrument._switches import SWITCHES
 
 __all__ = ["Listener", "Probe", "Token", "probe"]
 

@@ -2,7 +2,7 @@
 
 The tracer sets ``tracing`` when its categories change, the activity board sets ``activity`` when
 a slot is attached or detached, and the probe keeps its listeners here; ``quiet`` is true when
-none of them is on, and is all :mod:`litdata_io._instrument` reads on a site that nothing
+none of them is on, and is all :mod:`litdata_io._instrument._probe` reads on a site that nothing
 observes. It lives apart so the tracer and the board can set it without importing the probe.
 """
 

@@ -45,8 +45,8 @@ from types import TracebackType
 from typing import Final, ParamSpec, TypeVar
 
 from litdata_format.internal import read_text
-from litdata_io import _process
-from litdata_io._switches import SWITCHES
+from litdata_io._instrument._switches import SWITCHES
+from litdata_io._processes import _process
 
 __all__ = [
     "NO_SPAN",

@@ -1,24 +1,24 @@
 """The obstore helper: a child process that runs obstore for a process that must not run it itself.
 
-A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._process`) sends each
+A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._processes._process`) sends each
 obstore storage call here instead of running it. The helper is started lazily, on the first
 such call, with one end of a socket pair: a plain ``os.fork()`` of the process (not a
 multiprocessing process: the user's ``__main__`` is never imported again), which has everything
 imported already but obstore, and so starts in milliseconds where a fresh interpreter takes a few
 hundred (asyncio and litdata_io's own imports). Where obstore was imported in this memory, or off
-Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._helper FD``, instead
+Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._processes._helper FD``, instead
 (see :func:`_fork_helper`). Either way it sees the parent's environment, so it finds every
 credential the parent would, and it runs obstore itself.
 
 Protocol: frames of an 8-byte length and a pickle of one typed message. The client sends a
 :class:`_Call` (a call id, the storage pickled once per storage object, so the helper keeps one
-client per storage, and the call as a :class:`~litdata_io._requests.Request` value: one dataclass
+client per storage, and the call as a :class:`~litdata_io._processes._requests.Request` value: one dataclass
 per storage method, its fields the method's arguments) or a :class:`_Cancel`; the helper answers
 each call with a :class:`_Reply`. Each call runs as an asyncio task running the request against
 the same :class:`ObstoreStorage`, retries included; downloads and uploads pass file paths, so the
 helper reads and writes the local file itself and no file's bytes cross the socket.
 
-Client side. The connection lives on the process's shared loop (:func:`litdata_io._loop.io_loop`):
+Client side. The connection lives on the process's shared loop (:func:`litdata_io._processes._loop.io_loop`):
 one helper per process, a reader task resolving the calls' futures. If the helper dies, the calls
 in flight fail with a :class:`StorageError` naming its exit code and the URL, and the next call
 starts a new helper. A forked child closes its copy of the socket at once, so the helper sees
@@ -48,10 +48,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
-from litdata_io import _process
-from litdata_io._errors import StorageError
-from litdata_io._loop import io_loop
-from litdata_io._requests import Request
+from litdata_io._processes import _process
+from litdata_io._processes._loop import io_loop
+from litdata_io._processes._requests import Request
+from litdata_io._storage._failures import StorageError
 
 __all__ = ["call_in_helper"]
 
@@ -182,7 +182,7 @@ def _become_helper(fd: int, fresh: bool) -> NoReturn:
         _leave_parent(fd)
         if fresh:
             os.set_inheritable(fd, True)
-            os.execv(sys.executable, [sys.executable, "-m", "litdata_io._helper", str(fd)])
+            os.execv(sys.executable, [sys.executable, "-m", "litdata_io._processes._helper", str(fd)])
         _serve_until_eof(fd)
     except BaseException:
         traceback.print_exc()
@@ -340,7 +340,7 @@ def _fork_helper(fd: int) -> _Child:
     what makes the helper cheap to start. That is safe where obstore was never imported in this
     memory (its runtime may be running, and a forked copy of it hangs) and on Linux (macOS's system
     frameworks are not fork-safe); anywhere else the child becomes a fresh interpreter running
-    ``python -m litdata_io._helper FD`` instead. Either way it never imports the user's script.
+    ``python -m litdata_io._processes._helper FD`` instead. Either way it never imports the user's script.
     """
     fresh = sys.platform != "linux" or "obstore" in sys.modules
     with warnings.catch_warnings():
@@ -470,7 +470,7 @@ atexit.register(_stop_at_exit)
 
 
 if __name__ == "__main__":
-    # Run as a script, this file is `__main__`; the messages' classes are litdata_io._helper's.
-    from litdata_io._helper import main as _main
+    # Run as a script, this file is `__main__`; the messages' classes are litdata_io._processes._helper's.
+    from litdata_io._processes._helper import main as _main
 
     _main(sys.argv)

@@ -5,7 +5,7 @@ daemon thread, and waits for it, so it works the same whether or not the caller 
 a running event loop (a Jupyter cell, an async framework). The prefetcher runs its own
 :class:`LoopThread`. Nothing is created at import: a loop and its thread start on first use, in
 the process that uses them; a forked child drops its parent's (their threads did not survive the
-fork) through :func:`litdata_io._process.on_fork_in_child`.
+fork) through :func:`litdata_io._processes._process.on_fork_in_child`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from litdata_io import _process
+from litdata_io._processes import _process
 
 __all__ = ["LoopThread", "io_loop", "run_sync"]
 

@@ -20,7 +20,7 @@ process's obstore calls run, from what the process was declared to be, never fro
   lifting, which does not fork (an optimize or map worker calls :func:`declare_worker`; a torch
   DataLoader worker is declared by torch itself, ``torch.utils.data.get_worker_info()``, whoever
   built the loader);
-- ``"helper"``, in a helper process (:mod:`litdata_io._helper`), in every other process: a root
+- ``"helper"``, in a helper process (:mod:`litdata_io._processes._helper`), in every other process: a root
   (a script, a notebook kernel, a DDP rank however it was started) keeps the runtime out of its
   memory so that the workers it forks can run obstore themselves;
 - ``"helper"`` always where an ancestor may have started the runtime in memory this process

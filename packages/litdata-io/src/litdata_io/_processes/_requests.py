@@ -1,6 +1,6 @@
-"""Storage calls as values: one frozen dataclass per :class:`~litdata_io._storage.Storage` method.
+"""Storage calls as values: one frozen dataclass per :class:`~litdata_io._storage._interface.Storage` method.
 
-A process whose obstore calls run in its helper (see :mod:`litdata_io._helper`) sends one of these
+A process whose obstore calls run in its helper (see :mod:`litdata_io._processes._helper`) sends one of these
 instead of running the method: its fields are the method's arguments, by name, and
 :meth:`Request.run` calls that method on the storage at the other end. Local paths are made
 absolute when the value is built (the helper's working folder is not the caller's), and a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from litdata_io._storage import ObjectInfo, Storage
+from litdata_io._storage._interface import ObjectInfo, Storage
 
 __all__ = [
     "Copy",

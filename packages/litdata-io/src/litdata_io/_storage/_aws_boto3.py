@@ -1,6 +1,6 @@
 """AWS credentials that only boto3 resolves (assume-role, SSO, ``credential_process`` profiles), for obstore.
 
-Importing this module imports boto3: :mod:`litdata_io._aws_config` imports it only when a profile
+Importing this module imports boto3: :mod:`litdata_io._storage._aws_config` imports it only when a profile
 needs it, and turns the ImportError into an install hint.
 """
 
@@ -17,8 +17,8 @@ import botocore.exceptions  # pyright: ignore[reportMissingTypeStubs]
 import botocore.parsers  # pyright: ignore[reportMissingTypeStubs]
 from obstore.auth.boto3 import Boto3CredentialProvider
 
-from litdata_io._retry import backoff_delay
-from litdata_io._settings import IOSettings
+from litdata_io._storage._retry import backoff_delay
+from litdata_io._storage._settings import IOSettings
 
 if TYPE_CHECKING:
     from obstore.store import S3Credential

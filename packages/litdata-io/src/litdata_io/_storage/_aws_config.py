@@ -10,7 +10,7 @@ keys read from a file never travel in a pickle):
 2. ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``);
 3. a profile (``profile_name``, else ``AWS_PROFILE``, else ``default``) that assumes a role, runs a
    ``credential_process``, uses SSO or a web-identity token: through boto3
-   (:mod:`litdata_io._aws_boto3`), or a clear error when boto3 is missing;
+   (:mod:`litdata_io._storage._aws_boto3`), or a clear error when boto3 is missing;
 4. web identity: ``AWS_WEB_IDENTITY_TOKEN_FILE`` + ``AWS_ROLE_ARN`` (obstore; STS at
    ``AWS_ENDPOINT_URL_STS``);
 5. the profile's static keys (read from the INI files here, no boto3 needed);
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from litdata_io._options import BackendOptions
+from litdata_io._storage._options import BackendOptions
 
 __all__ = ["ca_bundle", "endpoint_of", "read_profile", "s3_client_config"]
 
@@ -225,7 +225,7 @@ def _boto3_provider(
             "or point source_profile at a profile that exists"
         )
     try:
-        from litdata_io._aws_boto3 import boto3_provider
+        from litdata_io._storage._aws_boto3 import boto3_provider
     except ImportError:
         raise ValueError(
             f"AWS credentials: {why}, which litdata-io resolves through boto3, and boto3 is not installed: "

@@ -15,7 +15,7 @@ import errno
 import re
 from collections.abc import Iterable
 
-from litdata_io._secret import Secret, redact
+from litdata_io._storage._secret import Secret, redact
 
 __all__ = [
     "ErrorKind",

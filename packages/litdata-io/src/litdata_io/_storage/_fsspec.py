@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from litdata_format.internal import atomic_file
-from litdata_io._options import BackendOptions, is_str_mapping
-from litdata_io._process import PerProcess
-from litdata_io._retry import retry_call
-from litdata_io._secret import Secret
-from litdata_io._storage import ObjectInfo, Storage, check_key
+from litdata_io._processes._process import PerProcess
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._options import BackendOptions, is_str_mapping
+from litdata_io._storage._retry import retry_call
+from litdata_io._storage._secret import Secret
 
 __all__ = ["FsspecStorage", "HfStorage"]
 

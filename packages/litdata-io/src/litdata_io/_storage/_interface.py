@@ -3,7 +3,7 @@
 A :class:`Storage` is rooted at one URL (``s3://bucket/prefix``, ``/data/set``, ...) and takes
 keys relative to that root. Higher layers (the chunk cache, optimize's uploader) depend on this
 interface only, never on a backend SDK. Every method has an async twin; the sync ones run the
-async ones on a per-process background loop (see :mod:`litdata_io._loop`), so they also work
+async ones on a per-process background loop (see :mod:`litdata_io._processes._loop`), so they also work
 when called from inside a running event loop.
 
 Downloads are atomic: :meth:`Storage.adownload` writes a temporary file next to the destination
@@ -26,10 +26,10 @@ from typing import Any
 
 from litdata_format import checksum_file
 from litdata_format.internal import Checksum, atomic_file, write_file_atomic
-from litdata_io._errors import ReadOnlyStorageError, StorageError
-from litdata_io._loop import run_sync
-from litdata_io._secret import Secret
-from litdata_io._settings import IOSettings
+from litdata_io._processes._loop import run_sync
+from litdata_io._storage._failures import ReadOnlyStorageError, StorageError
+from litdata_io._storage._secret import Secret
+from litdata_io._storage._settings import IOSettings
 
 __all__ = ["ObjectInfo", "Storage", "check_key"]
 

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from litdata_format.internal import atomic_file, write_file_atomic
-from litdata_io._errors import StorageError
-from litdata_io._settings import IOSettings
-from litdata_io._storage import ObjectInfo, Storage, check_key
+from litdata_io._storage._failures import StorageError
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._settings import IOSettings
 
 __all__ = ["LocalStorage"]
 

@@ -1,14 +1,14 @@
 """S3 (and R2), GCS, Azure Blob and HTTP through obstore, the Rust ``object_store`` bindings.
 
 Clients are built lazily in the process that uses them and dropped from pickles. Retries happen
-in :mod:`litdata_io._retry` only: obstore's own retries are switched off, and its timeouts are set
-from :class:`~litdata_io._settings.IOSettings` (``connect_timeout`` and ``read_timeout`` =
+in :mod:`litdata_io._storage._retry` only: obstore's own retries are switched off, and its timeouts are set
+from :class:`~litdata_io._storage._settings.IOSettings` (``connect_timeout`` and ``read_timeout`` =
 ``timeout``, catching a stalled connection; ``timeout`` = ``request_timeout``).
 
-Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked
-child that touches it hangs. Each primitive therefore runs where :func:`litdata_io._process.obstore_placement`
-says: in this process, or in the obstore helper process (:mod:`litdata_io._helper`), which receives
-the call as a :class:`~litdata_io._requests.Request` value and runs the same method of the same
+Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked child that
+touches it hangs. Each primitive therefore runs where :func:`litdata_io._processes._process.obstore_placement`
+says: in this process, or in the obstore helper process (:mod:`litdata_io._processes._helper`), which receives
+the call as a :class:`~litdata_io._processes._requests.Request` value and runs the same method of the same
 storage there.
 """
 
@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from litdata_format.internal import Checksum, atomic_file
-from litdata_io import _process
-from litdata_io._aws_config import ca_bundle, endpoint_of, s3_client_config
-from litdata_io._options import BackendOptions, parse_connection_string
-from litdata_io._process import PerProcess
-from litdata_io._requests import (
+from litdata_io._processes import _process
+from litdata_io._processes._process import PerProcess
+from litdata_io._processes._requests import (
     Copy,
     Delete,
     Download,
@@ -44,9 +42,11 @@ from litdata_io._requests import (
     Request,
     Upload,
 )
-from litdata_io._retry import retry_call
-from litdata_io._secret import Secret
-from litdata_io._storage import ObjectInfo, Storage, check_key
+from litdata_io._storage._aws_config import ca_bundle, endpoint_of, s3_client_config
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._options import BackendOptions, parse_connection_string
+from litdata_io._storage._retry import retry_call
+from litdata_io._storage._secret import Secret
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -88,7 +88,7 @@ def _served(
 ]:
     """Run the decorated primitive in this process, or send it as ``request`` to the obstore helper.
 
-    Which one is this process's placement (:func:`litdata_io._process.obstore_placement`).
+    Which one is this process's placement (:func:`litdata_io._processes._process.obstore_placement`).
     ``request`` takes the method's own arguments (its fields are named as the parameters).
     """
 
@@ -99,7 +99,7 @@ def _served(
         async def dispatch(self: ObstoreStorage, *args: _P.args, **kwargs: _P.kwargs) -> _R:
             if _process.obstore_placement() == "here":
                 return await method(self, *args, **kwargs)
-            from litdata_io._helper import call_in_helper
+            from litdata_io._processes._helper import call_in_helper
 
             call = request(*args, **kwargs)
             # This wrapper is part of the class: it forwards its own methods to the helper process.

@@ -6,9 +6,9 @@ upper-case environment-style keys (``AWS_ACCESS_KEY_ID``, ``S3_ENDPOINT_URL``), 
 (``key``/``secret``/``anon``/``client_kwargs``, ``project``/``token``), Azure SDK forms
 (``account_url`` + ``credential``, a ``connection_string``) and obstore's own config names.
 :func:`normalize_options` maps them all onto obstore's vocabulary in a :class:`BackendOptions`,
-wrapping every credential in a :class:`~litdata_io._secret.Secret`.
+wrapping every credential in a :class:`~litdata_io._storage._secret.Secret`.
 
-Keys named after :class:`~litdata_io._settings.IOSettings` fields (``max_retries``, ``timeout``,
+Keys named after :class:`~litdata_io._storage._settings.IOSettings` fields (``max_retries``, ``timeout``,
 ...) configure retries and parallelism for any backend; ``backend`` picks ``"obstore"`` (default
 for s3/r2/gs/azure/http) or ``"fsspec"`` (any fsspec filesystem, options passed through).
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-from litdata_io._secret import Secret
-from litdata_io._settings import IO_OPTION_NAMES, IOSettings
+from litdata_io._storage._secret import Secret
+from litdata_io._storage._settings import IO_OPTION_NAMES, IOSettings
 
 __all__ = ["BackendOptions", "is_str_mapping", "normalize_options", "parse_connection_string", "provider_of"]
 

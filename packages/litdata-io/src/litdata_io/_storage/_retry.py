@@ -26,9 +26,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from litdata_io._errors import ErrorKind, classify, refused_signature, short_cause, translate
-from litdata_io._secret import Secret
-from litdata_io._settings import IOSettings
+from litdata_io._storage._failures import ErrorKind, classify, refused_signature, short_cause, translate
+from litdata_io._storage._secret import Secret
+from litdata_io._storage._settings import IOSettings
 
 __all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call"]
 

@@ -3,7 +3,7 @@
 Built-in schemes map to ``"module:attribute"`` strings so that ``import litdata_io`` imports no
 backend: ``s3``/``r2``/``gs``/``azure``/``az``/``http``/``https`` -> obstore (or fsspec with
 ``storage_options["backend"]``), ``hf`` -> ``huggingface_hub``'s
-filesystem, local paths -> :class:`~litdata_io._local.LocalStorage`, anything else -> fsspec.
+filesystem, local paths -> :class:`~litdata_io._storage._local.LocalStorage`, anything else -> fsspec.
 Third parties add schemes with :func:`register_storage` or an entry point in the
 ``litdata.storage`` group (``name = "module:factory"``).
 
@@ -22,16 +22,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from litdata_io._options import normalize_options
 from litdata_io._resolver import Dir, resolve_dir
-from litdata_io._storage import Storage
+from litdata_io._storage._interface import Storage
+from litdata_io._storage._options import normalize_options
 
 __all__ = ["StorageFactory", "get_storage", "open_builtin", "register_storage", "registered_schemes"]
 
 StorageFactory = Callable[..., Storage]
 _Target = str | StorageFactory
 
-_BUILTIN = "litdata_io._registry:open_builtin"
+_BUILTIN = "litdata_io._storage._schemes:open_builtin"
 _registry: dict[str, _Target] = {
     scheme: _BUILTIN for scheme in ("s3", "r2", "gs", "azure", "http", "https", "hf", "local", "file")
 }
@@ -142,24 +142,24 @@ def open_builtin(
         url, storage_options = _move_userinfo_to_header(url, storage_options)
     options = normalize_options(scheme, storage_options, session_options)
     if options.backend == "local":
-        from litdata_io._local import LocalStorage
+        from litdata_io._storage._local import LocalStorage
 
         root = url[len("local:") :] if scheme == "local" else url
         return LocalStorage(root, url=url, settings=options.settings)
     if options.provider == "hf":
-        from litdata_io._fsspec_backend import HfStorage
+        from litdata_io._storage._fsspec import HfStorage
 
         _need("huggingface_hub", scheme)
         return HfStorage(url, options, extra="hf")
     if options.backend == "fsspec":
-        from litdata_io._fsspec_backend import FsspecStorage
+        from litdata_io._storage._fsspec import FsspecStorage
 
         _need("fsspec", scheme)
         fs_scheme = _FSSPEC_NAMES.get(scheme, scheme)
         _check_fsspec_protocol(fs_scheme)
         fs_url = fs_scheme + url[len(scheme) :]
         return FsspecStorage(url, options, extra=_EXTRAS.get(scheme, "fsspec"), fs_url=fs_url)
-    from litdata_io._obstore_backend import ObstoreStorage
+    from litdata_io._storage._obstore import ObstoreStorage
 
     _need("obstore", scheme)
     return ObstoreStorage(url, options)
