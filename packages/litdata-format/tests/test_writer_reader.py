@@ -15,11 +15,13 @@ import xxhash
 from litdata_format import (
     BinaryWriter,
     DatasetReader,
+    PyTreeLoader,
     TokensLoader,
     complete_dataset,
     is_complete_dataset,
     load_index,
 )
+from litdata_format.internal import loader_for
 
 
 def _sample(i: int) -> dict:
@@ -160,6 +162,18 @@ def test_tokens(tmp_path: Path) -> None:
     np.testing.assert_array_equal(reader[0], flat[:4])
     np.testing.assert_array_equal(reader[3], flat[12:16])
     np.testing.assert_array_equal(reader[4], streams[2][:4])
+
+
+def test_loader_for_an_index_is_the_kind_it_was_written_with(tmp_path: Path) -> None:
+    _write(tmp_path / "tokens", [np.arange(8, dtype=np.int32)], item_loader=TokensLoader())
+    _write(tmp_path / "tree", [_sample(0)])
+    tokens, tree = loader_for(load_index(tmp_path / "tokens")), loader_for(load_index(tmp_path / "tree"))
+    assert type(tokens) is TokensLoader and tokens.block_size is None
+    assert type(tree) is PyTreeLoader
+    assert loader_for(load_index(tmp_path / "tree")) is not tree  # a new loader each time: setup binds it
+    with pytest.raises(ValueError, match="block_size"):
+        DatasetReader(tmp_path / "tokens")
+    assert DatasetReader(tmp_path / "tree")[0]["name"] == "s0"
 
 
 def test_tokens_after_the_first_array_are_checked_as_the_first(tmp_path: Path) -> None:

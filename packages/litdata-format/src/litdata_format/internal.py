@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from litdata_format._index._key_index import keys_parquet as keys_parquet
     from litdata_format._index._key_index import normalize_key as normalize_key
     from litdata_format._index._key_index import read_keys as read_keys
+    from litdata_format._loaders._dataset_reader import loader_for as loader_for
     from litdata_format._loaders._gather import SmallChunkRows as SmallChunkRows
     from litdata_format._loaders._item_loaders import small_chunk_rows as small_chunk_rows
     from litdata_format._loaders._opener import ChunkOpener as ChunkOpener

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._chunks._chunk import Chunk
+from litdata_format._index._dataset_index import DatasetIndex
 from litdata_format._index._index_json import load_index
 from litdata_format._loaders._item_loaders import BaseItemLoader, PyTreeLoader, TokensLoader
 from litdata_format._loaders._opener import ChunkOpener
@@ -15,7 +16,7 @@ from litdata_format._loaders._sample_map import SampleMap
 from litdata_format._samples._registry import resolve_serializers
 from litdata_format._samples._serializers import Serializer
 
-__all__ = ["DatasetReader"]
+__all__ = ["DatasetReader", "loader_for"]
 
 
 class DatasetReader:
@@ -40,9 +41,7 @@ class DatasetReader:
     ) -> None:
         self.input_dir = Path(input_dir)
         self.index = load_index(self.input_dir)
-        if item_loader is None:
-            item_loader = _default_loader(self.index.item_loader)
-        self.item_loader = item_loader
+        self.item_loader = loader_for(self.index) if item_loader is None else item_loader
         self.item_loader.setup(self.index, resolve_serializers(serializers), allow_pickle)
         self.encryption = encryption
         self.samples = SampleMap(self.item_loader.item_counts(self.index))
@@ -87,8 +86,17 @@ class DatasetReader:
         self._opener.close()
 
 
-def _default_loader(name: str) -> BaseItemLoader:
-    """The loader a dataset written with ``config.item_loader == name`` is read with by default."""
+def loader_for(index: DatasetIndex) -> BaseItemLoader:
+    """A new loader of the kind ``index`` was written with (``config.item_loader``), not set up yet.
+
+    The one table of default loaders: ``DatasetReader`` and the streaming dataset both read an index
+    given no ``item_loader`` with this. The ``TokensLoader`` it returns has no ``block_size``, so its
+    ``setup`` asks the caller for one; any other name reads as ``PyTreeLoader``.
+
+    Args:
+        index: the parsed ``index.json``.
+    """
+    name = index.item_loader
     if name == "TokensLoader":
         return TokensLoader()
     if name == "ParquetLoader":
