@@ -19,30 +19,17 @@ returns (``config.types`` is not used to read). pyarrow is imported on first use
 from __future__ import annotations
 
 import bisect
-import importlib
 import struct
 from typing import Any
 
 from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, StoredChunk, header_size
+from litdata_format._optional import import_optional
 from litdata_format._samples._serializers import Buffer
 
 __all__ = ["ArrowRowsChunk", "is_arrow_rows_chunk"]
 
 _TRAILER = 4 + len(ARROW_ROWS_MAGIC)  # u32 ipc_len + magic
 _IPC_FILE_MAGIC = b"ARROW1"
-
-
-def _pyarrow(name: str) -> Any:
-    try:
-        import pyarrow  # pyright: ignore[reportMissingTypeStubs]
-
-        importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
-    except ImportError:
-        raise ImportError(
-            f"chunk {name} stores its samples as Arrow rows; reading it needs pyarrow: "
-            'pip install "litdata-format[arrow]"'
-        ) from None
-    return pyarrow
 
 
 def is_arrow_rows_chunk(data: Buffer) -> bool:
@@ -100,7 +87,7 @@ class ArrowRowsChunk(StoredChunk):
         batches = self._batches
         if batches is not None:
             return batches
-        pa = _pyarrow(self.name)
+        pa = import_optional("pyarrow", "arrow", f"chunk {self.name} stores its samples as Arrow rows; reading it")
         try:
             source = pa.py_buffer(self._ipc)
             if bytes(self._ipc[: len(_IPC_FILE_MAGIC)]) == _IPC_FILE_MAGIC:

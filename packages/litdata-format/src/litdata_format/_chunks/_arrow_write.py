@@ -17,7 +17,6 @@ see :mod:`litdata_format._chunks._arrow_ipc`). pyarrow is imported on first use.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
 import struct
 import sys
@@ -30,6 +29,7 @@ import numpy as np
 from litdata_format._chunks._arrow_ipc import FLAT_TYPES, IpcColumn, PlainIpcFile
 from litdata_format._chunks._chunk import ARROW_ROWS_MAGIC, header_size
 from litdata_format._chunks._compression import zstd_level
+from litdata_format._optional import import_optional
 from litdata_format._samples._json_leaf import JsonLeaf
 
 __all__ = [
@@ -220,13 +220,6 @@ def unwrap_leaves(value: Any) -> Any:
     return value
 
 
-def _pyarrow() -> Any:
-    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
-
-    importlib.import_module("pyarrow.ipc")  # reached below as pyarrow.ipc
-    return pyarrow
-
-
 def import_arrow_soon() -> None:
     """Start importing pyarrow in a thread, so the first chunk of rows finds it loaded.
 
@@ -241,7 +234,7 @@ def import_arrow_soon() -> None:
 
 def _import_quietly() -> None:
     with contextlib.suppress(Exception):  # RowsIpc imports it again and raises in the writer's thread
-        _pyarrow()
+        import_optional("pyarrow", "arrow", "writing Arrow rows chunks")
 
 
 _INT32_MAX = 0x7FFFFFFF
@@ -358,7 +351,7 @@ class RowsIpc:
         if compression is None:
             self._plain = PlainIpcFile([(key, FLAT_TYPES[field]) for key, field in self._fields])
             return
-        pa = _pyarrow()
+        pa = import_optional("pyarrow", "arrow", "writing Arrow rows chunks")
         self._pa = pa
         self._types = [getattr(pa, _FLAT_TYPES[field])() for _, field in self._fields]
         self._schema = pa.schema([pa.field(key, arrow) for (key, _), arrow in zip(self._fields, self._types)])
@@ -511,7 +504,7 @@ def pack_arrow_rows(rows: Sequence[dict[str, Any]], kind: Kind, compression: str
         for start in range(0, len(rows), ROW_BATCH):
             ipc.add(rows[start : start + ROW_BATCH], rows_after(rows, start + ROW_BATCH), complete=True)
         return ipc.finish()
-    pa = _pyarrow()
+    pa = import_optional("pyarrow", "arrow", "writing Arrow rows chunks")
     fields = _fields(kind)
     try:
         columns = [_column(pa, [row.get(key) for row in rows], field) for key, field in fields]

@@ -138,7 +138,6 @@ class ChunkInfo:
 # An index whose entries do not all have one shape is checked entry by entry (for the message
 # naming the bad one) and stored the same way.
 
-_KNOWN = ("chunk_bytes", "chunk_size", "dim", "filename")
 # check_chunk_filename's rule as one pattern: '/'-separated non-empty parts, none starting with
 # '.', no backslash or NUL.
 _SAFE_NAME = re.compile(r"(?:[^./\\\x00][^/\\\x00]*/)*[^./\\\x00][^/\\\x00]*")

@@ -27,18 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from litdata_format._guards import is_bytes_like
-from litdata_format._loaders._parquet import require_pyarrow
+from litdata_format._optional import import_optional
 
 __all__ = ["KEYS_FILE", "keys_parquet", "normalize_key", "read_keys"]
 
 KEYS_FILE = "keys/shard-00000.parquet"
-
-
-def _pyarrow(why: str) -> Any:
-    require_pyarrow(why)
-    import pyarrow  # pyright: ignore[reportMissingTypeStubs]
-
-    return pyarrow
 
 
 def normalize_key(key: Any, where: str = "key_fn") -> str | int:
@@ -72,7 +65,8 @@ def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[i
     Raises:
         ValueError: two samples have the same key, keys mix str and int, or a position is outside the dataset.
     """
-    pa = _pyarrow("writing the key index of optimize(key_fn=...)")
+    pq = import_optional("pyarrow.parquet", "arrow", "writing the key index of optimize(key_fn=...)")
+    pa = import_optional("pyarrow", "arrow", "writing the key index")
     kinds = {type(key) for key, _ in pairs}
     if len(kinds) > 1:
         raise ValueError("key_fn returned both str and int keys; all keys of a dataset must be of one type")
@@ -97,7 +91,7 @@ def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[i
         }
     )
     out = io.BytesIO()
-    pa.parquet.write_table(table, out, compression="zstd")
+    pq.write_table(table, out, compression="zstd")
     return out.getvalue()
 
 
@@ -111,14 +105,15 @@ def read_keys(files: Sequence[bytes], where: str) -> dict[str | int, int]:
     Raises:
         ValueError: a shard cannot be read as Parquet.
     """
-    pa = _pyarrow("looking samples up by key")
+    pq = import_optional("pyarrow.parquet", "arrow", "looking samples up by key")
+    pa = import_optional("pyarrow", "arrow", "looking samples up by key")
     lookup: dict[str | int, int] = {}
     for data in files:
         try:
             # One file, read on this thread: not read_table, which loads pyarrow.dataset and Acero and runs
             # the read on Arrow's thread pools; with torch loaded too, the interpreter's exit could then
             # abort (SIGABRT in 3-6 of 20 runs of a script that looked one key up).
-            table = pa.parquet.ParquetFile(pa.BufferReader(data)).read(columns=["key", "index"], use_threads=False)
+            table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["key", "index"], use_threads=False)
         except (pa.ArrowException, OSError) as err:
             raise ValueError(f"{where}: the key index cannot be read ({err}); it is damaged") from None
         lookup.update(zip(table.column("key").to_pylist(), table.column("index").to_pylist()))

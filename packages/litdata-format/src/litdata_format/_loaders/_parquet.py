@@ -22,19 +22,9 @@ from typing import Any
 from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex
 from litdata_format._index._index_json import check_chunk_file
 from litdata_format._loaders._item_loaders import BaseItemLoader
+from litdata_format._optional import import_optional
 
-__all__ = ["ParquetChunk", "ParquetLoader", "require_pyarrow"]
-
-_INSTALL = 'pip install "litdata-format[arrow]"'
-
-
-def require_pyarrow(what: str) -> Any:
-    """``pyarrow.parquet``, or an ImportError naming ``what`` needs it and the install line."""
-    try:
-        import pyarrow.parquet as pq  # pyright: ignore[reportMissingTypeStubs]
-    except ImportError:
-        raise ImportError(f"{what} needs pyarrow, which is not installed: {_INSTALL}") from None
-    return pq
+__all__ = ["ParquetChunk", "ParquetLoader"]
 
 
 class ParquetChunk:
@@ -50,7 +40,7 @@ class ParquetChunk:
 
     def __init__(self, path: str | os.PathLike[str], columns: Sequence[str] | None = None,
                  low_memory: bool = True, preload: bool = False) -> None:  # fmt: skip
-        pq = require_pyarrow("reading Parquet files")
+        pq = import_optional("pyarrow.parquet", "arrow", "reading Parquet files")
         self.name = str(path)
         self.views: dict[str, Any] = {}
         try:
@@ -136,7 +126,7 @@ class ParquetLoader(BaseItemLoader):
     def __init__(self, pre_load_chunk: bool = False, low_memory: bool = True,
                  columns: Sequence[str] | None = None) -> None:  # fmt: skip
         super().__init__()
-        require_pyarrow("ParquetLoader")
+        import_optional("pyarrow.parquet", "arrow", "ParquetLoader")
         # Typed, yet checked: a bare string is a sequence of one-letter "columns".
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"ParquetLoader(columns={columns!r}): pass a list of column names")

@@ -57,11 +57,6 @@ class SampleMap:
         return int(self.starts[-1])
 
     @property
-    def num_chunks(self) -> int:
-        """How many chunks the map covers."""
-        return len(self.counts)
-
-    @property
     def keeps_all(self) -> bool:
         """Whether every item of every chunk is a sample, in stored order."""
         return self._values is None

@@ -21,12 +21,12 @@ from litdata_format._media._wrappers import (
     Video,
     check_decode,
     has_media_extension,
-    import_optional,
     is_instance_of_loaded,
     media_extension,
     media_path_and_bytes,
     read_media_bytes,
 )
+from litdata_format._optional import import_optional
 from litdata_format._samples._serializers import Buffer, Serializer, torch_module
 
 __all__ = ["AudioSerializer", "VideoSerializer"]

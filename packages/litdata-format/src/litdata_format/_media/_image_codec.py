@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from litdata_format._media._wrappers import import_optional, read_media_bytes
+from litdata_format._media._wrappers import read_media_bytes
+from litdata_format._optional import import_optional
 from litdata_format._samples._serializers import Buffer
 
 __all__ = [

@@ -46,13 +46,13 @@ from litdata_format._media._wrappers import (
     Tiff,
     check_decode,
     has_media_extension,
-    import_optional,
     is_instance_of_loaded,
     is_pyg_data,
     loaded_attribute,
     media_extension,
     read_media_bytes,
 )
+from litdata_format._optional import import_optional
 from litdata_format._samples._serializers import (
     Buffer,
     NoHeaderTensorSerializer,

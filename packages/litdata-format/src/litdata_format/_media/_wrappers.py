@@ -12,7 +12,6 @@ No decoder library is imported here.
 from __future__ import annotations
 
 import builtins
-import importlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -366,16 +365,6 @@ def has_media_extension(item: Any, extensions: tuple[str, ...]) -> bool:
     if is_path_like(item):
         item = os.fspath(item)
     return isinstance(item, str) and os.path.isfile(item) and media_extension(item) in extensions
-
-
-def import_optional(module: str, extra: str, purpose: str) -> Any:
-    """Import a decoder library, or raise ImportError naming the extra that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(
-            f'{purpose} needs the {module.split(".", 1)[0]} package: pip install "litdata-format[{extra}]"'
-        ) from error
 
 
 # --- recognising objects of optional libraries without importing them ----------------------

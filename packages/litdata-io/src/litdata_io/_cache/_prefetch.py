@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from litdata_format import ChunkInfo
 from litdata_format.internal import read_count, read_flag
@@ -39,7 +39,6 @@ from litdata_io._processes._process import PerProcess
 
 __all__ = ["Prefetcher", "async_prefetch_enabled", "download_concurrency", "min_pre_download"]
 
-_T = TypeVar("_T")
 _DEFAULT_CONCURRENCY = 8
 _DEFAULT_MIN_PRE_DOWNLOAD = 4
 
