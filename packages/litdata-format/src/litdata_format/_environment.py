@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from litdata_format._sizes import parse_size
 
@@ -26,6 +27,8 @@ __all__ = [
     "read_size",
     "read_text",
 ]
+
+_Number = TypeVar("_Number", int, float)
 
 _TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
 
@@ -293,16 +296,7 @@ def read_seconds(name: str, environ: Mapping[str, str] | None = None) -> float |
     Raises:
         ValueError: not a number, or out of range, naming the variable, the value and what it accepts.
     """
-    raw = _raw(name, environ)
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _refuse(name, raw) from None
-    if not math.isfinite(value) or not _in_range(VARIABLES[name], value):
-        raise _refuse(name, raw)
-    return value
+    return _read_number(name, environ, float)
 
 
 def read_count(name: str, environ: Mapping[str, str] | None = None) -> int | None:
@@ -315,14 +309,18 @@ def read_count(name: str, environ: Mapping[str, str] | None = None) -> int | Non
     Raises:
         ValueError: not a whole number, or out of range, naming the variable, the value and what it accepts.
     """
+    return _read_number(name, environ, int)
+
+
+def _read_number(name: str, environ: Mapping[str, str] | None, parse: Callable[[str], _Number]) -> _Number | None:
     raw = _raw(name, environ)
     if raw is None:
         return None
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
         raise _refuse(name, raw) from None
-    if not _in_range(VARIABLES[name], value):
+    if not math.isfinite(value) or not _in_range(VARIABLES[name], value):
         raise _refuse(name, raw)
     return value
 
