@@ -479,7 +479,12 @@ def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> No
 
 
 def test_unpicklable_input_is_an_error_not_a_lost_sample(tmp_path: Path) -> None:
+    # The shared queue pickles each batch in the parent: the input is named there.
     with pytest.raises(WorkerError, match="cannot be pickled"):
+        optimize(fns.identity, [1, lambda: 2, 3], tmp_path / "out", chunk_size=2, num_workers=2,
+                 keep_data_ordered=False, **FORK)  # fmt: skip
+    # A forked worker's slice travels unpickled: the sample is what cannot be written.
+    with pytest.raises(WorkerError, match=r"refused for input .*lambda.* \(position 1, worker 1\).*pickle"):
         optimize(fns.identity, [1, lambda: 2, 3], tmp_path / "out", chunk_size=2, num_workers=2, **FORK)
 
 
