@@ -271,6 +271,10 @@ def test_by_default_workers_fill_whole_chunks_the_same_way_on_every_run(tmp_path
     expected = [(f"chunk-{rank}-{n}.bin", 64 if n < 7 else 52) for rank in (0, 1) for n in range(8)]
     assert [(name, items) for name, _, items in _layout(runs[0])] == expected
     assert read(runs[0]) == [(i, i**2) for i in range(1000)]
+    # Appended samples come after, in chunks numbered after each worker's last.
+    optimize(fns.pair, list(range(1000, 1100)), runs[0], chunk_size=64, num_workers=2, mode="append", **FORK)
+    assert [name for name, _, _ in _layout(runs[0])[16:]] == ["chunk-0-8.bin", "chunk-1-8.bin"]
+    assert read(runs[0]) == [(i, i**2) for i in range(1100)]
     # Small samples in 64 MB chunks: one chunk per worker, as upstream writes them.
     optimize(fns.pair, list(range(20_000)), tmp_path / "small", chunk_bytes="64MB", num_workers=4, **FORK)
     assert [name for name, _, _ in _layout(tmp_path / "small")] == [f"chunk-{rank}-0.bin" for rank in range(4)]
