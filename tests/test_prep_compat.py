@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +114,69 @@ def test_upstream_cannot_read_pil_items_under_a_jpeg_config(tmp_path: Path) -> N
     write_json_atomic(tmp_path / "index.json", mixed.to_json())
     first, last = run_upstream(FIRST_AND_LAST, str(tmp_path))
     assert first == (3, 8, 8) and isinstance(last, str)  # the pil item fails to decode as a JPEG
+
+
+# Token arrays of 1-999 tokens (~150k tokens in all), the same module for both libraries.
+TOKEN_FN = """
+import time
+import numpy as np
+
+def length(i):
+    return 1 + (i * 7919) % 999
+
+def tokens(i):
+    time.sleep(0.001)  # every worker gets inputs of a shared queue
+    return np.full(length(i), i, dtype=np.int32)
+"""
+
+UPSTREAM_BLOCKS = """
+import json, pickle, sys
+sys.path.insert(0, sys.argv[2])
+from litdata import StreamingDataset, optimize
+from litdata.streaming.item_loader import TokensLoader
+import token_fn_52
+
+cfg = json.loads(sys.argv[3])
+out = {}
+if __name__ == "__main__":
+    for ordered in (False, True):
+        for workers in cfg["workers"]:
+            folder = f"{sys.argv[2]}/upstream-{workers}-{ordered}"
+            optimize(token_fn_52.tokens, list(range(cfg["inputs"])), folder, chunk_size=cfg["chunk_size"],
+                     item_loader=TokensLoader(), num_workers=workers, keep_data_ordered=ordered, start_method="fork")
+            blocks = len(StreamingDataset(folder, item_loader=TokensLoader(block_size=cfg["block"])))
+            out[workers, ordered] = len(json.load(open(f"{folder}/index.json"))["chunks"]), blocks
+    with open(sys.argv[1], "wb") as f:
+        pickle.dump(out, f)
+"""
+
+
+def test_token_blocks_are_upstreams_at_one_two_and_four_workers(tmp_path: Path) -> None:
+    """Every chunk but one per worker is full, so TokensLoader drops no more tokens than upstream (issue 52)."""
+    import importlib
+    import sys
+
+    (tmp_path / "token_fn_52.py").write_text(TOKEN_FN)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        token_fn: Any = importlib.import_module("token_fn_52")
+    finally:
+        sys.path.remove(str(tmp_path))
+    cfg = {"inputs": 300, "chunk_size": 8 * 2049, "block": 2049, "workers": [1, 2, 4]}
+    total = sum(token_fn.length(i) for i in range(cfg["inputs"]))
+    full_chunks = total // cfg["chunk_size"]
+    upstream = run_upstream(UPSTREAM_BLOCKS, str(tmp_path), json.dumps(cfg))
+    for workers in cfg["workers"]:
+        out = tmp_path / f"ours-{workers}"
+        optimize(token_fn.tokens, list(range(cfg["inputs"])), out, chunk_size=cfg["chunk_size"],
+                 item_loader=TokensLoader(), num_workers=workers, start_method="fork", verbose=False)  # fmt: skip
+        chunks = load_index(out).chunks
+        assert sum(c.dim or 0 for c in chunks) == total
+        assert len(chunks) <= full_chunks + workers, f"{workers} workers: more than one partial chunk per worker"
+        blocks = len(StreamingDataset(str(out), item_loader=TokensLoader(block_size=cfg["block"])))
+        # Each chunk's tail shorter than a block is dropped (blocks never straddle chunks, as upstream's).
+        assert total // cfg["block"] - len(chunks) < blocks <= total // cfg["block"]
+        # Upstream's static slices (keep_data_ordered=True): the same chunks, so the same blocks.
+        assert (len(chunks), blocks) == upstream[workers, True], f"{workers} workers"
+        # Upstream's default (a shared queue, any order) also has one partial chunk per worker.
+        assert blocks >= upstream[workers, False][1] - workers, f"{workers} workers"

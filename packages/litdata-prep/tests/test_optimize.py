@@ -257,18 +257,46 @@ def test_keep_data_ordered_keeps_input_order(tmp_path: Path) -> None:
     assert names[0] == "chunk-0-0.bin" and names[-1].startswith("chunk-1-")
 
 
+def _layout(out: Path) -> list[tuple[str, int, int]]:
+    return [(c.filename, (out / c.filename).stat().st_size, c.chunk_size) for c in load_index(out).chunks]
+
+
+def test_by_default_workers_fill_whole_chunks_the_same_way_on_every_run(tmp_path: Path) -> None:
+    """Each worker fills whole chunks from a contiguous slice of the inputs: at most one partial chunk per
+    worker, the same files on every run, the samples in input order (issue 52: the shared queue made 13)."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for out in runs:
+        optimize(fns.pair, list(range(1000)), out, chunk_size=64, num_workers=2, **FORK)
+    assert _layout(runs[0]) == _layout(runs[1])
+    expected = [(f"chunk-{rank}-{n}.bin", 64 if n < 7 else 52) for rank in (0, 1) for n in range(8)]
+    assert [(name, items) for name, _, items in _layout(runs[0])] == expected
+    assert read(runs[0]) == [(i, i**2) for i in range(1000)]
+    # Appended samples come after, in chunks numbered after each worker's last.
+    optimize(fns.pair, list(range(1000, 1100)), runs[0], chunk_size=64, num_workers=2, mode="append", **FORK)
+    assert [name for name, _, _ in _layout(runs[0])[16:]] == ["chunk-0-8.bin", "chunk-1-8.bin"]
+    assert read(runs[0]) == [(i, i**2) for i in range(1100)]
+    # Small samples in 64 MB chunks: one chunk per worker, as upstream writes them.
+    optimize(fns.pair, list(range(20_000)), tmp_path / "small", chunk_bytes="64MB", num_workers=4, **FORK)
+    assert [name for name, _, _ in _layout(tmp_path / "small")] == [f"chunk-{rank}-0.bin" for rank in range(4)]
+    # Weights balance contiguous slices: the order stays the inputs'.
+    optimize(fns.identity, list(range(8)), tmp_path / "w", chunk_size=3, weights=[9, 1, 1, 1, 1, 1, 1, 1],
+             num_workers=2, **FORK)  # fmt: skip
+    assert read(tmp_path / "w") == list(range(8))
+    assert [items for _, _, items in _layout(tmp_path / "w")] == [1, 3, 3, 1]
+
+
 def test_the_shared_queue_keeps_input_order(tmp_path: Path) -> None:
-    """The default shared queue balances the workers and still publishes the samples in input order."""
-    out = tmp_path / "out"
-    optimize(fns.slow_pair, list(range(300)), out, chunk_bytes="64MB", num_workers=2, **FORK)
-    optimize(fns.slow_pair, list(range(300, 600)), out, chunk_bytes="64MB", num_workers=2, mode="append", **FORK)
+    """The shared queue balances the workers and still publishes the samples in input order."""
+    out, shared = tmp_path / "out", {"keep_data_ordered": False, **FORK}
+    optimize(fns.slow_pair, list(range(300)), out, chunk_bytes="64MB", num_workers=2, **shared)
+    optimize(fns.slow_pair, list(range(300, 600)), out, chunk_bytes="64MB", num_workers=2, mode="append", **shared)
     assert read(out) == [(i, i**2) for i in range(600)]
     ranks = {c.filename.split("-")[1] for c in load_index(out).chunks}
     assert ranks == {"0", "1"}  # both workers took inputs from the queue
     # Several samples per input, and samples filtered out, in order too.
-    optimize(fns.three_each, list(range(90)), tmp_path / "many", chunk_size=7, num_workers=2, **FORK)
+    optimize(fns.three_each, list(range(90)), tmp_path / "many", chunk_size=7, num_workers=2, **shared)
     assert [(s["i"], s["k"]) for s in read(tmp_path / "many")] == [(i, k) for i in range(90) for k in range(3)]
-    optimize(fns.even_only, list(range(200)), tmp_path / "even", chunk_bytes="1MB", num_workers=2, **FORK)
+    optimize(fns.even_only, list(range(200)), tmp_path / "even", chunk_bytes="1MB", num_workers=2, **shared)
     assert read(tmp_path / "even") == list(range(0, 200, 2))
 
 
@@ -455,7 +483,12 @@ def test_a_killed_worker_is_one_clear_error(tmp_path: Path, ordered: bool) -> No
 
 
 def test_unpicklable_input_is_an_error_not_a_lost_sample(tmp_path: Path) -> None:
+    # The shared queue pickles each batch in the parent: the input is named there.
     with pytest.raises(WorkerError, match="cannot be pickled"):
+        optimize(fns.identity, [1, lambda: 2, 3], tmp_path / "out", chunk_size=2, num_workers=2,
+                 keep_data_ordered=False, **FORK)  # fmt: skip
+    # A forked worker's slice travels unpickled: the sample is what cannot be written.
+    with pytest.raises(WorkerError, match=r"refused for input .*lambda.* \(position 1, worker 1\).*pickle"):
         optimize(fns.identity, [1, lambda: 2, 3], tmp_path / "out", chunk_size=2, num_workers=2, **FORK)
 
 

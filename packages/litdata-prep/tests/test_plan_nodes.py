@@ -12,7 +12,6 @@ import litdata_prep
 from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 from litdata_prep._plan import (
     Numbered,
-    balanced_bins,
     batched,
     contiguous_bins,
     limit_for_dev_run,
@@ -34,12 +33,12 @@ def test_aligned_bins_hold_whole_chunks() -> None:
         assert [len(r) for r in contiguous_bins(7, 2, align=5)] == [0, 7]
 
 
-def test_balanced_bins_keep_input_order_inside_a_bin() -> None:
-    bins = balanced_bins([4, 1, 2, 5, 8, 7, 3, 6, 9], 3)
-    assert sorted(p for b in bins for p in b) == list(range(9))
-    loads = [sum([4, 1, 2, 5, 8, 7, 3, 6, 9][p] for p in b) for b in bins]
-    assert max(loads) - min(loads) <= 2
-    assert all(b == sorted(b) for b in bins)
+def test_weighted_bins_are_contiguous_shares_of_the_weight() -> None:
+    weights = [4, 1, 2, 5, 8, 7, 3, 6, 9]
+    bins = contiguous_bins(len(weights), 3, weights=weights)
+    assert [list(b) for b in bins] == [[0, 1, 2, 3], [4, 5, 6], [7, 8]]  # loads 12, 18, 15: cuts nearest 15 and 30
+    assert [len(b) for b in contiguous_bins(3, 4, weights=[1, 1, 1])] == [1, 1, 0, 1]
+    assert [len(b) for b in contiguous_bins(4, 2, weights=[100, 1, 1, 1])] == [1, 3]
 
 
 def test_worker_slices_cover_every_input_once_across_nodes() -> None:
@@ -65,7 +64,7 @@ def test_numbered_inputs_are_pairs_kept_as_two_sequences() -> None:
     assert isinstance(copy, Numbered) and list(copy) == list(zip(range(100, 612), items[100:612]))
     assert len(pickle.dumps(share)) < len(pickle.dumps(items)) + 200
     weighted = worker_slices(items[:6], 2, weights=[1, 5, 1, 1, 1, 1])
-    assert [list(w) for w in weighted] == [[(1, "file-1.jpg")], [(p, f"file-{p}.jpg") for p in (0, 2, 3, 4, 5)]]
+    assert [[pos for pos, _ in w] for w in weighted] == [[0, 1], [2, 3, 4, 5]]  # contiguous, about equal weight
     with pytest.raises(ValueError, match="3 positions for 2 inputs"):
         Numbered(range(3), ["a", "b"])
 

@@ -76,7 +76,8 @@ def _writer_options(r: OptimizeRequest) -> WriterOptions:
         raise type(err)(f"optimize: {err}") from None
 
 
-def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunking: bool, queue: Any) -> bool:
+def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunking: bool, queue: Any) -> bool | None:
+    """Whether the workers take static ordered slices; None (the default): yes, unless the inputs are an iterator."""
     if queue is not None:
         if use_checkpoint or align_chunking or keep_data_ordered:
             raise ValueError(
@@ -85,7 +86,7 @@ def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunkin
             )
         return False
     if keep_data_ordered is None:
-        return use_checkpoint or align_chunking
+        return True if use_checkpoint or align_chunking else None
     if not keep_data_ordered and (use_checkpoint or align_chunking):
         need = "use_checkpoint" if use_checkpoint else "align_chunking"
         raise ValueError(f"optimize: {need}=True needs keep_data_ordered=True (static ordered slices per worker)")
@@ -209,8 +210,10 @@ def optimize(
             other thread runs in this process, else a forkserver; ``"spawn"`` elsewhere, ``"fork"`` in notebooks.
         optimize_dns: ignored, with a warning (upstream rewrites a Lightning Studio's DNS settings).
         storage_options: credentials and endpoint for the output URL (and a remote ``input_dir``).
-        keep_data_ordered: False (default) = one shared queue per node; True = static ordered slices
-            (needed by ``use_checkpoint`` and ``align_chunking``, which make it the default).
+        keep_data_ordered: None (default) = each worker takes a static contiguous slice of the inputs and fills
+            whole chunks (an iterator of inputs goes through the shared queue instead); False = one shared
+            queue per node (balances slow inputs, at the cost of more, smaller chunks); True = static slices
+            (needed by ``use_checkpoint`` and ``align_chunking``). The samples keep the inputs' order in all three.
         verbose: show a progress bar and a summary.
         broadcast_paths: ignored, with a warning on several nodes: every node expands date templates itself.
         key_fn: ``sample -> key`` (a str or an int, unique); writes the key index ``keys/shard-00000.parquet``
@@ -253,8 +256,10 @@ def _optimize(r: OptimizeRequest) -> None:
         r,
         spawnable={"key_fn": key_fn, "item_loader": r.item_loader, "encryption": r.encryption},
         queue=queue is not None,
-        ordered=ordered,
+        ordered=bool(ordered),
     )
+    if ordered is None:  # an iterator stays one, streamed through the shared queue
+        ordered = not isinstance(job.items, InputStream)
     nodes = job.nodes
     identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
     with hold_output(job.output, identity, last=nodes.is_last) as lock:

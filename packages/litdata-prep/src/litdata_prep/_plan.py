@@ -4,17 +4,20 @@ Inputs are numbered once (their position in the user's sequence, after ``batch_s
 and the reader's remapping), and the numbers travel with them, so errors can name the input and
 checkpoints can say where a worker stopped.
 
-- ``keep_data_ordered=True``: ``num_nodes * num_workers`` static slices; worker ``w`` of node
-  ``n`` takes slice ``n * num_workers + w``. Contiguous slices by default (the remainder goes to
-  the last workers, like upstream), balanced bins with ``weights`` (or file sizes when
-  ``reorder_files`` and ``input_dir`` point at local files), and with ``align_chunking`` every
-  slice but the last holds whole chunks so the chunk layout equals a single worker's.
-- ``keep_data_ordered=False``: ``num_nodes`` slices; the node's slice goes through one queue that
-  every worker of the node pulls from.
+- Static ordered slices (the default for a sequence of inputs, and ``keep_data_ordered=True``):
+  ``num_nodes * num_workers`` contiguous slices; worker ``w`` of node ``n`` takes slice
+  ``n * num_workers + w``, so listing the workers' chunks in rank order lists the samples in
+  input order. Equal counts by default (the remainder goes to the last workers, like upstream),
+  equal shares of ``weights`` (or of the file sizes when ``reorder_files`` and ``input_dir`` point
+  at local files) when given, and with ``align_chunking`` every slice but the last holds whole
+  chunks so the chunk layout equals a single worker's.
+- The shared queue (``keep_data_ordered=False``, or an iterator of inputs): ``num_nodes`` slices;
+  the node's slice goes through one queue that every worker of the node pulls from.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import warnings
@@ -27,7 +30,6 @@ __all__ = [
     "DEFAULT_FAST_DEV_RUN_ITEMS",
     "InputStream",
     "Numbered",
-    "balanced_bins",
     "batched",
     "contiguous_bins",
     "file_sizes",
@@ -127,13 +129,28 @@ def _grouped(source: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def contiguous_bins(count: int, num_bins: int, align: int | None = None) -> list[range]:
+def contiguous_bins(
+    count: int, num_bins: int, align: int | None = None, weights: Sequence[float] | None = None
+) -> list[range]:
     """Split ``range(count)`` into ``num_bins`` contiguous ranges.
 
-    Without ``align`` the sizes differ by at most one and the larger ranges come last. With
-    ``align`` every range but the last holds a multiple of ``align`` items.
+    Without ``align`` or ``weights`` the sizes differ by at most one and the larger ranges come
+    last. With ``align`` every range but the last holds a multiple of ``align`` items. With
+    ``weights`` (one per item) each range ends where its running total comes closest to an equal
+    share of the whole weight.
     """
-    if align is not None:
+    if weights is not None:
+        prefix = list(itertools.accumulate(weights))
+        total = prefix[-1] if prefix else 0
+        stops = []
+        for b in range(1, num_bins):
+            share = total * b / num_bins
+            i = bisect.bisect_left(prefix, share)  # items [0, i] reach the share
+            reached_before = prefix[i - 1] if i else 0
+            stop = i + 1 if i < count and prefix[i] - share <= share - reached_before else i
+            stops.append(max(stop, stops[-1] if stops else 0))
+        sizes = [stop - start for start, stop in zip([0, *stops], [*stops, count])]
+    elif align is not None:
         per_bin = (count // align) // num_bins * align
         if per_bin == 0 and count > align:
             warnings.warn(
@@ -151,17 +168,6 @@ def contiguous_bins(count: int, num_bins: int, align: int | None = None) -> list
         out.append(range(start, start + size))
         start += size
     return out
-
-
-def balanced_bins(weights: Sequence[float], num_bins: int) -> list[list[int]]:
-    """Positions packed greedily (heaviest first, into the lightest bin), each bin in input order."""
-    bins: list[list[int]] = [[] for _ in range(num_bins)]
-    loads = [0.0] * num_bins
-    for pos in sorted(range(len(weights)), key=lambda p: (-weights[p], p)):
-        target = min(range(num_bins), key=lambda b: (loads[b], b))
-        bins[target].append(pos)
-        loads[target] += weights[pos]
-    return [sorted(b) for b in bins]
 
 
 def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
@@ -184,12 +190,10 @@ def _bins(
     weights: Sequence[float] | None,
     align: int | None,
 ) -> list[Numbered]:
-    if weights is not None:
-        return [Numbered(b, [items[pos] for pos in b]) for b in balanced_bins(weights, num_bins)]
     # A bin of all the inputs is the inputs themselves: one node's shared queue copies nothing.
     return [
         Numbered(r, items if len(r) == len(items) else items[r.start : r.stop])
-        for r in contiguous_bins(len(items), num_bins, align)
+        for r in contiguous_bins(len(items), num_bins, align, weights)
     ]
 
 
@@ -201,7 +205,7 @@ def worker_slices(
     weights: Sequence[float] | None = None,
     align: int | None = None,
 ) -> list[Numbered]:
-    """The static, ordered slices of this node's workers (``keep_data_ordered=True``)."""
+    """The static, contiguous slices of this node's workers, in input order."""
     return _bins(items, num_nodes * num_workers, weights, align)[
         node_rank * num_workers : (node_rank + 1) * num_workers
     ]
@@ -213,7 +217,7 @@ def node_share(
     node_rank: int = 0,
     weights: Sequence[float] | None = None,
 ) -> Numbered:
-    """This node's inputs, for its workers' shared queue (``keep_data_ordered=False``)."""
+    """This node's inputs, for its workers' shared queue."""
     return _bins(items, num_nodes, weights, None)[node_rank]
 
 

@@ -1,10 +1,11 @@
 """The worker process: run ``fn`` over inputs, write chunks (optimize) or files (map), publish them.
 
-A worker takes its inputs either from a static ordered slice (``keep_data_ordered=True``) or
-from the node's shared queue (pickled batches of ``(position, input)`` pairs as ``Numbered``,
-``None`` to stop). It tells the parent about progress, completion and failure on the ``events``
-queue; a failure message names the input (or, when a file could not be written, the file and the
-OS error) and carries the formatted traceback of the original exception.
+A worker takes its inputs either from a static contiguous slice (optimize's default for a sequence
+of inputs, and ``keep_data_ordered=True``) or from the node's shared queue (pickled batches of
+``(position, input)`` pairs as ``Numbered``, ``None`` to stop). It tells the parent about
+progress, completion and failure on the ``events`` queue; a failure message names the input (or,
+when a file could not be written, the file and the OS error) and carries the formatted traceback
+of the original exception.
 """
 
 from __future__ import annotations
