@@ -1,7 +1,7 @@
 """optimize-records throughput by compression level: ours and upstream LitData 0.2.76, side by side.
 
 Not a row of the suite: one measure of ``compression_level``. Each library runs, in its own
-process (ours from this checkout, upstream from the side venv of ``tests/upstream_venv.py``),
+process (ours from this checkout, upstream from the side venv of ``tests/support/upstream_venv.py``),
 ``optimize`` over workload 1's records (``{"index": int, "tokens": int32[128]}``, 8 MB chunks,
 2 fork workers) with: no compression, ``compression="zstd"`` alone (each library's default
 level: ``"chunk"`` here, ``"batch"`` upstream), and ``"zstd"`` with ``compression_level``
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     pythons = {"ours": sys.executable, "upstream 0.2.76": str(upstream_python())}
     rates: dict[tuple[str, str], list[float]] = {}

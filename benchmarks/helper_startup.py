@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.servers import start_moto
+from tests.support.servers import start_moto
 
 _CHILD = """
 import json, os, sys, time

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.upstream_venv import upstream_python  # noqa: E402
+from tests.support.upstream_venv import upstream_python  # noqa: E402
 
 CONFIG = {
     "chunk_bytes": None,

@@ -1,7 +1,7 @@
 """optimize over millions of small inputs: time to the first chunk, total time and the parent's peak RSS.
 
 Not a suite row (a 10M-input run takes minutes). Each run is a fresh interpreter (ours: this
-workspace's python; upstream 0.2.76: the side venv of ``tests/upstream_venv.py``) that runs
+workspace's python; upstream 0.2.76: the side venv of ``tests/support/upstream_venv.py``) that runs
 ``litdata.optimize(identity, inputs, out, chunk_size=..., num_workers=2)`` over ``range(n)``, a
 generator of ``n`` ints or ``list(range(n))`` (upstream 0.2.76 refuses the first two), while a
 thread polls ``out`` for the first chunk file. The peak RSS is the driver's own (``ru_maxrss`` of
@@ -80,7 +80,7 @@ if __name__ == "__main__":
 def _python(lib: str) -> str:
     if lib == "ours":
         return sys.executable
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 

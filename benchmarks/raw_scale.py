@@ -21,7 +21,7 @@ data folder (upstream writes one there for a local folder; it is removed before 
   from the cached index.
 
 ``--s3 N`` adds a row for a bucket prefix of N empty objects on a local moto S3 server (started
-with ``tests/servers.py``; uploading takes ~5 ms per object here, so 1M objects are out of reach:
+with ``tests/support/servers.py``; uploading takes ~5 ms per object here, so 1M objects are out of reach:
 use 10k-100k). Upstream lists buckets through fsspec, which needs ``s3fs``; its side venv has
 none, so its S3 row records the error.
 
@@ -131,7 +131,7 @@ def _upload_s3(count: int) -> tuple[Any, str, dict[str, str]]:
     sys.path.insert(0, str(ROOT))
     from litdata_io import get_storage
     from litdata_io.internal import run_sync
-    from tests.servers import start_moto
+    from tests.support.servers import start_moto
 
     context = start_moto()
     server = context.__enter__()

@@ -72,7 +72,7 @@ def _inside(args: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    from tests.ray_driver import node_args
+    from tests.scripts.ray_job import node_args
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     workloads = {

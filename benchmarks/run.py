@@ -88,7 +88,7 @@ class Context:
     datasets: dict[str, Path] = field(default_factory=dict)  # records-litdata, records-mds, tokens-...
     s3: dict[str, str] | None = None  # endpoint, key, secret, region (url added per dataset)
     cloud: dict[str, str] | None = None  # the same through the cloud-shaped proxy
-    server: Any = None  # the S3 server (tests.servers.S3Server)
+    server: Any = None  # the S3 server (tests.support.servers.S3Server)
     proxy: Any = None  # that proxy (counts the GETs and bytes of a run)
     counter: int = 0
 
@@ -450,8 +450,8 @@ def cache_work(row: Row, lib: str, ctx: Context, params: dict[str, Any], result:
 def start_s3(ctx: Context, stack: ExitStack, *, cloud: bool) -> None:
     """Start the S3 server (and, if ``cloud``, the cloud-shaped proxy in front of it) for the rest of
     ``stack``, upload the prepared datasets and point ``ctx`` at both."""
-    from tests.fault_proxy import FaultProxy
-    from tests.servers import start_moto
+    from tests.support.fault_proxy import FaultProxy
+    from tests.support.servers import start_moto
 
     server = ctx.server = stack.enter_context(start_moto())
     upload_datasets(ctx, server)

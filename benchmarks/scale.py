@@ -230,7 +230,7 @@ def lib_python(lib: str, upstream: str | None) -> str:
     if upstream:
         return upstream
     sys.path.insert(0, str(ROOT))
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 

@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--libs", default="ours")
     parser.add_argument("--upstream-python", default=None)
     args = parser.parse_args()
-    from tests.servers import start_moto
+    from tests.support.servers import start_moto
 
     with start_moto() as server:
         client = server.client()

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cred_suite import aws_drive, aws_stack
-from tests.servers import s3_bucket, s3_server
+from tests.support.cred_suite import aws_drive, aws_stack
+from tests.support.servers import s3_bucket, s3_server
 
 __all__ = ["aws_drive", "aws_stack", "s3_bucket", "s3_server"]
 
@@ -70,7 +70,7 @@ LONGEST_FILES = (
     # 78 before the sixth round; since, its stream drivers run in the background: 28-34 s at load 5-8
     "tests/test_credentials_expiring.py",
     "tests/test_compat_keys.py",  # 26
-    "tests/test_ddp.py",  # 25: its ranks are forked from tests/zygote.py
+    "tests/test_ddp.py",  # 25: its ranks are forked from tests/support/zygote.py
     # 111 at load 17 (2026-12-07): four Lightning fits, two of them DDP whose rank 1 Lightning
     # starts as a fresh interpreter (torch and lightning imported there)
     "tests/test_lightning.py",
@@ -132,7 +132,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
     Its own and its waited-for subprocesses' (a server or zygote started by a fixture is counted
     when the test that ends it reaps it). One line per test, ``user system nodeid``; each worker
-    appends whole lines. ``python tests/cpu_report.py <file>`` sums them per file.
+    appends whole lines. ``python tests/scripts/cpu_report.py <file>`` sums them per file.
     """
     log = os.environ.get("LITDATA_TEST_CPU_LOG")
     if not log:

@@ -43,8 +43,15 @@ import pytest
 from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
-from tests.servers import S3Server, start_moto
-from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
+from tests.support.servers import S3Server, start_moto
+from tests.support.servers_extra import (
+    AzuriteServer,
+    FakeGcsServer,
+    HfHubServer,
+    start_azurite,
+    start_fake_gcs,
+    start_hf_hub,
+)
 from tests.test_doc_examples_as_written import SETUPS, World, run_example
 from tests.test_storage_http import _Files, _FileServer
 
@@ -214,13 +221,14 @@ NOT_PYTHON: tuple[tuple[str, str, str], ...] = (
     (
         "README.md",
         "pip install litdata            # everything",
-        "installs from PyPI; tests/install_matrix.py installs each package alone from its wheel, as these lines do",
+        "installs from PyPI; tests/scripts/install_matrix.py installs each package alone from its wheel,"
+        " as these lines do",
     ),
     ("README.md", "curl -LsSf https://astral.sh/uv/install.sh", "installs uv from the internet"),
     (
         "README.md",
         "uv run litdata quickstart",
-        "the README's two commands: tests/install_matrix.py runs `litdata quickstart`; the other is this suite",
+        "the README's two commands: tests/scripts/install_matrix.py runs `litdata quickstart`; the other is this suite",
     ),
     ("README.md", "uv run mkdocs build --strict", "builds the docs site: tests/test_docs_site.py runs the same build"),
     (
@@ -234,7 +242,7 @@ NOT_PYTHON: tuple[tuple[str, str, str], ...] = (
         "export LITDATA_ASYNC_CHUNK_PREFETCH=0",
         "environment settings, not a program; packages/litdata-io/tests/test_prefetch.py",
     ),
-    ("docs/parquet.md", 'pip install "litdata-stream[parquet]"', "installs from PyPI; tests/install_matrix.py"),
+    ("docs/parquet.md", 'pip install "litdata-stream[parquet]"', "installs from PyPI; tests/scripts/install_matrix.py"),
     ("docs/parquet.md", '{"chunks": [{"chunk_bytes": 3154', "an index.json shown, not a program"),
     ("docs/storage.md", '[project.entry-points."litdata.storage"]', "a pyproject.toml table, not a program"),
     ("docs/streaming.md", "LoaderStallWarning: the training loop has waited", "a warning's text, not a program"),

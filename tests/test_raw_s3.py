@@ -16,7 +16,7 @@ from litdata_io import StorageError, get_storage
 from litdata_io.internal import run_sync
 from litdata_raw import FileIndexer, StreamingRawDataset, _index
 from litdata_raw._index import INDEX_FILENAME, decode_index
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

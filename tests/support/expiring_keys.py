@@ -2,18 +2,18 @@
 
 For tests whose jobs must outlive their credentials (tests/test_credentials_expiring.py, the soak
 test). moto checks neither signatures nor expiry, so the S3 endpoint handed to litdata is a gate in
-front of moto (or of a :class:`~tests.fault_proxy.FaultProxy` in front of moto) that forwards only
+front of moto (or of a :class:`~tests.support.fault_proxy.FaultProxy` in front of moto) that forwards only
 requests signed, per SigV4, by a key a credential source handed out and that the gate still
 accepts; it answers the others as S3 does (400 ``ExpiredToken`` for a key past its time; litdata
 signs such a request once more, with the keys it holds then) and keeps them. Every key comes
-from one :class:`~tests.cred_servers.Authority`, served by the stand-ins of
-:mod:`tests.cred_servers` as each AWS source hands keys out (IMDS, container endpoints, STS,
+from one :class:`~tests.support.cred_servers.Authority`, served by the stand-ins of
+:mod:`tests.support.cred_servers` as each AWS source hands keys out (IMDS, container endpoints, STS,
 SSO, a ``credential_process``).
 
 Two numbers make keys expire on cue:
 
 - ``lifetime``: the ``Expiration`` a key advertises, seconds after issue. obstore asks for new keys
-  when less than :data:`~tests.cred_servers.MIN_TTL` (300 s) of it is left, and boto3 (the
+  when less than :data:`~tests.support.cred_servers.MIN_TTL` (300 s) of it is left, and boto3 (the
   profile sources) refreshes when less than 10 minutes are left, so ``MIN_TTL + r`` means
   "replace it after ``r`` seconds".
 - ``accept_for``: the gate refuses a key this many seconds after issue; keep it above ``r`` plus
@@ -22,8 +22,8 @@ Two numbers make keys expire on cue:
 
 API::
 
-    from tests.cred_servers import MIN_TTL
-    from tests.expiring_keys import start_expiring_keys
+    from tests.support.cred_servers import MIN_TTL
+    from tests.support.expiring_keys import start_expiring_keys
 
     with start_expiring_keys(moto_or_proxy_endpoint, tmp_path, lifetime=MIN_TTL + 1, accept_for=3) as keys:
         env = keys.environment("assume-role-profile")  # the whole environment of a process
@@ -52,7 +52,7 @@ API::
   marks starting with ``prefix`` (all by default).
 - :meth:`ExpiringKeys.fail_refreshes`: the next ``n`` requests for keys (container endpoints,
   ``credential_process`` source, STS, SSO) fail (a 500, or the connection closed unanswered).
-- :attr:`ExpiringKeys.stack`: the :class:`~tests.cred_servers.CredentialStack` underneath.
+- :attr:`ExpiringKeys.stack`: the :class:`~tests.support.cred_servers.CredentialStack` underneath.
 
 Faults: put a ``FaultProxy(moto_endpoint, latency=..., bandwidth=...)`` in front of moto and pass
 its endpoint as ``upstream`` (the gate checks signatures against the Host the client signed, so
@@ -67,8 +67,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.cred_harness import AWS_SOURCES, aws_source_environment, register_static_keys
-from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
+from tests.support.cred_harness import AWS_SOURCES, aws_source_environment, register_static_keys
+from tests.support.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
 
 __all__ = ["SOURCES", "ExpiringKeys", "start_expiring_keys"]
 

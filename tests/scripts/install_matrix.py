@@ -3,8 +3,8 @@
 CI runs it before the test suite (the suite runs in one venv holding everything, where a missing
 dependency declaration goes unnoticed)::
 
-    uv run python tests/install_matrix.py              # every package
-    uv run python tests/install_matrix.py litdata-io   # some of them
+    uv run python tests/scripts/install_matrix.py              # every package
+    uv run python tests/scripts/install_matrix.py litdata-io   # some of them
 
 It builds the wheels (``uv build --all-packages``), then for each package makes a fresh venv
 (``uv venv``) and installs that package alone by name, as a user does with a folder of wheels:
@@ -34,11 +34,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make ``tests.servers`` importable
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: make ``tests.support.servers`` importable
     sys.path.insert(0, str(ROOT))
 
-from tests.servers import start_moto  # noqa: E402
+from tests.support.servers import start_moto  # noqa: E402
 
 # Shared by the smoke scripts: a small dataset written with litdata-format.
 WRITE = """

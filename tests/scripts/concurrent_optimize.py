@@ -1,4 +1,4 @@
-"""One ``optimize`` job for the concurrent-output tests: ``python -m tests.concurrent_optimize SPEC_JSON``.
+"""One ``optimize`` job for the concurrent-output tests: ``python -m tests.scripts.concurrent_optimize SPEC_JSON``.
 
 The spec: ``output`` (a folder or URL), ``job`` (a name written into every sample), ``mode``
 (None, "append" or "overwrite"), ``n`` samples, ``storage_options``, and optionally ``stale_s`` /

@@ -1,6 +1,6 @@
 """The inputs' ``fn`` of tests/test_ray.py's cases, importable without Ray.
 
-The driver (``tests/ray_driver.py``, which imports Ray) hands them to the cluster; the test hands the
+The driver (``tests/scripts/ray_job.py``, which imports Ray) hands them to the cluster; the test hands the
 same functions to this machine's workers and compares. Kept apart so that collecting the test does
 not import Ray (~2.7 CPU-seconds in every pytest process that collects the suite).
 """

@@ -9,7 +9,7 @@ stalled connections) and a signing checker that refuses keys a few seconds after
   torch.distributed), DataLoader workers forked;
 - the "gloo" job: ``gloo_ranks`` ranks in a torch.distributed gloo group, workers from a forkserver.
 
-Each rank (``tests/soak_rank.py``) runs ``workers`` DataLoader workers for ``epochs`` epochs. In
+Each rank (``tests/scripts/soak_rank.py``) runs ``workers`` DataLoader workers for ``epochs`` epochs. In
 epoch 2 every rank saves its loader's state dict and holds; then one DataLoader worker of env
 rank 1 is SIGKILLed (that rank fails, and the job is torn down as torchrun would), the gloo ranks
 are SIGKILLed outright (a preemption), and both jobs start again in fresh processes from their
@@ -52,15 +52,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.cred_harness import ROOT, clean_environment
-from tests.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server, free_port
-from tests.zygote import PythonProcess, start_python
+from tests.support.cred_harness import ROOT, clean_environment
+from tests.support.cred_servers import MIN_TTL, CredentialStack, start_credential_stack
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server, free_port
+from tests.support.zygote import PythonProcess, start_python
 
 __all__ = ["SoakConfig", "SoakReport", "key_environment", "run_soak"]
 
-RANK_SCRIPT = Path(__file__).with_name("soak_rank.py")
+RANK_SCRIPT = Path(__file__).parents[1] / "scripts" / "soak_rank.py"
 STATIC_KEYS = ("AKIASOAKSTATIC000001", "soak-static-secret")
 _ALLOWED_CACHE_FILES = (".cache-bytes", ".source-url", "index.json")
 
@@ -525,7 +525,7 @@ class _Soak:
             "batch_size": self.config.batch_size,
             "workers": self.config.workers,
             # forkserver under gloo: on CPython 3.11 a fork while a gloo thread holds the
-            # interpreter's thread-state lock can hang (see tests/ddp_matrix_worker.py)
+            # interpreter's thread-state lock can hang (see tests/scripts/ddp_matrix_rank.py)
             "context": "forkserver" if job == "gloo" else None,
             "watchdog_s": self.config.watchdog_s,
             "epochs": self.config.epochs,
@@ -555,7 +555,7 @@ class _Soak:
         env["TMPDIR"] = str(self.tmp / f"{job}-r{rank}")
         (self.tmp / f"{job}-r{rank}").mkdir(exist_ok=True)
         stderr = out / f"{name}.stderr"
-        # forked from tests/zygote.py (torch imported once), as `python soak_rank.py spec` would run
+        # forked from tests/support/zygote.py (torch imported once), as `python soak_rank.py spec` would run
         proc = start_python(
             [str(RANK_SCRIPT), str(spec_path)],
             env=env,
@@ -637,7 +637,7 @@ class _Soak:
             spec = {"output": url, "job": name, "mode": "append", "n": self.config.optimize_samples,
                     "storage_options": shared["options"], "delay": 0.01}  # fmt: skip
             procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "tests.concurrent_optimize", json.dumps(spec)],
+                [sys.executable, "-m", "tests.scripts.concurrent_optimize", json.dumps(spec)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 start_new_session=True,
             )  # fmt: skip

@@ -34,7 +34,7 @@ from pathlib import Path
 
 __all__ = ["EXAMPLES", "FOLDER", "SHELL", "Example", "ShellBlock", "runnable_script", "verbatim"]
 
-FOLDER = Path(__file__).resolve().parent / "fixtures" / "doc_examples"
+FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "doc_examples"
 STATUSES = ("as_written", "guarded", "local_url", "offline_impossible", "pending")
 _HEADER_LINES = 2
 
@@ -330,7 +330,7 @@ EXAMPLES: tuple[Example, ...] = (
 )  # fmt: skip
 
 SHELL: tuple[ShellBlock, ...] = (
-    ShellBlock(1, "install_extras", (5, 5), "tests/install_matrix.py (the litdata[extras] install)"),
+    ShellBlock(1, "install_extras", (5, 5), "tests/scripts/install_matrix.py (the litdata[extras] install)"),
     ShellBlock(2, "install_cloud", (19, 21), "installs from PyPI (network); docs/doc-examples.md exception 1"),
     ShellBlock(3, "install_hf", (348, 352), "installs from PyPI (network); docs/doc-examples.md exception 1"),
     ShellBlock(4, "bench_node_queue", (595, 595), "tests/test_bench_node_queue.py (scripts/bench/bench_node_queue.py)"),

@@ -1,6 +1,6 @@
 """Functions the end-to-end optimize/map tests hand to workers.
 
-Spawned workers import them as ``tests.prep_e2e_fns``, so the repository root must be on
+Spawned workers import them as ``tests.support.prep_e2e_fns``, so the repository root must be on
 ``sys.path`` in the parent (pytest does not put it there with ``--import-mode=importlib``).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 

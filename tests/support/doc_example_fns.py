@@ -1,7 +1,7 @@
 """Functions upstream's doc examples hand to optimize / map workers, with the docs' bodies.
 
-Workers import them as ``tests.doc_example_fns`` (spawned ones need the repository root on
-``sys.path``, which ``tests.prep_e2e_fns`` puts there).
+Workers import them as ``tests.support.doc_example_fns`` (spawned ones need the repository root on
+``sys.path``, which ``tests.support.prep_e2e_fns`` puts there).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import litdata as ld
-from tests.prep_e2e_fns import ROOT  # noqa: F401 (puts the repository root on sys.path)
+from tests.support.prep_e2e_fns import ROOT  # noqa: F401 (puts the repository root on sys.path)
 
 
 def load_image(path: str) -> dict[str, Any]:

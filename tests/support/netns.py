@@ -8,7 +8,7 @@ stay in the test process; the namespace reaches them through Unix sockets, which
 cross network namespaces:
 
 - outside, :class:`Bridge` accepts on ``<folder>/<port>.sock`` and connects to ``127.0.0.1:<port>``;
-- inside, ``python -m tests.netns SPEC -- COMMAND...`` listens on each ``host:port`` the spec names,
+- inside, ``python -m tests.support.netns SPEC -- COMMAND...`` listens on each ``host:port`` the spec names,
   relays every connection to its socket file, runs COMMAND and exits with its status.
 
 Inside, ``127.0.0.1:<port>`` is bridged to the same port outside, so URLs need no rewriting. A
@@ -134,7 +134,7 @@ def command_in_namespace(
         hosts_file.write_text("127.0.0.1 localhost " + " ".join(hosts) + "\n")
         setup += f" && mount --bind {hosts_file} /etc/hosts"
         unshare.append("--mount")
-    inner = [sys.executable, "-m", "tests.netns", json.dumps(spec), "--", *command]
+    inner = [sys.executable, "-m", "tests.support.netns", json.dumps(spec), "--", *command]
     return [*unshare, "sh", "-c", f'{setup} && exec "$@"', "sh", *inner]
 
 

@@ -1,4 +1,4 @@
-"""Root-process scenarios for tests/test_helper_fork.py, run as ``python -m tests.helper_fork_script``.
+"""Root-process scenarios for tests/test_helper_fork.py, run as ``python -m tests.scripts.helper_fork``.
 
 Each scenario is a real root process (a user's script) whose obstore helper is forked from it.
 It prints one JSON line per observation. Arguments: the scenario name, then a JSON object with

@@ -20,7 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_VERSION = "0.2.76"
 VENV = ROOT / ".side-venvs" / f"upstream-{UPSTREAM_VERSION}"
 ZYGOTE = Path(__file__).resolve().with_name("upstream_zygote.py")
@@ -66,7 +66,7 @@ def _build(python: Path, marker: Path) -> None:
 
 
 class _Zygote:
-    """``tests/upstream_zygote.py`` running in the side venv: torch imported once, a fork per script."""
+    """``tests/support/upstream_zygote.py`` running in the side venv: torch imported once, a fork per script."""
 
     def __init__(self, python: Path, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
@@ -132,7 +132,7 @@ def _run_forked(python: Path, script: str, argv: list[str], env: dict[str, str],
                 _zygote.stop()
             if code is None:
                 raise RuntimeError(
-                    "the upstream zygote (tests/upstream_zygote.py) keeps dying; "
+                    "the upstream zygote (tests/support/upstream_zygote.py) keeps dying; "
                     "LITDATA_TEST_UPSTREAM_FORK=0 runs without it"
                 )
         stdout, stderr = (
@@ -147,7 +147,7 @@ def run_upstream(script: str, *args: str) -> Any:
 
     The script runs as ``python -c script`` would, in a folder of its own with its own
     ``LITDATA_CACHE_DIR``; by default it is forked from a side-venv process that imported torch
-    already (``tests/upstream_zygote.py``: 3 s less per call). ``LITDATA_TEST_UPSTREAM_FORK=0`` starts
+    already (``tests/support/upstream_zygote.py``: 3 s less per call). ``LITDATA_TEST_UPSTREAM_FORK=0`` starts
     a fresh interpreter per call instead.
     """
     python = upstream_python()

@@ -7,17 +7,17 @@ test process (``aws_stack``, session-scoped: the signing checker in front of mot
 stand-ins, a seeded bucket; every count it keeps is per source and phase, and each file has sources
 of its own) and run each source's driver once (``aws_drive``); ``tests/conftest.py`` exposes both.
 
-Each source gets one driver process (``tests/cred_driver.py``, forked from the torch-preloaded
-zygote of ``tests/zygote.py``) whose environment holds that source and no keys; the driver streams
+Each source gets one driver process (``tests/scripts/credential_source.py``, forked from the torch-preloaded
+zygote of ``tests/support/zygote.py``) whose environment holds that source and no keys; the driver streams
 with ``num_workers=0``, with 2 workers under fork (the default), spawn and forkserver, optimizes
 into the bucket with 2 workers and reads ``StreamingRawDataset`` with 2 workers. One driver runs
 every phase of its source, so a source costs one fork plus its workers (the spawn and forkserver
 phases start fresh interpreters: that is what they check). The S3 endpoint it is given is the
-signing checker (``tests/cred_servers.py``), which forwards to moto only what a key from the
+signing checker (``tests/support/cred_servers.py``), which forwards to moto only what a key from the
 expected source signed, and counts everything else.
 
 The relative container URI's host is fixed at ``169.254.170.2:80`` (by the AWS spec, obstore and
-botocore): its driver runs in a network namespace of its own (``tests/netns.py``, ``unshare -rn``)
+botocore): its driver runs in a network namespace of its own (``tests/support/netns.py``, ``unshare -rn``)
 whose loopback has that address, bridged to the stand-in outside through a Unix socket (a fresh
 interpreter: the zygote's children live outside that namespace).
 """
@@ -30,10 +30,17 @@ from typing import Any
 
 import pytest
 
-from tests.cred_driver import N
-from tests.cred_harness import AWS_SOURCES, aws_source_environment, objects, port_of, register_static_keys, run_driver
-from tests.cred_servers import CredentialStack, start_credential_stack
-from tests.servers import S3Server
+from tests.scripts.credential_source import N
+from tests.support.cred_harness import (
+    AWS_SOURCES,
+    aws_source_environment,
+    objects,
+    port_of,
+    register_static_keys,
+    run_driver,
+)
+from tests.support.cred_servers import CredentialStack, start_credential_stack
+from tests.support.servers import S3Server
 
 __all__ = [
     "ALL",

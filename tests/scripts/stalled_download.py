@@ -1,6 +1,6 @@
 """A process reading a whole S3 dataset into a shared cache, for tests/test_stalled_download.py.
 
-Run as ``python -m tests.stall_reader '<json>'`` with the dataset URL, its ``storage_options``, the
+Run as ``python -m tests.scripts.stalled_download '<json>'`` with the dataset URL, its ``storage_options``, the
 cache folder and the number of samples; prints one JSON line: the indexes read and whether each
 sample's payload is the one written for it.
 """

@@ -1,7 +1,7 @@
 """Sum a ``LITDATA_TEST_CPU_LOG`` file (tests/conftest.py) per test file, most CPU first.
 
 Usage: ``LITDATA_TEST_CPU_LOG=/tmp/cpu.log uv run pytest``, then
-``uv run python tests/cpu_report.py /tmp/cpu.log [--top 30]``.
+``uv run python tests/scripts/cpu_report.py /tmp/cpu.log [--top 30]``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A DDP job started as Lightning's ``ddp_spawn`` starts it, for tests/test_ddp_spawn_placement.py.
 
-Run as ``python -m tests.ddp_spawn_script ARGS_JSON``: ``torch.multiprocessing.spawn`` starts 2
+Run as ``python -m tests.scripts.ddp_spawn ARGS_JSON``: ``torch.multiprocessing.spawn`` starts 2
 gloo ranks; each streams the dataset at ``url`` with a StreamingDataLoader of 2 workers (started
 with ``spawn`` in such a rank, a fresh pair each epoch) for 2 epochs. Once both of its workers have
 delivered a batch, each rank records its process tree (from /proc). Rank 0 prints one JSON line:

@@ -1,5 +1,5 @@
 """Every way litdata reads and writes a bucket, run in a fresh process whose environment holds one
-credential source and no keys (``python -m tests.cred_driver SPEC_JSON``).
+credential source and no keys (``python -m tests.scripts.credential_source SPEC_JSON``).
 
 The spec names the dataset URLs (and ``options``: storage options without credentials), a cache
 folder, the credential server (to announce each phase, ``GET /mark/<source>/<phase>``) and the
@@ -141,5 +141,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     main()

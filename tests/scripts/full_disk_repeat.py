@@ -1,9 +1,9 @@
-"""Run the 4-process full-disk case (tests/full_disk_ranks.py) many times; not part of the suite.
+"""Run the 4-process full-disk case (tests/scripts/full_disk_ranks.py) many times; not part of the suite.
 
-    uv run python -m tests.full_disk_ranks_repeat --runs 20 --hold 5
-    uv run python -m tests.full_disk_ranks_repeat --runs 20 --hold -1   # the other file stays
+    uv run python -m tests.scripts.full_disk_repeat --runs 20 --hold 5
+    uv run python -m tests.scripts.full_disk_repeat --runs 20 --hold -1   # the other file stays
 
-Each run mounts a fresh 1 MiB tmpfs (tests/small_disk.py), two ranks of two workers read a 4 MB
+Each run mounts a fresh 1 MiB tmpfs (tests/support/small_disk.py), two ranks of two workers read a 4 MB
 dataset into one cache on it, and another file takes the disk's last bytes. A run passes when the
 ranks deliver every sample once between them, with no error and no staging folder left.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_prep import optimize
-from tests.small_disk import on_a_small_disk
+from tests.support.small_disk import on_a_small_disk
 
 JOB = Path(__file__).with_name("full_disk_ranks.py")
 SAMPLES = 200

@@ -2,7 +2,7 @@
 
 The server runs as a child process on a free port, is waited for until it answers, and is killed
 at teardown. obstore cannot create buckets, so :meth:`S3Server.create_bucket` uses boto3. Other
-emulators (Azure, GCS, the Hugging Face Hub) live in ``tests/servers_extra.py``; each server has
+emulators (Azure, GCS, the Hugging Face Hub) live in ``tests/support/servers_extra.py``; each server has
 its own ``start_*`` context manager and session fixture, so a test needs only what it uses.
 """
 

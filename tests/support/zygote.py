@@ -1,11 +1,11 @@
 """Start test scripts as forks of a process that imported torch once, instead of fresh interpreters.
 
-Many root tests run a script in a process of its own: a DDP rank (``tests/ddp_worker.py``), a
-credential source's driver (``tests/cred_driver.py``), a docs example whose import lines load torch
+Many root tests run a script in a process of its own: a DDP rank (``tests/scripts/ddp_rank.py``), a
+credential source's driver (``tests/scripts/credential_source.py``), a docs example whose import lines load torch
 (``tests/test_doc_examples_as_written.py``). A fresh interpreter spends 2.5-3.5 CPU-seconds
 importing torch before the script does anything; on 2 cores that import, not the script, was most
 of those tests' time. :func:`start_python` hands the script to a zygote instead: this file run as
-``python tests/zygote.py``, a process of this venv that imported numpy and torch and then forks one
+``python tests/support/zygote.py``, a process of this venv that imported numpy and torch and then forks one
 child per request. The child is what ``python script.py args`` (or ``python -m module args``) would
 be: its environment, working folder, ``sys.argv``, ``sys.path`` (the script's folder or the working
 folder first, then the request's ``PYTHONPATH``), stdout/stderr (files) and a fresh ``__main__``
@@ -34,7 +34,7 @@ request with ``{"id", "pid"}`` once forked and ``{"id", "code"}`` once the child
 code, minus the signal that killed it). At end of input it kills what is left and exits.
 
 A script whose first lines import a heavy library beside torch (torch-geometric: ~5-8 CPU-seconds)
-can ask for a zygote that imported it too (``preload``): ``python tests/zygote.py torch_geometric``,
+can ask for a zygote that imported it too (``preload``): ``python tests/support/zygote.py torch_geometric``,
 one more zygote per set of modules, started on first use (or ahead, :func:`start_zygote`). Its
 child is what a fresh interpreter is once lines importing those modules ran; the caller asks for
 it only then (``tests/test_doc_examples_as_written.py`` reads the script's import lines).
@@ -67,7 +67,7 @@ THREADS = "OMP_NUM_THREADS"
 EMULATED = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER")
 
 
-# --- the zygote (runs as ``python tests/zygote.py``; imports nothing from this repository) ---------
+# --- the zygote (runs as ``python tests/support/zygote.py``; imports nothing from this repository) ---------
 
 
 def _exit_code(err: SystemExit) -> int:
@@ -296,7 +296,9 @@ class _Zygote:
             self.proc.stdin.flush()
             while "pid" not in self.answers.get(request_id, {}):
                 if not self.alive():
-                    raise RuntimeError("the test zygote (tests/zygote.py) died; LITDATA_TEST_FORK=0 runs without it")
+                    raise RuntimeError(
+                        "the test zygote (tests/support/zygote.py) died; LITDATA_TEST_FORK=0 runs without it"
+                    )
                 self.changed.wait(timeout=1)
             return request_id, self.answers[request_id]["pid"]
 
@@ -309,7 +311,7 @@ class _Zygote:
             if not ended:
                 return None
             if "code" not in self.answers.get(request_id, {}):
-                raise RuntimeError("the test zygote (tests/zygote.py) died while a script ran in it")
+                raise RuntimeError("the test zygote (tests/support/zygote.py) died while a script ran in it")
             # kept, not popped: another thread waiting for the same child must find it too
             return self.answers[request_id]["code"]
 

@@ -1,6 +1,6 @@
 """The Ray side of tests/test_ray.py: run inside a network namespace that has only ``lo``.
 
-``python -m tests.ray_driver WORKDIR`` starts a ``ray.cluster_utils.Cluster`` (a head and a worker
+``python -m tests.scripts.ray_job WORKDIR`` starts a ``ray.cluster_utils.Cluster`` (a head and a worker
 node of one CPU each, on 127.0.0.1), runs every case against it and shuts it down. Each case
 writes its datasets under ``WORKDIR/<case>`` (a dataset written to moto S3 is downloaded there)
 and its facts into ``WORKDIR/facts.json``; the test compares them with single-machine runs.
@@ -26,8 +26,8 @@ from ray.cluster_utils import Cluster
 
 import litdata_prep
 from litdata_prep import LitDataDatasink, LitDataDatasource, Machine, RayExecutor, WorkerError
-from tests.ray_inputs import image, record, walks_its_imports
-from tests.servers import start_moto
+from tests.support.ray_inputs import image, record, walks_its_imports
+from tests.support.servers import start_moto
 
 _PORTS = itertools.count(21000)
 
@@ -158,7 +158,7 @@ def case_ray_data(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
 def case_driver_kill(work: Path, facts: dict[str, Any], cluster: Cluster) -> None:
     """A driver (another process) is killed mid-job; a second run with use_checkpoint finishes it."""
     env = {**os.environ, "RAY_ADDRESS": cluster.address}
-    child = subprocess.Popen([sys.executable, "-m", "tests.ray_driver", "--checkpointed", str(work)], env=env)
+    child = subprocess.Popen([sys.executable, "-m", "tests.scripts.ray_job", "--checkpointed", str(work)], env=env)
     checkpoint = work / "out" / ".checkpoints" / "ray.json"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and child.poll() is None:

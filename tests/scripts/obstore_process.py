@@ -1,4 +1,4 @@
-"""Root-process scenarios for tests/test_obstore_process.py, run as ``python -m tests.obstore_process_script``.
+"""Root-process scenarios for tests/test_obstore_process.py, run as ``python -m tests.scripts.obstore_process``.
 
 Each scenario runs in a fresh interpreter (a real root process, as a user's script is) and prints
 one JSON line per observation for the test to check. Arguments: the scenario name, then a JSON

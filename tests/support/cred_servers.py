@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.fault_proxy import FaultProxy
+from tests.support.fault_proxy import FaultProxy
 
 __all__ = [
     "Authority",

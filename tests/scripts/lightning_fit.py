@@ -1,6 +1,6 @@
 """One Lightning ``Trainer.fit`` over a StreamingDataLoader, run by ``tests/test_lightning.py``.
 
-``python lightning_worker.py DATA OUT PHASE DEVICES BUILD STOP``: PHASE ``first`` trains until
+``python lightning_fit.py DATA OUT PHASE DEVICES BUILD STOP``: PHASE ``first`` trains until
 ``STOP`` steps and saves a checkpoint there (mid-epoch) from a callback; ``resume`` runs
 ``fit(ckpt_path=...)`` from it to the end of the epoch. Each rank writes the sample indexes its
 training steps saw, in order, and ``len()`` of its loader to ``OUT/PHASE-RANK.json``. BUILD

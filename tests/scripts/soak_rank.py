@@ -1,4 +1,4 @@
-"""One rank of a soak job (``python tests/soak_rank.py SPEC_JSON``), run by :mod:`tests.soak`.
+"""One rank of a soak job (``python tests/scripts/soak_rank.py SPEC_JSON``), run by :mod:`tests.support.soak`.
 
 The rank learns where it sits from its environment only (the soak's "env" job: ``RANK`` /
 ``WORLD_SIZE`` as torchrun sets them, or ``GLOBAL_RANK`` / ``NNODES``), or from torch.distributed
@@ -132,5 +132,5 @@ def _hold(release: Path, deadline_s: float) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     main()

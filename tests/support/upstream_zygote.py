@@ -1,6 +1,6 @@
 """A process in the upstream side venv that has imported torch once and forks a child per script.
 
-``tests/upstream_venv.py`` starts it with the side venv's python and writes one JSON request a line
+``tests/support/upstream_venv.py`` starts it with the side venv's python and writes one JSON request a line
 on its stdin (``script``, ``argv``, ``env``, ``cwd``, ``stdout``, ``stderr``); it answers each with a
 JSON line ``{"code": <exit code>}`` once the child has ended. A child is what ``python -c script``
 would be, but without the 2-3 s torch import: its environment, working folder, ``sys.argv`` and a

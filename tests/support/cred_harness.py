@@ -1,9 +1,9 @@
 """What the credential tests share: the objects they seed, a clean environment, one AWS credential
 source's environment (:func:`aws_source_environment`), running the driver.
 
-The driver (``tests/cred_driver.py``) runs in a process of its own whose environment holds one
-credential source and no keys: forked from the torch-preloaded zygote (``tests/zygote.py``), or a
-fresh interpreter in a network namespace of its own (``tests/netns.py``), for endpoints at fixed
+The driver (``tests/scripts/credential_source.py``) runs in a process of its own whose environment holds one
+credential source and no keys: forked from the torch-preloaded zygote (``tests/support/zygote.py``), or a
+fresh interpreter in a network namespace of its own (``tests/support/netns.py``), for endpoints at fixed
 addresses or host names.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.cred_driver import N
-from tests.cred_servers import ACCOUNT, ROLE_ARN, SSO_ROLE, Authority, CredentialStack
-from tests.netns import Bridge, command_in_namespace
-from tests.zygote import run_python
+from tests.scripts.credential_source import N
+from tests.support.cred_servers import ACCOUNT, ROLE_ARN, SSO_ROLE, Authority, CredentialStack
+from tests.support.netns import Bridge, command_in_namespace
+from tests.support.zygote import run_python
 
 __all__ = [
     "AWS_SOURCES",
@@ -34,7 +34,7 @@ __all__ = [
     "run_driver",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SSO_START_URL = "https://litdata-test.awsapps.com/start"
 STATIC = ("AKIASTATICPROFILE001", "static-profile-secret")
 BASE = ("AKIAROLESOURCE000001", "role-source-secret")
@@ -61,7 +61,7 @@ AWS_SOURCES: dict[str, str] = {
 ``container-full-uri-inline-token`` (``AWS_CONTAINER_AUTHORIZATION_TOKEN``, as EKS Pod Identity and
 ECS may set it), the
 ``credential-process-*`` and ``sso-*`` profiles; the others obstore resolves itself.
-``container-relative-uri`` needs ``169.254.170.2:80`` (a network namespace: see tests/cred_suite.py)."""
+``container-relative-uri`` needs ``169.254.170.2:80`` (a network namespace: see tests/support/cred_suite.py)."""
 
 
 def objects(local: Path) -> dict[str, bytes]:
@@ -116,8 +116,8 @@ def run_driver(
             127.0.0.1 ports outside (None: run it here).
         hosts: host names that resolve to 127.0.0.1 in the namespace.
     """
-    arguments = ["-m", "tests.cred_driver", json.dumps(spec)]
-    if namespace is None:  # forked from the torch-preloaded zygote (tests/zygote.py)
+    arguments = ["-m", "tests.scripts.credential_source", json.dumps(spec)]
+    if namespace is None:  # forked from the torch-preloaded zygote (tests/support/zygote.py)
         return _results(spec, run_python(arguments, env=env, cwd=ROOT, timeout=600))
     with (
         tempfile.TemporaryDirectory(prefix="ns-") as folder,
