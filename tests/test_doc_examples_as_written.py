@@ -44,16 +44,14 @@ from PIL import Image
 
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
+from tests.support import module_servers
 from tests.support.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
 from tests.support.selected import selected_params
-from tests.support.servers import S3Server, start_moto
+from tests.support.servers import S3Server
 from tests.support.servers_extra import (
     AzuriteServer,
     FakeGcsServer,
     HfHubServer,
-    start_azurite,
-    start_fake_gcs,
-    start_hf_hub,
 )
 from tests.support.zygote import run_python, start_zygote
 
@@ -449,29 +447,10 @@ def background(
         yield runs
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    """A moto server for this file: every example starts from an empty server (moto's reset)."""
-    with start_moto() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
-    with start_hf_hub(tmp_path_factory.mktemp("hub")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[FakeGcsServer]:
-    with start_fake_gcs() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azure() -> Iterator[AzuriteServer]:
-    with start_azurite() as server:
-        yield server
+s3 = module_servers.s3
+hf = module_servers.hf
+gcs = module_servers.gcs
+azure = module_servers.azure
 
 
 @pytest.fixture(scope="module")

@@ -43,14 +43,11 @@ import pytest
 from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
-from tests.support.servers import S3Server, start_moto
+from tests.support import module_servers
+from tests.support.servers import S3Server
 from tests.support.servers_extra import (
     AzuriteServer,
-    FakeGcsServer,
     HfHubServer,
-    start_azurite,
-    start_fake_gcs,
-    start_hf_hub,
 )
 from tests.test_doc_examples_as_written import SETUPS, World, run_example
 from tests.test_storage_http import _Files, _FileServer
@@ -396,28 +393,10 @@ SETUPS_HERE: dict[str, Callable[[World], None]] = {
 # --- the tests ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with start_moto() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
-    with start_hf_hub(tmp_path_factory.mktemp("hub")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[FakeGcsServer]:
-    with start_fake_gcs() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azure() -> Iterator[AzuriteServer]:
-    with start_azurite() as server:
-        yield server
+s3 = module_servers.s3
+hf = module_servers.hf
+gcs = module_servers.gcs
+azure = module_servers.azure
 
 
 @contextlib.contextmanager
