@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from litdata_io import Storage, get_storage
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
 from tests.support import servers_extra
 from tests.support.servers_extra import AzuriteServer
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from litdata_io import Storage, StorageError, get_storage
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
 
 pytestmark = pytest.mark.cloud
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")

@@ -9,7 +9,7 @@ import pytest
 
 from litdata_io import Storage, get_storage
 from litdata_io._local import LocalStorage
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
 
 _roots = itertools.count()
 
