@@ -198,6 +198,8 @@ BLOCKS: tuple[Block, ...] = (
                  "'research' in ~/.aws and the reader's environment (PROJECT_ID, AZURE_ACCOUNT_NAME); each form is "
                  "run against a local server in tests/test_credentials*.py and tests/test_storage_*.py"),
     Block("docs/storage.md", "class MyStorage(litdata_io.Storage):"),
+    Block("docs/storage.md", "class TestMyStorage(StorageConformance):",
+          after=("class MyStorage(litdata_io.Storage):",)),
     Block("docs/streaming.md", _LOADER, after=(_MY,)),
     Block("docs/streaming.md", "state = loader.state_dict()  # save it with your checkpoint", after=(_MY, _LOADER)),
     Block("docs/streaming.md", "train, val, test = train_test_split(", after=(_MY,)),

@@ -10,7 +10,19 @@ empty when the test starts, the same location for every call within one test. Op
 - ``shared_between_processes = False`` when another process cannot see the data (``memory://``).
 - the ``secrets`` fixture: credential strings that must never show in reprs or error messages.
 
-The file is not named ``test_*`` so pytest collects only the subclasses.
+Shipped in litdata-io (as fsspec ships ``fsspec.tests.abstract``) so a third-party backend
+registered with :func:`litdata_io.register_storage` can run it too; its module is not named
+``test_*``, so pytest collects only the subclasses. Example::
+
+    import pytest
+    from litdata_io import get_storage
+    from litdata_io.testing import StorageConformance, StorageFactory
+
+
+    class TestMyStore(StorageConformance):
+        @pytest.fixture
+        def storage_factory(self, tmp_path) -> StorageFactory:
+            return lambda **options: get_storage(f"mystore://{tmp_path.name}", storage_options=options)
 """
 
 from __future__ import annotations
@@ -25,13 +37,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError as error:
+    raise ImportError('litdata_io.testing runs its suite under pytest: pip install "litdata-io[testing]"') from error
 
 from litdata_format import checksum_file
 from litdata_io import ObjectInfo, Storage
 from litdata_io.internal import run_sync
 
-__all__ = ["StorageConformance"]
+__all__ = ["StorageConformance", "StorageFactory"]
 
 StorageFactory = Callable[..., Storage]
 
@@ -120,7 +135,10 @@ class StorageConformance:
     def test_list_prefix_and_recursion(self, storage: Storage, seed: Callable[[str, bytes], None]) -> None:
         for key in ("a/1.bin", "a/2.bin", "a/b/3.bin", "ab/4.bin", "c.bin"):
             seed(key, key.encode())
-        keys = lambda *args, **kwargs: [info.key for info in storage.list(*args, **kwargs)]  # noqa: E731
+
+        def keys(prefix: str = "", recursive: bool = True) -> list[str]:
+            return [info.key for info in storage.list(prefix, recursive=recursive)]
+
         assert keys() == ["a/1.bin", "a/2.bin", "a/b/3.bin", "ab/4.bin", "c.bin"]
         assert keys("a/") == ["a/1.bin", "a/2.bin", "a/b/3.bin"]
         assert keys("a") == ["a/1.bin", "a/2.bin", "a/b/3.bin", "ab/4.bin"]
