@@ -10,7 +10,7 @@ interleaved order (the machine is shared: only numbers taken side by side compar
 is the median samples per second and the dataset's size. Each dataset is read back and its
 sample count checked.
 
-    uv run python benchmarks/compression_levels.py --records 200000 --rounds 3
+    uv run python -m benchmarks.compression_levels --records 200000 --rounds 3
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 CONFIGS: dict[str, dict[str, str]] = {
     "none": {},

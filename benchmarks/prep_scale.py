@@ -8,8 +8,8 @@ thread polls ``out`` for the first chunk file. The peak RSS is the driver's own 
 the parent, not its workers): what holding the inputs costs. A run past ``--timeout`` is recorded
 as not finished.
 
-    uv run python benchmarks/prep_scale.py                       # 1M and 10M, every kind, ours and upstream
-    uv run python benchmarks/prep_scale.py --sizes 1000000 --libs ours
+    uv run python -m benchmarks.prep_scale                       # 1M and 10M, every kind, ours and upstream
+    uv run python -m benchmarks.prep_scale --sizes 1000000 --libs ours
 """
 
 from __future__ import annotations
@@ -24,9 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 _DRIVER = """
 import json, os, resource, sys, threading, time

@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    uv run python benchmarks/raw_scale.py                               # 100k and 1M files
-    uv run python benchmarks/raw_scale.py --sizes 10000,100000 --libs ours
-    uv run python benchmarks/raw_scale.py --sizes 0 --s3 20000       # a bucket prefix on moto only
-    git archive OLD packages | tar -x -C /tmp/old && uv run python benchmarks/raw_scale.py --ours-src /tmp/old
+    uv run python -m benchmarks.raw_scale                               # 100k and 1M files
+    uv run python -m benchmarks.raw_scale --sizes 10000,100000 --libs ours
+    uv run python -m benchmarks.raw_scale --sizes 0 --s3 20000       # a bucket prefix on moto only
+    git archive OLD packages | tar -x -C /tmp/old && uv run python -m benchmarks.raw_scale --ours-src /tmp/old
 
 Each folder (``benchmarks/out/raw_scale/files-<N>``, or under ``--root``) holds N empty files,
 1000 per subfolder, made once with ``os.mknod`` (1M files take ~1M inodes and a few minutes; delete
@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -128,7 +127,6 @@ def _upload_s3(count: int) -> tuple[Any, str, dict[str, str]]:
     """Start moto, fill a prefix with ``count`` empty objects; the server's context, the URL and options."""
     import asyncio
 
-    sys.path.insert(0, str(ROOT))
     from litdata_io import get_storage
     from litdata_io.internal import run_sync
     from tests.support.servers import start_moto
@@ -199,7 +197,6 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"[raw_scale] load average {load[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    sys.path.insert(0, str(ROOT))
     from benchmarks.scale import lib_python  # the same choice of interpreter as the chunk-scale script
 
     pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}

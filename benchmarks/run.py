@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    uv run python benchmarks/run.py                 # the full suite, 3 rounds, writes docs/benchmarks.md
-    uv run python benchmarks/run.py --quick         # tiny sizes, 1 round: a smoke test (< 2 minutes)
-    uv run python benchmarks/run.py --only stream-local,random-access --rounds 5
-    uv run python benchmarks/run.py --libs ours --quick --only stream-local-w0   # no side venvs needed
+    uv run python -m benchmarks.run                 # the full suite, 3 rounds, writes docs/benchmarks.md
+    uv run python -m benchmarks.run --quick         # tiny sizes, 1 round: a smoke test (< 2 minutes)
+    uv run python -m benchmarks.run --only stream-local,random-access --rounds 5
+    uv run python -m benchmarks.run --libs ours --quick --only stream-local-w0   # no side venvs needed
 
 Every run is a separate process (``benchmarks/runners/*``, executed by each library's own venv
 python) and the libraries alternate (ours, upstream, mosaic, ours, upstream, mosaic, ...) inside a
@@ -26,13 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows  # noqa: E402
-from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline, use_python  # noqa: E402
-from benchmarks._inputs import (  # noqa: E402
+from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows
+from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline, use_python
+from benchmarks._inputs import (
     Inputs,
     ensure_inputs,
     evict_page_cache,
@@ -41,7 +37,7 @@ from benchmarks._inputs import (  # noqa: E402
     warm_page_allocator,
     warm_page_cache,
 )
-from benchmarks._report import (  # noqa: E402
+from benchmarks._report import (
     Limits,
     baseline_table,
     machine_info,
@@ -50,7 +46,9 @@ from benchmarks._report import (  # noqa: E402
     summarize,
     write_report,
 )
-from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
+from benchmarks._venvs import build_baseline, build_peer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -628,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve() / ("quick" if args.quick else "full")
     started = time.monotonic()
     command = " ".join(
-        ["uv run python benchmarks/run.py", *(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))]
+        ["uv run python -m benchmarks.run", *(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))]
     )
 
     if args.upstream_python:

@@ -26,7 +26,8 @@ def _quick_ours(tmp_path: Path, only: str) -> tuple[list[dict[str, Any]], str]:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
+            "-m",
+            "benchmarks.run",
             "--quick",
             "--libs",
             "ours",
