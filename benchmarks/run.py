@@ -42,7 +42,6 @@ from benchmarks._report import (
     baseline_table,
     machine_info,
     render,
-    scale_table,
     summarize,
     write_report,
 )
@@ -581,8 +580,11 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
         "rounds": meta.get("rounds", 1),
         "command": meta.get("command", ""),
         "notes": _notes(ctx, quick, meta, results_path),
-        "sections": (baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [])
-        + scale_table(runs, list(ctx.sizes.scale_chunks)),
+        "sections": baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [],
+        "records": runs,
+        "scale_sizes": list(ctx.sizes.scale_chunks),
+        "images": report_path.parent / "img",  # the plots, beside the page
+        "image_link": "img",
     }
     generated = render(rows, cells, limits_from(records, ctx), row_files(rows, ctx), context)
     write_report(report_path, generated, TEMPLATE.read_text())
