@@ -21,7 +21,7 @@ def _pyplot() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"svg.hashsalt": "litdata-benchmarks", "font.size": 9})
+    plt.rcParams.update({"svg.hashsalt": "litdata-benchmarks", "svg.fonttype": "none", "font.size": 9})
     return plt
 
 

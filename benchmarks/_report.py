@@ -355,10 +355,20 @@ def render(
     machine: dict[str, str] = context["machine"]
     images: Path | None = context.get("images")
     out: list[str] = []
-    out.append(
-        f"Run: {machine['date']}, `{context['command']}` ({context['mode']}, {context['rounds']} rounds; "
-        "rows whose round took under 30 s ran 2 more)."
-    )
+    rounds = f"{context['rounds']} round{'s' if context['rounds'] != 1 else ''}"
+    if context["mode"] == "quick":
+        out.append(
+            "**These numbers come from a `--quick` run: tiny inputs, one round, each library's rows in one "
+            "process. That is a smoke test of the harness, not a measurement: regenerate this page from a "
+            "full run before reading anything into it.**"
+        )
+        out.append("")
+        out.append(f"Run: {machine['date']}, `{context['command']}` (quick, {rounds}).")
+    else:
+        out.append(
+            f"Run: {machine['date']}, `{context['command']}` ({context['mode']}, {rounds}; "
+            "rows whose round took under 30 s ran 2 more)."
+        )
     out.append("")
     out.append("| machine | |")
     out.append("|---|---|")

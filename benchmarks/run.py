@@ -70,7 +70,7 @@ NOTES = [
     "MosaicML Streaming runs without torchvision (its PyPI wheels do not import beside this CPU torch); an "
     "empty stand-in package satisfies its import-time `import torchvision`.",
     "The S3-compatible server is moto_server (moto[server], pure Python, in-memory) on 127.0.0.1, one "
-    "process for the whole suite; compare the stream-s3-cold rows with its bandwidth in the physical-limit table.",
+    "process for the whole suite; the object-storage rows' machine limit is its own bandwidth.",
 ]
 
 
