@@ -29,9 +29,8 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import threading
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -44,13 +43,13 @@ from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
 from tests.support import module_servers
+from tests.support.http_server import serve_folder
 from tests.support.servers import S3Server
 from tests.support.servers_extra import (
     AzuriteServer,
     HfHubServer,
 )
 from tests.test_doc_examples_as_written import SETUPS, World, run_example
-from tests.test_storage_http import _Files, _FileServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -401,21 +400,6 @@ gcs = module_servers.gcs
 azure = module_servers.azure
 
 
-@contextlib.contextmanager
-def _http_server(root: Path) -> Iterator[str]:
-    """A read-only file server with byte ranges on 127.0.0.1 (tests/test_storage_http.py's) over ``root``."""
-    server = _FileServer(("127.0.0.1", 0), _Files)
-    server.root = root.resolve()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def my_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _dataset(tmp_path_factory.mktemp("my-data") / "my-data", list(range(10_000)), chunk_size=1000)
@@ -481,7 +465,7 @@ def test_block_runs_as_written(
     }
     if world.gcs is not None:
         env["STORAGE_EMULATOR_HOST"] = world.gcs.endpoint
-    with _http_server(www) if "http" in plan.servers else contextlib.nullcontext("") as http_url:
+    with serve_folder(www) if "http" in plan.servers else contextlib.nullcontext("") as http_url:
         out = run_example(script(block, _python_blocks(), {**values, "http_url": http_url}), cwd, env)
     for text in plan.expect:
         assert text in out, f"{text!r} not in the block's output:\n{out[-3000:]}"
