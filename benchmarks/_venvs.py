@@ -183,7 +183,7 @@ def build_baseline(rev: str, *, log: bool = True) -> Baseline:
     return Baseline(rev, sha, python)
 
 
-if __name__ == "__main__":  # build all: python benchmarks/_venvs.py
+if __name__ == "__main__":  # build all: python -m benchmarks._venvs
     for peer_name in PEERS:
         print(peer_name, build_peer(peer_name))
     print("purelib of this interpreter:", sysconfig.get_paths()["purelib"])

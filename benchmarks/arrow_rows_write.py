@@ -2,11 +2,11 @@
 
 Usage (run the checkouts to compare alternately, in one session; see docs/benchmarks.md)::
 
-    uv run python benchmarks/arrow_rows_write.py records          # {"index": int, "tokens": int32[128]}
-    uv run python benchmarks/arrow_rows_write.py json             # {"index", "text", "tags", "score"}: Arrow rows
-    uv run python benchmarks/arrow_rows_write.py json --pytree    # the same as PyTree items (arrow_rows=False)
-    uv run python benchmarks/arrow_rows_write.py bytes            # {"image": ~20 KB of bytes, "label": int}
-    uv run python benchmarks/arrow_rows_write.py bytes --pytree
+    uv run python -m benchmarks.arrow_rows_write records          # {"index": int, "tokens": int32[128]}
+    uv run python -m benchmarks.arrow_rows_write json             # {"index", "text", "tags", "score"}: Arrow rows
+    uv run python -m benchmarks.arrow_rows_write json --pytree    # the same as PyTree items (arrow_rows=False)
+    uv run python -m benchmarks.arrow_rows_write bytes            # {"image": ~20 KB of bytes, "label": int}
+    uv run python -m benchmarks.arrow_rows_write bytes --pytree
 
 ``records`` and ``json`` print samples per second for 100k samples into 8 MiB chunks. ``bytes``
 (issue 32) writes 2,500 samples of 20 KB on average (one optimize worker's half of 5,000 JPEG

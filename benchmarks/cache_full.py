@@ -5,10 +5,10 @@ what one change buys, run before and after it. Every download into a full cache 
 this times ``ChunkCache.use`` + ``mark_consumed`` of new 1 KB chunks from a local folder into a
 cache already holding ``--chunks`` of them at its cap, so the time is the cache's own bookkeeping.
 
-    uv run python benchmarks/cache_full.py --chunks 10000
+    uv run python -m benchmarks.cache_full --chunks 10000
     # the same against an older commit: check it out into a worktree and put its source first
     git worktree add /tmp/old <rev>
-    PYTHONPATH=/tmp/old/packages/litdata-io/src uv run python benchmarks/cache_full.py
+    PYTHONPATH=/tmp/old/packages/litdata-io/src uv run python -m benchmarks.cache_full
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ removed from the index (nothing to check: the code path of a dataset without che
 round streams both, in alternating order; the report is each row's median rate of both and the
 median and range of the rounds' own ratios checked/unchecked, in wall time and in CPU.
 
-    uv run python benchmarks/checksum_cost.py --rounds 15
+    uv run python -m benchmarks.checksum_cost --rounds 15
 """
 
 from __future__ import annotations
@@ -18,20 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks._config import FULL, QUICK, ROWS
+from benchmarks._exec import run_once
+from benchmarks._inputs import ensure_inputs, warm_code
+from benchmarks.run import BUCKET, OUT, Context, code_roots, params_for, prepare_datasets, start_s3
 
-from benchmarks._config import FULL, QUICK, ROWS  # noqa: E402
-from benchmarks._exec import run_once  # noqa: E402
-from benchmarks._inputs import ensure_inputs, warm_code  # noqa: E402
-from benchmarks.run import BUCKET, OUT, Context, code_roots, params_for, prepare_datasets, start_s3  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 UNCHECKED = "records-unchecked"
 

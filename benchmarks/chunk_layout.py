@@ -7,9 +7,9 @@ and ``keep_data_ordered=True``), whether ours is within one partial chunk per wo
 sample counts), and for the token case how many blocks ``TokensLoader(block_size=2049)`` reads
 against ``total_tokens // 2049``::
 
-    uv run python benchmarks/chunk_layout.py
-    uv run python benchmarks/chunk_layout.py --cases records --workers 2,4
-    git archive REV packages | tar -x -C /tmp/rev && uv run python benchmarks/chunk_layout.py --ours-src /tmp/rev
+    uv run python -m benchmarks.chunk_layout
+    uv run python -m benchmarks.chunk_layout --cases records --workers 2,4
+    git archive REV packages | tar -x -C /tmp/rev && uv run python -m benchmarks.chunk_layout --ours-src /tmp/rev
 
 Cases (issue 52): ``records``, 100,000 small ``(i, i**2)`` samples at ``chunk_bytes="64MB"``;
 ``images``, the docs' merge example (250 random 32x32 JPEGs, ``num_workers=4``, 64 MB chunks);
@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 2049
 TOKEN_INPUTS = 300
 
@@ -92,8 +91,7 @@ def _child(spec: dict[str, Any]) -> None:
 def _python(lib: str) -> str:
     if lib == "ours":
         return sys.executable
-    sys.path.insert(0, str(ROOT))
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 

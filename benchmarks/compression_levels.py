@@ -1,7 +1,7 @@
 """optimize-records throughput by compression level: ours and upstream LitData 0.2.76, side by side.
 
 Not a row of the suite: one measure of ``compression_level``. Each library runs, in its own
-process (ours from this checkout, upstream from the side venv of ``tests/upstream_venv.py``),
+process (ours from this checkout, upstream from the side venv of ``tests/support/upstream_venv.py``),
 ``optimize`` over workload 1's records (``{"index": int, "tokens": int32[128]}``, 8 MB chunks,
 2 fork workers) with: no compression, ``compression="zstd"`` alone (each library's default
 level: ``"chunk"`` here, ``"batch"`` upstream), and ``"zstd"`` with ``compression_level``
@@ -10,7 +10,7 @@ interleaved order (the machine is shared: only numbers taken side by side compar
 is the median samples per second and the dataset's size. Each dataset is read back and its
 sample count checked.
 
-    uv run python benchmarks/compression_levels.py --records 200000 --rounds 3
+    uv run python -m benchmarks.compression_levels --records 200000 --rounds 3
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 CONFIGS: dict[str, dict[str, str]] = {
     "none": {},
@@ -82,7 +78,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     pythons = {"ours": sys.executable, "upstream 0.2.76": str(upstream_python())}
     rates: dict[tuple[str, str], list[float]] = {}

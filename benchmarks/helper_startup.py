@@ -5,8 +5,8 @@ Starts moto on 127.0.0.1, seeds one object, then runs fresh root processes that 
 CPU time of the first request (the root's and the helper's, up to the second request) tells more
 than its wall time on a loaded machine.
 
-    uv run python benchmarks/helper_startup.py --rounds 15
-    uv run python benchmarks/helper_startup.py --stages --rounds 9
+    uv run python -m benchmarks.helper_startup --rounds 15
+    uv run python -m benchmarks.helper_startup --stages --rounds 9
 
 ``--stages`` times, stage by stage (wall and CPU), what a fresh-interpreter helper (``python -m
 litdata_io._processes._helper``: the fallback where the helper cannot be a fork) does before its first
@@ -22,11 +22,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.servers import start_moto
+from tests.support.servers import start_moto
 
 _CHILD = """
 import json, os, sys, time

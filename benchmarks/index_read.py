@@ -11,7 +11,7 @@ Not a suite row. Three indexes, each opened in a fresh process per round by ours
 Time is the call alone (imports excluded); memory is the process's peak resident memory
 (``VmHWM``) grown during the call. The report is each case's medians and the ours/upstream ratio.
 
-    uv run python benchmarks/index_read.py --rounds 3
+    uv run python -m benchmarks.index_read --rounds 3
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tests.support.upstream_venv import upstream_python
 
-from tests.upstream_venv import upstream_python  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CONFIG = {
     "chunk_bytes": None,

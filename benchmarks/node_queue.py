@@ -85,8 +85,7 @@ def _python(lib: str, upstream: str | None) -> str:
         return sys.executable
     if upstream:
         return upstream
-    sys.path.insert(0, str(ROOT))
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 
@@ -157,8 +156,7 @@ def main() -> None:
         paths = _make_files(work / "files", args.files, big)
         print(f"[node-queue] {args.files} files ({big} of 1 MiB, the rest 4 KiB), {args.workers} workers", flush=True)
         if args.io_matrix:
-            sys.path.insert(0, str(ROOT))
-            from tests.servers import start_moto
+            from tests.support.servers import start_moto
 
             with start_moto() as server:
                 client = server.client()

@@ -23,12 +23,12 @@ largest output, written with one ``write`` per 64 MiB into a new file (median of
 made and dropped (its "MB written" are the bytes the samples held). No library's call can be
 shorter, so its "of page cache" is the most the workload allows a whole call to reach.
 
-    uv run python benchmarks/optimize_phases.py                      # all: ~10-20 min on 2 cores
-    uv run python benchmarks/optimize_phases.py --rounds 3 --scales 0.5 --workloads bytes,tokens
-    uv run python benchmarks/optimize_phases.py --libs ours,ours-nopyc --report /tmp/phases.md
-    uv run python benchmarks/optimize_phases.py --libs ours --baseline main --rounds 3   # before/after
-    uv run python benchmarks/optimize_phases.py --libs ours --scales 1,4,10 --workloads bytes,tokens  # bigger jobs
-    uv run python benchmarks/optimize_phases.py --libs ours,floor --scales 1,4 --workloads bytes,tokens  # fn's floor
+    uv run python -m benchmarks.optimize_phases                      # all: ~10-20 min on 2 cores
+    uv run python -m benchmarks.optimize_phases --rounds 3 --scales 0.5 --workloads bytes,tokens
+    uv run python -m benchmarks.optimize_phases --libs ours,ours-nopyc --report /tmp/phases.md
+    uv run python -m benchmarks.optimize_phases --libs ours --baseline main --rounds 3   # before/after
+    uv run python -m benchmarks.optimize_phases --libs ours --scales 1,4,10 --workloads bytes,tokens  # bigger jobs
+    uv run python -m benchmarks.optimize_phases --libs ours,floor --scales 1,4 --workloads bytes,tokens  # fn's floor
 
 A scale above 1x reads the same JPEG files or token shards again, round-robin.
 
@@ -50,14 +50,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from benchmarks._inputs import _image, warm_code, warm_page_allocator
+from benchmarks._venvs import build_baseline, build_peer
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from benchmarks._inputs import _image, warm_code, warm_page_allocator  # noqa: E402
-from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out" / "phases"
 RUNNER = ROOT / "benchmarks" / "runners" / "phases_runner.py"
@@ -251,7 +249,7 @@ def main() -> None:
                     print(f"[{workload} {scale}x r{round_no}] {lib}: {shown}", flush=True)
     largest = max((r.get("bytes", 0) for rs in results.values() for r in rs), default=CHUNK_BYTES)
     bandwidth = page_cache_write_bandwidth(max(largest, CHUNK_BYTES), runs)
-    command = "uv run python benchmarks/optimize_phases.py " + " ".join(sys.argv[1:])
+    command = "uv run python -m benchmarks.optimize_phases " + " ".join(sys.argv[1:])
     header = (
         f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, `{command.strip()}`, "
         f"{args.rounds} round(s), medians (runs in brackets).\n\n"

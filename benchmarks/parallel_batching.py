@@ -8,7 +8,7 @@ the tuples sample by sample: what the StreamingDataLoader did before). Each roun
 alternating order; the report is the median rate of each and the median of the per-round ratios
 (the machine is shared, so only ratios measured side by side mean anything).
 
-    uv run python benchmarks/parallel_batching.py --rounds 5
+    uv run python -m benchmarks.parallel_batching --rounds 5
 """
 
 from __future__ import annotations

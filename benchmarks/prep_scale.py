@@ -1,15 +1,15 @@
 """optimize over millions of small inputs: time to the first chunk, total time and the parent's peak RSS.
 
 Not a suite row (a 10M-input run takes minutes). Each run is a fresh interpreter (ours: this
-workspace's python; upstream 0.2.76: the side venv of ``tests/upstream_venv.py``) that runs
+workspace's python; upstream 0.2.76: the side venv of ``tests/support/upstream_venv.py``) that runs
 ``litdata.optimize(identity, inputs, out, chunk_size=..., num_workers=2)`` over ``range(n)``, a
 generator of ``n`` ints or ``list(range(n))`` (upstream 0.2.76 refuses the first two), while a
 thread polls ``out`` for the first chunk file. The peak RSS is the driver's own (``ru_maxrss`` of
 the parent, not its workers): what holding the inputs costs. A run past ``--timeout`` is recorded
 as not finished.
 
-    uv run python benchmarks/prep_scale.py                       # 1M and 10M, every kind, ours and upstream
-    uv run python benchmarks/prep_scale.py --sizes 1000000 --libs ours
+    uv run python -m benchmarks.prep_scale                       # 1M and 10M, every kind, ours and upstream
+    uv run python -m benchmarks.prep_scale --sizes 1000000 --libs ours
 """
 
 from __future__ import annotations
@@ -24,9 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 _DRIVER = """
 import json, os, resource, sys, threading, time
@@ -80,7 +77,7 @@ if __name__ == "__main__":
 def _python(lib: str) -> str:
     if lib == "ours":
         return sys.executable
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 

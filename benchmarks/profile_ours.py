@@ -2,8 +2,8 @@
 
 Usage (from the repository root, after the suite generated its inputs once)::
 
-    uv run python benchmarks/profile_ours.py optimize-records
-    uv run python benchmarks/profile_ours.py stream-local-w2 --top 30 --rate 250
+    uv run python -m benchmarks.profile_ours optimize-records
+    uv run python -m benchmarks.profile_ours stream-local-w2 --top 30 --rate 250
 
 py-spy comes from ``py-spy`` on PATH or else ``uvx --from py-spy py-spy``. The workload runs exactly
 as in the suite (same runner, same parameters, full sizes unless ``--quick``) under
@@ -23,14 +23,12 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks._config import FULL, QUICK, ROWS
+from benchmarks._exec import RUNNERS, _env
+from benchmarks._inputs import ensure_inputs
+from benchmarks.run import OUT, Context, params_for, prepare_datasets, start_s3
 
-from benchmarks._config import FULL, QUICK, ROWS  # noqa: E402
-from benchmarks._exec import RUNNERS, _env  # noqa: E402
-from benchmarks._inputs import ensure_inputs  # noqa: E402
-from benchmarks.run import OUT, Context, params_for, prepare_datasets, start_s3  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 

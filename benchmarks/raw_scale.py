@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    uv run python benchmarks/raw_scale.py                               # 100k and 1M files
-    uv run python benchmarks/raw_scale.py --sizes 10000,100000 --libs ours
-    uv run python benchmarks/raw_scale.py --sizes 0 --s3 20000       # a bucket prefix on moto only
-    git archive OLD packages | tar -x -C /tmp/old && uv run python benchmarks/raw_scale.py --ours-src /tmp/old
+    uv run python -m benchmarks.raw_scale                               # 100k and 1M files
+    uv run python -m benchmarks.raw_scale --sizes 10000,100000 --libs ours
+    uv run python -m benchmarks.raw_scale --sizes 0 --s3 20000       # a bucket prefix on moto only
+    git archive OLD packages | tar -x -C /tmp/old && uv run python -m benchmarks.raw_scale --ours-src /tmp/old
 
 Each folder (``benchmarks/out/raw_scale/files-<N>``, or under ``--root``) holds N empty files,
 1000 per subfolder, made once with ``os.mknod`` (1M files take ~1M inodes and a few minutes; delete
@@ -21,7 +21,7 @@ data folder (upstream writes one there for a local folder; it is removed before 
   from the cached index.
 
 ``--s3 N`` adds a row for a bucket prefix of N empty objects on a local moto S3 server (started
-with ``tests/servers.py``; uploading takes ~5 ms per object here, so 1M objects are out of reach:
+with ``tests/support/servers.py``; uploading takes ~5 ms per object here, so 1M objects are out of reach:
 use 10k-100k). Upstream lists buckets through fsspec, which needs ``s3fs``; its side venv has
 none, so its S3 row records the error.
 
@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -128,10 +127,9 @@ def _upload_s3(count: int) -> tuple[Any, str, dict[str, str]]:
     """Start moto, fill a prefix with ``count`` empty objects; the server's context, the URL and options."""
     import asyncio
 
-    sys.path.insert(0, str(ROOT))
     from litdata_io import get_storage
     from litdata_io.internal import run_sync
-    from tests.servers import start_moto
+    from tests.support.servers import start_moto
 
     context = start_moto()
     server = context.__enter__()
@@ -199,7 +197,6 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"[raw_scale] load average {load[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    sys.path.insert(0, str(ROOT))
     from benchmarks.scale import lib_python  # the same choice of interpreter as the chunk-scale script
 
     pythons = {lib: lib_python(lib, args.upstream_python) for lib in libs}

@@ -7,7 +7,7 @@ with ``num_workers=2`` worker processes and with ``executor="ray"`` on a
 Ray run includes starting its worker actors). The script re-runs itself inside a network
 namespace with only ``lo`` (``unshare -n``), so Ray listens on nothing else.
 
-    uv run python benchmarks/ray_cluster.py --records 200000 --images 2000 --rounds 3
+    uv run python -m benchmarks.ray_cluster --records 200000 --images 2000 --rounds 3
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
 _INSIDE = "LITDATA_BENCH_RAY_NETNS"
 
 
@@ -72,7 +71,7 @@ def _inside(args: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    from tests.ray_driver import node_args
+    from tests.scripts.ray_job import node_args
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     workloads = {
@@ -118,8 +117,10 @@ def main() -> None:
         return
     print("load average before:", os.getloadavg(), file=sys.stderr)
     env = {**os.environ, _INSIDE: "1", "RAY_USAGE_STATS_ENABLED": "0"}
-    command = f"ip link set lo up && exec {sys.executable} {Path(__file__).resolve()} " + " ".join(sys.argv[1:])
-    proc = subprocess.run(["unshare", "-rn", "sh", "-c", command], env=env, capture_output=True, text=True, check=False)
+    command = f"ip link set lo up && exec {sys.executable} -m benchmarks.ray_cluster " + " ".join(sys.argv[1:])
+    proc = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", command], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         raise SystemExit(f"the benchmark failed:\n{proc.stderr[-4000:]}")
     results = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -12,9 +12,9 @@ which leaves the cores free), so the disk's reads either overlap the work (read-
 
 - ``ours``: this checkout, read-ahead on (``max_pre_download=2`` chunks per worker, the default);
 - ``ours-off``: this checkout with ``max_pre_download=0`` (no read-ahead);
-- ``upstream``: LitData 0.2.76 (the side venv of ``tests/upstream_venv.py``), its defaults.
+- ``upstream``: LitData 0.2.76 (the side venv of ``tests/support/upstream_venv.py``), its defaults.
 
-    uv run python benchmarks/readahead.py --chunks 24 --chunk-mib 32 --rounds 5
+    uv run python -m benchmarks.readahead --chunks 24 --chunk-mib 32 --rounds 5
 """
 
 from __future__ import annotations
@@ -28,11 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks._inputs import evict_page_cache
 
-from benchmarks._inputs import evict_page_cache  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RUN = r"""
 import json, sys, time
@@ -114,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "ours-off": (sys.executable, {"max_pre_download": 0}),
     }
     if "upstream" in args.libs:
-        from tests.upstream_venv import upstream_python
+        from tests.support.upstream_venv import upstream_python
 
         configs["upstream"] = (str(upstream_python()), {})
     names = [name for name in args.libs.split(",") if name in configs]

@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    uv run python benchmarks/run.py                 # the full suite, 3 rounds, writes docs/benchmarks.md
-    uv run python benchmarks/run.py --quick         # tiny sizes, 1 round: a smoke test (< 2 minutes)
-    uv run python benchmarks/run.py --only stream-local,random-access --rounds 5
-    uv run python benchmarks/run.py --libs ours --quick --only stream-local-w0   # no side venvs needed
+    uv run python -m benchmarks.run                 # the full suite, 3 rounds, writes docs/benchmarks.md
+    uv run python -m benchmarks.run --quick         # tiny sizes, 1 round: a smoke test (< 2 minutes)
+    uv run python -m benchmarks.run --only stream-local,random-access --rounds 5
+    uv run python -m benchmarks.run --libs ours --quick --only stream-local-w0   # no side venvs needed
 
 Every run is a separate process (``benchmarks/runners/*``, executed by each library's own venv
 python) and the libraries alternate (ours, upstream, mosaic, ours, upstream, mosaic, ...) inside a
@@ -26,13 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows  # noqa: E402
-from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline, use_python  # noqa: E402
-from benchmarks._inputs import (  # noqa: E402
+from benchmarks._config import FULL, LIBS, QUICK, ROWS, Row, Sizes, runs_on, select_rows
+from benchmarks._exec import Job, python_for, run_batch, run_once, use_baseline, use_python
+from benchmarks._inputs import (
     Inputs,
     ensure_inputs,
     evict_page_cache,
@@ -41,16 +37,17 @@ from benchmarks._inputs import (  # noqa: E402
     warm_page_allocator,
     warm_page_cache,
 )
-from benchmarks._report import (  # noqa: E402
+from benchmarks._report import (
     Limits,
     baseline_table,
     machine_info,
     render,
-    scale_table,
     summarize,
     write_report,
 )
-from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
+from benchmarks._venvs import build_baseline, build_peer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -73,7 +70,7 @@ NOTES = [
     "MosaicML Streaming runs without torchvision (its PyPI wheels do not import beside this CPU torch); an "
     "empty stand-in package satisfies its import-time `import torchvision`.",
     "The S3-compatible server is moto_server (moto[server], pure Python, in-memory) on 127.0.0.1, one "
-    "process for the whole suite; compare the stream-s3-cold rows with its bandwidth in the physical-limit table.",
+    "process for the whole suite; the object-storage rows' machine limit is its own bandwidth.",
 ]
 
 
@@ -88,7 +85,7 @@ class Context:
     datasets: dict[str, Path] = field(default_factory=dict)  # records-litdata, records-mds, tokens-...
     s3: dict[str, str] | None = None  # endpoint, key, secret, region (url added per dataset)
     cloud: dict[str, str] | None = None  # the same through the cloud-shaped proxy
-    server: Any = None  # the S3 server (tests.servers.S3Server)
+    server: Any = None  # the S3 server (tests.support.servers.S3Server)
     proxy: Any = None  # that proxy (counts the GETs and bytes of a run)
     counter: int = 0
 
@@ -450,8 +447,8 @@ def cache_work(row: Row, lib: str, ctx: Context, params: dict[str, Any], result:
 def start_s3(ctx: Context, stack: ExitStack, *, cloud: bool) -> None:
     """Start the S3 server (and, if ``cloud``, the cloud-shaped proxy in front of it) for the rest of
     ``stack``, upload the prepared datasets and point ``ctx`` at both."""
-    from tests.fault_proxy import FaultProxy
-    from tests.servers import start_moto
+    from tests.support.fault_proxy import FaultProxy
+    from tests.support.servers import start_moto
 
     server = ctx.server = stack.enter_context(start_moto())
     upload_datasets(ctx, server)
@@ -583,8 +580,11 @@ def _report(ctx: Context, records: list[dict[str, Any]], quick: bool, results_pa
         "rounds": meta.get("rounds", 1),
         "command": meta.get("command", ""),
         "notes": _notes(ctx, quick, meta, results_path),
-        "sections": (baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [])
-        + scale_table(runs, list(ctx.sizes.scale_chunks)),
+        "sections": baseline_table(rows, runs, meta["baseline"]) if "baseline" in meta else [],
+        "records": runs,
+        "scale_sizes": list(ctx.sizes.scale_chunks),
+        "images": report_path.parent / "img",  # the plots, beside the page
+        "image_link": "img",
     }
     generated = render(rows, cells, limits_from(records, ctx), row_files(rows, ctx), context)
     write_report(report_path, generated, TEMPLATE.read_text())
@@ -628,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve() / ("quick" if args.quick else "full")
     started = time.monotonic()
     command = " ".join(
-        ["uv run python benchmarks/run.py", *(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))]
+        ["uv run python -m benchmarks.run", *(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))]
     )
 
     if args.upstream_python:

@@ -2,12 +2,12 @@
 
 Usage (from the repository root)::
 
-    uv run python benchmarks/scale.py                                # 1k, 10k, 100k chunks
-    uv run python benchmarks/scale.py --sizes 1000,10000,100000,1000000 --epoch-max 100000
-    uv run python benchmarks/scale.py --libs ours --sizes 100000     # no side venv needed
-    uv run python benchmarks/scale.py --sizes 100000 --workers 4 --skip open   # the epoch with 4 workers
-    uv run python benchmarks/scale.py --upstream-python /path/to/venv/bin/python
-    uv run python benchmarks/scale.py --sizes 100000 --replicate-index 10 --skip epoch-w0,epoch-w2   # + a 1M index
+    uv run python -m benchmarks.scale                                # 1k, 10k, 100k chunks
+    uv run python -m benchmarks.scale --sizes 1000,10000,100000,1000000 --epoch-max 100000
+    uv run python -m benchmarks.scale --libs ours --sizes 100000     # no side venv needed
+    uv run python -m benchmarks.scale --sizes 100000 --workers 4 --skip open   # the epoch with 4 workers
+    uv run python -m benchmarks.scale --upstream-python /path/to/venv/bin/python
+    uv run python -m benchmarks.scale --sizes 100000 --replicate-index 10 --skip epoch-w0,epoch-w2   # + a 1M index
 
 ``--replicate-index K`` adds a point of ``K * n`` chunks for the largest size ``n``: an
 ``index.json`` written in ``benchmarks/out/scale/`` (the folder above the datasets) that lists
@@ -74,10 +74,9 @@ METRICS = (
 
 # -- the child: runs under each library's venv, imports only litdata and the stdlib ---------------
 def _child(lib: str, what: str, data: str, chunks: int) -> dict[str, Any]:
-    sys.path.insert(0, str(RUNNERS))
     import resource
 
-    from _common import Sampler, peak_rss  # pyright: ignore[reportMissingImports]
+    from runners._common import Sampler, peak_rss  # pyright: ignore[reportMissingImports]
 
     from litdata import StreamingDataLoader, StreamingDataset
 
@@ -229,8 +228,7 @@ def lib_python(lib: str, upstream: str | None) -> str:
         return sys.executable
     if upstream:
         return upstream
-    sys.path.insert(0, str(ROOT))
-    from tests.upstream_venv import upstream_python
+    from tests.support.upstream_venv import upstream_python
 
     return str(upstream_python())
 

@@ -2,8 +2,8 @@
 
 Usage (from the repository root, after ``scale.py`` ran)::
 
-    uv run python benchmarks/scale_plot.py                       # docs/scale.png from the latest runs
-    uv run python benchmarks/scale_plot.py --ours after --upstream after --before before --out docs/scale.png
+    uv run python -m benchmarks.scale_plot                       # benchmarks/out/scale/scale.png from the latest runs
+    uv run python -m benchmarks.scale_plot --ours after --upstream after --before before --out /tmp/scale.png
 
 It reads ``benchmarks/out/scale/results.jsonl`` (one record per ``scale.py`` run), takes ours from
 the records labelled ``--ours``, upstream from those labelled ``--upstream`` and, if there are
@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from scale import OUT, exponent  # noqa: E402
+from benchmarks.scale import OUT, exponent
 
 # (metric key, panel title, y label, scale applied to the value)
 PANELS = (
@@ -63,7 +59,7 @@ def main() -> None:
     parser.add_argument("--ours", default="after-ours", help="label of the run with ours")
     parser.add_argument("--upstream", default="after", help="label of the run with upstream")
     parser.add_argument("--before", default="before", help="label of ours at an older commit (optional)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scale.png")
+    parser.add_argument("--out", type=Path, default=OUT / "scale.png")
     args = parser.parse_args()
     import matplotlib
 

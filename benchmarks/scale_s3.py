@@ -18,15 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.scale import OUT, SAMPLES_PER_CHUNK, lib_python
 
-from benchmarks.scale import OUT, SAMPLES_PER_CHUNK, lib_python  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, resource, sys, time
@@ -66,7 +64,7 @@ def main() -> None:
     parser.add_argument("--libs", default="ours")
     parser.add_argument("--upstream-python", default=None)
     args = parser.parse_args()
-    from tests.servers import start_moto
+    from tests.support.servers import start_moto
 
     with start_moto() as server:
         client = server.client()

@@ -1,13 +1,13 @@
 """The soak's long mode: soak rounds back to back for minutes or hours (issue 26).
 
 Not a benchmark (nothing is timed against anything): each round is what ``tests/test_soak.py``
-runs (``tests/soak.py`` says what it does and checks), bigger and slower, with keys that expire
+runs (``tests/support/soak.py`` says what it does and checks), bigger and slower, with keys that expire
 every minute and a fresh fault schedule, bucket and cache; rounds repeat until ``--minutes`` have
 passed. The first round with a problem stops the run, prints its problems and keeps its folder
 (the ranks' events, stderr and state dicts); otherwise every folder is removed.
 
-    uv run python benchmarks/soak.py --minutes 30
-    uv run python benchmarks/soak.py --minutes 240 --samples 20000 --keys credential-process --stop-downloader
+    uv run python -m benchmarks.soak --minutes 30
+    uv run python -m benchmarks.soak --minutes 240 --samples 20000 --keys credential-process --stop-downloader
 
 Each round prints one JSON line (its numbers); the last line says how many rounds passed.
 """
@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tests.support.servers import start_moto
+from tests.support.soak import SoakConfig, run_soak
 
-from tests.servers import start_moto  # noqa: E402
-from tests.soak import SoakConfig, run_soak  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _arguments() -> argparse.Namespace:

@@ -18,8 +18,8 @@ each input keeping ``--per-input`` small dicts until it returns. Reported: the r
 workers' CPU-seconds, the largest private memory of a worker, medians of the rounds, each library in
 turn within a round.
 
-    uv run python benchmarks/worker_gc.py                       # ours vs upstream, 100 and 400 inputs
-    uv run python benchmarks/worker_gc.py --baseline 66fd61d    # also ours at that commit
+    uv run python -m benchmarks.worker_gc                       # ours vs upstream, 100 and 400 inputs
+    uv run python -m benchmarks.worker_gc --baseline 66fd61d    # also ours at that commit
 """
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks._venvs import build_baseline, build_peer
 
-from benchmarks._venvs import build_baseline, build_peer  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RUNNER = ROOT / "benchmarks" / "runners" / "gc_runner.py"
 OUT = ROOT / "benchmarks" / "out" / "worker_gc"
@@ -136,7 +134,7 @@ def main() -> None:
                 results.setdefault((workload, lib, size), []).append(result)
                 shown = " ".join(f"{key}={result[key]:.2f}" for key, _ in METRICS)
                 print(f"[{workload} {size} inputs r{round_no}] {lib}: {shown}", flush=True)
-    command = "uv run python benchmarks/worker_gc.py " + " ".join(sys.argv[1:])
+    command = "uv run python -m benchmarks.worker_gc " + " ".join(sys.argv[1:])
     print(
         f"\nRun: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, `{command.strip()}`, "
         f"{args.rounds} rounds, {args.per_input} dicts kept per input, heap {args.heap}, medians.\n"

@@ -11,8 +11,8 @@ Each round writes the samples, then writes the same number of bytes into a new f
 ratio is given by the clock and by CPU time (the page cache's write CPU over the writer's: the
 kernel's work is CPU time of the process), the latter steadier on a loaded machine.
 
-    uv run python benchmarks/writer_rate.py                 # both, 5 rounds
-    uv run python benchmarks/writer_rate.py tokens --rounds 9
+    uv run python -m benchmarks.writer_rate                 # both, 5 rounds
+    uv run python -m benchmarks.writer_rate tokens --rounds 9
 """
 
 from __future__ import annotations
@@ -21,20 +21,17 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from benchmarks.optimize_phases import _inputs
+from litdata_format import BinaryWriter, TokensLoader
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from benchmarks.optimize_phases import _inputs  # noqa: E402
-from litdata_format import BinaryWriter, TokensLoader  # noqa: E402
 
 BLOCK = 64 << 20
 

@@ -1,5 +1,18 @@
-"""Fixtures shared by the root tests. Server fixtures live in their own modules (one function per
-server) and are exposed here, so any test can ask for them by name.
+"""The root tests: end-to-end tests across packages, against real servers and real processes.
+
+Where a new test goes. A test of one package's behaviour, with nothing but that package and its
+lower siblings, goes in ``packages/<dist>/tests/`` next to the code. A test that crosses packages
+(optimize -> stream -> resume), talks to a server (S3, Azurite, GCS, the Hub stand-in), starts
+several processes (DDP, Lightning, Ray) or compares with upstream LitData goes here, as a flat
+``tests/test_<topic>.py``. What such tests share lives in ``tests/support/`` (servers, proxies,
+sandboxes, harnesses, the zygotes, the upstream side venv, the functions workers import); a program
+a test starts as a process of its own (a DDP rank, a driver, a Lightning fit) lives in
+``tests/scripts/``, named for what it runs and started as ``python -m tests.scripts.<name>`` or by
+its path. Data files go in ``tests/fixtures/``. A new backend of :class:`litdata_io.Storage` runs
+the conformance suite of :mod:`litdata_io.testing` (``tests/test_storage_s3.py`` shows how).
+
+Server fixtures live in their support modules (one function per server) and are exposed here, so
+any test can ask for them by name.
 
 The suite runs on two pytest-xdist workers by default (``-n 2 --dist loadfile`` in pyproject's
 ``addopts``): every test file runs whole on one worker, so module fixtures (the Ray cluster run,
@@ -18,8 +31,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cred_suite import aws_drive, aws_stack
-from tests.servers import s3_bucket, s3_server
+from tests.support.cred_suite import aws_drive, aws_stack
+from tests.support.servers import s3_bucket, s3_server
 
 __all__ = ["aws_drive", "aws_stack", "s3_bucket", "s3_server"]
 
@@ -51,8 +64,11 @@ def _one_blas_thread() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-_keep_compiled_bytecode()
-_one_blas_thread()
+def pytest_configure() -> None:
+    """Set the suite's environment before any test module is imported, and before xdist starts its workers."""
+    _keep_compiled_bytecode()
+    _one_blas_thread()
+
 
 # The test files that take longest (`--durations=0` to measure again), longest
 # first. A file missing here only loses its place in the queue, never a test.
@@ -70,7 +86,7 @@ LONGEST_FILES = (
     # 78 before the sixth round; since, its stream drivers run in the background: 28-34 s at load 5-8
     "tests/test_credentials_expiring.py",
     "tests/test_compat_keys.py",  # 26
-    "tests/test_ddp.py",  # 25: its ranks are forked from tests/zygote.py
+    "tests/test_ddp.py",  # 25: its ranks are forked from tests/support/zygote.py
     # 111 at load 17 (2026-12-07): four Lightning fits, two of them DDP whose rank 1 Lightning
     # starts as a fresh interpreter (torch and lightning imported there)
     "tests/test_lightning.py",
@@ -132,7 +148,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
     Its own and its waited-for subprocesses' (a server or zygote started by a fixture is counted
     when the test that ends it reaps it). One line per test, ``user system nodeid``; each worker
-    appends whole lines. ``python tests/cpu_report.py <file>`` sums them per file.
+    appends whole lines. ``python tests/scripts/cpu_report.py <file>`` sums them per file.
     """
     log = os.environ.get("LITDATA_TEST_CPU_LOG")
     if not log:

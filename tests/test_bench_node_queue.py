@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zygote import run_python
+from tests.support.zygote import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ import zstandard
 
 from litdata_format import BinaryWriter, load_index
 from litdata_io import get_storage
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 _BOMB = 512 << 20  # what the bomb inflates to (the old reader's peak grew by as much)
 _PEAK_LIMIT = 200 << 20  # the reader's peak RSS may grow this much while reading it

@@ -15,7 +15,7 @@ import torch
 from litdata_format import BinaryWriter, ChecksumError, DatasetReader, checksum_file, load_index
 from litdata_io import ChunkDownloadError, get_storage
 from litdata_stream import StreamingDataLoader, StreamingDataset
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 N = 40
 FIXTURE = Path(__file__).parents[1] / "packages/litdata-format/tests/fixtures/upstream-0.2.76/dict_basic"

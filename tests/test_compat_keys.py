@@ -10,8 +10,8 @@ import pytest
 
 from litdata_prep import WorkerError, optimize
 from litdata_stream import StreamingDataset
-from tests import prep_e2e_fns as fns
-from tests.upstream_venv import run_upstream
+from tests.support import prep_e2e_fns as fns
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 FORK: dict[str, Any] = {"start_method": "fork", "verbose": False}

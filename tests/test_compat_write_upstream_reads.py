@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter, TokensLoader, load_index
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -248,7 +248,7 @@ def test_bytes_and_a_list_of_ints_and_floats(tmp_path: Path) -> None:
     takes it, both libraries read it back with the ints still ints."""
     from litdata_prep import optimize
     from litdata_stream import StreamingDataset
-    from tests import prep_e2e_fns as fns
+    from tests.support import prep_e2e_fns as fns
 
     out = tmp_path / "ds"
     optimize(fn=fns.bytes_and_mixed_list, inputs=list(range(7)), output_dir=str(out), chunk_size=3, num_workers=2,

@@ -1,7 +1,7 @@
 """Every AWS credential source, in every kind of process litdata runs, against a bucket that checks
 signatures: instance metadata, web identity and a static profile here, plus keys that expire
 mid-epoch. The other sources are in ``tests/test_credentials_containers.py`` and
-``tests/test_credentials_profiles.py``; how a source is driven is in ``tests/cred_suite.py``.
+``tests/test_credentials_profiles.py``; how a source is driven is in ``tests/support/cred_suite.py``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.cred_driver import N
-from tests.cred_servers import MIN_TTL
-from tests.cred_suite import drive_source, group_tests
+from tests.scripts.credential_source import N
+from tests.support.cred_servers import MIN_TTL
+from tests.support.cred_suite import drive_source, group_tests
 
 pytestmark = pytest.mark.cloud
 
@@ -42,7 +42,7 @@ def test_credentials_expiring_mid_epoch_are_refreshed(aws_stack: dict[str, Any])
 
 def test_the_three_files_cover_every_source() -> None:
     """The split of the sources over the three files drops none."""
-    from tests.cred_suite import SOURCES
+    from tests.support.cred_suite import SOURCES
     from tests.test_credentials_containers import GROUP as CONTAINERS
     from tests.test_credentials_profiles import GROUP as PROFILES
 

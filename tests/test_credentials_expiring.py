@@ -4,9 +4,9 @@ Issue 26: with less than 30 minutes left on its keys, an assume-role, SSO, ``cre
 or container (inline token) source failed every request (``ValueError: expected
 datetime.timezone.utc``: obstore was handed botocore's ``tzlocal()`` expiry). Here each source hands
 out keys advertising ``MIN_TTL + 1`` seconds (obstore asks for new ones after about a second)
-that the bucket refuses 3 seconds after issue (tests/expiring_keys.py: the same 2 s between the
+that the bucket refuses 3 seconds after issue (tests/support/expiring_keys.py: the same 2 s between the
 refresh and the refusal as ``MIN_TTL + 2`` and 4 s, for the longest request), and a driver process
-(tests/cred_driver.py, phase ``epochs``) streams 2 epochs with 2 persistent workers, each worker
+(tests/scripts/credential_source.py, phase ``epochs``) streams 2 epochs with 2 persistent workers, each worker
 downloading for longer than a key is accepted (about 4.8 s): every sample must come once per epoch,
 no request may be refused, and the processes must have asked for more keys than there are processes.
 
@@ -41,13 +41,13 @@ from typing import Any
 
 import pytest
 
-from tests.cred_driver import EPOCHS, N
-from tests.cred_harness import objects, run_driver
-from tests.cred_servers import MIN_TTL, CredentialServer
-from tests.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
-from tests.fault_proxy import FaultProxy
-from tests.selected import selected_params
-from tests.servers import S3Server
+from tests.scripts.credential_source import EPOCHS, N
+from tests.support.cred_harness import objects, run_driver
+from tests.support.cred_servers import MIN_TTL, CredentialServer
+from tests.support.expiring_keys import SOURCES, ExpiringKeys, start_expiring_keys
+from tests.support.fault_proxy import FaultProxy
+from tests.support.selected import selected_params
+from tests.support.servers import S3Server
 
 # drives: the stream tests' drivers start with the file's first test and stream while the tests
 # before theirs (in this process, seconds of botocore's and the proxy's waits) run
@@ -316,7 +316,7 @@ def test_keys_that_arrive_refused_are_replaced_before_the_second_signing(
 @pytest.fixture
 def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CredentialServer]:
     """A container endpoint with an inline token, the process's only AWS source; keys live 60 s."""
-    from tests.cred_servers import Authority
+    from tests.support.cred_servers import Authority
 
     authority = Authority(lifetime=60)
     with CredentialServer(authority) as server:

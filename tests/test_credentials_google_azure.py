@@ -1,8 +1,8 @@
 """GCS and Azure token sources, in the main process, forked workers and StreamingRawDataset's workers.
 
-Each source runs one fresh driver process (``tests/cred_driver.py``: ``num_workers=0``, 2 forked
+Each source runs one fresh driver process (``tests/scripts/credential_source.py``: ``num_workers=0``, 2 forked
 workers, ``StreamingRawDataset`` with 2 workers) whose environment holds that source and no keys.
-The store's endpoint is a proxy (``BearerChecker`` in ``tests/cred_servers.py``) that forwards only
+The store's endpoint is a proxy (``BearerChecker`` in ``tests/support/cred_servers.py``) that forwards only
 requests carrying a bearer token the stand-ins issued, or a JWT signed by the test's
 service-account key, and counts the others; they must be 0.
 
@@ -12,7 +12,7 @@ service-account key, and counts the others; they must be 0.
   no token endpoint involved), and application default credentials of an authorized user (the file
   gcloud writes, with a refresh token). obstore sends the refresh token to the fixed
   ``https://accounts.google.com/o/oauth2/token``: that driver runs in a network namespace where
-  the name resolves to 127.0.0.1 and port 443 leads to the HTTPS stand-in (``tests/netns.py``).
+  the name resolves to 127.0.0.1 and port 443 leads to the HTTPS stand-in (``tests/support/netns.py``).
 - Azure, in front of Azurite: a client secret (``AZURE_CLIENT_ID``/``AZURE_CLIENT_SECRET``/
   ``AZURE_TENANT_ID`` with ``AZURE_AUTHORITY_HOST`` at the stand-in) and a managed identity
   (App Service's ``IDENTITY_ENDPOINT`` + ``IDENTITY_HEADER``). Azurite accepts bearer tokens only
@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from tests import servers_extra
-from tests.cred_driver import N
-from tests.cred_harness import clean_environment, objects, port_of, run_driver
-from tests.cred_servers import (
+from tests.scripts.credential_source import N
+from tests.support import servers_extra
+from tests.support.cred_harness import clean_environment, objects, port_of, run_driver
+from tests.support.cred_servers import (
     IDENTITY_HEADER,
     OAUTH_CLIENT,
     REFRESH_TOKEN,
@@ -43,7 +43,7 @@ from tests.cred_servers import (
     CredentialServer,
     tls_context,
 )
-from tests.servers_extra import AzuriteServer, FakeGcsServer
+from tests.support.servers_extra import AzuriteServer, FakeGcsServer
 
 pytestmark = pytest.mark.cloud
 fake_gcs = servers_extra.fake_gcs  # the session fixtures, bound here so pytest finds them

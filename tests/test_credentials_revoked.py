@@ -4,7 +4,7 @@ A credential source hands out keys that advertise an hour of life, so no client 
 on its own; the bucket stops accepting them after a second and a half ("expired early": S3's 400
 ``ExpiredToken``) or they are revoked every second and a half ("revoked": 403
 ``InvalidAccessKeyId``). A driver process streams 2 epochs with 2 persistent workers
-(tests/cred_driver.py, phase ``epochs``), each worker downloading for longer than a key is accepted.
+(tests/scripts/credential_source.py, phase ``epochs``), each worker downloading for longer than a key is accepted.
 On a refusal litdata must ask the source for new keys (not re-sign with the cached ones) and send
 the request once more: every sample comes once per epoch, every refused request was sent again
 with a key issued after the refusal, and more keys were issued than processes asked for at start.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cred_driver import EPOCHS, N
-from tests.cred_harness import objects, run_driver
-from tests.expiring_keys import SOURCES, start_expiring_keys
-from tests.servers import S3Server
+from tests.scripts.credential_source import EPOCHS, N
+from tests.support.cred_harness import objects, run_driver
+from tests.support.expiring_keys import SOURCES, start_expiring_keys
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

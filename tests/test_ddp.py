@@ -1,6 +1,6 @@
 """StreamingDataLoader under a real torch.distributed (gloo) job with several processes.
 
-Each rank is a process of its own, forked from the torch-preloaded test zygote (``tests/zygote.py``)
+Each rank is a process of its own, forked from the torch-preloaded test zygote (``tests/support/zygote.py``)
 rather than a fresh interpreter: the ranks' torch import was most of this file's time.
 """
 
@@ -19,11 +19,11 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
-from tests.zygote import start_python
+from tests.support.zygote import start_python
 
 pytestmark = pytest.mark.distributed
 
-WORKER = Path(__file__).with_name("ddp_worker.py")
+WORKER = Path(__file__).parent / "scripts" / "ddp_rank.py"
 
 
 def _free_port() -> int:
@@ -91,7 +91,7 @@ def test_resume_on_another_world_size(tmp_path: Path) -> None:
     assert len(before) == 70 and len(after) == 165
 
 
-MATRIX_WORKER = Path(__file__).with_name("ddp_matrix_worker.py")
+MATRIX_WORKER = Path(__file__).parent / "scripts" / "ddp_matrix_rank.py"
 
 
 @pytest.fixture(scope="module")

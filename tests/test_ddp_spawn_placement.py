@@ -4,7 +4,7 @@ Each rank is a multiprocessing child, which the old rule (in-process obstore in 
 multiprocessing child) took for a worker: the rank ran obstore itself, and each DataLoader
 worker it forked then needed an obstore helper of its own. Placement is declared now: the rank is
 a root (one helper), its workers run obstore. The job runs as a real root process
-(``tests/ddp_spawn_script.py``, forked from the test zygote: see ``tests/zygote.py``); no test
+(``tests/scripts/ddp_spawn.py``, forked from the test zygote: see ``tests/support/zygote.py``); no test
 waits on a clock: a hang fails on pytest's timeout.
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
-from tests.servers import S3Server, free_port
-from tests.zygote import start_python
+from tests.support.servers import S3Server, free_port
+from tests.support.zygote import start_python
 
 pytestmark = [pytest.mark.cloud, pytest.mark.distributed]
 
@@ -42,9 +42,9 @@ def test_ranks_started_by_torch_spawn_keep_one_helper_and_their_workers_run_obst
     for path in sorted((tmp_path / "local").iterdir()):
         storage.upload(path, path.name)
     spec = {"url": url, "options": options, "scratch": str(tmp_path / "scratch"), "port": free_port()}
-    # The job's root: its import lines load torch, so it is forked from the test zygote (tests/zygote.py);
+    # The job's root: its import lines load torch, so it is forked from the test zygote (tests/support/zygote.py);
     # its ranks are what torch.multiprocessing.spawn starts, fresh interpreters.
-    proc = start_python(["-m", "tests.ddp_spawn_script", json.dumps(spec)], env=dict(os.environ), cwd=ROOT)
+    proc = start_python(["-m", "tests.scripts.ddp_spawn", json.dumps(spec)], env=dict(os.environ), cwd=ROOT)
     stdout, stderr = proc.communicate()
     assert proc.returncode == 0, stdout + stderr[-6000:]
     ranks: list[dict[str, Any]] = json.loads(stdout.splitlines()[-1])

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from tests.zygote import run_python
+from tests.support.zygote import run_python
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "optimize.md"
 

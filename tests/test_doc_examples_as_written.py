@@ -1,7 +1,7 @@
 """Every example of upstream's documentation that can run offline, run as a user runs it.
 
 The examples' text is committed verbatim (``tests/fixtures/doc_examples/``, inventory in
-``tests/doc_examples.py``). Each runnable one runs as ``example.py`` in a process of its own in an
+``tests/support/doc_examples.py``). Each runnable one runs as ``example.py`` in a process of its own in an
 empty folder and must exit with code 0 (the example's own ``assert`` lines included); the only
 changes are a ``__main__`` guard and the local servers' URLs and options (listed per example). Inputs
 an example reads (a bucket's dataset, a folder of images) are made before it runs: that is the
@@ -11,7 +11,7 @@ with that example's text before its own, in the same script. The standard variab
 
 The process is a fresh interpreter, except for an example whose import lines (the statements
 before its first other one) load torch: that one is forked from the test zygote
-(``tests/zygote.py``), a process that imported numpy and torch once, which is what a fresh
+(``tests/support/zygote.py``), a process that imported numpy and torch once, which is what a fresh
 interpreter is once those lines ran (see :func:`run_example`); if those lines import torch-geometric
 too, from a second zygote that imported it as well (started with the module, so it imports while
 the examples before the first that needs it run). ``LITDATA_TEST_FORK=0`` runs every example in a
@@ -44,11 +44,16 @@ from PIL import Image
 
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
-from tests.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
-from tests.selected import selected_params
-from tests.servers import S3Server, start_moto
-from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
-from tests.zygote import run_python, start_zygote
+from tests.support import module_servers
+from tests.support.doc_examples import EXAMPLES, FOLDER, SHELL, STATUSES, Example, runnable_script, verbatim
+from tests.support.selected import selected_params
+from tests.support.servers import S3Server
+from tests.support.servers_extra import (
+    AzuriteServer,
+    FakeGcsServer,
+    HfHubServer,
+)
+from tests.support.zygote import run_python, start_zygote
 
 _REPO = Path(__file__).resolve().parent.parent
 # Upstream's documentation text: $LITDATA_DOCS_TXT, else the project's shared folder beside the checkout.
@@ -60,7 +65,9 @@ MDS = _REPO / "packages/litdata-format/tests/fixtures/mds-0.13.0/mds_zstd"
 PYTHON_EXAMPLES = 67
 SHELL_BLOCKS = 15
 RUNNABLE = 41
-PENDING: list[int] = []  # runnable offline with the allowed changes, not a test yet (tests/doc_examples.py says why)
+PENDING: list[
+    int
+] = []  # runnable offline with the allowed changes, not a test yet (tests/support/doc_examples.py says why)
 
 _CLEARED_ENV = ("AWS_", "HF_", "GOOGLE_", "AZURE_", "STORAGE_EMULATOR_HOST", "LITDATA_")
 # Examples that wait most of their run and use no server, setup or earlier example: run in the background.
@@ -146,7 +153,7 @@ def run_example(code: str, cwd: Path, env: dict[str, str] | None = None, timeout
     """Run ``code`` as ``example.py`` in ``cwd`` with this interpreter; its stdout, or fail with its output.
 
     An example whose import lines load torch is forked from the torch-preloaded test zygote
-    (``tests/zygote.py``) instead of starting a fresh interpreter: 2.5-3.5 CPU-seconds of torch's
+    (``tests/support/zygote.py``) instead of starting a fresh interpreter: 2.5-3.5 CPU-seconds of torch's
     import saved. For such an example torch is loaded before any of its other statements runs
     either way, so what litdata does comes out as in a fresh interpreter (the zygote's threads do
     not survive the fork, and optimize decides how to start its workers from the threads that run:
@@ -440,29 +447,10 @@ def background(
         yield runs
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    """A moto server for this file: every example starts from an empty server (moto's reset)."""
-    with start_moto() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
-    with start_hf_hub(tmp_path_factory.mktemp("hub")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[FakeGcsServer]:
-    with start_fake_gcs() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azure() -> Iterator[AzuriteServer]:
-    with start_azurite() as server:
-        yield server
+s3 = module_servers.s3
+hf = module_servers.hf
+gcs = module_servers.gcs
+azure = module_servers.azure
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,9 @@ import litdata as ld
 from litdata import StreamingDataLoader, StreamingDataset
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
-from tests import servers_extra
-from tests.servers import S3Server
-from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer
+from tests.support import servers_extra
+from tests.support.servers import S3Server
+from tests.support.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer
 
 pytestmark = pytest.mark.cloud
 
@@ -282,7 +282,7 @@ def test_parquet_index_and_stream_with_spawn(tmp_path: Path, aws_env: S3Server, 
 def test_map_with_parquet_reader_into_s3(tmp_path: Path, aws_env: S3Server, s3_bucket: str) -> None:
     from litdata import map
     from litdata.processing.readers import ParquetReader
-    from tests.doc_example_fns import process
+    from tests.support.doc_example_fns import process
 
     list_of_parquet_paths = [str(p) for p in sorted(_parquet(tmp_path / "pq", files=2, rows=30).iterdir())]
     map(
@@ -290,7 +290,7 @@ def test_map_with_parquet_reader_into_s3(tmp_path: Path, aws_env: S3Server, s3_b
         inputs=list_of_parquet_paths,
         output_dir=f"s3://{s3_bucket}/out",
         # to_pandas=False: the fn gets a ParquetFile, as the docs' comment says (the default, to_pandas=True
-        # as upstream, hands a pandas DataFrame; tests/install_matrix.py runs that after `pip install litdata`)
+        # as upstream, hands a pandas DataFrame; tests/scripts/install_matrix.py runs that after `pip install litdata`)
         reader=ParquetReader(cache_folder=str(tmp_path / "pq-shards"), num_rows=10, to_pandas=False),
         num_workers=1,
         start_method="fork",

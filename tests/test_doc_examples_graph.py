@@ -5,7 +5,7 @@ written with optimize into a local folder and streamed back.
 
 Adapted only in: output folders under ``tmp_path``; ``start_method="fork"`` so optimize's workers
 inherit the torch-geometric import (seconds of CPU each otherwise); the ``fn``s live in
-``tests/doc_graph_fns.py`` (workers import them from there), with the docs' bodies; each test
+``tests/support/doc_graph_fns.py`` (workers import them from there), with the docs' bodies; each test
 imports them (and with them torch-geometric, under a warnings filter) when it runs, not at the top:
 that import costs ~8 CPU-seconds, which every pytest-xdist worker collecting the suite paid.
 """
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_homogeneous_data_and_gcn(tmp_path: Path) -> None:
-    from tests.doc_graph_fns import Data, GCNConv, global_mean_pool, make_graph
+    from tests.support.doc_graph_fns import Data, GCNConv, global_mean_pool, make_graph
 
     graphs = str(tmp_path / "graphs")
     optimize(make_graph, inputs=list(range(1024)), output_dir=graphs, chunk_size=64, start_method="fork")
@@ -51,7 +51,7 @@ def test_homogeneous_data_and_gcn(tmp_path: Path) -> None:
 
 
 def test_graph_wrapper_without_pyg_at_write_time(tmp_path: Path) -> None:
-    from tests.doc_graph_fns import Data, make_graph_wrapper
+    from tests.support.doc_graph_fns import Data, make_graph_wrapper
 
     make_graph = make_graph_wrapper  # the docs' second make_graph
     graphs = str(tmp_path / "graphs")
@@ -64,7 +64,7 @@ def test_graph_wrapper_without_pyg_at_write_time(tmp_path: Path) -> None:
 
 
 def test_heterogeneous_heterodata(tmp_path: Path) -> None:
-    from tests.doc_graph_fns import HeteroData, make_hetero
+    from tests.support.doc_graph_fns import HeteroData, make_hetero
 
     hetero = str(tmp_path / "hetero")
     optimize(make_hetero, inputs=list(range(512)), output_dir=hetero, chunk_size=32, start_method="fork")
@@ -83,7 +83,7 @@ def test_heterogeneous_heterodata(tmp_path: Path) -> None:
 
 
 def test_graph_plus_metadata_in_one_sample(tmp_path: Path) -> None:
-    from tests.doc_graph_fns import make_row
+    from tests.support.doc_graph_fns import make_row
 
     rows = str(tmp_path / "rows")
     optimize(make_row, inputs=list(range(1024)), output_dir=rows, start_method="fork")
@@ -95,7 +95,7 @@ def test_graph_plus_metadata_in_one_sample(tmp_path: Path) -> None:
 
 
 def test_sample_subgraphs_first_then_stream(tmp_path: Path) -> None:
-    from tests.doc_graph_fns import Data, sample_seed, train_seeds
+    from tests.support.doc_graph_fns import Data, sample_seed, train_seeds
 
     subgraphs = str(tmp_path / "subgraphs")
     optimize(sample_seed, inputs=train_seeds.tolist(), output_dir=subgraphs, start_method="fork")

@@ -24,8 +24,8 @@ from PIL import Image as PILImage
 import litdata as ld
 from litdata import StreamingDataset, optimize
 from litdata_format import BinaryWriter, load_index
-from tests import doc_example_fns, prep_e2e_fns
-from tests.prep_e2e_fns import Tokenizer
+from tests.support import doc_example_fns, prep_e2e_fns
+from tests.support.prep_e2e_fns import Tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from litdata import StreamingRawDataset
 from litdata.raw.indexer import FileMetadata
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 
 def _image(path: Path, color: tuple[int, int, int], fmt: str) -> None:

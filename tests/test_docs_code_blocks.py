@@ -29,9 +29,8 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import threading
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -43,10 +42,14 @@ import pytest
 from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
-from tests.servers import S3Server, start_moto
-from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer, start_azurite, start_fake_gcs, start_hf_hub
+from tests.support import module_servers
+from tests.support.http_server import serve_folder
+from tests.support.servers import S3Server
+from tests.support.servers_extra import (
+    AzuriteServer,
+    HfHubServer,
+)
 from tests.test_doc_examples_as_written import SETUPS, World, run_example
-from tests.test_storage_http import _Files, _FileServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -194,6 +197,8 @@ BLOCKS: tuple[Block, ...] = (
                  "'research' in ~/.aws and the reader's environment (PROJECT_ID, AZURE_ACCOUNT_NAME); each form is "
                  "run against a local server in tests/test_credentials*.py and tests/test_storage_*.py"),
     Block("docs/storage.md", "class MyStorage(litdata_io.Storage):"),
+    Block("docs/storage.md", "class TestMyStorage(StorageConformance):",
+          after=("class MyStorage(litdata_io.Storage):",)),
     Block("docs/streaming.md", _LOADER, after=(_MY,)),
     Block("docs/streaming.md", "state = loader.state_dict()  # save it with your checkpoint", after=(_MY, _LOADER)),
     Block("docs/streaming.md", "train, val, test = train_test_split(", after=(_MY,)),
@@ -214,13 +219,14 @@ NOT_PYTHON: tuple[tuple[str, str, str], ...] = (
     (
         "README.md",
         "pip install litdata            # everything",
-        "installs from PyPI; tests/install_matrix.py installs each package alone from its wheel, as these lines do",
+        "installs from PyPI; tests/scripts/install_matrix.py installs each package alone from its wheel,"
+        " as these lines do",
     ),
     ("README.md", "curl -LsSf https://astral.sh/uv/install.sh", "installs uv from the internet"),
     (
         "README.md",
         "uv run litdata quickstart",
-        "the README's two commands: tests/install_matrix.py runs `litdata quickstart`; the other is this suite",
+        "the README's two commands: tests/scripts/install_matrix.py runs `litdata quickstart`; the other is this suite",
     ),
     ("README.md", "uv run mkdocs build --strict", "builds the docs site: tests/test_docs_site.py runs the same build"),
     (
@@ -234,7 +240,7 @@ NOT_PYTHON: tuple[tuple[str, str, str], ...] = (
         "export LITDATA_ASYNC_CHUNK_PREFETCH=0",
         "environment settings, not a program; packages/litdata-io/tests/test_prefetch.py",
     ),
-    ("docs/parquet.md", 'pip install "litdata-stream[parquet]"', "installs from PyPI; tests/install_matrix.py"),
+    ("docs/parquet.md", 'pip install "litdata-stream[parquet]"', "installs from PyPI; tests/scripts/install_matrix.py"),
     ("docs/parquet.md", '{"chunks": [{"chunk_bytes": 3154', "an index.json shown, not a program"),
     ("docs/storage.md", '[project.entry-points."litdata.storage"]', "a pyproject.toml table, not a program"),
     ("docs/streaming.md", "LoaderStallWarning: the training loop has waited", "a warning's text, not a program"),
@@ -388,43 +394,10 @@ SETUPS_HERE: dict[str, Callable[[World], None]] = {
 # --- the tests ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with start_moto() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HfHubServer]:
-    with start_hf_hub(tmp_path_factory.mktemp("hub")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[FakeGcsServer]:
-    with start_fake_gcs() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azure() -> Iterator[AzuriteServer]:
-    with start_azurite() as server:
-        yield server
-
-
-@contextlib.contextmanager
-def _http_server(root: Path) -> Iterator[str]:
-    """A read-only file server with byte ranges on 127.0.0.1 (tests/test_storage_http.py's) over ``root``."""
-    server = _FileServer(("127.0.0.1", 0), _Files)
-    server.root = root.resolve()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+s3 = module_servers.s3
+hf = module_servers.hf
+gcs = module_servers.gcs
+azure = module_servers.azure
 
 
 @pytest.fixture(scope="module")
@@ -492,7 +465,7 @@ def test_block_runs_as_written(
     }
     if world.gcs is not None:
         env["STORAGE_EMULATOR_HOST"] = world.gcs.endpoint
-    with _http_server(www) if "http" in plan.servers else contextlib.nullcontext("") as http_url:
+    with serve_folder(www) if "http" in plan.servers else contextlib.nullcontext("") as http_url:
         out = run_example(script(block, _python_blocks(), {**values, "http_url": http_url}), cwd, env)
     for text in plan.expect:
         assert text in out, f"{text!r} not in the block's output:\n{out[-3000:]}"

@@ -1,6 +1,6 @@
 """The obstore helper is a fork of its root process: what it must leave behind, and who else forks.
 
-The scenarios run as real root processes (``tests/helper_fork_script.py``). No test waits on a
+The scenarios run as real root processes (``tests/scripts/helper_fork.py``). No test waits on a
 clock: a hang fails on pytest's timeout.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 
@@ -43,7 +43,7 @@ def s3_dataset(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> dict[str,
 
 def _start(scenario: str, args: dict[str, Any]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.helper_fork_script", scenario, json.dumps(args)],
+        [sys.executable, "-m", "tests.scripts.helper_fork", scenario, json.dumps(args)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -16,7 +16,7 @@ import pytest
 from litdata_io import get_storage
 from litdata_raw import FileMetadata, StreamingRawDataset
 from litdata_raw._file_index import INDEX_FILENAME, encode_index
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from litdata_format import DatasetReader
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "benchmarks" / "litdata"

@@ -16,7 +16,7 @@ from litdata.streaming.dataset_update import dataset_update
 from litdata.utilities.keys_index import build_keys_index
 from litdata_format import BinaryWriter, DatasetReader, load_index
 from litdata_stream import StreamingDataset
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

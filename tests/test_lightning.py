@@ -1,6 +1,6 @@
 """Lightning's ``Trainer.fit(ckpt_path=...)`` from a mid-epoch checkpoint reads every sample exactly once.
 
-The real lightning package runs ``tests/lightning_worker.py``: a first fit stops at step ``STOP``
+The real lightning package runs ``tests/scripts/lightning_fit.py``: a first fit stops at step ``STOP``
 and saves a checkpoint there, a second resumes from it. Lightning restores how many batches it
 had fetched and counts them against ``len(loader)``, so ``len()`` must stay the whole epoch's
 after ``load_state_dict`` (as upstream's and torchdata's loaders count it). With ``devices=2``
@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from litdata_format import BinaryWriter
-from tests.zygote import run_python
+from tests.support.zygote import run_python
 
-WORKER = Path(__file__).with_name("lightning_worker.py")
+WORKER = Path(__file__).parent / "scripts" / "lightning_fit.py"
 
 
 def _dataset(path: Path, n: int) -> str:

@@ -19,8 +19,8 @@ from litdata_format import BinaryWriter
 from litdata_io import enable_tracer, get_storage
 from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
 from litracer import convert_file
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from litdata import StreamingDataset, optimize
-from tests import prep_e2e_fns as fns
-from tests.servers import S3Server
+from tests.support import prep_e2e_fns as fns
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

@@ -1,7 +1,7 @@
 """Which process talks to the bucket: obstore in workers, the helper in root processes, under every start method.
 
-The scenarios run as real root processes (``tests/obstore_process_script.py``), since the rule
-depends on what kind of process asks: forked from the test zygote (``tests/zygote.py``: torch
+The scenarios run as real root processes (``tests/scripts/obstore_process.py``), since the rule
+depends on what kind of process asks: forked from the test zygote (``tests/support/zygote.py``: torch
 imported, obstore never used, as in a user's script that imported torch first), one a fresh
 interpreter (it reads the script's output as it comes). No test waits on a clock: a hang fails on pytest's timeout
 (generous: on a loaded 2-core machine one scenario took minutes, most of it importing torch).
@@ -24,11 +24,11 @@ import torch
 
 from litdata_format import BinaryWriter
 from litdata_io import StorageError, get_storage
-from tests import servers_extra
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server
-from tests.servers_extra import AzuriteServer, FakeGcsServer
-from tests.zygote import run_python
+from tests.support import servers_extra
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server
+from tests.support.servers_extra import AzuriteServer, FakeGcsServer
+from tests.support.zygote import run_python
 
 pytestmark = pytest.mark.cloud
 
@@ -54,7 +54,7 @@ def _upload(tmp_path: Path, url: str, options: dict[str, Any]) -> None:
 
 def _script(scenario: str, args: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.obstore_process_script", scenario, json.dumps(args)],
+        [sys.executable, "-m", "tests.scripts.obstore_process", scenario, json.dumps(args)],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
@@ -64,7 +64,7 @@ def _script(scenario: str, args: dict[str, Any], env: dict[str, str] | None = No
 
 def _run(scenario: str, args: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run ``scenario`` to its end, forked from the torch-preloaded zygote (obstore never ran there)."""
-    arguments = ["-m", "tests.obstore_process_script", scenario, json.dumps(args)]
+    arguments = ["-m", "tests.scripts.obstore_process", scenario, json.dumps(args)]
     done = run_python(arguments, env={**os.environ, **(env or {})}, cwd=ROOT, timeout=900)
     assert done.returncode == 0, f"{scenario} exited with {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

@@ -4,7 +4,7 @@ The wheels are built as CI builds them (``uv build --all-packages --wheel``) and
 carries the LICENSE, valid classifiers, the project's URLs (stated once, in the root
 ``pyproject.toml``'s ``[tool.litdata]``), authors, the shared version with siblings pinned exactly,
 and a README whose links resolve outside the repository (absolute, to files and headings that
-exist). ``tests/install_matrix.py`` installs each by name from a folder of these wheels with PyPI as
+exist). ``tests/scripts/install_matrix.py`` installs each by name from a folder of these wheels with PyPI as
 index and checks the folder's won; here a folder alone (``--no-index``) is installed from offline.
 """
 
@@ -146,8 +146,8 @@ def test_readme_links_resolve_on_pypi(wheels: dict[str, Path]) -> None:
 
 
 def test_readme_install_table_matches_the_install_matrix() -> None:
-    """The root README's install table names what tests/install_matrix.py checks each install brings, and lacks."""
-    from tests.install_matrix import MATRIX
+    """The README's install table names what tests/scripts/install_matrix.py checks each install has and lacks."""
+    from tests.scripts.install_matrix import MATRIX
 
     rows: dict[str, list[str]] = {}
     for line in (ROOT / "README.md").read_text().splitlines():

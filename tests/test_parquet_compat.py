@@ -12,7 +12,7 @@ import pytest
 
 from litdata_format import ParquetLoader
 from litdata_stream import StreamingDataset, index_parquet_dataset
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

@@ -12,8 +12,8 @@ from litdata_format import BinaryWriter, DatasetIndex, TokensLoader, load_index,
 from litdata_format.internal import rank_index_name, write_json_atomic
 from litdata_prep import merge_datasets, optimize
 from litdata_stream import StreamingDataset
-from tests import prep_e2e_fns as fns
-from tests.upstream_venv import run_upstream
+from tests.support import prep_e2e_fns as fns
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

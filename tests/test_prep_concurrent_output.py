@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from litdata_stream import StreamingDataset
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 
@@ -34,7 +34,7 @@ DELAY = 0.004  # seconds per sample: a job takes a couple of seconds, so two sta
 
 def _start(spec: dict[str, Any]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.concurrent_optimize", json.dumps(spec)],
+        [sys.executable, "-m", "tests.scripts.concurrent_optimize", json.dumps(spec)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

@@ -19,7 +19,7 @@ from litdata import StreamingDataLoader, StreamingDataset, TokensLoader, merge_d
 from litdata.processing.data_processor import ALL_DONE
 from litdata.utilities.encryption import FernetEncryption
 from litdata_format import load_index
-from tests import prep_e2e_fns as fns
+from tests.support import prep_e2e_fns as fns
 
 pytestmark = pytest.mark.slow
 

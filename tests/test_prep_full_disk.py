@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from litdata_io import get_storage
-from tests.servers import S3Server
-from tests.small_disk import on_a_small_disk
+from tests.support.servers import S3Server
+from tests.support.small_disk import on_a_small_disk
 
 LOCAL_JOB = """
 import json, os, subprocess, sys

@@ -17,7 +17,7 @@ import pytest
 
 from litdata_format import checksum_file, load_index
 from litdata_stream import StreamingDataset
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

@@ -9,8 +9,8 @@ import pytest
 from litdata import StreamingDataLoader, StreamingDataset, map, merge_datasets, optimize
 from litdata_io import get_storage
 from litdata_prep import WorkerError
-from tests import prep_e2e_fns as fns
-from tests.servers import S3Server
+from tests.support import prep_e2e_fns as fns
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

@@ -16,7 +16,7 @@ import pytest
 from litdata_format import BinaryWriter
 from litdata_prep import map, optimize
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
-from tests.zygote import start_python
+from tests.support.zygote import start_python
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,7 @@ if __name__ == "__main__":
 
 
 def _run(script: Path, source: str, out: Path, kill: bool) -> int:
-    """``python job.py`` (its import lines load torch: forked from the test zygote, tests/zygote.py)."""
+    """``python job.py`` (its import lines load torch: forked from the test zygote, tests/support/zygote.py)."""
     env = {**os.environ, "PYTHONPATH": str(script.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = start_python([str(script), source, str(out)], env=env, cwd=Path.cwd(), start_new_session=True)
     if kill:

@@ -10,7 +10,7 @@ import pytest
 
 from litdata_raw import FileList, FileMetadata, StreamingRawDataset
 from litdata_raw._file_index import INDEX_FILENAME, decode_index, encode_index
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = pytest.mark.compat
 

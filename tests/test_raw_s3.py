@@ -17,7 +17,7 @@ from litdata_io.internal import run_sync
 from litdata_raw import FileIndexer, StreamingRawDataset
 from litdata_raw import _file_index as _index
 from litdata_raw._file_index import INDEX_FILENAME, decode_index
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

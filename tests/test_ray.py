@@ -1,6 +1,6 @@
 """optimize/map on a real Ray cluster, and Ray Data both ways (issue 18).
 
-One run of ``tests/ray_driver.py`` (a 2-node ``ray.cluster_utils.Cluster``, a third node for the
+One run of ``tests/scripts/ray_job.py`` (a 2-node ``ray.cluster_utils.Cluster``, a third node for the
 node-kill case) inside a network namespace with only ``lo``, so Ray listens on nothing else. The
 run writes datasets and facts; each test compares them with what this machine's worker processes
 write for the same inputs. Every process the run started carries a marker in its environment:
@@ -26,8 +26,8 @@ import pytest
 import litdata_prep
 from litdata_format import INDEX_FILENAME, DatasetReader, load_index
 from litdata_format.internal import parse_chunk_name
-from tests.ray_inputs import image, record
-from tests.upstream_venv import run_upstream
+from tests.support.ray_inputs import image, record
+from tests.support.upstream_venv import run_upstream
 
 # The first test also waits for the whole cluster run (its module fixture): ~2.5 min on a loaded machine.
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -71,7 +71,7 @@ def run() -> Iterator[tuple[Path, dict[str, Any], list[int]]]:
             "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
             "PYTHONPATH": str(ROOT),
         }
-        command = f"ip link set lo up && exec {sys.executable} -m tests.ray_driver {work}"
+        command = f"ip link set lo up && exec {sys.executable} -m tests.scripts.ray_job {work}"
         proc = subprocess.run(
             ["unshare", "-rn", "sh", "-c", command],
             check=False,

@@ -14,7 +14,7 @@ from litdata_format import BinaryWriter, DatasetIndex, load_index
 from litdata_io import dataset_version, get_storage
 from litdata_stream import StreamingDataset
 from litdata_stream._remote import fetch_index
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 
 def _dataset(folder: Path, chunks: int | None = None) -> Path:

@@ -9,8 +9,8 @@ import obstore
 import pytest
 from obstore.store import AzureStore, GCSStore
 
-from tests import servers_extra
-from tests.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer
+from tests.support import servers_extra
+from tests.support.servers_extra import AzuriteServer, FakeGcsServer, HfHubServer
 
 pytestmark = pytest.mark.cloud
 

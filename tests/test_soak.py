@@ -1,7 +1,7 @@
 """The soak test of issue 26: a real multi-rank job over a faulty bucket, killed, stopped and resumed.
 
-What one round does and checks is in ``tests/soak.py``; the long mode is
-``uv run python benchmarks/soak.py --minutes 30``. The ``ci`` round runs every part at once:
+What one round does and checks is in ``tests/support/soak.py``; the long mode is
+``uv run python -m benchmarks.soak --minutes 30``. The ``ci`` round runs every part at once:
 ranks from ``GLOBAL_RANK``, keys from a ``credential_process`` profile that expire and are revoked
 every 5 s, a SIGKILLed worker, a SIGSTOPped downloader, a resume in fresh processes, and two
 ``optimize`` jobs into one bucket output at once.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import S3Server
-from tests.soak import SoakConfig, run_soak
+from tests.support.servers import S3Server
+from tests.support.soak import SoakConfig, run_soak
 
 pytestmark = [pytest.mark.soak, pytest.mark.cloud, pytest.mark.distributed, pytest.mark.slow]
 

@@ -26,10 +26,10 @@ import pytest
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
 from litdata_stream import LoaderStallWarning, StreamingDataLoader, StreamingDataset
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server
-from tests.stall_reader import payload
-from tests.zygote import PythonProcess, start_python
+from tests.scripts.stalled_download import payload
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server
+from tests.support.zygote import PythonProcess, start_python
 
 pytestmark = pytest.mark.cloud
 
@@ -60,9 +60,9 @@ def slow(s3_server: S3Server) -> Iterator[FaultProxy]:
 
 
 def _reader(url: str, cache: Path, storage_options: dict[str, Any], **env: str) -> PythonProcess:
-    """``python -m tests.stall_reader`` (its import lines load torch: forked from the test zygote, tests/zygote.py)."""
+    """``python -m tests.scripts.stalled_download`` (it imports torch: forked from tests/support/zygote.py)."""
     args = {"url": url, "cache": str(cache), "storage_options": storage_options}
-    return start_python(["-m", "tests.stall_reader", json.dumps(args)], cwd=ROOT, env={**os.environ, **env})
+    return start_python(["-m", "tests.scripts.stalled_download", json.dumps(args)], cwd=ROOT, env={**os.environ, **env})
 
 
 def _stop_while_downloading(proc: PythonProcess, cache: Path) -> Path:
@@ -183,7 +183,7 @@ def test_a_waiter_warns_within_10_s_and_takes_over_by_30_s_by_default(
         chunk = lock.name.removeprefix(".").removesuffix(".lock")
         env = {name: value for name, value in os.environ.items() if not name.startswith("LITDATA_DOWNLOAD_STALL")}
         started = time.monotonic()
-        b = start_python(["-m", "tests.stall_reader", json.dumps({"url": url, "cache": str(cache),
+        b = start_python(["-m", "tests.scripts.stalled_download", json.dumps({"url": url, "cache": str(cache),
                          "storage_options": s3_server.storage_options()})], cwd=ROOT, env=env)  # fmt: skip
         out, err = b.communicate(timeout=120)
         took = time.monotonic() - started

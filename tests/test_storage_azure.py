@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from litdata_io import Storage, get_storage
-from tests import servers_extra
-from tests.servers_extra import AzuriteServer
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
+from tests.support import servers_extra
+from tests.support.servers_extra import AzuriteServer
 
 pytestmark = pytest.mark.cloud
 

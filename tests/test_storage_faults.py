@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from litdata_io import Storage, StorageError, get_storage
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

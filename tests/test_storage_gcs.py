@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from litdata_io import Storage, get_storage
-from tests import servers_extra
-from tests.servers_extra import FakeGcsServer
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
+from tests.support import servers_extra
+from tests.support.servers_extra import FakeGcsServer
 
 pytestmark = pytest.mark.cloud
 
@@ -148,7 +148,7 @@ def emulator_forms(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFac
     import subprocess
     import sys
 
-    from tests.servers_extra import start_fake_gcs
+    from tests.support.servers_extra import start_fake_gcs
 
     folder = tmp_path_factory.mktemp("emulated")
     script = folder / "emulated.py"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from litdata_io import ReadOnlyStorageError, Storage, get_storage
-from tests import servers_extra
-from tests.servers_extra import HfHubServer
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
+from tests.support import servers_extra
+from tests.support.servers_extra import HfHubServer
 
 pytestmark = pytest.mark.cloud
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from litdata_io import Storage, get_storage
-from tests.servers import S3Server
-from tests.storage_conformance import StorageConformance, StorageFactory
+from litdata_io.testing import StorageConformance, StorageFactory
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

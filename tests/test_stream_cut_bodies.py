@@ -18,8 +18,8 @@ import torch
 from litdata_format import BinaryWriter
 from litdata_io import ChunkDownloadError, get_storage
 from litdata_stream import StreamingDataset
-from tests.fault_proxy import FaultProxy
-from tests.servers import S3Server
+from tests.support.fault_proxy import FaultProxy
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

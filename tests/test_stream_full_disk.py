@@ -3,7 +3,7 @@
 (And ``StreamingRawDataset(cache_files=True)``, which keeps every file it reads, on a disk too small
 for them: the error says which folder and what to do.)
 
-The disk is a real one: a 1 MiB tmpfs (``tests/small_disk.py``) holding the cache folder, with
+The disk is a real one: a 1 MiB tmpfs (``tests/support/small_disk.py``) holding the cache folder, with
 ``max_cache_size`` at 100 MB, as when the cap was set for a bigger disk or other files (checkpoints,
 logs) filled the disk under it. The dataset is 4 MB of chunks of ~80 KB, read in order from a
 ``local:`` URL (copied through the cache, as a network drive is) or from the S3 server on 127.0.0.1
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from litdata_prep import optimize
-from tests.full_disk_ranks_repeat import run_once, write_dataset
-from tests.servers import S3Server
-from tests.small_disk import on_a_small_disk
+from tests.scripts.full_disk_repeat import run_once, write_dataset
+from tests.support.servers import S3Server
+from tests.support.small_disk import on_a_small_disk
 
 READS = """
 import json, shutil, sys
@@ -198,7 +198,7 @@ def test_a_download_waits_for_the_chunks_another_process_reads_on_a_full_disk(tm
 def test_two_ranks_of_two_workers_share_a_cache_on_a_disk_another_file_fills(tmp_path: Path) -> None:
     # Four processes fill the 1 MiB disk with one cache, then another file takes its last bytes
     # and what the cache frees for 5 s: every process makes room under the cache's lock, waits
-    # for chunks in use elsewhere, and tries again. (tests/full_disk_ranks_repeat.py runs it 20 times.)
+    # for chunks in use elsewhere, and tries again. (tests/scripts/full_disk_repeat.py runs it 20 times.)
     url = write_dataset(tmp_path / "data")
     result = run_once(tmp_path, url, 5.0)
     assert result["passed"], result["why"]

@@ -19,9 +19,9 @@ import pytest
 import litdata as ld
 from litdata.streaming.item_loader import ParquetLoader
 from litdata_io import get_storage
-from tests import servers_extra
-from tests.servers import S3Server
-from tests.servers_extra import HfHubServer
+from tests.support import servers_extra
+from tests.support.servers import S3Server
+from tests.support.servers_extra import HfHubServer
 
 pytestmark = pytest.mark.cloud
 

@@ -14,7 +14,7 @@ import torch
 from litdata_format import BinaryWriter
 from litdata_io import get_storage
 from litdata_stream import StreamingDataLoader, StreamingDataset
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.cloud
 

@@ -23,7 +23,7 @@ from litdata_stream import (
     StreamingDataset,
     train_test_split,
 )
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

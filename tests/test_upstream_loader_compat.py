@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.support.upstream_venv import run_upstream
 from tests.test_upstream_parity import _make
 from tests.test_upstream_state import _batches, _flat
-from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

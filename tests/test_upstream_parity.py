@@ -14,7 +14,7 @@ import pytest
 from litdata_format import BinaryWriter, FernetEncryption
 from litdata_prep import optimize
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
-from tests.upstream_venv import run_upstream
+from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

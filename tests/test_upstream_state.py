@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.support.upstream_venv import run_upstream
 from tests.test_upstream_parity import _make  # the same small datasets of ids
-from tests.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 

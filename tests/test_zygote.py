@@ -1,4 +1,4 @@
-"""A script forked from the test zygote (tests/zygote.py) sees what ``python script.py`` would."""
+"""A script forked from the test zygote (tests/support/zygote.py) sees what ``python script.py`` would."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zygote import run_python, start_python
+from tests.support.zygote import run_python, start_python
 
 SCRIPT = textwrap.dedent(
     """

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULT_PREFIX
 
 

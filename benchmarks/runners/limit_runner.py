@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import main
 
 _BUFFER = 8 << 20

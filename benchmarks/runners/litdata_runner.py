@@ -16,15 +16,12 @@ if os.environ.get("BENCH_TORCH_FIRST"):
 
 import multiprocessing
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import main, read_epochs
 
 VOCAB = 50257

@@ -34,10 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image  # at the top, as a script making PIL samples imports it (Mosaic's import loads it too)
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULT_PREFIX
+from PIL import Image  # at the top, as a script making PIL samples imports it (Mosaic's import loads it too)
 
 VOCAB = 50257
 _STAMP_EVERY_S = 0.002
