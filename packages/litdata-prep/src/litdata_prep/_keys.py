@@ -8,8 +8,6 @@ sample is read back. The Parquet layout is ``litdata_format``'s (upstream's).
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from litdata_format import DatasetIndex
@@ -26,17 +24,11 @@ def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple
     """The keys of the dataset appended to, when it has a key index."""
     if existing is None:
         return []
-    if output.is_remote:
-        try:
-            data = output.storage.get(KEYS_FILE)
-        except FileNotFoundError:
-            return []
-    else:
-        path = output.local_path / KEYS_FILE
-        if not path.is_file():
-            return []
-        data = path.read_bytes()
-    return list(read_keys([data], f"{output.display}/{KEYS_FILE}").items())
+    try:
+        data = output.get(KEYS_FILE)
+    except FileNotFoundError:
+        return []
+    return list(read_keys([data], output.url_for(KEYS_FILE)).items())
 
 
 def publish_keys(
@@ -64,9 +56,5 @@ def publish_keys(
                 f"worker {rank} computed {len(keys)} keys but its chunks hold {len(positions[rank])} samples"
             )
         pairs.extend(zip(keys, positions[rank]))
-    data = keys_parquet(pairs, [chunk.chunk_size for chunk in index.chunks])
-    with tempfile.TemporaryDirectory(prefix="litdata-keys-") as tmp:
-        path = Path(tmp) / "keys.parquet"
-        path.write_bytes(data)
-        output.put_file(path, KEYS_FILE)
+    output.put(KEYS_FILE, keys_parquet(pairs, [chunk.chunk_size for chunk in index.chunks]))
     return dict(_SECTION)
