@@ -27,7 +27,7 @@ from litdata_prep._indexes import (
     wait_for_node_indexes,
 )
 from litdata_prep._job import OptimizeJob
-from litdata_prep._keys import KEYS_DIR, publish_keys
+from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._output_lock import OutputLock, hold_output, lock_identity

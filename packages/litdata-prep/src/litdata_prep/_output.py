@@ -21,7 +21,7 @@ from litdata_io import Dir, resolve_dir
 from litdata_io.internal import PerProcess, check_own_folders
 
 if TYPE_CHECKING:
-    from litdata_io import ObjectInfo, Storage
+    from litdata_io import Storage
 
 __all__ = ["PROBE_PREFIX", "DatasetExistsError", "Output"]
 
@@ -41,8 +41,8 @@ class Output:
     """One output location of ``optimize``/``map``/``merge_datasets``: a storage rooted at it.
 
     As fsspec's ``DirFileSystem`` is a filesystem over a folder of another, an output answers the
-    calls of a :class:`~litdata_io.Storage` (``get``, ``put``, ``put_new``, ``delete``, ``list``,
-    ``download``, ``upload``, ``copy``, ``url_for``) over the local folder (a ``LocalStorage``
+    calls of a :class:`~litdata_io.Storage` that jobs make (``exists``, ``get``, ``put``,
+    ``put_new``, ``delete``, ``download``, ``url_for``) over the local folder (a ``LocalStorage``
     that lists dot-files too: the job's ``.checkpoints/`` and leftover temporary files, which a
     bucket lists like any key) or the bucket prefix, so callers read and write it without asking
     which it is. What differs stays here: :meth:`publish` renames a local file into a local folder
@@ -99,9 +99,6 @@ class Output:
     def exists(self, key: str) -> bool:
         return self._inner.exists(key)
 
-    def list(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
-        return list(self._inner.list(prefix, recursive))
-
     def get(self, key: str) -> bytes:
         return self._inner.get(key)
 
@@ -115,14 +112,6 @@ class Output:
 
     def download(self, key: str, destination: str | Path) -> int:
         return self._inner.download(key, destination)
-
-    def upload(self, source: str | Path, key: str) -> None:
-        self._own_folder(key)
-        self._inner.upload(source, key)
-
-    def copy(self, src_key: str, dst_key: str) -> None:
-        self._own_folder(dst_key)
-        self._inner.copy(src_key, dst_key)
 
     def delete(self, key: str) -> None:
         """Delete ``key``; in a local folder, with the folders it leaves empty (``.checkpoints/``)."""
