@@ -21,8 +21,8 @@ from typing import Any
 
 from litdata_format import INDEX_FILENAME
 from litdata_format.internal import parse_chunk_name
+from litdata_prep._inputs import Numbered
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered
 
 __all__ = [
     "CHECKPOINT_DIR",

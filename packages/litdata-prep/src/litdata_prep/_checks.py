@@ -21,11 +21,11 @@ from typing import Any, cast
 
 from litdata_format.internal import WriterOptions, check_writer_options
 from litdata_io import Dir, resolve_dir
+from litdata_prep._inputs import InputStream, batched, file_sizes, limit_for_dev_run
 from litdata_prep._job import Job, OptimizeJob
 from litdata_prep._nodes import check_node_request, detect_nodes
 from litdata_prep._output import Output
-from litdata_prep._plan import InputStream, batched, file_sizes, limit_for_dev_run
-from litdata_prep._ray import ray_executor
+from litdata_prep._ray.executor import ray_executor
 from litdata_prep._staging import is_staged
 from litdata_prep._streaming_inputs import streaming_inputs
 

@@ -15,10 +15,10 @@ from litdata_format.internal import WriterOptions
 from litdata_io import Dir
 from litdata_prep._checkpoint import WorkerCheckpoint
 from litdata_prep._engine import default_start_method, run_workers
+from litdata_prep._inputs import InputStream, Numbered, node_share, worker_slices
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import Output
-from litdata_prep._plan import InputStream, Numbered, node_share, worker_slices
-from litdata_prep._ray import RayExecutor
+from litdata_prep._ray.executor import RayExecutor
 from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
 __all__ = ["Job", "OptimizeJob"]

@@ -26,13 +26,13 @@ from litdata_prep._indexes import (
     node_index_key,
     wait_for_node_indexes,
 )
+from litdata_prep._inputs import InputStream, Numbered
 from litdata_prep._job import OptimizeJob
 from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._output_lock import OutputLock, hold_output, lock_identity
-from litdata_prep._plan import InputStream, Numbered
-from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
+from litdata_prep._ray.executor import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
 from litdata_prep._staging import STAGING_PREFIX, is_staged, make_staging, remove_staging
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 

@@ -30,8 +30,8 @@ from litdata_format.internal import WriterOptions, normalize_key, read_text, tre
 from litdata_io import Dir, enable_tracer, trace_crash, trace_enabled
 from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
+from litdata_prep._inputs import Numbered
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered
 from litdata_prep._publish import Publisher
 
 __all__ = [

@@ -34,7 +34,7 @@ from litdata_io import Dir
 from litdata_prep._indexes import LAYOUT_HINT
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._publish import Publisher
-from litdata_prep._ray import import_ray
+from litdata_prep._ray.executor import import_ray
 from litdata_prep._staging import temp_staging
 
 import_ray()  # the install line, before the names below are looked up
