@@ -33,7 +33,6 @@ __all__ = [
     "check_inputs",
     "check_knobs",
     "check_spawnable",
-    "default_num_workers",
     "open_output",
     "prepare_items",
     "prepare_map",
@@ -44,13 +43,11 @@ __all__ = [
 _READ_ONLY_SCHEMES = ("http://", "https://", "hf://")
 
 
-def default_num_workers(num_workers: int | None) -> int:
-    """``num_workers`` checked; None means one per CPU, 0 means 1 (upstream's rule)."""
-    if num_workers is None:
-        return os.cpu_count() or 1
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
-        raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
-    return max(1, num_workers)
+def _count(what: str, name: str, value: Any) -> int:
+    """``value`` of the argument ``name``, checked to be a non-negative int."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what}: {name} must be a non-negative int, got {value!r}")
+    return value
 
 
 _WARNED: set[str] = set()
@@ -62,10 +59,7 @@ def check_knobs(what: str, num_downloaders: Any, optimize_dns: Any, broadcast_pa
     ``optimize_dns`` and, across machines, ``broadcast_paths`` have nothing to act on here: each
     is warned about once per process, with the reason.
     """
-    if num_downloaders is None:
-        num_downloaders = 2  # upstream's default
-    if not isinstance(num_downloaders, int) or isinstance(num_downloaders, bool) or num_downloaders < 0:
-        raise ValueError(f"{what}: num_downloaders must be a non-negative int, got {num_downloaders!r}")
+    num_downloaders = 2 if num_downloaders is None else _count(what, "num_downloaders", num_downloaders)  # upstream: 2
     if optimize_dns:
         _warn_once(
             "optimize_dns",
@@ -406,10 +400,10 @@ def _prepare(
             "Ray cluster, without DATA_OPTIMIZER_NUM_NODES/torchrun/SLURM node variables"
         )
     downloaders = check_knobs(kind, a["num_downloaders"], a["optimize_dns"], a["broadcast_paths"], nodes.num_nodes)
-    if ray is None:
-        workers = default_num_workers(num_workers)
-    else:  # num_workers is per node with num_nodes
-        workers = ray.default_workers() if num_workers is None else ray.total_workers(default_num_workers(num_workers))
+    # None: one per CPU; 0: one (upstream's rule); per node with Ray's num_nodes
+    workers = (os.cpu_count() or 1) if num_workers is None else max(1, _count(kind, "num_workers", num_workers))
+    if ray is not None:
+        workers = ray.default_workers() if num_workers is None else ray.total_workers(workers)
     method = resolve_start_method(a["start_method"])
     if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
         for name, value in {"fn": fn, "reader": reader, **spawnable}.items():
@@ -436,7 +430,6 @@ def _prepare(
         "input_dir": input_dir if input_dir is not None and input_dir.url else None,
         "downloaders": downloaders,
         "uploaders": a["num_uploaders"] or 2,
-        "storage_options": dict(a["storage_options"] or {}),
         "output": output,
         "ray": ray,
         "ordered": ordered,

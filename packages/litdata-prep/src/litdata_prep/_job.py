@@ -43,7 +43,6 @@ class Job:
         input_dir: a remote input folder whose files the workers download, else None.
         downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
         uploaders: concurrent uploads per worker (``num_uploaders``).
-        storage_options: credentials and endpoint for ``input_dir``.
         output: where the results go.
         ray: the Ray cluster that runs the workers (``executor="ray"``), or None for processes here.
         ordered: the workers take static ordered slices (``keep_data_ordered``), else a shared queue.
@@ -63,7 +62,6 @@ class Job:
     input_dir: Dir | None
     downloaders: int
     uploaders: int
-    storage_options: dict[str, Any]
     output: Output
     ray: RayExecutor | None
     ordered: bool
@@ -121,7 +119,7 @@ class Job:
             items=items,
             reader=self.reader,
             input_dir=self.input_dir,
-            storage_options=self.storage_options,
+            storage_options=self.output.storage_options,  # the job's one set, for input_dir too
             upload_threads=self.uploaders,
             downloaders=self.downloaders,
             env=self.nodes.worker_env(rank, self.num_workers),

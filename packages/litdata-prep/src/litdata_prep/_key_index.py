@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from litdata_format.internal import (
     write_json_atomic,
 )
 from litdata_prep._output import Output
+from litdata_prep._staging import update_staging
 
 __all__ = ["KEYS_DIR", "DatasetUpdate", "build_keys_index", "dataset_update", "publish_keys"]
 
@@ -292,7 +292,7 @@ class DatasetUpdate:
         # An Arrow rows chunk is rewritten as Arrow rows, a PyTree one in the dataset's compression.
         compression = ("zstd" if config.get("ipc_compression") else None) if rows else config.get("compression")
         level = None if rows else (config.get("compression_level") or ("chunk" if compression else None))
-        folder = Path(tempfile.mkdtemp(prefix=".litdata-update-", dir=self._dir))
+        folder = update_staging(self._dir)
         try:
             writer = BinaryWriter(
                 folder,

@@ -80,6 +80,11 @@ def temp_staging(what: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-{os.getpid()}-"))
 
 
+def update_staging(dataset: Path) -> Path:
+    """A fresh folder inside the local ``dataset`` for the chunks ``dataset_update`` rewrites (then renamed into it)."""
+    return Path(tempfile.mkdtemp(prefix=".litdata-update-", dir=dataset))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

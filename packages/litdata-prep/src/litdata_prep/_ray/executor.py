@@ -14,10 +14,11 @@ With ``use_checkpoint=True`` the driver records each finished batch in ``.checkp
 a driver that was killed resumes from there, redoing only the unfinished batches.
 
 Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
-shares) that folder is under ``.litdata-staging-ray`` in the output, a root the driver makes when the
-job starts and removes when it ends, so the folders of actors that were killed (which cannot clean
-up after themselves) go too, whichever node they ran on, and a batch an actor starts after the job
-stopped fails instead of writing. For a remote output it is in the node's temporary directory.
+shares) that folder is under :data:`~litdata_prep._staging.RAY_STAGING` in the output, a root the
+driver makes when the job starts and removes when it ends, so the folders of actors that were
+killed (which cannot clean up after themselves) go too, whichever node they ran on, and a batch an
+actor starts after the job stopped fails instead of writing. For a remote output it is in the
+node's temporary directory.
 """
 
 from __future__ import annotations
@@ -199,9 +200,7 @@ class _BatchRunner:
             # the driver cleaned it up.
             Path(staging).mkdir()
         else:
-            # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
-            # this node with a remote output removes it (its pid is gone).
-            staging = str(temp_staging(spec.task.what))
+            staging = str(temp_staging(spec.task.what))  # if this actor is killed, the node's next job removes it
         try:
             os.environ.update(spec.env)
             spec = replace(spec, staging=staging)
