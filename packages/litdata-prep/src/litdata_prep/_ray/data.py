@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from litdata_format import (
@@ -185,16 +184,17 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
         try:
             writer = BinaryWriter(staging, rank=rank, **self.options)
             publisher = Publisher(self.output)
-            number = 0
+            number = published = 0
             for block in blocks:
                 for row in BlockAccessor.for_block(block).iter_rows(public_row_format=True):
                     written = writer.add_item(number, _sample(row))
                     number += 1
                     if written is not None:
                         publisher.put_file(written)
+                        published += 1
             index = writer.finish()
-            for path in sorted(Path(staging).glob("chunk-*")):
-                publisher.put_file(path)
+            for chunk in index.chunks[published:]:  # the ones finish() wrote (the others are being published)
+                publisher.put_file(staging / chunk.filename)
             publisher.close()
             return {"rank": rank, "index": index.to_json()}
         finally:
