@@ -26,6 +26,7 @@ __all__ = [
     "ray_staging",
     "remove_staging",
     "temp_staging",
+    "update_staging",
 ]
 
 STAGING_PREFIX = ".litdata-staging-"
