@@ -11,7 +11,7 @@ import pytest
 
 from litdata_format import DatasetReader, load_index
 from litdata_prep import map, optimize
-from litdata_prep._job import _WARNED, check_knobs
+from litdata_prep._checks import _WARNED, check_knobs
 
 fns: Any = importlib.import_module("prep_fns")
 FORK = {"start_method": "fork", "verbose": False}

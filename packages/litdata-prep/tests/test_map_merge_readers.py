@@ -51,6 +51,19 @@ def test_merge_datasets(tmp_path: Path) -> None:
         merge_datasets([dirs[0], str(tmp_path / "other")], str(tmp_path / "m3"))
 
 
+def test_merge_stages_each_copy_and_refuses_a_chunk_linked_from_elsewhere(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for out in dirs:
+        optimize(fns.identity, list(range(8)), out, chunk_size=4, num_workers=1, **FORK)
+    (tmp_path / "elsewhere").mkdir()
+    (dirs[1] / "chunk-0-1.bin").rename(tmp_path / "elsewhere" / "chunk-0-1.bin")
+    (dirs[1] / "chunk-0-1.bin").symlink_to(tmp_path / "elsewhere" / "chunk-0-1.bin")
+    with pytest.raises(OSError, match="outside"):
+        merge_datasets([str(d) for d in dirs], str(tmp_path / "merged"))
+    left = [p.name for p in (tmp_path / "merged").iterdir()]
+    assert "index.json" not in left and not any(name.startswith(".litdata-staging") for name in left)
+
+
 def test_parquet_reader_reshards_big_files(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import litdata_prep
-from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
-from litdata_prep._plan import (
+from litdata_prep._inputs import (
     Numbered,
     batched,
     contiguous_bins,
@@ -18,6 +17,7 @@ from litdata_prep._plan import (
     node_share,
     worker_slices,
 )
+from litdata_prep._nodes import NodeInfo, check_node_request, detect_nodes
 
 
 def test_contiguous_bins_put_the_remainder_last() -> None:

@@ -8,12 +8,25 @@ import litdata_prep
 
 
 def test_every_module_declares_all() -> None:
-    for name in ("_checkpoint", "_engine", "_indexes", "_job", "_map", "_merge", "_nodes", "_optimize", "_output"):
+    for name in (
+        "_checkpoint",
+        "_checks",
+        "_engine",
+        "_indexes",
+        "_job",
+        "_key_index",
+        "_map",
+        "_merge",
+        "_nodes",
+        "_optimize",
+        "_output",
+        "_staging",
+    ):
         module = importlib.import_module(f"litdata_prep.{name}")
         assert isinstance(module.__all__, list), name
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"
-    for name in ("_plan", "_publish", "_ray", "_ray_data", "_readers", "_worker"):
+    for name in ("_inputs", "_publish", "_ray.executor", "_ray.data", "_readers", "_worker"):
         module = importlib.import_module(f"litdata_prep.{name}")
         for exported in module.__all__:
             assert hasattr(module, exported), f"{name}.{exported}"

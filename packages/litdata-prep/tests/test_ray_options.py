@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import litdata_prep
-from litdata_prep._ray import RayExecutor, RayPlan, import_ray, ray_executor
+from litdata_prep._ray.executor import RayExecutor, RayPlan, import_ray, ray_executor
 
 
 def _record(i: int) -> dict[str, int]:

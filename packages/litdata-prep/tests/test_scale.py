@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from litdata_format import DatasetReader
-from litdata_prep._job import Job, MapRequest
+from litdata_prep._checks import prepare_map
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,36 +54,34 @@ def test_a_generator_of_two_million_inputs_is_streamed_not_held(tmp_path: Path) 
 
 def test_a_range_is_neither_copied_nor_split_into_copies(tmp_path: Path) -> None:
     inputs = range(10_000_000)
-    request = MapRequest.from_call(
-        {
-            "fn": print,
-            "inputs": inputs,
-            "output_dir": str(tmp_path / "out"),
-            "input_dir": None,
-            "weights": None,
-            "num_workers": 2,
-            "fast_dev_run": False,
-            "num_nodes": None,
-            "machine": None,
-            "num_downloaders": None,
-            "num_uploaders": None,
-            "reorder_files": True,
-            "reader": None,
-            "batch_size": None,
-            "start_method": "fork",
-            "optimize_dns": None,
-            "storage_options": None,
-            "keep_data_ordered": None,
-            "broadcast_paths": False,
-            "verbose": False,
-            "executor": None,
-            "error_when_not_empty": False,
-        }
-    )
-    job = Job.prepare(request)
+    request = {
+        "fn": print,
+        "inputs": inputs,
+        "output_dir": str(tmp_path / "out"),
+        "input_dir": None,
+        "weights": None,
+        "num_workers": 2,
+        "fast_dev_run": False,
+        "num_nodes": None,
+        "machine": None,
+        "num_downloaders": None,
+        "num_uploaders": None,
+        "reorder_files": True,
+        "reader": None,
+        "batch_size": None,
+        "start_method": "fork",
+        "optimize_dns": None,
+        "storage_options": None,
+        "keep_data_ordered": None,
+        "broadcast_paths": False,
+        "verbose": False,
+        "executor": None,
+        "error_when_not_empty": False,
+    }
+    job = prepare_map(request)
     assert job.items is inputs
     shared = job.shared_inputs()
     assert isinstance(shared.values, range)  # pyright: ignore[reportAttributeAccessIssue]
-    slices = Job.prepare(request, ordered=True).ordered_slices()
+    slices = prepare_map({**request, "keep_data_ordered": True}).ordered_slices()
     assert [type(s.values) for s in slices] == [range, range]
     assert sum(len(s) for s in slices) == len(inputs)

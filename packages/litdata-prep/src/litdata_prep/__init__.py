@@ -21,17 +21,17 @@ if TYPE_CHECKING:
     from litdata_format import complete_dataset as complete_dataset
     from litdata_prep._engine import ALL_DONE as ALL_DONE
     from litdata_prep._engine import WorkerError as WorkerError
-    from litdata_prep._keyed import DatasetUpdate as DatasetUpdate
-    from litdata_prep._keyed import build_keys_index as build_keys_index
-    from litdata_prep._keyed import dataset_update as dataset_update
-    from litdata_prep._machine import Machine as Machine
+    from litdata_prep._key_index import DatasetUpdate as DatasetUpdate
+    from litdata_prep._key_index import build_keys_index as build_keys_index
+    from litdata_prep._key_index import dataset_update as dataset_update
     from litdata_prep._map import map as map
     from litdata_prep._merge import merge_datasets as merge_datasets
     from litdata_prep._optimize import optimize as optimize
     from litdata_prep._output import DatasetExistsError as DatasetExistsError
-    from litdata_prep._ray import RayExecutor as RayExecutor
-    from litdata_prep._ray_data import LitDataDatasink as LitDataDatasink
-    from litdata_prep._ray_data import LitDataDatasource as LitDataDatasource
+    from litdata_prep._ray.data import LitDataDatasink as LitDataDatasink
+    from litdata_prep._ray.data import LitDataDatasource as LitDataDatasource
+    from litdata_prep._ray.executor import RayExecutor as RayExecutor
+    from litdata_prep._ray.machine import Machine as Machine
     from litdata_prep._readers import BaseReader as BaseReader
     from litdata_prep._readers import ParquetReader as ParquetReader
     from litdata_prep._readers import walk as walk

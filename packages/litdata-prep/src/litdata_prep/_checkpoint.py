@@ -21,8 +21,8 @@ from typing import Any
 
 from litdata_format import INDEX_FILENAME
 from litdata_format.internal import parse_chunk_name
+from litdata_prep._inputs import Numbered
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -113,7 +113,7 @@ def load_checkpoints(
     config = output.read_json(_node_key(node_rank))
     if config is None:
         return [WorkerCheckpoint(rank) for rank in ranks]
-    where = f"{output.display}/{_node_key(node_rank)}"
+    where = f"{output.url_for(_node_key(node_rank))}"
     if config.get("num_workers") != len(slices) or config.get("ranks") != ranks:
         raise ValueError(
             f"{where}: the interrupted run used num_workers={config.get('num_workers')}, this one uses "
@@ -128,7 +128,7 @@ def load_checkpoints(
     for rank in ranks:
         state = WorkerCheckpoint(rank)
         obj = output.read_json(state.key)
-        found.append(state if obj is None else WorkerCheckpoint.from_json(obj, f"{output.display}/{state.key}"))
+        found.append(state if obj is None else WorkerCheckpoint.from_json(obj, output.url_for(state.key)))
     return found
 
 
@@ -150,7 +150,7 @@ def clear_checkpoints(output: Output, node_rank: int, ranks: list[int]) -> None:
     """Remove this node's checkpoint files (and the chunk keys its workers kept)."""
     keys = [_node_key(node_rank)] + [WorkerCheckpoint(rank).key for rank in ranks]
     prefix = chunk_keys_name("")[: -len(".json")]
-    for key in output.list():
+    for key in output.all_keys():
         parsed = parse_chunk_name(key[len(prefix) : -len(".json")]) if key.startswith(prefix) else None
         if parsed is not None and parsed[0] in ranks:
             keys.append(key)

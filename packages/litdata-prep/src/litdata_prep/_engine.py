@@ -23,7 +23,7 @@ from typing import Any
 
 from litdata_io import start_forkserver
 from litdata_io.internal import forkserver_running
-from litdata_prep._plan import InputStream, Numbered
+from litdata_prep._inputs import InputStream, Numbered
 from litdata_prep._worker import Done, Failed, Progress, WorkerEvent, WorkerSpec, describe_input, worker_main
 
 __all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "default_start_method", "run_workers"]

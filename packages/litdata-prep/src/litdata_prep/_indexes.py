@@ -100,13 +100,13 @@ def wait_for_node_indexes(
             key = node_index_key(node)
             obj = output.read_json(key)
             if obj is not None and obj.get("job") == job:
-                found[node] = (parse_index(obj, f"{output.display}/{key}"), obj)
+                found[node] = (parse_index(obj, output.url_for(key)), obj)
         if len(found) == num_nodes:
             return [found[n] for n in range(num_nodes)]
         if time.monotonic() > deadline:
             missing = [n for n in range(num_nodes) if n not in found]
             raise TimeoutError(
-                f"{output.display}: waited {timeout:.0f}s for nodes {missing} to publish their part of the index; "
+                f"{output.url}: waited {timeout:.0f}s for nodes {missing} to publish their part of the index; "
                 "did they fail? (set LITDATA_NODE_MERGE_TIMEOUT to wait longer)"
             )
         time.sleep(delay)

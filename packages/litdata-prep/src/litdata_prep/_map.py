@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from litdata_io import Dir
-from litdata_prep._job import Job, MapRequest, make_staging
-from litdata_prep._plan import Numbered
-from litdata_prep._ray import RayExecutor, RayPlan, run_on_ray
+from litdata_prep._checks import prepare_map
+from litdata_prep._inputs import Numbered
+from litdata_prep._job import Job
+from litdata_prep._ray.executor import RayExecutor, RayPlan, run_on_ray
+from litdata_prep._staging import make_staging
 from litdata_prep._worker import MapTask
 
 __all__ = ["map"]
@@ -79,47 +81,24 @@ def map(
         ValueError, TypeError, PermissionError: bad arguments, found before any worker starts.
         WorkerError: ``fn`` raised on an input (the message names it) or a worker process died.
     """
-    _map(MapRequest.from_call(locals()))
+    _map(prepare_map(locals()))
 
 
-def _map(r: MapRequest) -> None:
-    """``map`` with its arguments in one value."""
-    job = Job.prepare(r, ordered=bool(r.keep_data_ordered))
-    output = job.output
-    if r.error_when_not_empty:
-        found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]
-        if found:
-            raise _NotEmptyError(  # upstream's sentence first: code written for upstream matches it
-                f"The provided output_dir `{output.display}` already contains data and datasets are meant to be "
-                f"immutable. map: it is not empty ({len(found)} files, e.g. {found[:3]}) and "
-                "error_when_not_empty=True; choose an empty output_dir"
-            )
+def _map(job: Job) -> None:
+    """``map`` of a checked job."""
     if job.ray is not None:
         items = job.cluster_inputs()
         plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
-        run_on_ray(
-            job.ray,
-            plan,
-            items,
-            job.num_workers,
-            lambda rank, batch: job.spec(rank, "", batch, MapTask()),
-            output,
-            "map",
-            r.verbose,
-            False,
-        )
+        specs = lambda rank, batch: job.spec(rank, "", batch, MapTask())  # noqa: E731  (one attempt's spec)
+        run_on_ray(job.ray, plan, items, job.num_workers, specs, job.output, "map", job.verbose, False)
         return
-    slices = job.ordered_slices() if r.keep_data_ordered else None
+    slices = job.ordered_slices() if job.ordered else None
     shared = None if slices is not None else job.shared_inputs()
     total = (
         sum(len(s) for s in slices) if slices is not None else (len(shared) if isinstance(shared, Numbered) else None)
     )
-    staging = make_staging(output, job.nodes.node_rank, "map")
+    staging = make_staging(job.output, job.nodes.node_rank, "map")
     try:
         job.run(job.worker_specs(staging, slices, lambda rank: MapTask()), shared, total)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-class _NotEmptyError(ValueError, RuntimeError):
-    """A non-empty output_dir with error_when_not_empty: a ValueError here, upstream's RuntimeError too."""

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
+import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, merge_indexes
 from litdata_format.internal import chunk_name, plain_chunk_name
-from litdata_io import Dir, resolve_dir
-from litdata_prep._job import open_output
+from litdata_io import Dir
+from litdata_prep._checks import open_output
 from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._staging import make_staging
 
 __all__ = ["merge_datasets"]
 
@@ -21,25 +23,16 @@ __all__ = ["merge_datasets"]
 def _read_index(source: Output, what: str) -> DatasetIndex:
     index = source.read_index()
     if index is None:
-        raise ValueError(f"merge_datasets: {what} {source.display} has no index.json; is it an optimized dataset?")
+        raise ValueError(
+            f"merge_datasets: {what} {source.url} has no index.json; is it an optimized dataset (and there)?"
+        )
     return index
 
 
-def _copy(source: Output, old: str, target: Output, new: str) -> None:
-    if not source.is_remote:
-        target.put_file(source.local_path / old, new, move=False)
-        return
-    if target.is_remote and source.dir.url == target.dir.url:
-        target.storage.copy(old, new)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="litdata-merge-")
-    os.close(fd)
-    try:
-        source.storage.download(old, tmp)
-        target.put_file(tmp, new)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _copy(source: Output, old: str, target: Output, new: str, staging: Path) -> None:
+    """Chunk ``old`` of ``source`` as ``new`` of ``target``: downloaded into the target's staging folder, published."""
+    source.download(old, staging / new)
+    target.publish(staging / new, new)
 
 
 def merge_datasets(
@@ -65,14 +58,14 @@ def merge_datasets(
             f"got {len(input_dirs)}"
         )
     target = open_output(output_dir, storage_options, "merge_datasets")
-    sources = [_source(d, storage_options) for d in input_dirs]
+    sources = [Output.at(d, storage_options) for d in input_dirs]
     for source in sources:
-        if source.display == target.display:
-            raise ValueError(f"merge_datasets: output_dir {target.display} is also one of the input_dirs")
+        if source.url == target.url:
+            raise ValueError(f"merge_datasets: output_dir {target.url} is also one of the input_dirs")
     indexes = [_read_index(s, "input_dir") for s in sources]
     if target.exists(INDEX_FILENAME):
         raise DatasetExistsError(
-            f"merge_datasets: output_dir {target.display} already holds an optimized dataset; choose a new output_dir"
+            f"merge_datasets: output_dir {target.url} already holds an optimized dataset; choose a new output_dir"
         )
     copies: list[tuple[Output, str, str]] = []
     renamed = []
@@ -85,20 +78,13 @@ def merge_datasets(
             new = chunk_name(0, len(copies), index.compression if whole_file else None)
             copies.append((source, chunk.filename, new))
             chunks.append(dataclasses.replace(chunk, filename=new))
-        renamed.append(DatasetIndex(chunks, index.config, index.updated_at, source.display))
-    merged = merge_indexes(
-        renamed, f"merge_datasets: {target.display}", "Only datasets of the same layout can be merged."
-    )
-    with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
-        for future in [pool.submit(_copy, s, old, target, new) for s, old, new in copies]:
-            future.result()
+        renamed.append(DatasetIndex(chunks, index.config, index.updated_at, source.url))
+    merged = merge_indexes(renamed, f"merge_datasets: {target.url}", "Only datasets of the same layout can be merged.")
+    staging = make_staging(target, 0, "merge_datasets")
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
+            for future in [pool.submit(_copy, s, old, target, new, staging) for s, old, new in copies]:
+                future.result()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     target.write_json(INDEX_FILENAME, merged.to_json())
-
-
-def _source(location: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None) -> Output:
-    resolved = resolve_dir(location)
-    if resolved.url is not None and resolved.url.startswith("local:"):
-        resolved = Dir(path=resolved.url[len("local:") :])
-    if resolved.url is None and not os.path.isdir(resolved.path or ""):
-        raise ValueError(f"merge_datasets: input_dir {location} does not exist")
-    return Output(resolved, storage_options)

@@ -110,7 +110,7 @@ def check_node_request(num_nodes: int | None, machine: Any, info: NodeInfo) -> N
         return
     if info.source == "single":
         asked = f"num_nodes={num_nodes!r}" if num_nodes is not None else f"machine={machine!r}"
-        from litdata_prep._ray import RAY_CLUSTER_HELP
+        from litdata_prep._ray.executor import RAY_CLUSTER_HELP
 
         raise ValueError(
             f"{asked} was given, but no Ray cluster is named (RAY_ADDRESS or executor=RayExecutor(address=...)) "

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing.queues
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from litdata_format import INDEX_FILENAME, BaseItemLoader, DatasetIndex, merge_indexes
-from litdata_format.internal import WriterOptions, add_note, check_writer_options, parse_chunk_name, temp_target
+from litdata_format.internal import add_note, parse_chunk_name, temp_target
 from litdata_io import Dir
 from litdata_prep._checkpoint import (
     CHECKPOINT_DIR,
@@ -19,6 +18,7 @@ from litdata_prep._checkpoint import (
     published_before_cleanup,
     save_node_config,
 )
+from litdata_prep._checks import prepare_optimize
 from litdata_prep._indexes import (
     LAYOUT_HINT,
     in_input_order,
@@ -26,13 +26,14 @@ from litdata_prep._indexes import (
     node_index_key,
     wait_for_node_indexes,
 )
-from litdata_prep._job import Job, OptimizeRequest, make_staging, remove_staging
-from litdata_prep._keys import KEYS_DIR, publish_keys
+from litdata_prep._inputs import InputStream, Numbered
+from litdata_prep._job import OptimizeJob
+from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._output_lock import OutputLock, hold_output, lock_identity
-from litdata_prep._plan import InputStream, Numbered
-from litdata_prep._ray import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, ray_executor, run_on_ray
+from litdata_prep._ray.executor import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
+from litdata_prep._staging import STAGING_PREFIX, is_staged, make_staging, remove_staging
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
@@ -51,56 +52,19 @@ def is_dataset_file(key: str) -> bool:
         parse_chunk_name(key) is not None
         or name.endswith(INDEX_FILENAME)
         or key.startswith(KEYS_DIR)
-        or key.startswith((CHECKPOINT_DIR + "/", ".litdata-staging-", ".litdata-write-probe-"))
+        or key.startswith(CHECKPOINT_DIR + "/")
+        or is_staged(key)
     )
-
-
-def _writer_options(r: OptimizeRequest) -> WriterOptions:
-    """The workers' writer options, checked by the writers' own check before any worker starts."""
-    chunk_bytes = r.chunk_bytes
-    if r.chunk_size is None and chunk_bytes is None:
-        chunk_bytes = "64MB"  # upstream's documented default; its graph examples pass neither
-    if r.align_chunking and r.chunk_size is None:
-        raise ValueError("optimize: align_chunking=True needs chunk_size (chunk boundaries are counted in items)")
-    try:
-        return check_writer_options(
-            r.chunk_size,
-            chunk_bytes,
-            r.compression,
-            r.encryption,
-            r.item_loader,
-            r.compression_level,
-            r.compression_batch_size,
-        )
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"optimize: {err}") from None
-
-
-def _ordered(keep_data_ordered: bool | None, use_checkpoint: bool, align_chunking: bool, queue: Any) -> bool | None:
-    """Whether the workers take static ordered slices; None (the default): yes, unless the inputs are an iterator."""
-    if queue is not None:
-        if use_checkpoint or align_chunking or keep_data_ordered:
-            raise ValueError(
-                "optimize: a queue is consumed in arrival order by every worker; use_checkpoint, align_chunking "
-                "and keep_data_ordered=True need a static list of inputs"
-            )
-        return False
-    if keep_data_ordered is None:
-        return True if use_checkpoint or align_chunking else None
-    if not keep_data_ordered and (use_checkpoint or align_chunking):
-        need = "use_checkpoint" if use_checkpoint else "align_chunking"
-        raise ValueError(f"optimize: {need}=True needs keep_data_ordered=True (static ordered slices per worker)")
-    return bool(keep_data_ordered)
 
 
 def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, nodes: NodeInfo) -> DatasetIndex | None:
     """Apply ``mode`` to what the output holds; return the existing index when appending."""
-    keys = output.list()
+    keys = output.all_keys()
     existing = output.read_index() if INDEX_FILENAME in keys else None
     if mode is None and existing is not None:
         # Files optimize does not write are left alone (as upstream does): only a dataset is refused.
         raise DatasetExistsError(
-            f"optimize: output_dir {output.display} already holds an optimized dataset (index.json). Datasets are "
+            f"optimize: output_dir {output.url} already holds an optimized dataset (index.json). Datasets are "
             "immutable: choose a new output_dir (e.g. with a version or a {%Y-%m-%d} suffix).\n HINT: If you want "
             "to append/overwrite to the existing dataset, pass mode='append' to add to it or mode='overwrite' to "
             "replace it"
@@ -126,14 +90,14 @@ def _leftover_temp(key: str) -> bool:
     Staging folders are not looked into: their runs remove them whole.
     """
     is_temp = temp_target(key.rpartition("/")[2]) is not None
-    return is_temp and is_dataset_file(key) and not key.startswith(".litdata-staging-")
+    return is_temp and is_dataset_file(key) and not key.startswith(STAGING_PREFIX)
 
 
 def _collect_unreferenced(output: Output, index: DatasetIndex | None) -> None:
     """Remove chunks ``index`` does not reference and the temporary files of interrupted writes."""
     referenced = {c.filename for c in index.chunks} if index is not None else set()
     output.delete_many(
-        [k for k in output.list() if (parse_chunk_name(k) is not None and k not in referenced) or _leftover_temp(k)]
+        [k for k in output.all_keys() if (parse_chunk_name(k) is not None and k not in referenced) or _leftover_temp(k)]
     )
 
 
@@ -228,55 +192,28 @@ def optimize(
         WorkerError: ``fn`` raised on an input (the message names it; the cause is the worker's traceback)
             or a worker process died.
     """
-    _optimize(OptimizeRequest.from_call(locals()))
+    _optimize(prepare_optimize(locals()))
 
 
-def _optimize(r: OptimizeRequest) -> None:
-    """``optimize`` with its arguments in one value."""
-    queue, key_fn, mode, use_checkpoint = r.queue, r.key_fn, r.mode, r.use_checkpoint
-    if key_fn is not None and not callable(key_fn):
-        raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
-    if (queue is None) == (r.inputs is None):
-        raise ValueError("optimize: give exactly one of inputs (a sequence) or queue (a multiprocessing.Queue)")
-    if queue is not None and not isinstance(queue, multiprocessing.queues.Queue):
-        raise TypeError(f"optimize: queue must be a multiprocessing.Queue, got {type(queue).__name__}")
-    if mode not in (None, "append", "overwrite"):
-        raise ValueError(
-            f"optimize: The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
-            f"'overwrite', got {mode!r}"
-        )
-    if ray_executor(r.executor, "optimize") is not None and (queue is not None or r.align_chunking):
-        raise ValueError(
-            "optimize: executor='ray' cuts a list of inputs into batches for the cluster's workers; a queue and "
-            "align_chunking=True need this machine's worker processes (executor=None)"
-        )
-    ordered = _ordered(r.keep_data_ordered, use_checkpoint, r.align_chunking, queue)
-    options = _writer_options(r)
-    job = Job.prepare(
-        r,
-        spawnable={"key_fn": key_fn, "item_loader": r.item_loader, "encryption": r.encryption},
-        queue=queue is not None,
-        ordered=bool(ordered),
-    )
-    if ordered is None:  # an iterator stays one, streamed through the shared queue
-        ordered = not isinstance(job.items, InputStream)
+def _optimize(job: OptimizeJob) -> None:
+    """``optimize`` of a checked job, holding the output's lock."""
     nodes = job.nodes
     identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
     with hold_output(job.output, identity, last=nodes.is_last) as lock:
         if job.ray is not None:
-            _optimize_on_ray(job, job.ray, options, r, lock)
+            _optimize_on_ray(job, job.ray, lock)
         else:
-            _optimize_on_machine(job, options, r, ordered, lock)
+            _optimize_on_machine(job, lock)
 
 
-def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, ordered: bool, lock: OutputLock) -> None:
+def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> None:
     """``optimize`` with this machine's worker processes, holding the output's ``lock``."""
-    queue, key_fn, mode, use_checkpoint = r.queue, r.key_fn, r.mode, r.use_checkpoint
+    queue, mode, use_checkpoint = job.queue, job.mode, job.use_checkpoint
     output, nodes, ranks = job.output, job.nodes, job.ranks
     slices: list[Numbered] | None = None
     shared: Numbered | InputStream | None = None
-    if queue is None and ordered:
-        slices = job.ordered_slices(r.chunk_size if r.align_chunking else None)
+    if queue is None and job.ordered:
+        slices = job.ordered_slices(job.align)
     elif queue is None:
         shared = job.shared_inputs()
     if (
@@ -290,8 +227,8 @@ def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, o
         clear_checkpoints(output, nodes.node_rank, ranks)
         remove_staging(output, nodes.node_rank)
         _collect_unreferenced(output, output.read_index())
-        if r.verbose:
-            print(f"optimize: {output.display} already holds this job's dataset (its run stopped before cleaning up)")
+        if job.verbose:
+            print(f"optimize: {output.url} already holds this job's dataset (its run stopped before cleaning up)")
         return
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
@@ -307,8 +244,7 @@ def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, o
 
     def task(rank: int) -> OptimizeTask:
         # The shared queue's batches are runs of consecutive inputs that the index puts back in order.
-        keep_order = shared is not None
-        return OptimizeTask(options, r.encryption, key_fn, chunk_starts[rank], checkpoints.get(rank), keep_order)
+        return job.task(chunk_starts[rank], checkpoints.get(rank), keep_order=shared is not None)
 
     staging = make_staging(output, nodes.node_rank, "optimize")
     index: DatasetIndex | None = None
@@ -317,7 +253,7 @@ def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, o
         parts = [_rank_index(done, rank) for rank in ranks]
         if shared is not None:  # the queue's batches went to whichever worker was free: list them in input order
             parts = in_input_order(parts, [done[rank].chunk_inputs for rank in ranks], ranks)
-        rank_keys = {rank: done[rank].keys or [] for rank in ranks} if key_fn is not None else None
+        rank_keys = {rank: done[rank].keys or [] for rank in ranks} if job.key_fn is not None else None
         items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
         index = _finish(
             output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite", lock=lock
@@ -330,9 +266,9 @@ def _optimize_on_machine(job: Job, options: WriterOptions, r: OptimizeRequest, o
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if r.verbose and index is not None:
+    if job.verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
-        print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
+        print(f"optimize: {output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
 def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
@@ -342,11 +278,9 @@ def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
     return index
 
 
-def _optimize_on_ray(
-    job: Job, executor: RayExecutor, options: WriterOptions, r: OptimizeRequest, lock: OutputLock
-) -> None:
+def _optimize_on_ray(job: OptimizeJob, executor: RayExecutor, lock: OutputLock) -> None:
     """``optimize`` with its batches on a Ray cluster (see ``_ray``): the index is merged here, once."""
-    output, nodes, mode, use_checkpoint = job.output, job.nodes, r.mode, r.use_checkpoint
+    output, nodes, mode, use_checkpoint = job.output, job.nodes, job.mode, job.use_checkpoint
     items = job.cluster_inputs()
     plan = RayPlan.make(items, job.num_workers, executor.batches_per_worker, first_rank=0)
     if use_checkpoint:
@@ -362,13 +296,14 @@ def _optimize_on_ray(
     first_rank = plan.next_rank
 
     def make_spec(rank: int, batch: Numbered) -> WorkerSpec:
-        task = OptimizeTask(options, r.encryption, r.key_fn, next_chunk_indexes(existing, [rank])[rank])
-        return job.spec(rank, "", batch, task)  # each actor stages in a folder of its own node
+        return job.spec(
+            rank, "", batch, job.task(next_chunk_indexes(existing, [rank])[rank])
+        )  # each actor stages in a folder of its own node
 
     try:
-        run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", r.verbose, use_checkpoint)
-        parts, rank_keys = finished_parts(plan, output.display)
-        keys = rank_keys if r.key_fn is not None else None
+        run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", job.verbose, use_checkpoint)
+        parts, rank_keys = finished_parts(plan, output.url)
+        keys = rank_keys if job.key_fn is not None else None
         index = _finish(output, nodes, existing, parts, items, keys, gc=True, lock=lock)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, the finished batches are the next run's head start
@@ -376,9 +311,9 @@ def _optimize_on_ray(
         raise
     if use_checkpoint:
         output.delete(RAY_CHECKPOINT)
-    if r.verbose and index is not None:
+    if job.verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
-        print(f"optimize: {output.display} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
+        print(f"optimize: {output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
 def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
@@ -397,12 +332,12 @@ def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int],
         output.delete_many(
             [
                 key
-                for key in output.list()
+                for key in output.all_keys()
                 if (parsed := parse_chunk_name(key)) is not None and parsed[0] in mine and key not in keep
             ]
         )
     except Exception as err:  # the job's own error is the one to raise; mention this one with it
-        add_note(failure, f"optimize: removing the chunks this job wrote to {output.display} failed too: {err}")
+        add_note(failure, f"optimize: removing the chunks this job wrote to {output.url} failed too: {err}")
 
 
 def _finish(
@@ -422,7 +357,7 @@ def _finish(
     """
     before = [existing] if existing is not None else []
     if nodes.num_nodes == 1:
-        index = merge_indexes(before + parts, f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+        index = merge_indexes(before + parts, output.url_for(INDEX_FILENAME), LAYOUT_HINT)
         keys = {"keys": publish_keys(output, index, existing, rank_keys)} if rank_keys is not None else {}
         lock.confirm()
         output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
@@ -431,14 +366,14 @@ def _finish(
         return index
     job = lock_identity(items, nodes.num_nodes)
     node_key = node_index_key(nodes.node_rank)
-    node_index = merge_indexes(parts, f"{output.display}/{node_key}", LAYOUT_HINT)
+    node_index = merge_indexes(parts, output.url_for(node_key), LAYOUT_HINT)
     # The last node writes the key index of every node's samples.
     node_keys = {"rank_keys": rank_keys} if rank_keys is not None else {}
     output.write_json(node_key, {**node_index.to_json(), **node_keys, "job": job})
     if not nodes.is_last:
         return None
     node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
-    index = merge_indexes(before + [part for part, _ in node_parts], f"{output.display}/{INDEX_FILENAME}", LAYOUT_HINT)
+    index = merge_indexes(before + [part for part, _ in node_parts], output.url_for(INDEX_FILENAME), LAYOUT_HINT)
     keys: dict[str, Any] = {}
     if rank_keys is not None:
         every = {int(rank): ks for _, obj in node_parts for rank, ks in obj.get("rank_keys", {}).items()}

@@ -1,6 +1,6 @@
-"""Where a job's files go: a local folder, written in place, or a storage URL, uploaded to.
+"""Where a job's files go: a local folder or a storage URL, as one :class:`~litdata_io.Storage`.
 
-:class:`Output` is small and picklable (the storage client is opened lazily in each process), so
+:class:`Output` is small and picklable (the storage it wraps is opened lazily in each process), so
 the parent and every worker talk to the same destination through it. Keys are ``/``-separated
 and relative to the output root.
 """
@@ -10,18 +10,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
-from litdata_io import Dir
+from litdata_io import Dir, resolve_dir
 from litdata_io.internal import PerProcess, check_own_folders
 
 if TYPE_CHECKING:
     from litdata_io import Storage
 
-__all__ = ["DatasetExistsError", "Output"]
+__all__ = ["PROBE_PREFIX", "DatasetExistsError", "Output"]
+
+#: The object :meth:`Output.check_writable` creates and removes at once.
+PROBE_PREFIX = ".litdata-write-probe-"
 
 
 class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
@@ -33,12 +38,17 @@ class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
 
 
 class Output:
-    """One output location of ``optimize``/``map``/``merge_datasets``: a :class:`~litdata_io.Storage`.
+    """One output location of ``optimize``/``map``/``merge_datasets``: a storage rooted at it.
 
-    A local folder is a ``LocalStorage`` that lists dot-files too (the job's ``.checkpoints/`` and
-    leftover temporary files, which a bucket lists like any key), so every read and write goes
-    through the same calls whatever the destination. What stays local-only: a file published into
-    a local folder is renamed there rather than copied, and deleting leaves no empty folder.
+    As fsspec's ``DirFileSystem`` is a filesystem over a folder of another, an output answers the
+    calls of a :class:`~litdata_io.Storage` that jobs make (``exists``, ``get``, ``put``,
+    ``put_new``, ``delete``, ``download``, ``url_for``) over the local folder (a ``LocalStorage``
+    that lists dot-files too: the job's ``.checkpoints/`` and leftover temporary files, which a
+    bucket lists like any key) or the bucket prefix, so callers read and write it without asking
+    which it is. What differs stays here: :meth:`publish` renames a local file into a local folder
+    and uploads it into a bucket, a write into a local folder refuses a sub-folder that is a link,
+    and deleting leaves no empty folder. It is not a subclass of ``Storage``: that class brings
+    asyncio into every spawned worker, which a worker that only renames its chunks never loads.
 
     Args:
         location: the resolved output (a local ``path`` or a ``url``).
@@ -48,57 +58,83 @@ class Output:
     def __init__(self, location: Dir, storage_options: dict[str, Any] | None = None) -> None:
         if location.url is None and location.path is None:
             raise ValueError("an output needs a local path or a URL")
-        self.dir = location
+        self.url = str(location.url or location.path)
+        #: The local folder, or None for a bucket.
+        self.folder = Path(location.path) if location.url is None and location.path is not None else None
         self.storage_options = dict(storage_options or {})
         self._storage: PerProcess[Storage] = PerProcess()
 
-    # -- what it is -----------------------------------------------------------------------------
-    @property
-    def is_remote(self) -> bool:
-        return self.dir.url is not None
-
-    @property
-    def local_path(self) -> Path:
-        """The local folder (only for a local output)."""
-        if self.dir.path is None or self.is_remote:
-            raise ValueError(f"{self.display} is not a local folder")
-        return Path(self.dir.path)
-
-    @property
-    def display(self) -> str:
-        return str(self.dir.url or self.dir.path)
+    @classmethod
+    def at(cls, location: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None = None) -> Output:
+        """The output at ``location`` as a user names it (``{%...}`` templates expanded, ``local:/x`` the folder)."""
+        resolved = resolve_dir(location)
+        if resolved.url is not None and resolved.url.startswith("local:"):
+            resolved = Dir(path=resolved.url[len("local:") :])
+        return cls(resolved, storage_options)
 
     def __repr__(self) -> str:
-        return f"Output({self.display!r})"
+        return f"Output({self.url!r})"
 
     @property
-    def storage(self) -> Storage:
-        """The destination's storage, opened once in each process."""
+    def _inner(self) -> Storage:
+        """The folder's or the bucket's storage, opened once in each process."""
         return self._storage.get(self._open)
 
     def _open(self) -> Storage:
         # Imported here: a worker that only renames its chunks into a local folder never loads
         # the storage layer (nor asyncio), which its start-up would pay for.
-        if not self.is_remote:
+        if self.folder is not None:
             from litdata_io.internal import LocalStorage
 
-            return LocalStorage(self.local_path, hidden=True)
+            return LocalStorage(self.folder, hidden=True)
         from litdata_io import get_storage
 
-        return get_storage(self.dir.url or "", self.storage_options)
+        return get_storage(self.url, self.storage_options)
 
-    # -- reading --------------------------------------------------------------------------------
-    def list(self) -> list[str]:
-        """Every key under the output (files only, recursively)."""
-        return [info.key for info in self.storage.list("")]
+    # -- Storage's calls, on the folder or the bucket ------------------------------------------
+    def url_for(self, key: str) -> str:
+        """The full URL (or path) of ``key``, for messages."""
+        return f"{self.url.rstrip('/')}/{key}"
 
     def exists(self, key: str) -> bool:
-        return self.storage.exists(key)
+        return self._inner.exists(key)
+
+    def get(self, key: str) -> bytes:
+        return self._inner.get(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._own_folder(key)
+        self._inner.put(key, data)
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        self._own_folder(key)
+        return self._inner.put_new(key, data)
+
+    def download(self, key: str, destination: str | Path) -> int:
+        return self._inner.download(key, destination)
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``; in a local folder, with the folders it leaves empty (``.checkpoints/``)."""
+        self._own_folder(key, make=False)
+        self._inner.delete(key)
+        root = self.folder
+        for folder in (root / key).parents if root is not None else ():
+            if folder == root or not self.holds(folder):
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or gone): the folders above are not empty either
+                break
+
+    # -- what a job adds ----------------------------------------------------------------------
+    def all_keys(self) -> list[str]:
+        """Every key under the output (files only, recursively)."""
+        return [info.key for info in self._inner.list("")]
 
     def read_json(self, key: str) -> Any:
         """The decoded JSON object at ``key``, or None if there is none."""
         try:
-            data = self.storage.get(key)
+            data = self.get(key)
         except FileNotFoundError:
             return None
         return json.loads(data)
@@ -106,87 +142,74 @@ class Output:
     def read_index(self, key: str = INDEX_FILENAME) -> DatasetIndex | None:
         """The index at ``key``, checked as readers check it, or None if there is none."""
         obj = self.read_json(key)
-        return None if obj is None else parse_index(obj, f"{self.display}/{key}")
+        return None if obj is None else parse_index(obj, self.url_for(key))
 
-    # -- writing --------------------------------------------------------------------------------
     def write_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` whole (a temporary name and a rename locally)."""
+        self.put(key, json.dumps(obj, sort_keys=True).encode())
+
+    def publish(self, source: str | os.PathLike[str], key: str) -> None:
+        """Move the local file ``source`` to ``key``: renamed into a local folder, uploaded to a bucket."""
         self._own_folder(key)
-        self.storage.put(key, json.dumps(obj, sort_keys=True).encode())
+        if self.folder is not None:
+            try:
+                os.replace(source, self.folder / key)
+                return
+            except OSError:
+                pass  # another filesystem: copied through a temporary name below
+        self._inner.upload(os.fspath(source), key)
+        Path(source).unlink(missing_ok=True)
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
+        if self.folder is not None:
+            for path in sorted((p for p in self.folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+
+    def holds(self, path: Path) -> bool:
+        """Whether the local file ``path`` is in this output (never for a bucket)."""
+        return self.folder is not None and path.is_relative_to(self.folder)
+
+    @contextlib.contextmanager
+    def local_copy(self, keys: list[str]) -> Iterator[Path]:
+        """A local folder holding ``keys``: the output's own, else a temporary one they are downloaded into."""
+        if self.folder is not None:
+            yield self.folder
+            return
+        with tempfile.TemporaryDirectory(prefix="litdata-fetch-", ignore_cleanup_errors=True) as tmp:
+            for key in keys:
+                self._inner.download(key, Path(tmp) / key)
+            yield Path(tmp)
 
     def _own_folder(self, key: str, make: bool = True) -> None:
         """Make the local folder of ``key`` (if ``make``); refuse one that is a link (``.checkpoints`` planted as one).
 
         In an output folder others can write to, a link would send our files wherever it points.
         """
-        if self.is_remote or "/" not in key:
+        if self.folder is None or "/" not in key:
             return
-        folder = (self.local_path / key).parent
+        folder = (self.folder / key).parent
         if make:
             folder.mkdir(parents=True, exist_ok=True)
         elif not os.path.lexists(folder):
             return
-        check_own_folders(self.local_path, folder)
-
-    def put_file(self, source: str | os.PathLike[str], key: str, move: bool = True) -> None:
-        """Publish the local file ``source`` at ``key`` (moved when ``move``: renamed into a local output)."""
-        self._own_folder(key)
-        if move and not self.is_remote:
-            dest = self.local_path / key
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.replace(source, dest)
-                return
-            except OSError:
-                pass  # another filesystem: copied through a temporary name below
-        self.storage.upload(os.fspath(source), key)
-        if move:
-            Path(source).unlink(missing_ok=True)
-
-    def delete(self, key: str) -> None:
-        """Delete ``key``; in a local output, with the folders it leaves empty (``.checkpoints/``)."""
-        self._own_folder(key, make=False)
-        self.storage.delete(key)
-        if self.is_remote:
-            return
-        root = self.local_path
-        for folder in (root / key).parents:
-            if folder == root or not folder.is_relative_to(root):
-                break
-            try:
-                folder.rmdir()
-            except OSError:  # not empty (or gone): the folders above are not empty either
-                break
-
-    def delete_many(self, keys: list[str]) -> None:
-        for key in keys:
-            self.delete(key)
-        if not self.is_remote:
-            _remove_empty_dirs(self.local_path)
+        check_own_folders(self.folder, folder)
 
     def check_writable(self) -> None:
         """Create and remove a probe object, so a read-only output fails before any work starts."""
-        probe = f".litdata-write-probe-{uuid.uuid4().hex}"
+        probe = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+        fix = "check the URL, the bucket and storage_options"
         try:
-            if not self.is_remote:
-                self.local_path.mkdir(parents=True, exist_ok=True)
-            self.storage.put(probe, b"")
-            self.storage.delete(probe)
+            if self.folder is not None:
+                fix = "choose a folder you can write to"
+                self.folder.mkdir(parents=True, exist_ok=True)
+            self.put(probe, b"")
+            self.delete(probe)
         except OSError as err:
-            if self.is_remote:
-                raise PermissionError(
-                    f"output_dir {self.display} is not writable: {err}; check the URL, the bucket and storage_options"
-                ) from err
-            raise PermissionError(
-                f"output_dir {self.display} is not writable ({err.strerror or err}); choose a folder you can write to"
-            ) from None
+            if self.folder is not None:
+                raise PermissionError(f"output_dir {self.url} is not writable ({err.strerror or err}); {fix}") from None
+            raise PermissionError(f"output_dir {self.url} is not writable: {err}; {fix}") from err
         except Exception as err:
-            raise PermissionError(
-                f"output_dir {self.display} is not writable: {err}; check the URL, the bucket and storage_options"
-            ) from err
-
-
-def _remove_empty_dirs(root: Path) -> None:
-    for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            path.rmdir()
+            raise PermissionError(f"output_dir {self.url} is not writable: {err}; {fix}") from err

@@ -126,7 +126,7 @@ class OutputLock:
 
     def _current(self) -> Holder | None:
         try:
-            return Holder.decode(self.output.storage.get(LOCK_KEY))
+            return Holder.decode(self.output.get(LOCK_KEY))
         except FileNotFoundError:
             return None
 
@@ -140,13 +140,13 @@ class OutputLock:
                         self._taken_by = current
                         return
                     beat = max(beat, current.beat) + 1
-                    self.output.storage.put(LOCK_KEY, Holder(**{**asdict(self.holder), "beat": beat}).encode())
+                    self.output.put(LOCK_KEY, Holder(**{**asdict(self.holder), "beat": beat}).encode())
                 except Exception as err:  # a storage hiccup: the next beat tries again, well before STALE_S
                     print(f"optimize: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
 
     @property
     def _url(self) -> str:
-        return self.output.storage.url_for(LOCK_KEY)
+        return self.output.url_for(LOCK_KEY)
 
     def confirm(self) -> None:
         """Raise :class:`OutputLockLostError` unless the lock is still this job's (call before publishing)."""
@@ -154,7 +154,7 @@ class OutputLock:
         if current is None or current.job != self.holder.job:
             other = current or self._taken_by
             raise OutputLockLostError(
-                f"optimize: the lock on {self.output.display} ({self._url}) is no longer this job's "
+                f"optimize: the lock on {self.output.url} ({self._url}) is no longer this job's "
                 f"({self.holder.describe()}): "
                 + (f"{other.describe()} took it" if other is not None else "it was removed")
                 + f" after this job did not rewrite it for {STALE_S:g} s (was it stopped?). This job's index was not "
@@ -170,7 +170,7 @@ class OutputLock:
             with contextlib.suppress(Exception):  # a lock left behind is taken over as stale
                 current = self._current()
                 if current is not None and current.job == self.holder.job:
-                    self.output.storage.delete(LOCK_KEY)
+                    self.output.delete(LOCK_KEY)
 
 
 def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
@@ -195,8 +195,11 @@ def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[
         pid_start=_process_start(os.getpid()),
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
-    lock = _acquire(output, me)
-    if output.is_remote:  # a local output's holder is judged by its pid: no thread (see the module docstring)
+    # The lock's one question of the output: a bucket's holders rewrite it, a local folder's are judged
+    # by their pid (a thread would make this job's workers start from a forkserver; see the module docstring).
+    beating = output.folder is None
+    lock = _acquire(output, me, beating)
+    if beating:
         lock._thread.start()  # pyright: ignore[reportPrivateUsage] - its own class's thread, started once held
     try:
         yield lock
@@ -204,15 +207,15 @@ def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[
         lock.release(last)
 
 
-def _acquire(output: Output, me: Holder) -> OutputLock:
-    storage, url = output.storage, output.storage.url_for(LOCK_KEY)
+def _acquire(output: Output, me: Holder, beating: bool) -> OutputLock:
+    url = output.url_for(LOCK_KEY)
     seen: tuple[bytes, float] | None = None  # the lock's content, and since when it has not changed
     told = False
     while True:
-        if storage.put_new(LOCK_KEY, me.encode()):
+        if output.put_new(LOCK_KEY, me.encode()):
             return OutputLock(output, me)
         try:
-            data = storage.get(LOCK_KEY)
+            data = output.get(LOCK_KEY)
         except FileNotFoundError:
             continue  # released meanwhile: try again
         current = Holder.decode(data)
@@ -225,22 +228,22 @@ def _acquire(output: Output, me: Holder) -> OutputLock:
         if current is None and now - seen[1] < STALE_S:
             time.sleep(POLL_S)  # not a lock this code writes, or one being written: look again
             continue
-        if current is None or _stale(current, now - seen[1], output.is_remote):
+        if current is None or _stale(current, now - seen[1], beating):
             who = current.describe() if current is not None else "an unreadable lock"
             print(f"optimize: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
-            storage.delete(LOCK_KEY)
+            output.delete(LOCK_KEY)
             seen = None
             continue
         if not told:
             told = True
             if current.host == HOST:
                 then = "until it ends (its lock is taken over if its process is gone)"
-            elif output.is_remote:
+            elif beating:
                 then = f"(its lock is taken over if that job stops rewriting it for {STALE_S:g} s)"
             else:
                 then = f"until it ends; if that job is gone (its machine crashed), delete {url}"
             print(
-                f"optimize: {output.display} is being written by {current.describe()}; waiting {then}",
+                f"optimize: {output.url} is being written by {current.describe()}; waiting {then}",
                 file=sys.stderr,
                 flush=True,
             )

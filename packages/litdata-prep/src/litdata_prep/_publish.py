@@ -1,11 +1,11 @@
 """The upload pipeline of one worker: finished files go to the output while the worker goes on.
 
 Each worker writes a chunk into its local staging folder and hands it to its :class:`Publisher`.
-For a remote output a small thread pool uploads it and deletes the staging copy; the number of
-files waiting is bounded (``LITDATA_UPLOAD_BACKLOG``, default 4 per worker), so a worker that
-outruns the network blocks instead of filling the disk. A JSON record (a checkpoint) is
-published only after every file submitted before it, so a checkpoint never names a chunk that is
-not in the output yet. For a local output the chunk is renamed into place right away.
+A small thread pool publishes it (:meth:`Output.publish`: an upload to a bucket, a rename into a
+local folder) while the worker goes on; the files waiting are bounded (``LITDATA_UPLOAD_BACKLOG``,
+default 4 per worker), so a worker that outruns the network blocks instead of filling the disk. A
+JSON record (a checkpoint) is published only after every file submitted before it, so a
+checkpoint never names a chunk that is not in the output yet.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ class Publisher:
 
     Args:
         output: where files go.
-        threads: concurrent uploads for a remote output.
+        threads: concurrent uploads.
         backlog: files that may wait for upload before :meth:`put_file` blocks.
     """
 
     def __init__(self, output: Output, threads: int = 2, backlog: int | None = None) -> None:
         self.output = output
-        self._remote = output.is_remote
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="litdata-upload")
         self._slots = threading.BoundedSemaphore(backlog or upload_backlog())
         self._pending: list[Future[None]] = []
@@ -61,7 +60,7 @@ class Publisher:
     def _upload(self, source: str, key: str) -> None:
         try:
             with probe.span("upload", "upload", None, key=key):
-                self.output.put_file(source, key)
+                self.output.publish(source, key)
             self.uploaded += 1
         finally:
             self._slots.release()
@@ -70,9 +69,6 @@ class Publisher:
         """Publish the staging file ``source`` at ``key`` (default: its file name); it is moved away."""
         self._raise_if_failed()
         key = key or Path(source).name
-        if not self._remote:
-            self.output.put_file(source, key)
-            return
         self._slots.acquire()
         try:
             self._pending.append(self._pool.submit(self._upload, str(source), key))
@@ -83,9 +79,6 @@ class Publisher:
     def put_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` once every file submitted so far is in the output."""
         self._raise_if_failed()
-        if not self._remote:
-            self.output.write_json(key, obj)
-            return
         before = list(self._pending)
 
         def publish() -> None:

@@ -31,8 +31,8 @@ from litdata_format.internal import WriterOptions, normalize_key, read_text, tre
 from litdata_io import Dir, enable_tracer, trace_crash, trace_enabled
 from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import WorkerCheckpoint, chunk_keys_name
+from litdata_prep._inputs import Numbered
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered
 from litdata_prep._publish import Publisher
 
 __all__ = [
@@ -205,10 +205,7 @@ def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
     if not isinstance(err, OSError) or not err.filename or err.errno is None:
         return None
     path = Path(os.fsdecode(err.filename))
-    folders = [Path(spec.staging)]
-    if not spec.output.is_remote:
-        folders.append(spec.output.local_path)
-    if not any(path.is_relative_to(folder) for folder in folders):
+    if not (path.is_relative_to(spec.staging) or spec.output.holds(path)):
         return None  # e.g. an input file a serializer could not read
     return (
         f"worker {spec.rank} could not write {path}: [Errno {err.errno}] {err.strerror}. Free space there (a remote "
@@ -439,7 +436,7 @@ class _Worker:
             found = self.spec.output.read_json(name)
             if not isinstance(found, list):
                 raise RuntimeError(
-                    f"{self.spec.output.display}/{name} is missing: the interrupted run did not keep the keys of "
+                    f"{self.spec.output.url_for(name)} is missing: the interrupted run did not keep the keys of "
                     f"{chunk['filename']} (did it run without key_fn?); pass mode='overwrite' to start over"
                 )
             keys.extend(found)  # pyright: ignore[reportUnknownArgumentType]
@@ -449,10 +446,12 @@ class _Worker:
     def map(self, work: Any) -> Done:
         spec = self.spec
         params = _parameters(spec.fn)
-        remote = spec.output.is_remote
+        # The one question a worker asks of the output: fn writes straight into a local folder (upstream's
+        # fn gets the output_dir it was given); a bucket's files are written to staging, then uploaded.
+        local = spec.output.folder
         files = 0
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
-            out_dir = Path(spec.staging) / f"map-{pos}" if remote else spec.output.local_path
+            out_dir = local or Path(spec.staging) / f"map-{pos}"
             out_dir.mkdir(parents=True, exist_ok=True)
             kwargs: dict[str, Any] = {}
             if "is_last" in params:
@@ -461,7 +460,7 @@ class _Worker:
                 kwargs["device"] = _device(spec.rank)
             for _ in self.call(pos, item, fetched, str(out_dir), **kwargs):
                 raise FnFailed(pos, item, "map's fn must write its files into output_dir and return None")
-            if remote:
+            if local is None:
                 for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
                     self.publisher.put_file(path, str(path.relative_to(out_dir)).replace(os.sep, "/"))
                     files += 1

@@ -14,10 +14,11 @@ With ``use_checkpoint=True`` the driver records each finished batch in ``.checkp
 a driver that was killed resumes from there, redoing only the unfinished batches.
 
 Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
-shares) that folder is under :data:`RAY_STAGING` in the output, a root the driver makes when the
-job starts and removes when it ends, so the folders of actors that were killed (which cannot clean
-up after themselves) go too, whichever node they ran on, and a batch an actor starts after the job
-stopped fails instead of writing. For a remote output it is in the node's temporary directory.
+shares) that folder is under :data:`~litdata_prep._staging.RAY_STAGING` in the output, a root the
+driver makes when the job starts and removes when it ends, so the folders of actors that were
+killed (which cannot clean up after themselves) go too, whichever node they ran on, and a batch an
+actor starts after the job stopped fails instead of writing. For a remote output it is in the
+node's temporary directory.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,16 +36,15 @@ from litdata_format import DatasetIndex, parse_index
 from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
-from litdata_prep._machine import Machine, as_machine
+from litdata_prep._inputs import Numbered, contiguous_bins
 from litdata_prep._output import Output
-from litdata_prep._plan import Numbered, contiguous_bins
+from litdata_prep._ray.machine import Machine, as_machine
+from litdata_prep._staging import ray_staging, temp_staging
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
 
-__all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RAY_STAGING", "RayExecutor", "import_ray", "ray_executor"]
+__all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RayExecutor", "import_ray", "ray_executor"]
 
 RAY_CHECKPOINT = f"{CHECKPOINT_DIR}/ray.json"
-#: The staging root of a Ray job's attempts in a local output (``rank-{rank}`` each).
-RAY_STAGING = ".litdata-staging-ray"
 # How long a stopped job waits for the actors it killed mid-batch to be gone (ray.kill does not wait).
 KILL_WAIT_S = 60.0
 # How long a job stopped by a failed batch lets the other batches in flight end by themselves first.
@@ -201,9 +200,7 @@ class _BatchRunner:
             # the driver cleaned it up.
             Path(staging).mkdir()
         else:
-            # Named like a local job's staging folder: if this actor is killed, the next optimize/map on
-            # this node with a remote output removes it (its pid is gone).
-            staging = tempfile.mkdtemp(prefix=f"litdata-{spec.task.what}-{os.getpid()}-")
+            staging = str(temp_staging(spec.task.what))  # if this actor is killed, the node's next job removes it
         try:
             os.environ.update(spec.env)
             spec = replace(spec, staging=staging)
@@ -250,7 +247,7 @@ class RayPlan:
             return fresh
         if obj.get("job") != fresh.job:
             raise ValueError(
-                f"{output.display}/{RAY_CHECKPOINT}: the inputs differ from the interrupted run's; resume with the "
+                f"{output.url_for(RAY_CHECKPOINT)}: the inputs differ from the interrupted run's; resume with the "
                 "same inputs, or pass mode='overwrite' to start over"
             )
         done = {int(b): entry for b, entry in obj["done"].items()}
@@ -299,7 +296,7 @@ def run_on_ray(
         options.update(executor.machine.ray_resources(num_workers // len(nodes.bundle_specs)))
     actor_class = ray.remote(**options)(_BatchRunner)
     started = 0
-    root = None if output.is_remote else output.local_path / RAY_STAGING
+    root = ray_staging(output)
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)  # left by a driver that was killed
         root.mkdir(parents=True)  # the attempts' folders go in it (see _BatchRunner.run)
@@ -308,7 +305,7 @@ def run_on_ray(
     attempts = dict.fromkeys(todo, 0)
     progress = ProgressBar(total, what, verbose)
     if verbose:
-        print(f"{what}: {total} inputs in {len(todo)} batches on {num_workers} Ray workers -> {output.display}")
+        print(f"{what}: {total} inputs in {len(todo)} batches on {num_workers} Ray workers -> {output.url}")
     starting: dict[Any, Any] = {}  # ready() call -> actor not yet known to be placed
     running: dict[Any, tuple[Any, int, int]] = {}  # run() call -> (actor, batch, rank)
     idle: list[Any] = []

@@ -1,11 +1,16 @@
-"""Upstream 0.2.76's helpers around the key index: ``build_keys_index`` and ``dataset_update``.
+"""The key index of a dataset (``keys/shard-NNNNN.parquet``, upstream's layout): written, built, used.
+
+``optimize(key_fn=...)``: each worker returns the keys of its samples in its own sample order with
+its index (``Done.keys``). A worker's samples fill its chunks in that order, so once the index is
+merged a key's sample position follows from where the rank's chunks landed: no sample is read back
+(:func:`publish_keys`).
 
 ``build_keys_index(dir, key_fn)`` reads an optimized dataset once and writes the key index that
 ``optimize(key_fn=...)`` would have written (``keys/shard-NNNNN.parquet`` and the ``"keys"`` entry
 of ``index.json``), so samples can be looked up by key and replaced with ``dataset_update``.
 ``dataset_update(dir)`` opens a session that replaces whole samples by key: ``commit()``
 rewrites each chunk holding one of them (same file name, same layout) and then ``index.json``.
-Both work on a local dataset folder, as upstream's do.
+These two work on a local dataset folder, as upstream's do.
 """
 
 from __future__ import annotations
@@ -14,12 +19,11 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from litdata_format import INDEX_FILENAME, BinaryWriter, DatasetReader, layout_differences, load_index
+from litdata_format import INDEX_FILENAME, BinaryWriter, DatasetIndex, DatasetReader, layout_differences, load_index
 from litdata_format.internal import (
     KEYS_FILE,
     keys_parquet,
@@ -29,11 +33,54 @@ from litdata_format.internal import (
     write_file_atomic,
     write_json_atomic,
 )
+from litdata_prep._output import Output
+from litdata_prep._staging import update_staging
 
-__all__ = ["DatasetUpdate", "build_keys_index", "dataset_update"]
+__all__ = ["KEYS_DIR", "DatasetUpdate", "build_keys_index", "dataset_update", "publish_keys"]
 
-_KEYS_DIR = KEYS_FILE.partition("/")[0]
+KEYS_DIR = KEYS_FILE.partition("/")[0] + "/"
+_SECTION = {"version": 1, "num_shards": 1, "sharding": "none"}
 _ARROW_ROWS_MAGIC = b"LDARW01\x00"
+
+
+def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple[Any, int]]:
+    """The keys of the dataset appended to, when it has a key index."""
+    if existing is None:
+        return []
+    try:
+        data = output.get(KEYS_FILE)
+    except FileNotFoundError:
+        return []
+    return list(read_keys([data], output.url_for(KEYS_FILE)).items())
+
+
+def publish_keys(
+    output: Output, index: DatasetIndex, existing: DatasetIndex | None, rank_keys: dict[int, list[Any]]
+) -> dict[str, Any]:
+    """Write the key index of ``index``'s new chunks (and of the dataset appended to).
+
+    Returns the ``"keys"`` entry of ``index.json`` that names it.
+
+    Raises:
+        ValueError: two samples share a key, keys mix str and int, or a rank's keys do not match its chunks.
+    """
+    old = {chunk.filename for chunk in existing.chunks} if existing is not None else set()
+    positions: dict[int, list[int]] = {rank: [] for rank in rank_keys}
+    start = 0
+    for chunk in index.chunks:
+        parsed = parse_chunk_name(chunk.filename)
+        if chunk.filename not in old and parsed is not None and parsed[0] in positions:
+            positions[parsed[0]].extend(range(start, start + chunk.chunk_size))
+        start += chunk.chunk_size
+    pairs = _existing_pairs(output, existing)
+    for rank, keys in rank_keys.items():
+        if len(keys) != len(positions[rank]):
+            raise RuntimeError(
+                f"worker {rank} computed {len(keys)} keys but its chunks hold {len(positions[rank])} samples"
+            )
+        pairs.extend(zip(keys, positions[rank]))
+    output.put(KEYS_FILE, keys_parquet(pairs, [chunk.chunk_size for chunk in index.chunks]))
+    return dict(_SECTION)
 
 
 def _dataset_dir(input_dir: str | os.PathLike[str], what: str) -> Path:
@@ -58,7 +105,7 @@ def key_shard(key: str | int, num_shards: int) -> int:
 
 
 def _shard_name(shard: int) -> str:
-    return f"{_KEYS_DIR}/shard-{shard:05d}.parquet"
+    return f"{KEYS_DIR}shard-{shard:05d}.parquet"
 
 
 def build_keys_index(
@@ -111,9 +158,9 @@ def build_keys_index(
     by_shard: list[list[tuple[str | int, int]]] = [[] for _ in range(num_shards)]
     for key, position in pairs:
         by_shard[key_shard(key, num_shards)].append((key, position))
-    shutil.rmtree(target / _KEYS_DIR, ignore_errors=True)
+    shutil.rmtree(target / KEYS_DIR, ignore_errors=True)
     (target / "keys.parquet").unlink(missing_ok=True)  # upstream's older single file, now replaced
-    (target / _KEYS_DIR).mkdir(parents=True)
+    (target / KEYS_DIR).mkdir(parents=True)
     for shard, part in enumerate(by_shard):
         write_file_atomic(target / _shard_name(shard), keys_parquet(part, sizes))
     index_path = target / INDEX_FILENAME
@@ -121,7 +168,7 @@ def build_keys_index(
         index = json.loads(index_path.read_text())
         index["keys"] = {"version": 1, "num_shards": num_shards, "sharding": "hash" if num_shards > 1 else "none"}
         write_json_atomic(index_path, index)
-    return str(target / _KEYS_DIR)
+    return str(target / KEYS_DIR)
 
 
 def dataset_update(input_dir: str | os.PathLike[str]) -> DatasetUpdate:
@@ -151,7 +198,7 @@ class DatasetUpdate:
     def __init__(self, input_dir: str | os.PathLike[str]) -> None:
         self._dir = _dataset_dir(input_dir, "dataset_update")
         self._index = load_index(self._dir)
-        files = sorted((self._dir / _KEYS_DIR).glob("shard-*.parquet")) or sorted(self._dir.glob("keys.parquet"))
+        files = sorted((self._dir / KEYS_DIR).glob("shard-*.parquet")) or sorted(self._dir.glob("keys.parquet"))
         if not files:
             raise FileNotFoundError(
                 f"dataset_update: {self._dir} has no key index ({KEYS_FILE}); run optimize(..., key_fn=...) or "
@@ -200,7 +247,7 @@ class DatasetUpdate:
             raise ValueError(
                 f"dataset_update: {self._dir} is {what}; only PyTree datasets without encryption can be updated"
             )
-        positions = read_keys([path.read_bytes() for path in self._key_files], f"{self._dir}/{_KEYS_DIR}")
+        positions = read_keys([path.read_bytes() for path in self._key_files], f"{self._dir}/{KEYS_DIR}")
         missing = [key for key in self._pending if key not in positions]
         if missing:
             raise KeyError(f"dataset_update: unknown key {missing[0]!r} (not in the key index of {self._dir})")
@@ -245,7 +292,7 @@ class DatasetUpdate:
         # An Arrow rows chunk is rewritten as Arrow rows, a PyTree one in the dataset's compression.
         compression = ("zstd" if config.get("ipc_compression") else None) if rows else config.get("compression")
         level = None if rows else (config.get("compression_level") or ("chunk" if compression else None))
-        folder = Path(tempfile.mkdtemp(prefix=".litdata-update-", dir=self._dir))
+        folder = update_staging(self._dir)
         try:
             writer = BinaryWriter(
                 folder,

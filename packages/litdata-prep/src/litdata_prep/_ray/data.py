@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from litdata_format import (
@@ -30,11 +29,12 @@ from litdata_format import (
     parse_index,
 )
 from litdata_format.internal import parse_chunk_name
-from litdata_io import Dir, resolve_dir
+from litdata_io import Dir
 from litdata_prep._indexes import LAYOUT_HINT
 from litdata_prep._output import DatasetExistsError, Output
 from litdata_prep._publish import Publisher
-from litdata_prep._ray import import_ray
+from litdata_prep._ray.executor import import_ray
+from litdata_prep._staging import temp_staging
 
 import_ray()  # the install line, before the names below are looked up
 
@@ -46,13 +46,6 @@ __all__ = ["LitDataDatasink", "LitDataDatasource"]
 
 #: The column of a sample that is not a dict of named fields.
 ITEM = "item"
-
-
-def _open(location: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None) -> Output:
-    resolved = resolve_dir(location)
-    if resolved.url is not None and resolved.url.startswith("local:"):
-        resolved = Dir(path=resolved.url[len("local:") :])
-    return Output(resolved, storage_options)
 
 
 def _row(sample: Any) -> dict[str, Any]:
@@ -74,14 +67,9 @@ def _sample(row: Any) -> Any:
 
 
 def _read_chunks(source: Output, index: DatasetIndex, numbers: list[int]) -> Iterator[Block]:
-    """One block per chunk of ``numbers`` (fetched into a temporary folder when ``source`` is a bucket)."""
-    local = tempfile.mkdtemp(prefix="litdata-raydata-") if source.is_remote else None
-    try:
-        if local is not None:
-            source.storage.download(INDEX_FILENAME, Path(local) / INDEX_FILENAME)
-            for n in numbers:
-                source.storage.download(index.chunks[n].filename, Path(local) / index.chunks[n].filename)
-        reader = DatasetReader(local or source.local_path)
+    """One block per chunk of ``numbers`` (read where they are, or from a local copy of a bucket's)."""
+    with source.local_copy([INDEX_FILENAME, *(index.chunks[n].filename for n in numbers)]) as folder:
+        reader = DatasetReader(folder)
         starts = [0]
         for chunk in reader.index.chunks:
             starts.append(starts[-1] + reader.item_loader.items_in_chunk(chunk))
@@ -90,9 +78,6 @@ def _read_chunks(source: Output, index: DatasetIndex, numbers: list[int]) -> Ite
                 yield pandas.DataFrame([_row(reader[i]) for i in range(starts[n], starts[n + 1])])
         finally:
             reader.close()
-    finally:
-        if local is not None:
-            shutil.rmtree(local, ignore_errors=True)
 
 
 class LitDataDatasource(Datasource):
@@ -105,11 +90,11 @@ class LitDataDatasource(Datasource):
 
     def __init__(self, input_dir: str | os.PathLike[str] | Dir, storage_options: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.source = _open(input_dir, storage_options)
+        self.source = Output.at(input_dir, storage_options)
         index = self.source.read_index()
         if index is None:
             raise ValueError(
-                f"LitDataDatasource: {self.source.display} has no {INDEX_FILENAME}; is it an optimized dataset?"
+                f"LitDataDatasource: {self.source.url} has no {INDEX_FILENAME}; is it an optimized dataset?"
             )
         self.index = index
 
@@ -173,7 +158,7 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
             raise ValueError(f"LitDataDatasink: mode must be None or 'overwrite', got {mode!r}")
         if chunk_size is None and chunk_bytes is None:
             chunk_bytes = "64MB"
-        self.output = _open(output_dir, storage_options)
+        self.output = Output.at(output_dir, storage_options)
         self.options: dict[str, Any] = {
             "chunk_size": chunk_size,
             "chunk_bytes": chunk_bytes,
@@ -188,27 +173,28 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
         if self.output.exists(INDEX_FILENAME):
             if self.mode != "overwrite":
                 raise DatasetExistsError(
-                    f"LitDataDatasink: {self.output.display} already holds an optimized dataset; choose a new "
+                    f"LitDataDatasink: {self.output.url} already holds an optimized dataset; choose a new "
                     "output_dir or pass mode='overwrite'"
                 )
             self.output.delete(INDEX_FILENAME)
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
         rank = int(ctx.task_idx)
-        staging = tempfile.mkdtemp(prefix=f"litdata-raydata-{rank}-")
+        staging = temp_staging("raydata")
         try:
             writer = BinaryWriter(staging, rank=rank, **self.options)
             publisher = Publisher(self.output)
-            number = 0
+            number = published = 0
             for block in blocks:
                 for row in BlockAccessor.for_block(block).iter_rows(public_row_format=True):
                     written = writer.add_item(number, _sample(row))
                     number += 1
                     if written is not None:
                         publisher.put_file(written)
+                        published += 1
             index = writer.finish()
-            for path in sorted(Path(staging).glob("chunk-*")):
-                publisher.put_file(path)
+            for chunk in index.chunks[published:]:  # the ones finish() wrote (the others are being published)
+                publisher.put_file(staging / chunk.filename)
             publisher.close()
             return {"rank": rank, "index": index.to_json()}
         finally:
@@ -216,11 +202,11 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
 
     def on_write_complete(self, write_result: Any) -> None:
         returns = sorted((r for r in write_result.write_returns if r["index"] is not None), key=lambda r: r["rank"])
-        source = f"{self.output.display}/{INDEX_FILENAME}"
+        source = self.output.url_for(INDEX_FILENAME)
         parts = [parse_index(r["index"], f"{source} (write task {r['rank']})") for r in returns]
         index = merge_indexes(parts, source, LAYOUT_HINT)
         self.output.write_json(INDEX_FILENAME, index.to_json())
         named = {c.filename for c in index.chunks}
         self.output.delete_many(
-            [key for key in self.output.list() if parse_chunk_name(key) is not None and key not in named]
+            [key for key in self.output.all_keys() if parse_chunk_name(key) is not None and key not in named]
         )
