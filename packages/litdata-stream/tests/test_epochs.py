@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
-from litdata_stream._reader import StreamingReader
+from litdata_stream._protocol import PassReader
 
 N = 40
 
@@ -229,7 +229,7 @@ def _make_record(folder: str, paths: Any) -> None:
 
     tempfile.tempdir = folder  # what TMPDIR gives a fresh process (the parent's choice is cached)
     dataset = StreamingDataset(str(paths.recv()))
-    paths.send(StreamingReader(dataset).epochs.path)
+    paths.send(PassReader(dataset).epochs.path)
     # Its own pipe, not a shared multiprocessing.Event: a waiter killed inside Event.wait leaves the
     # Event's condition counting a sleeper that never wakes, and Event.set then blocks forever.
     paths.poll(120)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from litdata_format._chunk import Chunk
+from litdata_format._dataset_index import DatasetIndex
 from litdata_format._index import load_index
 from litdata_format._loaders import BaseItemLoader, PyTreeLoader, TokensLoader
 from litdata_format._opener import ChunkOpener
@@ -15,7 +16,7 @@ from litdata_format._registry import resolve_serializers
 from litdata_format._sample_map import SampleMap
 from litdata_format._serializers import Serializer
 
-__all__ = ["DatasetReader"]
+__all__ = ["DatasetReader", "loader_for"]
 
 
 class DatasetReader:
@@ -41,7 +42,7 @@ class DatasetReader:
         self.input_dir = Path(input_dir)
         self.index = load_index(self.input_dir)
         if item_loader is None:
-            item_loader = _default_loader(self.index.item_loader)
+            item_loader = loader_for(self.index)
         self.item_loader = item_loader
         self.item_loader.setup(self.index, resolve_serializers(serializers), allow_pickle)
         self.encryption = encryption
@@ -87,11 +88,15 @@ class DatasetReader:
         self._opener.close()
 
 
-def _default_loader(name: str) -> BaseItemLoader:
-    """The loader a dataset written with ``config.item_loader == name`` is read with by default."""
-    if name == "TokensLoader":
+def loader_for(index: DatasetIndex) -> BaseItemLoader:
+    """The loader ``index`` is read with by default: the one its ``config.item_loader`` names.
+
+    Args:
+        index: a dataset's parsed index.
+    """
+    if index.item_loader == "TokensLoader":
         return TokensLoader()
-    if name == "ParquetLoader":
+    if index.item_loader == "ParquetLoader":
         from litdata_format._parquet import ParquetLoader
 
         return ParquetLoader()

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from litdata_format._opener import ChunkOpener as ChunkOpener
     from litdata_format._pytree import tree_flatten as tree_flatten
     from litdata_format._pytree import tree_unflatten as tree_unflatten
+    from litdata_format._reader import loader_for as loader_for
     from litdata_format._sample_map import SampleMap as SampleMap
     from litdata_format._sizes import format_size as format_size
     from litdata_format._sizes import parse_size as parse_size

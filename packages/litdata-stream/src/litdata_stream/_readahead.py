@@ -14,19 +14,17 @@ even one chunk per reader does not fit (huge chunks, many workers, little memory
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from litdata_format.internal import format_size, read_text
+from litdata_stream._env import logger
 from litdata_stream._posix import posix_fast_setting
 
 __all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
 
-# Upstream LitData's dataset logger, as ``_notices`` uses, so logging set up for upstream applies.
-logger = logging.getLogger("litdata.streaming.dataset")
 MEMORY_FRACTION = 0.5
 _noticed = False
 
