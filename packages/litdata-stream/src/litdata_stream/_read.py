@@ -23,7 +23,6 @@ from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, add_note
 from litdata_io.internal import PerProcess, probe
 from litdata_stream._collate import Batching, litdata_collate
-from litdata_stream._fetch import fetch_many
 from litdata_stream._origin import open_source
 from litdata_stream._pass_plan import EpochOrder, Interval
 from litdata_stream._posix import PosixProfile
@@ -120,12 +119,31 @@ class StreamingReader:
         return self._sample_at(self.source().chunk(chunk), chunk, position, index)
 
     def samples(self, indices: Sequence[int]) -> list[Any]:
-        """Samples ``indices``, each chunk opened once, in the order asked for.
+        """Samples ``indices`` (what a map-style DataLoader fetches for one batch), in the order asked for.
+
+        They are read chunk by chunk, each chunk opened once.
 
         Args:
             indices: Global sample indexes of the dataset (negative ones count from the end).
+
+        Raises:
+            IndexError: an index is outside the dataset.
         """
-        return fetch_many(indices, self.spec.state.samples, self.source(), self._sample_at)
+        samples, source = self.spec.state.samples, self.source()
+        wanted = np.asarray(indices, dtype=np.int64).reshape(-1)
+        total = len(samples)
+        wanted = np.where(wanted < 0, wanted + total, wanted)
+        bad = (wanted < 0) | (wanted >= total)
+        if bad.any():
+            first = int(np.asarray(indices).reshape(-1)[int(np.argmax(bad))])
+            raise IndexError(f"sample {first} is out of range: the dataset has {total} samples")
+        chunks, positions = samples.locate_many(wanted)
+        order = np.argsort(chunks, kind="stable")
+        out: list[Any] = [None] * len(wanted)
+        rows = zip(order.tolist(), chunks[order].tolist(), positions[order].tolist(), wanted[order].tolist())
+        for slot, chunk, position, index in rows:
+            out[slot] = self._sample_at(source.chunk(chunk), chunk, position, index)
+        return out
 
     def stored(self, position: int) -> Any:
         """The ``position``-th item stored in the dataset, kept by ``subsample`` or not, transformed.
