@@ -19,12 +19,14 @@ from litdata_format import BaseItemLoader, ParquetLoader, Serializer, TokensLoad
 from litdata_format.internal import SampleMap, loader_for, normalize_key, parse_size
 from litdata_format.serializers import resolve_serializers
 from litdata_io import Dir, resolve_dir
+from litdata_stream._chunks.origin import locate_chunks
+from litdata_stream._chunks.posix import detect_posix
+from litdata_stream._chunks.source import check_verifiable
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv, logger, notice_drop_last
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotCallableError
-from litdata_stream._origin import locate_chunks
 from litdata_stream._parquet_index import split_file_pattern
 from litdata_stream._pass_plan import (
     Interval,
@@ -37,10 +39,8 @@ from litdata_stream._pass_plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._posix import detect_posix
 from litdata_stream._protocol import EpochsOwner, LoaderPlan, delivered_batches
 from litdata_stream._read import ReadSpec, ReadState, StreamingReader
-from litdata_stream._source import check_verifiable
 from litdata_stream._state_fields import state_base, state_int, state_topology, state_upstream_order
 from litdata_stream._upstream_state import (
     UpstreamResume,

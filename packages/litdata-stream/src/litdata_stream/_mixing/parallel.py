@@ -32,7 +32,7 @@ import torch
 from litdata_stream._collate import Batching, concat_batches, unbatch
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset
+from litdata_stream._mixing.shared import MixedDataset
 from litdata_stream._pass_plan import (
     EpochOrder,
     Interval,

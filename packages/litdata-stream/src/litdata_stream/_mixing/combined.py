@@ -25,7 +25,7 @@ from litdata_stream._collate import Batching, concat_batches, interleave, unbatc
 from litdata_stream._dataset import StreamingDataset, adopt_upstream_order
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset, round_robin
+from litdata_stream._mixing.shared import MixedDataset, round_robin
 from litdata_stream._pass_plan import (
     EpochOrder,
     Interval,
