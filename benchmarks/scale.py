@@ -144,12 +144,16 @@ def _children_cpu() -> float:
 
 
 def _epoch_order(dataset: Any, epoch: int) -> Any:
-    """Our dataset's order of ``epoch``: its reader's, or the dataset's own in releases before the reader module."""
+    """Our dataset's order of ``epoch``: its reader's (as each release builds it), or the dataset's own."""
     try:
-        from litdata_stream._reader import StreamingReader
-    except ImportError:
-        return dataset._epoch_order(epoch)
-    return StreamingReader(dataset).epoch_order(epoch)
+        from litdata_stream._dataset import reader_of
+    except ImportError:  # a release before the ReadSpec
+        try:
+            from litdata_stream._reader import StreamingReader  # pyright: ignore[reportMissingImports]
+        except ImportError:  # a release before the reader module
+            return dataset._epoch_order(epoch)
+        return StreamingReader(dataset).epoch_order(epoch)
+    return reader_of(dataset).epoch_order(epoch)
 
 
 def _plan_time(lib: str, dataset: Any) -> float:

@@ -120,10 +120,11 @@ def test_declared_dependencies_match_the_imports(folder: Path) -> None:
             assert dists & extras.get(extra, set()), f'{path.relative_to(ROOT)} names extra "{extra}" for {module}'
 
 
-def _module_imports(package_dir: Path) -> dict[str, set[str]]:
+def _module_imports(package_dir: Path, type_only: bool = False) -> dict[str, set[str]]:
     """For each module of the package in ``package_dir``, the package's modules it imports (at the top or
-    inside a function; not under ``if TYPE_CHECKING:``, which never runs). ``from pkg import _sub`` counts
-    as importing ``pkg._sub``; any other name imported from ``pkg`` as importing ``pkg/__init__``."""
+    inside a function; under ``if TYPE_CHECKING:``, which never runs, only with ``type_only``). ``from pkg
+    import _sub`` counts as importing ``pkg._sub``; any other name imported from ``pkg`` as importing
+    ``pkg/__init__``."""
 
     def name_of(path: Path) -> str:
         parts = path.relative_to(package_dir.parent).with_suffix("").parts
@@ -133,16 +134,16 @@ def _module_imports(package_dir: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        type_only = {
+        skipped = {
             id(inner)
             for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            if not type_only and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
             for statement in node.body
             for inner in ast.walk(statement)
         }
         found: set[str] = set()
         for node in ast.walk(tree):
-            if id(node) in type_only:
+            if id(node) in skipped:
                 continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -200,6 +201,14 @@ def test_no_import_cycles_inside_a_package(init: Path) -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+@pytest.mark.parametrize("init", PACKAGE_DIRS, ids=lambda p: p.parent.name)
+def test_no_import_cycles_even_for_type_checkers(init: Path) -> None:
+    """Nor under ``if TYPE_CHECKING:``: a type a module names only for its annotations still makes the two
+    modules one to read (a lower layer that names a higher one's type knows it)."""
+    cycle = _cycle(_module_imports(init.parent, type_only=True))
+    assert cycle is None, "import cycle (type-only imports counted): " + " -> ".join(cycle or [])
+
+
 def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     package.mkdir()
@@ -207,6 +216,7 @@ def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
     (package / "_a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg._b import B\n")
     (package / "_b.py").write_text("from pkg import _a\n")
     assert _cycle(_module_imports(package)) is None
+    assert _cycle(_module_imports(package, type_only=True)) == ["pkg._b", "pkg._a", "pkg._b"]
     (package / "_a.py").write_text("def f():\n    from pkg._b import B\n")
     assert _cycle(_module_imports(package)) == ["pkg._b", "pkg._a", "pkg._b"]
 

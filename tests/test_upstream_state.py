@@ -188,7 +188,7 @@ def test_the_split_of_an_epoch_is_upstreams_on_several_ranks() -> None:
 
     import numpy as np
 
-    from litdata_stream._plan import Topology
+    from litdata_stream._pass_plan import Topology
     from litdata_stream._upstream_state import _assign, _block_shuffle
 
     rng = random.Random(0)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter, TokensLoader
 from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
-from litdata_stream._reader import StreamingReader
+from litdata_stream._dataset import reader_of
 
 
 def _write(path: Path, samples: list[Any], **kwargs: Any) -> Path:
@@ -231,7 +231,7 @@ def test_a_streaming_pass_unmaps_each_chunk_when_done(tmp_path: Path) -> None:
     path = _write(tmp_path / "d", _records(60), chunk_size=10)
     ds = StreamingDataset(path, shuffle=True)
     assert sum(len(b["index"]) for b in StreamingDataLoader(ds, batch_size=7)) == 60
-    source: Any = StreamingReader(ds).source()
+    source: Any = reader_of(ds).source()
     assert source._chunks.open_numbers == ()  # the pages a pass touched leave the process's RSS
     assert [ds[i]["index"] for i in (0, 15, 59)] == [0, 15, 59]
     assert len(source._chunks.open_numbers) == 3  # random access keeps chunks mapped for the next read

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
-from litdata_stream._reader import StreamingReader
+from litdata_stream._protocol import PassReader
 
 N = 40
 
@@ -229,7 +229,7 @@ def _make_record(folder: str, paths: Any) -> None:
 
     tempfile.tempdir = folder  # what TMPDIR gives a fresh process (the parent's choice is cached)
     dataset = StreamingDataset(str(paths.recv()))
-    paths.send(StreamingReader(dataset).epochs.path)
+    paths.send(PassReader(dataset).epochs.path)
     # Its own pipe, not a shared multiprocessing.Event: a waiter killed inside Event.wait leaves the
     # Event's condition counting a sleeper that never wakes, and Event.set then blocks forever.
     paths.poll(120)
@@ -264,3 +264,27 @@ def test_the_epoch_record_of_a_sigkilled_process_is_deleted_by_the_next_one(path
         made[1][0].join(30)
     assert not Path(made[1][1]).exists()  # a clean exit removes its own
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+class _OwnIter(StreamingDataset):
+    """Its own ``__iter__``, which reads the loader's pass through the base one (and may iterate itself again)."""
+
+    again = False
+
+    def __iter__(self) -> Any:
+        yield from super().__iter__()
+        if self.again:  # a pass of its own after the loader's: it must not join the loader's pass again
+            yield from (x + 1000 for x in super().__iter__())
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_subclass_own_iter_reads_the_loaders_passes_in_its_epochs(path: Path, workers: int) -> None:
+    """A subclass's ``__iter__`` joins each pass of the loader (the reference orders, epoch after epoch), and
+    the pass it joined is taken once: a second ``iter`` inside it is a pass of its own, over every sample."""
+    expected = _reference(path, 3, workers)
+    dataset = _OwnIter(path, shuffle=True)
+    loader = StreamingDataLoader(dataset, num_workers=workers)
+    assert [_flat(loader) for _ in range(3)] == expected and dataset.current_epoch == 4
+    dataset.again = True
+    extra = [x - 1000 for x in _flat(StreamingDataLoader(dataset)) if x >= 1000]
+    assert sorted(extra) == list(range(N))

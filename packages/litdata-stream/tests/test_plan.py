@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from litdata_stream._plan import (
+from litdata_stream._pass_plan import (
     EpochOrder,
     Topology,
     WorkerPlan,
@@ -158,7 +158,7 @@ def test_np_lengths_accepted() -> None:
 def test_the_in_chunk_orders_computed_at_once_are_those_of_each_chunk() -> None:
     import pickle
 
-    from litdata_stream._plan import hashed_permutation
+    from litdata_stream._pass_plan import hashed_permutation
 
     for lengths in ([4] * 300 + [3, 1], [64] * 20, [300, 2], [1] * 5):
         order = EpochOrder(lengths, 42, 3, shuffle=True)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from litdata_format import BinaryWriter
-from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset, _readahead
-from litdata_stream._readahead import available_memory, readahead_depth, worker_cap
-from litdata_stream._source import LocalSource
+from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from litdata_stream._chunks import readahead as _readahead
+from litdata_stream._chunks.readahead import available_memory, readahead_depth, worker_cap
+from litdata_stream._chunks.source import LocalSource
 
 # A real /proc/meminfo's lines (kB), with a 16 GiB hugetlb pool that sits idle.
 MEMINFO = """\

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from litdata_format import BinaryWriter
 from litdata_stream import StreamingDataLoader, StreamingDataset, litdata_collate
-from litdata_stream._reader import StreamingReader
+from litdata_stream._dataset import reader_of
 
 
 def _write(path: Path, samples: list[Any], chunk_size: int = 4) -> Path:
@@ -57,7 +57,7 @@ def test_small_chunks_are_read_without_opening_them(tmp_path: Path) -> None:
     seen: list[int] = []
     for batch in StreamingDataLoader(ds, batch_size=6):  # batches end inside chunks of 4
         seen += batch["i"].tolist()
-        source: Any = StreamingReader(ds).source()
+        source: Any = reader_of(ds).source()
         assert source._chunks.open_numbers == ()  # the rows came from the files, no chunk was opened
     assert sorted(seen) == list(range(60))
 

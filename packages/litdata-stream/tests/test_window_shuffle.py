@@ -12,12 +12,12 @@ import torch
 
 from litdata_format import BinaryWriter
 from litdata_stream import StreamingDataLoader, StreamingDataset
-from litdata_stream._plan import Topology, consumed_per_worker, remaining_base, split_base
-from litdata_stream._posix import detect_posix, filesystem_of, shuffle_window
-from litdata_stream._reader import StreamingReader
-from litdata_stream._remote import RemoteSource
+from litdata_stream._chunks.posix import detect_posix, filesystem_of, shuffle_window
+from litdata_stream._chunks.remote import RemoteSource
+from litdata_stream._chunks.source import LocalSource
+from litdata_stream._dataset import reader_of
+from litdata_stream._pass_plan import Topology, consumed_per_worker, remaining_base, split_base
 from litdata_stream._shuffle import WindowOrder, window_permutation
-from litdata_stream._source import LocalSource
 
 MOUNTS = """\
 sysfs /sys sysfs rw,nosuid 0 0
@@ -144,7 +144,7 @@ def test_forced_window_shuffle_streams_every_sample_in_local_order(
     path = _make(tmp_path)
     ds = StreamingDataset(path, shuffle=True)
     assert ds.shuffle_mode == "window:3"
-    assert isinstance(StreamingReader(ds).source(), LocalSource)
+    assert isinstance(reader_of(ds).source(), LocalSource)
     loader = StreamingDataLoader(ds, batch_size=8, num_workers=workers)
     first = _indexes(list(loader))
     second = _indexes(list(loader))
@@ -208,7 +208,7 @@ def test_posix_fast_off_reads_through_the_cache(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("LITDATA_POSIX_FAST", "0")
     path = _make(tmp_path / "data")
     ds = StreamingDataset(path, cache_dir=str(tmp_path / "cache"), shuffle=True)
-    assert isinstance(StreamingReader(ds).source(), RemoteSource) and ds.shuffle_mode == "full"
+    assert isinstance(reader_of(ds).source(), RemoteSource) and ds.shuffle_mode == "full"
     assert ds[13]["index"] == 13
     loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
     assert sorted(_indexes(list(loader))) == list(range(200))

@@ -16,15 +16,15 @@ from litdata_format.lazy import lazy_module
 __version__ = "0.2.1000"
 
 if TYPE_CHECKING:
-    from litdata_stream._cache import Cache as Cache
     from litdata_stream._collate import litdata_collate as litdata_collate
-    from litdata_stream._combined import CombinedStreamingDataset as CombinedStreamingDataset
     from litdata_stream._dataloader import StreamingDataLoader as StreamingDataLoader
     from litdata_stream._dataset import StreamingDataset as StreamingDataset
-    from litdata_stream._parallel import ParallelStreamingDataset as ParallelStreamingDataset
+    from litdata_stream._mixing.combined import CombinedStreamingDataset as CombinedStreamingDataset
+    from litdata_stream._mixing.parallel import ParallelStreamingDataset as ParallelStreamingDataset
     from litdata_stream._parquet_index import index_hf_dataset as index_hf_dataset
     from litdata_stream._parquet_index import index_parquet_dataset as index_parquet_dataset
     from litdata_stream._split import train_test_split as train_test_split
+    from litdata_stream._upstream_cache import Cache as Cache
     from litdata_stream._watchdog import LoaderStallWarning as LoaderStallWarning
     from litdata_stream._watchdog import LoaderStats as LoaderStats
 

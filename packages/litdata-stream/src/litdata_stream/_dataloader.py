@@ -3,7 +3,7 @@
 The dataset owns its epochs and where a resumed pass continues from (``_epochs``); each
 iteration of the loader is one pass over it, which its workers join. The DataLoader hands out
 batches round-robin over its workers, in order, so counting the batches it delivered is enough
-to know what every worker consumed (``_plan``). ``state_dict`` records that count with the
+to know what every worker consumed (``_pass_plan``). ``state_dict`` records that count with the
 dataset's state; ``load_state_dict`` gives that state back to the dataset, whose next pass
 continues from there.
 """
@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from litdata_io import start_forkserver
 from litdata_io.internal import ActivityBoard, attach_activity, probe
+from litdata_stream._chunks.readahead import capped_workers
 from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, litdata_collate
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import new_token, worker_token
@@ -30,8 +31,7 @@ from litdata_stream._profiling import (
     main_profiler,
     profile_settings,
 )
-from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader, pass_reader
-from litdata_stream._readahead import capped_workers
+from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader
 from litdata_stream._watchdog import (
     LoaderStats,
     PassTimes,
@@ -100,7 +100,7 @@ class StreamingDataLoader(DataLoader):
             kwargs.pop("multiprocessing_context", None)
         if num_workers > 1:
             # Each worker maps at least one chunk of a dataset read in place: cap the workers to memory.
-            num_workers = capped_workers(num_workers, pass_reader(dataset).in_place_chunk_bytes())
+            num_workers = capped_workers(num_workers, PassReader(dataset).in_place_chunk_bytes())
         if shuffle is not None:
             dataset.set_shuffle(shuffle)
         if drop_last is not None:
@@ -141,7 +141,7 @@ class StreamingDataLoader(DataLoader):
         # The datasets make the batches themselves (in the worker), so torch moves whole batches:
         # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
-        self._batches_in_dataset = pass_reader(dataset).batches_in_workers
+        self._batches_in_dataset = PassReader(dataset).batches_in_workers
         in_dataset = self._batches_in_dataset
         # What torch batches when the dataset yields samples: (batch size, drop_last); None when
         # the dataset makes the batches. The workers' own DataLoader is built with it (_workers_for).
@@ -232,11 +232,11 @@ class StreamingDataLoader(DataLoader):
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
                 # What torch's single-process iterator does when the dataset makes the batches,
                 # without its ~25 us of bookkeeping per batch.
-                batches: Iterator[Any] = iter(pass_reader(reader.dataset, token, batching))
+                batches: Iterator[Any] = iter(PassReader(reader.dataset, token, batching))
             else:
                 # The workers take this pass's reader (the dataset, the pass to join, how to batch)
                 # as their dataset: torch pickles it into them as they start.
-                handed = pass_reader(reader.dataset, source if self.num_workers else token, batching)
+                handed = PassReader(reader.dataset, source if self.num_workers else token, batching)
                 batches = self._workers_for(handed)
             if batching is not None:
                 batches = batching.received(batches, plan.worker_batches)
@@ -282,7 +282,7 @@ class StreamingDataLoader(DataLoader):
 
     def _reader(self) -> PassReader:
         """The dataset as this loader talks to it outside a pass's iteration (its plan, epochs, resume)."""
-        return pass_reader(cast(EpochsOwner, self.dataset))
+        return PassReader(cast(EpochsOwner, self.dataset))
 
     def _workers_for(self, reader: PassReader) -> Iterator[Any]:
         """The batches of a pass read by this loader's workers (or by torch in this process): where they start.

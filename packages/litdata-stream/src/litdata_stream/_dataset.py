@@ -1,8 +1,8 @@
 """``StreamingDataset``: an optimized dataset read chunk by chunk.
 
-It is shuffled, split over ranks and workers, and resumable exactly (see ``_plan`` for the mechanism).
+It is shuffled, split over ranks and workers, and resumable exactly (see ``_pass_plan`` for the mechanism).
 The dataset holds the options, the plan of a pass and its resume point; what reads the chunks
-is its reader (``_reader.StreamingReader``).
+is a reader it hands a ``ReadSpec`` (``_read``), which never sees the dataset.
 """
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ from typing import Any, ClassVar
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from litdata_format import BaseItemLoader, ParquetLoader, PyTreeLoader, Serializer, TokensLoader
-from litdata_format.internal import SampleMap, normalize_key
+from litdata_format import BaseItemLoader, ParquetLoader, Serializer, TokensLoader
+from litdata_format.internal import SampleMap, loader_for, normalize_key, parse_size
 from litdata_format.serializers import resolve_serializers
 from litdata_io import Dir, resolve_dir
+from litdata_stream._chunks.origin import locate_chunks
+from litdata_stream._chunks.posix import detect_posix
+from litdata_stream._chunks.source import check_verifiable
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
-from litdata_stream._env import DistributedEnv, WorkerEnv
+from litdata_stream._env import DistributedEnv, WorkerEnv, logger, notice_drop_last
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotCallableError
-from litdata_stream._notices import notice_setup
-from litdata_stream._origin import locate_chunks
 from litdata_stream._parquet_index import split_file_pattern
-from litdata_stream._plan import (
+from litdata_stream._pass_plan import (
     Interval,
     Topology,
     WorkerPlan,
@@ -38,17 +39,21 @@ from litdata_stream._plan import (
     skip_samples,
     split_base,
 )
-from litdata_stream._posix import detect_posix
-from litdata_stream._protocol import LoaderPlan, delivered_batches
-from litdata_stream._reader import ReadOwner, ReadState, StreamingReader, dataset_label
-from litdata_stream._source import check_verifiable
+from litdata_stream._protocol import EpochsOwner, LoaderPlan, delivered_batches
+from litdata_stream._read import ReadSpec, ReadState, StreamingReader
 from litdata_stream._state_fields import state_base, state_int, state_topology, state_upstream_order
-from litdata_stream._upstream_state import is_upstream_state, resume_point, upstream_state_fields
+from litdata_stream._upstream_state import (
+    UpstreamResume,
+    is_upstream_state,
+    resume_point,
+    upstream_resume,
+    upstream_state_fields,
+)
 
-__all__ = ["StreamingDataset"]
+__all__ = ["StreamingDataset", "adopt_upstream_order", "dataset_label", "reader_of"]
 
-_STATE_VERSION = 2  # 2: samples inside a chunk are shuffled by hashed_permutation (_plan)
-_DEFAULT_LOADERS: dict[str, type[BaseItemLoader]] = {"TokensLoader": TokensLoader, "ParquetLoader": ParquetLoader}
+_STATE_VERSION = 2  # 2: samples inside a chunk are shuffled by hashed_permutation (_pass_plan)
+_SMALL_CACHE_BYTES = 25 * 10**9
 
 
 def _subsample_lists(
@@ -85,7 +90,7 @@ def _subsample_lists(
     return [np.sort(np.concatenate(p)) if p else np.empty(0, dtype=np.int64) for p in parts]
 
 
-class StreamingDataset(ReadOwner, IterableDataset):
+class StreamingDataset(EpochsOwner, IterableDataset):
     """Stream an optimized dataset from local disk or object storage.
 
     Args:
@@ -187,7 +192,8 @@ class StreamingDataset(ReadOwner, IterableDataset):
         _check_item_loader(input_dir, item_loader)
         self.distributed_env = DistributedEnv.detect()
         self._drop_last = None if drop_last is None else bool(drop_last)  # None: whether several processes read
-        notice_setup(self.drop_last, self.distributed_env.world_size, max_cache_size)
+        notice_drop_last(self.drop_last, self.distributed_env.world_size)
+        _notice_small_cache(max_cache_size)
         # Resolved once (a local path's resolution reads the mount table); the parsed index travels
         # to the DataLoader workers with the dataset.
         resolved = resolve_dir(input_dir)
@@ -205,9 +211,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         if origin.verify:
             check_verifiable(index)
         self._fingerprint = index.table.fingerprint()
-        if item_loader is None:
-            item_loader = _DEFAULT_LOADERS.get(index.item_loader, PyTreeLoader)()
-        self.item_loader = item_loader
+        self.item_loader = loader_for(index) if item_loader is None else item_loader
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
         counts = self.item_loader.item_counts(index)
         samples = int(counts.sum())
@@ -219,9 +223,8 @@ class StreamingDataset(ReadOwner, IterableDataset):
             SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle)),
             posix,
             sample_bytes=int(index.table.chunk_bytes.sum()) / samples if samples else 0.0,
-            transformed=bool(self._transforms) or self._transform_overridden,
         )
-        StreamingReader(self).source()  # a cache folder that cannot be used fails here, not at the first read
+        reader_of(self).source()  # a cache folder that cannot be used fails here, not at the first read
 
         self._epochs = Epochs()
         self.batch_size = 1
@@ -285,7 +288,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             return self.get_by_key(index)  # an int stays a position: get_by_key(5) finds the int key 5
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._read.samples)))]
-        return StreamingReader(self).sample(int(index))
+        return reader_of(self).sample(int(index))
 
     def get_by_key(self, key: Any) -> Any:
         """The sample whose key is ``key`` (what ``optimize(key_fn=...)`` returned for it).
@@ -308,7 +311,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         position = found.get(normalize_key(key, "get_by_key"))
         if position is None:
             raise KeyError(f"no sample of {dataset_label(self)} has the key {key!r}")
-        return StreamingReader(self).stored(position)  # a key names a stored item, kept or not
+        return reader_of(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
@@ -318,7 +321,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         """
         if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
-        return StreamingReader(self).samples(indices)
+        return reader_of(self).samples(indices)
 
     def transform(self, sample: Any) -> Any:
         """Apply the ``transform`` callables to a sample; subclasses may override it.
@@ -418,7 +421,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        reader = StreamingReader(self)
+        reader = reader_of(self)
         return reader.sample_bytes if reader.gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
@@ -453,7 +456,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
             return [(0, len(self._read.samples))], 0, 0
         if resume["topology"] == topology.key:
             return resume["base"], resume["first_worker"], resume["batches"]
-        return rebase_resume(resume, StreamingReader(self).epoch_order(resume["epoch"])), 0, 0
+        return rebase_resume(resume, reader_of(self).epoch_order(resume["epoch"])), 0, 0
 
     def _before(self) -> tuple[int, int]:
         """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
@@ -490,7 +493,7 @@ class StreamingDataset(ReadOwner, IterableDataset):
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
         plan, done = self._rank_plans(topology, run.epoch)[worker.rank]
-        reader = StreamingReader(self)
+        reader = reader_of(self)
         order = reader.epoch_order(run.epoch)
         intervals = skip_samples(order.read_order(plan.intervals), done)
         if batching is None:
@@ -619,10 +622,9 @@ class StreamingDataset(ReadOwner, IterableDataset):
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Continue an epoch upstream LitData's loader had delivered part of, in upstream's order."""
-        reader = StreamingReader(self)
-        found = reader.adopt_upstream_order(state)
+        found = adopt_upstream_order(self, state)
         where = dataset_label(self)
-        base, batches, exact = resume_point(len(reader.epoch_order(found.epoch)), found)
+        base, batches, exact = resume_point(len(reader_of(self).epoch_order(found.epoch)), found)
         recorded = found.topology
         self._epochs.set(found.epoch)
         self._resume = {
@@ -674,6 +676,70 @@ class StreamingDataset(ReadOwner, IterableDataset):
         clone._resume = None
         clone._epochs = Epochs(self.current_epoch)  # a dataset of its own: its own passes
         return clone
+
+
+def reader_of(dataset: StreamingDataset) -> StreamingReader:
+    """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one).
+
+    The dataset hands it a value (:class:`ReadSpec`): its read state and the settings the reading
+    follows, and a subclass's own ``__getitem__`` where that decides what a sample is.
+    """
+    transformed = bool(dataset._transforms) or dataset._transform_overridden
+    return StreamingReader(
+        ReadSpec(
+            dataset._read,
+            dataset.item_loader,
+            dataset.seed,
+            dataset.shuffle,
+            transform=dataset.transform if transformed else None,
+            getitem=None if dataset.samples_are_items else dataset.__getitem__,
+        )
+    )
+
+
+def adopt_upstream_order(dataset: StreamingDataset, state: dict[str, Any]) -> UpstreamResume:
+    """Have ``dataset`` read the epoch of upstream's ``state`` in upstream's order; what the state says.
+
+    Args:
+        dataset: The dataset resuming (the samples, ``shuffle`` and ``seed`` the state must match).
+        state: The state dict of an upstream LitData ``StreamingDataset``.
+
+    Returns:
+        The resume point that state describes.
+    """
+    read = dataset._read
+    found = upstream_resume(state, dataset_label(dataset), read.samples.lengths.tolist(), dataset.shuffle, dataset.seed)
+    read.upstream = (found.epoch, found.order_key())
+    return found
+
+
+def dataset_label(dataset: StreamingDataset) -> str:
+    """A dataset as messages name it: ``StreamingDataset('s3://bucket/data')`` (its URL, else its folder)."""
+    return f"StreamingDataset({dataset.input_dir.url or dataset.input_dir.path!r})"
+
+
+def _notice_small_cache(max_cache_size: Any) -> None:
+    """Log, as upstream does, when a fixed ``max_cache_size`` is under 25 GB (fractions and None are not checked)."""
+    if isinstance(max_cache_size, bool) or not isinstance(max_cache_size, (int, str)):
+        return
+    if isinstance(max_cache_size, str) and "." in max_cache_size:
+        try:
+            float(max_cache_size)  # "0.9": a fraction of the free space
+            return
+        except ValueError:
+            pass  # "1.5GB": a size
+    try:
+        size = parse_size(max_cache_size, name="max_cache_size")
+    except (TypeError, ValueError):
+        return  # the cache reports a malformed value when it opens, naming it
+    if size < _SMALL_CACHE_BYTES:
+        logger.warning(  # upstream's words
+            "The provided `max_cache_size` is less than 25GB. It is %s bytes: with several DataLoader workers "
+            "each holding the chunk being read and `max_pre_download` chunks ahead, a small cache evicts chunks "
+            "that are read again soon (and waits for room); consider at least 25GB, or a fraction such as 0.5 of "
+            "the free disk.",
+            f"{size:,}",
+        )
 
 
 def _check_item_loader(input_dir: Any, item_loader: Any) -> None:

@@ -22,13 +22,18 @@ are right. ``NNODES`` (upstream's node count) does not change which samples a ra
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from litdata_io.internal import freeze_inherited
 
-__all__ = ["DistributedEnv", "WorkerEnv"]
+__all__ = ["DistributedEnv", "WorkerEnv", "logger", "notice_drop_last"]
+
+# Upstream LitData's dataset logger: what a dataset logs goes here, so logging set up for upstream
+# (levels, filters, handlers) applies.
+logger = logging.getLogger("litdata.streaming.dataset")
 
 _LAUNCHER = ("WORLD_SIZE", "RANK", "GLOBAL_RANK")
 _FIX = "unset the one that is stale, or make them equal"
@@ -185,3 +190,15 @@ class WorkerEnv:
             return cls(1, 0)
         freeze_inherited()
         return cls(info.num_workers, info.id)
+
+
+def notice_drop_last(drop_last: bool, world_size: int) -> None:
+    """Log, as upstream does, that ``drop_last=False`` on several ranks may give ranks unequal batches."""
+    if not drop_last and world_size > 1:
+        # A log record, as upstream (its words first): a configuration to know about, not a mistake.
+        logger.warning(
+            "You're operating within a distributed environment and have disabled the `drop_last` option. "
+            "Please note that this configuration may lead to training interruptions if your system depends "
+            "on distributed collectives. (Ranks may get different numbers of batches, and a collective "
+            "operation in the training step can then hang; prefer drop_last=True.)"
+        )

@@ -3,20 +3,19 @@
 The datasets (``StreamingDataset``, ``CombinedStreamingDataset``, ``ParallelStreamingDataset``)
 show their users only their user API: upstream LitData's, plus what docs/ promise. What the
 loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch record,
-one pass of batches) it gets from a :class:`PassReader`: a frozen value the loader builds with
-:func:`pass_reader` for each pass, holding the dataset, the pass's token and how its workers batch.
+one pass of batches) it gets from a :class:`PassReader`: a frozen value the loader builds for each
+pass, holding the dataset, the pass's token and how its workers batch.
 torch pickles that value into the DataLoader workers as their dataset, so a worker learns which
 pass to join, and how to batch, from the value it was given: nothing is set on the shared
 dataset and cleared after the workers start.
 
 A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`
-(``_iterate``, ``_loader_plan``, ``_gathered_sample_bytes``, ``_load_loader_state``) and may name
-a richer reader class (``_reader_class``: a ``StreamingDataset``'s also reads the stretches the
-mixing datasets ask of their sub-datasets).
+(``_iterate``, ``_loader_plan``, ``_gathered_sample_bytes``, ``_load_loader_state``).
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -24,12 +23,11 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from torch.utils.data import IterableDataset
 
 from litdata_stream._collate import Batching
-from litdata_stream._env import DistributedEnv
+from litdata_stream._env import DistributedEnv, logger, notice_drop_last
 from litdata_stream._epochs import Epochs
-from litdata_stream._notices import notice_new_world
-from litdata_stream._plan import batch_count
+from litdata_stream._pass_plan import batch_count
 
-__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches", "pass_reader"]
+__all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches"]
 
 
 @dataclass(frozen=True)
@@ -139,10 +137,12 @@ def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch
     )
 
 
-# A pass a PassReader runs through a subclass's own ``__iter__``: that ``__iter__`` calls the
-# base ``__iter__``, which takes the ticket (once) to join the reader's pass. Per process, keyed by
-# the dataset object: a worker's copy and the loader's dataset never share an entry.
-_TICKETS: dict[int, tuple[int | None, Batching | None]] = {}
+# The pass a subclass's own ``__iter__`` joins when a PassReader runs it: that ``__iter__`` calls the
+# base ``__iter__``, which takes the pass (once) from here. It is set only in a context of the pass's
+# own, in which every step of the subclass's iterator runs (``PassReader._through_own_iter``).
+_JOINING: contextvars.ContextVar[tuple[int | None, Batching | None] | None] = contextvars.ContextVar(
+    "litdata_stream_pass", default=None
+)
 
 
 class EpochsOwner:
@@ -162,7 +162,6 @@ class EpochsOwner:
     # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
     # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
     _sized_passes: ClassVar[bool] = False
-    _reader_class: ClassVar[type[PassReader]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -213,7 +212,12 @@ class EpochsOwner:
         now = DistributedEnv.detect()
         if now != self.distributed_env:
             before, self.distributed_env = self.distributed_env, now
-            notice_new_world(type(self).__name__, before.world_size, now.world_size, now.global_rank, self.drop_last)
+            logger.info(
+                "%s was made in a world of %d process(es) and is now read by rank %d of %d: its epochs are split "
+                "over %d (drop_last=%s)",
+                type(self).__name__, before.world_size, now.global_rank, now.world_size, now.world_size, self.drop_last,
+            )  # fmt: skip
+            notice_drop_last(self.drop_last, now.world_size)
 
     @property
     def drop_last(self) -> bool:
@@ -221,9 +225,10 @@ class EpochsOwner:
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Any]:
-        ticket = _TICKETS.pop(id(self), None)
-        if ticket is not None:
-            return self._iterate(*ticket)
+        joining = _JOINING.get()
+        if joining is not None:
+            _JOINING.set(None)  # taken once: another ``iter(self)`` inside the subclass's pass is a pass of its own
+            return self._iterate(*joining)
         self._follow_world()
         if self._sized_passes:
             return SizedPass(self, self._iterate(None, None))
@@ -330,26 +335,25 @@ class PassReader(IterableDataset[Any]):
         return self._through_own_iter()
 
     def _through_own_iter(self) -> Iterator[Any]:
-        """The pass through a subclass's own ``__iter__``, whose base ``__iter__`` joins this pass."""
-        _TICKETS[id(self.dataset)] = (self.token, self.batching)
+        """The pass through a subclass's own ``__iter__``, whose base ``__iter__`` joins this pass.
+
+        Each step runs in a context holding this pass: nothing is set on the dataset, and nothing
+        is left behind when the subclass never calls the base ``__iter__``.
+        """
+        context = contextvars.copy_context()
+        context.run(_JOINING.set, (self.token, self.batching))
+        steps = context.run(iter, self.dataset)
         try:
-            yield from iter(self.dataset)
+            while True:
+                try:
+                    item = context.run(next, steps)
+                except StopIteration:
+                    return
+                yield item
         finally:
-            _TICKETS.pop(id(self.dataset), None)
-
-
-EpochsOwner._reader_class = PassReader
-
-
-def pass_reader(dataset: EpochsOwner, token: int | None = None, batching: Batching | None = None) -> PassReader:
-    """The reader of ``dataset`` for a pass (see the module docstring).
-
-    Args:
-        dataset: A StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset.
-        token: The pass to join (None: one of its own).
-        batching: How to make batches (None: yield samples).
-    """
-    return type(dataset)._reader_class(dataset, token, batching)
+            close = getattr(steps, "close", None)
+            if close is not None:
+                context.run(close)
 
 
 class SizedPass(Iterator[Any]):

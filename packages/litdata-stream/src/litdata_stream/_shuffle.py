@@ -12,7 +12,7 @@ chunks, and shuffles only locally, in a sliding window of ``window`` places:
 A window shuffle moves every element fewer than ``window`` places from where it was, so a
 worker only ever reads near the front of its stripe. It permutes whole chunk pieces of the
 stretch, so what a worker consumed is a prefix of its read order made of intervals of ``S``:
-resuming stays exact, under the same or any other topology (see ``_plan``).
+resuming stays exact, under the same or any other topology (see ``_pass_plan``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from litdata_stream._plan import EpochOrder, Interval
+from litdata_stream._pass_plan import EpochOrder, Interval
 
 __all__ = ["WindowOrder", "window_permutation"]
 

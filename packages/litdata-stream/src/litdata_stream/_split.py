@@ -9,9 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._dataset import StreamingDataset, reader_of
 from litdata_stream._draws import python_random_state
-from litdata_stream._reader import StreamingReader
 
 __all__ = ["train_test_split"]
 
@@ -55,7 +54,7 @@ def train_test_split(
     if math.fsum(fractions) > 1 + 1e-9:
         raise ValueError(f"Splits' sum must be less than 1: the splits sum to {math.fsum(fractions):g}")
 
-    lengths = np.asarray(StreamingReader(streaming_dataset).samples_per_chunk, dtype=np.int64)
+    lengths = np.asarray(reader_of(streaming_dataset).samples_per_chunk, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     held = np.flatnonzero(lengths)  # upstream draws among the chunks the dataset reads samples of
     if shuffle:

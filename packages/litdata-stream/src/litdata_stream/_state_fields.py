@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from litdata_stream._plan import Topology
+from litdata_stream._pass_plan import Topology
 
 __all__ = ["MAX_WORKER_SLOTS", "state_base", "state_int", "state_topology", "state_upstream_order"]
 

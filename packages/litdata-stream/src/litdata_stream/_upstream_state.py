@@ -7,7 +7,7 @@ size), its shuffle settings and how many samples the loader delivered. Its epoch
 (upstream splits the chunks over the workers one after another, in an order drawn with NumPy's
 ``RandomState``), so the rest of that epoch can only be told from that order. :class:`UpstreamOrder`
 rebuilds it as one sequence ``S`` (the workers' sequences one after another, rank by rank), which
-``_plan`` then treats like any other epoch order: with upstream's topology the split of ``S`` is
+``_pass_plan`` then treats like any other epoch order: with upstream's topology the split of ``S`` is
 upstream's split, so the delivered batches tell what every worker consumed, and the rest of the
 epoch is what upstream would have given next. The epochs after it follow this library's order.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from litdata_stream._plan import (
+from litdata_stream._pass_plan import (
     EpochOrder,
     Interval,
     Topology,

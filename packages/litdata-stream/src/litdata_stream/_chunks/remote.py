@@ -3,7 +3,7 @@
 The index is fetched into the dataset's cache folder, in the subfolder of its version (a digest
 of the URL and the index's bytes, so a dataset rewritten at the same URL, or another dataset
 sharing the folder, never reads these chunks). Every process of one dataset object reads the
-version the first one found (``_origin``). Chunks are fetched ahead of the reader by the io
+version the first one found (``origin``). Chunks are fetched ahead of the reader by the io
 prefetcher, pinned while read, and marked consumed afterwards so the byte-capped cache can evict them.
 """
 
@@ -19,8 +19,8 @@ from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
 from litdata_io.internal import check_own_folders, file_version, is_disk_full
+from litdata_stream._chunks.source import ChunkOpener, ChunkOrigin
 from litdata_stream._parquet_index import remote_parquet_index
-from litdata_stream._source import ChunkOpener, ChunkOrigin
 
 __all__ = ["RemoteSource", "fetch_index"]
 

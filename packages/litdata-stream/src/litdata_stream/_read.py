@@ -1,17 +1,13 @@
-"""A ``StreamingDataset``'s reader: what reads its samples, its stretches and its passes.
+"""Reading a dataset's samples: what a dataset hands its reader, and the reader.
 
-A ``StreamingDataset`` shows its users only its user API and keeps what is read in one
-:class:`ReadState` (where the chunks are, the sample map, the chunk source of this process, the
-order a loaded upstream state dict asks for). The reading is this module's: a
-:class:`StreamingReader`, the dataset's :class:`PassReader` (a frozen value over the dataset),
-opens the chunk source, orders an epoch, reads a stretch of it sample by sample or a batch's share
-at a time (gathered as arrays where it may), and reads the samples ``dataset[i]`` asks for. The
-mixing datasets read their sub-datasets through it too. The dataset keeps the plan of a pass and
-its resume point; its pass hands the reader the stretch to read.
-
-The dataset's side is :class:`ReadOwner`: the one private field (``_read``) a reader reads. Its
-user API (``shuffle``, ``seed``, ``item_loader``, ``transform``, ``samples_are_items``, ``__getitem__``)
-the reader reads as any caller would.
+A ``StreamingDataset`` keeps what it reads in one :class:`ReadState` (where the chunks are, the
+sample map, the chunk source of each process, the upstream order a loaded upstream state dict asks
+for). To read, it hands a :class:`StreamingReader` a :class:`ReadSpec`: a frozen value holding that
+state and the settings the reading follows (item loader, seed, shuffle, transform, a subclass's own
+``__getitem__``). The reader never sees the dataset: it opens the chunk source, orders an epoch,
+reads a stretch of it sample by sample or a batch's share at a time (gathered as arrays where it
+may), and reads the samples ``dataset[i]`` asks for. The mixing datasets read their sub-datasets
+through it too. The dataset keeps the plan of a pass and its resume point.
 """
 
 from __future__ import annotations
@@ -19,28 +15,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, add_note
 from litdata_io.internal import PerProcess, probe
+from litdata_stream._chunks.origin import open_source
+from litdata_stream._chunks.posix import PosixProfile
+from litdata_stream._chunks.source import ChunkOrigin, ChunkSource
 from litdata_stream._collate import Batching, litdata_collate
-from litdata_stream._fetch import fetch_many
-from litdata_stream._origin import open_source
-from litdata_stream._plan import EpochOrder, Interval
-from litdata_stream._posix import PosixProfile
-from litdata_stream._protocol import EpochsOwner, PassReader
+from litdata_stream._pass_plan import EpochOrder, Interval
 from litdata_stream._shuffle import WindowOrder
-from litdata_stream._source import ChunkOrigin, ChunkSource
 from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading
-from litdata_stream._upstream_state import UpstreamOrder, UpstreamResume, upstream_resume
+from litdata_stream._upstream_state import UpstreamOrder
 
-if TYPE_CHECKING:
-    from litdata_stream._dataset import StreamingDataset
-
-__all__ = ["ReadOwner", "ReadState", "StreamingReader", "dataset_label"]
+__all__ = ["ReadSpec", "ReadState", "StreamingReader"]
 
 
 @dataclass(eq=False)
@@ -52,61 +43,73 @@ class ReadState:
         samples: the sample map: which items of each chunk are kept, and their prefix sums.
         posix: the local file system's profile (the shuffle window it calls for).
         sample_bytes: uncompressed bytes per sample, about (the chunks' offset tables included).
-        transformed: whether samples go through the dataset's ``transform``.
         upstream: (epoch, key): that epoch reads upstream LitData's order (a loaded upstream state's).
         sources: the chunk source of each process (a forked worker opens its own).
-        upstream_order: the order ``upstream`` names, built on first use (never copied).
     """
 
     origin: ChunkOrigin
     samples: SampleMap
     posix: PosixProfile
     sample_bytes: float
-    transformed: bool
     upstream: tuple[int, list[Any]] | None = None
     sources: PerProcess[ChunkSource] = field(default_factory=PerProcess)
-    upstream_order: UpstreamOrder | None = None
 
     def copy(self, **changes: Any) -> ReadState:
-        """A state of its own, with ``changes``: no chunk source opened yet, no order built."""
-        return replace(self, **{"sources": PerProcess(), "upstream_order": None, **changes})
+        """A state of its own, with ``changes``: no chunk source opened yet."""
+        return replace(self, **{"sources": PerProcess(), **changes})
+
+
+class ReadSpec(NamedTuple):
+    """What a dataset hands its reader: its read state and the settings the reading follows.
+
+    A tuple, not a frozen dataclass: ``dataset[i]`` builds one per call, and a tuple is built in a
+    third of the time.
+
+    Attributes:
+        state: what the dataset reads (its chunks, sample map, chunk sources).
+        item_loader: reads an item of an opened chunk.
+        seed: the shuffle seed.
+        shuffle: whether an epoch's order is shuffled.
+        transform: applied to every sample (None: samples are what the item loader reads).
+        getitem: a subclass's own ``__getitem__``, which then decides what sample ``i`` is (None:
+            read the items directly).
+    """
+
+    state: ReadState
+    item_loader: BaseItemLoader
+    seed: int
+    shuffle: bool
+    transform: Callable[[Any], Any] | None = None
+    getitem: Callable[[int], Any] | None = None
 
 
 @dataclass(frozen=True, eq=False)
-class StreamingReader(PassReader):
-    """A ``StreamingDataset``'s :class:`PassReader`: the loader protocol, and the read machinery.
+class StreamingReader:
+    """Reads what a :class:`ReadSpec` describes: samples by index, stretches of an epoch, batches."""
 
-    ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` read their sub-datasets'
-    stretches through it (``StreamingReader(dataset)``); the dataset reads its samples through it.
-    """
-
-    dataset: StreamingDataset
-
-    @property
-    def _state(self) -> ReadState:
-        return self.dataset._read
+    spec: ReadSpec
 
     @property
     def num_samples(self) -> int:
         """All samples of the dataset (after subsampling), across ranks."""
-        return len(self._state.samples)
+        return len(self.spec.state.samples)
 
     @property
     def sample_bytes(self) -> float:
         """Uncompressed bytes of one sample, about (the chunks' offset tables included)."""
-        return self._state.sample_bytes
+        return self.spec.state.sample_bytes
 
     @property
     def samples_per_chunk(self) -> list[int]:
         """How many samples each chunk of the index gives (after subsampling, or in a subset)."""
-        return np.asarray(self._state.samples.lengths).tolist()
+        return np.asarray(self.spec.state.samples.lengths).tolist()
 
     def source(self) -> ChunkSource:
-        """The dataset's chunk source in this process (one per process: a forked worker opens its own)."""
-        return self._state.sources.get(self._open_source)
+        """The chunk source in this process (one per process: a forked worker opens its own)."""
+        return self.spec.state.sources.get(self._open_source)
 
     def _open_source(self) -> ChunkSource:
-        return open_source(self._state.origin, self.dataset.item_loader.open_chunk)
+        return open_source(self.spec.state.origin, self.spec.item_loader.open_chunk)
 
     # -- samples by index (``dataset[i]``, ``__getitems__``, ``get_by_key``) ----------------------
     def sample(self, index: int) -> Any:
@@ -115,21 +118,36 @@ class StreamingReader(PassReader):
         Args:
             index: A global sample index of the dataset.
         """
-        state = self._state
-        samples = state.samples
+        samples = self.spec.state.samples
         chunk, position = samples.locate(index + len(samples) if index < 0 else index)
-        opened = state.sources.get(self._open_source).chunk(chunk)
-        item = samples.item(chunk, position)
-        data = self.dataset.item_loader.load(opened, item)
-        return self._transformed(data, index, opened, item) if state.transformed else data
+        return self._sample_at(self.source().chunk(chunk), chunk, position, index)
 
     def samples(self, indices: Sequence[int]) -> list[Any]:
-        """Samples ``indices``, each chunk opened once, in the order asked for.
+        """Samples ``indices`` (what a map-style DataLoader fetches for one batch), in the order asked for.
+
+        They are read chunk by chunk, each chunk opened once.
 
         Args:
             indices: Global sample indexes of the dataset (negative ones count from the end).
+
+        Raises:
+            IndexError: an index is outside the dataset.
         """
-        return fetch_many(indices, self._state.samples, self.source(), self._sample_at)
+        samples, source = self.spec.state.samples, self.source()
+        wanted = np.asarray(indices, dtype=np.int64).reshape(-1)
+        total = len(samples)
+        wanted = np.where(wanted < 0, wanted + total, wanted)
+        bad = (wanted < 0) | (wanted >= total)
+        if bad.any():
+            first = int(np.asarray(indices).reshape(-1)[int(np.argmax(bad))])
+            raise IndexError(f"sample {first} is out of range: the dataset has {total} samples")
+        chunks, positions = samples.locate_many(wanted)
+        order = np.argsort(chunks, kind="stable")
+        out: list[Any] = [None] * len(wanted)
+        rows = zip(order.tolist(), chunks[order].tolist(), positions[order].tolist(), wanted[order].tolist())
+        for slot, chunk, position, index in rows:
+            out[slot] = self._sample_at(source.chunk(chunk), chunk, position, index)
+        return out
 
     def stored(self, position: int) -> Any:
         """The ``position``-th item stored in the dataset, kept by ``subsample`` or not, transformed.
@@ -137,23 +155,23 @@ class StreamingReader(PassReader):
         Args:
             position: The item's position among every item of the index (what the key index records).
         """
-        chunk, item = self._state.samples.locate_item(position)
+        chunk, item = self.spec.state.samples.locate_item(position)
         opened = self.source().chunk(chunk)
-        return self._loaded(self.dataset.item_loader.load(opened, item), position, opened, item)
+        return self._loaded(self.spec.item_loader.load(opened, item), position, opened, item)
 
     def _sample_at(self, opened: Any, chunk: int, position: int, index: int) -> Any:
         """Sample ``index``, the ``position``-th kept item of chunk ``chunk`` (``opened``), transformed."""
-        item = self._state.samples.item(chunk, position)
-        return self._loaded(self.dataset.item_loader.load(opened, item), index, opened, item)
+        item = self.spec.state.samples.item(chunk, position)
+        return self._loaded(self.spec.item_loader.load(opened, item), index, opened, item)
 
     def _loaded(self, data: Any, index: int, chunk: Any, item: int) -> Any:
         """``data`` as the dataset gives it: through its ``transform``, if it has one."""
-        return self._transformed(data, index, chunk, item) if self._state.transformed else data
+        return data if self.spec.transform is None else self._transformed(data, index, chunk, item)
 
     def _transformed(self, data: Any, index: int, chunk: Any, item: int) -> Any:
         """``transform(data)``; an error keeps its type (``except ValueError`` still works), noted with where."""
         try:
-            return self.dataset.transform(data)
+            return self.spec.transform(data)  # pyright: ignore[reportOptionalCall]
         except Exception as error:
             add_note(error, f"transform failed on sample {index} (chunk {getattr(chunk, 'name', '?')}, item {item})")
             raise
@@ -165,34 +183,13 @@ class StreamingReader(PassReader):
         Args:
             epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
         """
-        state, dataset = self._state, self.dataset
-        lengths = state.samples.lengths
-        upstream = state.upstream
+        spec = self.spec
+        lengths, upstream, window = spec.state.samples.lengths, spec.state.upstream, spec.state.posix.window
         if upstream is not None and upstream[0] == epoch:
-            found = state.upstream_order
-            if found is None or found.epoch != epoch or found.key != upstream[1]:
-                found = state.upstream_order = UpstreamOrder(lengths, dataset.seed, epoch, dataset.shuffle, upstream[1])
-            return found
-        window = state.posix.window
-        if dataset.shuffle and window is not None:
-            return WindowOrder(lengths, dataset.seed, epoch, window)
-        return EpochOrder(lengths, dataset.seed, epoch, dataset.shuffle)
-
-    def adopt_upstream_order(self, state: dict[str, Any]) -> UpstreamResume:
-        """Read the epoch of upstream's ``state`` in upstream's order; what the state says.
-
-        Args:
-            state: The state dict of an upstream LitData ``StreamingDataset``.
-
-        Returns:
-            The resume point that state describes.
-        """
-        dataset = self.dataset
-        where = dataset_label(dataset)
-        lengths = self._state.samples.lengths.tolist()
-        found = upstream_resume(state, where, lengths, dataset.shuffle, dataset.seed)
-        self._state.upstream = (found.epoch, found.order_key())
-        return found
+            return UpstreamOrder(lengths, spec.seed, epoch, spec.shuffle, upstream[1])
+        if spec.shuffle and window is not None:
+            return WindowOrder(lengths, spec.seed, epoch, window)
+        return EpochOrder(lengths, spec.seed, epoch, spec.shuffle)
 
     def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
         """The samples at ``intervals`` of ``order``'s sequence, in that order.
@@ -204,11 +201,9 @@ class StreamingReader(PassReader):
         pieces = order.pieces(intervals)
         source = self.source()
         source.schedule([p.chunk for p in pieces])
-        dataset, samples = self.dataset, self._state.samples
-        # A subclass overriding __getitem__ decides what a sample is; otherwise read directly.
-        direct = dataset.samples_are_items
-        load = dataset.item_loader.load
-        transform = self._transformed if self._state.transformed else None
+        spec, samples = self.spec, self.spec.state.samples
+        getitem, load = spec.getitem, spec.item_loader.load  # a subclass's own __getitem__ decides what a sample is
+        transform = None if spec.transform is None else self._transformed
         for piece in pieces:
             chunk = piece.chunk
             source.chunk(chunk)  # its item count checked against its header before its order is made
@@ -216,7 +211,7 @@ class StreamingReader(PassReader):
             start = int(samples.starts[chunk])
             doing = partial(reading, source, chunk)
             reading_token = probe.begin("read", "read", doing, chunk=chunk, samples=len(within))
-            if direct:
+            if getitem is None:
                 kept = samples.items(chunk)
                 items = within.tolist() if kept is None else kept[within].tolist()
                 for position, item in zip(within.tolist(), items):
@@ -229,7 +224,7 @@ class StreamingReader(PassReader):
             else:
                 for position in within.tolist():
                     with probe.span("sample", "sample", None, chunk=chunk, index=start + position):
-                        sample = dataset[start + position]
+                        sample = getitem(start + position)
                     yield sample
             probe.end(reading_token)
             source.release(chunk)
@@ -246,8 +241,8 @@ class StreamingReader(PassReader):
             intervals: Half-open ranges of positions in that order, read in the order given.
             batching: How batches are made (size, collate, ``drop_last``, their form).
         """
-        size, collate = batching.batch_size, batching.collate
-        taker = self.stretch_taker(order, intervals, collate)
+        size = batching.batch_size
+        taker = self.stretch_taker(order, intervals, batching.collate)
         while True:
             parts, count = taker.take(size)
             if not count or (batching.drop_last and count < size):
@@ -267,9 +262,8 @@ class StreamingReader(PassReader):
             collate: The function that makes a batch of samples (the loader's ``collate_fn``).
         """
         if self.gathers(collate):
-            return GatheringTaker(
-                self.source(), order, intervals, self._state.samples, self._gathered, self.dataset.item_loader
-            )
+            loader = self.spec.item_loader
+            return GatheringTaker(self.source(), order, intervals, self.spec.state.samples, self._gathered, loader)
         return SampleTaker(self.read_stretch(order, intervals))
 
     def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
@@ -282,33 +276,18 @@ class StreamingReader(PassReader):
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        dataset = self.dataset
+        spec = self.spec
         return (
             collate is litdata_collate
-            and dataset.samples_are_items
-            and not self._state.transformed
-            and type(dataset.item_loader).gather is not BaseItemLoader.gather
+            and spec.getitem is None
+            and spec.transform is None
+            and type(spec.item_loader).gather is not BaseItemLoader.gather
         )
 
     def _gathered(self, chunk: Chunk, items: np.ndarray) -> Any:
         """Items of one chunk as arrays, or as a list of samples when they are not laid out alike."""
-        loader = self.dataset.item_loader
+        loader = self.spec.item_loader
         found = loader.gather(chunk, items)
         if found is None:
             return [loader.load(chunk, item) for item in items.tolist()]
         return found
-
-
-class ReadOwner(EpochsOwner):
-    """The dataset's side of a :class:`StreamingReader`: it keeps a :class:`ReadState`.
-
-    ``StreamingDataset`` is one; the read state is the one private field its reader reads.
-    """
-
-    _read: ReadState
-    _reader_class: ClassVar[type[PassReader]] = StreamingReader
-
-
-def dataset_label(dataset: Any) -> str:
-    """A dataset as messages name it: ``StreamingDataset('s3://bucket/data')`` (its URL, else its folder)."""
-    return f"StreamingDataset({dataset.input_dir.url or dataset.input_dir.path!r})"

@@ -2,7 +2,7 @@
 
 A source hands out opened chunks by number, takes a reading order as a prefetch hint, and is
 told when a chunk is no longer needed (so the cache may evict it). Sources are created lazily in
-the process that reads (never pickled open), from the dataset's ``ChunkOrigin`` (``_origin``),
+the process that reads (never pickled open), from the dataset's ``ChunkOrigin`` (``origin``),
 so DataLoader workers each get their own.
 """
 
@@ -25,7 +25,7 @@ from litdata_format.internal import (
     small_chunk_rows,
 )
 from litdata_format.internal import ChunkOpener as OpenChunks
-from litdata_stream._readahead import ReadAhead
+from litdata_stream._chunks.readahead import ReadAhead
 
 __all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource", "check_verifiable"]
 
@@ -35,7 +35,7 @@ ChunkOpener = Callable[[str | os.PathLike[str], ChunkInfo, DatasetIndex, Any], C
 
 @dataclass(frozen=True, eq=False)
 class ChunkOrigin:
-    """Where a dataset's chunks come from (see ``_origin``).
+    """Where a dataset's chunks come from (see ``origin``).
 
     Attributes:
         index: the dataset's parsed index (its file pattern applied).
@@ -122,7 +122,7 @@ class LocalSource:
             memory, so random access over a few dozen chunks does not reopen them).
         opener: how chunks are opened.
         verify: check each chunk against its recorded checksum when this process first opens it.
-        readahead: chunks to ask into the page cache ahead of the one being read (``_readahead``;
+        readahead: chunks to ask into the page cache ahead of the one being read (``readahead``;
             capped by memory; none when every chunk file is at most 64 KiB).
     """
 

@@ -1,6 +1,6 @@
 """Where a dataset's chunks come from, resolved once, when the dataset is made.
 
-A ``ChunkOrigin`` (``_source``) is a small frozen record: the parsed index, the local folder read
+A ``ChunkOrigin`` (``source``) is a small frozen record: the parsed index, the local folder read
 in place or the URL read through the chunk cache (with its cache folder and the index's version),
 and the options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
 with it (forked or pickled): a worker opens its own source from it (:func:`open_source`) and
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from litdata_io import Dir, cache_dir_for, get_storage, resolve_dir
+from litdata_stream._chunks.remote import RemoteSource, fetch_index
+from litdata_stream._chunks.source import ChunkOpener, ChunkOrigin, ChunkSource, LocalSource
 from litdata_stream._parquet_index import local_dataset_index, select_files
-from litdata_stream._remote import RemoteSource, fetch_index
-from litdata_stream._source import ChunkOpener, ChunkOrigin, ChunkSource, LocalSource
 
 __all__ = ["locate_chunks", "open_source"]
 

@@ -6,7 +6,7 @@ position ``P = offset + p`` of that dataset's endless sequence (its epoch 1 orde
 order, ...). When cycling with ``resume=True`` the offset of an epoch is where the previous one
 ended, so a new epoch continues the datasets where they were. The tuple numbers are split over
 ranks and workers, counted and resumed exactly as a :class:`StreamingDataset`'s samples are
-(``_plan``), under the same or another topology. An endless dataset (``length=float("inf")``)
+(``_pass_plan``), under the same or another topology. An endless dataset (``length=float("inf")``)
 gives worker ``g`` of ``K`` the batches ``g, g + K, g + 2K, ...`` of the endless sequence and
 resumes under the same topology only.
 
@@ -32,8 +32,8 @@ import torch
 from litdata_stream._collate import Batching, concat_batches, unbatch
 from litdata_stream._dataset import StreamingDataset
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset
-from litdata_stream._plan import (
+from litdata_stream._mixing.shared import MixedDataset
+from litdata_stream._pass_plan import (
     EpochOrder,
     Interval,
     Topology,
@@ -46,7 +46,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
-from litdata_stream._reader import StreamingReader
+from litdata_stream._read import StreamingReader
 from litdata_stream._state_fields import state_base, state_int, state_topology
 from litdata_stream._takers import Taker
 
@@ -245,7 +245,7 @@ class ParallelStreamingDataset(MixedDataset):
     # -- iteration ------------------------------------------------------------------------------
     @property
     def _sample_bytes(self) -> float:
-        return sum(r.sample_bytes for r in self._readers)
+        return sum(r.sample_bytes for r in self._readers())
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``).
@@ -275,8 +275,9 @@ class ParallelStreamingDataset(MixedDataset):
         lane = self._lane()
         generators = _SeededGenerators(self.seed) if self._transform_args == 2 else None
         orders: list[dict[int, EpochOrder]] = [{} for _ in self._datasets]
+        subs = self._readers()
         for start, end in stretches:
-            readers = [self._reader(d, offset + start, offset + end, orders[d]) for d in range(len(self._datasets))]
+            readers = [self._positions(d, sub, offset + start, offset + end, orders[d]) for d, sub in enumerate(subs)]
             for p in range(start, end):
                 samples = tuple(_next(reader, d) for d, reader in enumerate(readers))
                 if self._transform_args == 1:
@@ -296,7 +297,7 @@ class ParallelStreamingDataset(MixedDataset):
         batches, as collating the tuples gives.
         """
         size = batching.batch_size
-        takers = [_SpanTaker(self, d, reader, offset, batching.collate) for d, reader in enumerate(self._readers)]
+        takers = [_SpanTaker(self, d, reader, offset, batching.collate) for d, reader in enumerate(self._readers())]
 
         def batch_of(count: int) -> Any:
             shares = []
@@ -322,9 +323,10 @@ class ParallelStreamingDataset(MixedDataset):
         if pending and not batching.drop_last:
             yield batch_of(pending)
 
-    def _reader(self, d: int, start: int, end: int, orders: dict[int, EpochOrder]) -> Iterator[Any]:
-        """Sub-dataset ``d``'s samples at endless positions ``start .. end - 1``."""
-        dataset = self._readers[d]
+    def _positions(
+        self, d: int, dataset: StreamingReader, start: int, end: int, orders: dict[int, EpochOrder]
+    ) -> Iterator[Any]:
+        """Sub-dataset ``d``'s samples (read by ``dataset``) at endless positions ``start .. end - 1``."""
         position = start
         while position < end:
             epoch, within = self._locate(d, position)

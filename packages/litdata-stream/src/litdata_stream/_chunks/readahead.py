@@ -1,6 +1,6 @@
 """Read-ahead of the next chunks of a dataset read in place, capped by the memory it may take.
 
-A local or network-drive dataset is mapped where it lies (``_posix``), so the first touch of each
+A local or network-drive dataset is mapped where it lies (``posix``), so the first touch of each
 chunk waits for the disk. While a chunk is read, the next ones in this reader's order are asked
 into the page cache with ``posix_fadvise(POSIX_FADV_WILLNEED)``, which starts the kernel's reads
 and returns at once. The pages asked for must not crowd out the training's memory: all readers of
@@ -14,19 +14,17 @@ even one chunk per reader does not fit (huge chunks, many workers, little memory
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from litdata_format.internal import format_size, read_text
-from litdata_stream._posix import posix_fast_setting
+from litdata_stream._chunks.posix import posix_fast_setting
+from litdata_stream._env import logger
 
 __all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
 
-# Upstream LitData's dataset logger, as ``_notices`` uses, so logging set up for upstream applies.
-logger = logging.getLogger("litdata.streaming.dataset")
 MEMORY_FRACTION = 0.5
 _noticed = False
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._dataset import StreamingDataset, reader_of
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
-from litdata_stream._plan import Topology, WorkerPlan, consumed_per_worker
-from litdata_stream._protocol import EpochsOwner, LoaderPlan, pass_reader
-from litdata_stream._reader import StreamingReader
+from litdata_stream._pass_plan import Topology, WorkerPlan, consumed_per_worker
+from litdata_stream._protocol import EpochsOwner, LoaderPlan, PassReader
+from litdata_stream._read import StreamingReader
 from litdata_stream._upstream_state import is_upstream_state
 
 __all__ = ["MixedDataset", "NotAStreamingDatasetError", "round_robin"]
@@ -53,8 +53,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
                     "open each optimized dataset with StreamingDataset(input_dir) first"
                 )
         self._datasets = datasets
-        # What this dataset reads of each sub-dataset (their stretches, orders, sizes).
-        self._readers = [StreamingReader(d) for d in datasets]
         self.seed = int(seed)
         self.force_override_state_dict = bool(force_override_state_dict)
         self.distributed_env = DistributedEnv.detect()
@@ -154,10 +152,14 @@ class MixedDataset(EpochsOwner, IterableDataset):
         """This rank's share of the loader's pass of the current epoch (see ``_protocol``)."""
         raise NotImplementedError
 
+    def _readers(self) -> list[StreamingReader]:
+        """What this dataset reads of each sub-dataset (their stretches, orders, sizes), as they are set now."""
+        return [reader_of(d) for d in self._datasets]
+
     @property
     def _sample_bytes(self) -> float:
         """Uncompressed bytes of one item, about (the loader sizes its messages by it)."""
-        return max(r.sample_bytes for r in self._readers)
+        return max(r.sample_bytes for r in self._readers())
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether every sub-dataset's share of a batch is gathered as arrays.
@@ -166,7 +168,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
             collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
                 default :func:`litdata_collate` lets batches be gathered.
         """
-        return all(r.gathers(collate) for r in self._readers)
+        return all(r.gathers(collate) for r in self._readers())
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
         """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays.
@@ -179,7 +181,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
 
     def _in_place_chunk_bytes(self) -> int:
         """What each sub-dataset's reader maps at least, summed: a worker reads all of them."""
-        return sum(pass_reader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
+        return sum(PassReader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
@@ -263,7 +265,7 @@ class MixedDataset(EpochsOwner, IterableDataset):
                 raise ValueError(f"{self._kind} datasets[{i}]: {error}") from error
             finally:
                 dataset.force_override_state_dict = forced
-            self._readers[i].reset_to_epoch(dataset.current_epoch)  # the epoch it loaded, without a resume point
+            PassReader(dataset).reset_to_epoch(dataset.current_epoch)  # the epoch it loaded, without a resume point
         if not self.force_override_state_dict:
             for field in fields:
                 if state[field] != getattr(self, field):

@@ -1,7 +1,7 @@
 """``CombinedStreamingDataset``: samples drawn from several datasets by weight, resumable exactly.
 
 How it works. Every sub-dataset is split over ranks and workers exactly as a lone
-:class:`StreamingDataset` would be (``_plan``), so each worker holds one stretch of each. A worker
+:class:`StreamingDataset` would be (``_pass_plan``), so each worker holds one stretch of each. A worker
 interleaves its stretches by seeded draws (``_draws``), from a generator seeded by
 ``(seed, epoch, segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws
 exactly what upstream LitData draws for the seed. The loader counts the batches it delivered; since the
@@ -22,11 +22,11 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from litdata_stream._collate import Batching, concat_batches, interleave, unbatch
-from litdata_stream._dataset import StreamingDataset
+from litdata_stream._dataset import StreamingDataset, adopt_upstream_order
 from litdata_stream._draws import count_draws, draws, python_random_state, stream_length
 from litdata_stream._env import WorkerEnv
-from litdata_stream._mixing import MixedDataset, round_robin
-from litdata_stream._plan import (
+from litdata_stream._mixing.shared import MixedDataset, round_robin
+from litdata_stream._pass_plan import (
     EpochOrder,
     Interval,
     Topology,
@@ -37,7 +37,7 @@ from litdata_stream._plan import (
     split_base,
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
-from litdata_stream._reader import StreamingReader
+from litdata_stream._read import StreamingReader
 from litdata_stream._state_fields import state_base, state_int, state_topology
 from litdata_stream._takers import Taker
 from litdata_stream._upstream_state import upstream_plans
@@ -205,9 +205,10 @@ class CombinedStreamingDataset(MixedDataset):
         rng = self._rng(run.segment, self.distributed_env.global_rank, role)
         picks = draws(run.sizes[role], self.weights, self._unit(topology), self.iterate_over_all, rng)
         todo = _after(picks, skip, consumed)  # the draws left to this worker, and what was consumed before
+        readers = self._readers()
 
         def stretch(d: int) -> tuple[StreamingReader, EpochOrder, list[Interval]]:
-            reader = self._readers[d]
+            reader = readers[d]
             order = reader.epoch_order(this_pass.epoch)
             return reader, order, skip_samples(order.read_order(plans[d][role].intervals), consumed[d])
 
@@ -340,9 +341,9 @@ class CombinedStreamingDataset(MixedDataset):
             raise ValueError(f"{where}: state dict field 'datasets' must hold one state per dataset "
                              f"('0' to '{len(self._datasets) - 1}'), got {subs!r:.100}")  # fmt: skip
         bases, remaining = [], []
-        for d in range(len(self._datasets)):
+        for d, reader in enumerate(self._readers()):
             sub: dict[str, Any] = subs[str(d)]  # pyright: ignore[reportUnknownVariableType]
-            order = self._readers[d].epoch_order(epoch)
+            order = reader.epoch_order(epoch)
             base = state_base(sub, "base", f"{where} datasets[{d}]", len(order))
             plans = split_base(base, state_topology(sub, "topology", f"{where} datasets[{d}]"))
             remaining.append(remaining_base(plans, sub["consumed"], order))
@@ -377,7 +378,7 @@ class CombinedStreamingDataset(MixedDataset):
                 f"the upstream state dict was recorded on a CombinedStreamingDataset of {len(subs)} datasets but "
                 f"this one has {len(self._datasets)}"
             )
-        found = [r.adopt_upstream_order(subs[str(i)]) for i, r in enumerate(self._readers)]
+        found = [adopt_upstream_order(d, subs[str(i)]) for i, d in enumerate(self._datasets)]
         topology, epoch = found[0].topology, found[0].epoch
         if topology.world_size > 1:
             raise ValueError(
@@ -388,8 +389,8 @@ class CombinedStreamingDataset(MixedDataset):
         taken = {int(w): [int(n) for n in counts] for w, counts in yielded.items()}
         none = [0] * len(self._datasets)
         bases, remaining = [], []
-        for d in range(len(self._datasets)):
-            length = len(self._readers[d].epoch_order(epoch))
+        for d, reader in enumerate(self._readers()):
+            length = len(reader.epoch_order(epoch))
             consumed = [[taken.get(w, none)[d] for w in range(topology.num_workers)]]
             remaining.append(remaining_base(upstream_plans(length, topology), consumed))
             bases.append([(0, length)])
