@@ -18,9 +18,9 @@ ALLOWED = {
     "_pytree": "litdata.utilities._pytree is upstream's path, re-exporting litdata_format's pytree",
     "dataset": "litdata.streaming.dataset and litdata.raw.dataset are both upstream's paths",
     "_cli": "each tool's command line (litdata's and litracer's), which share no code or reader",
-    "_cache": "litdata_stream._cache (upstream's Cache) against litdata_io._cache (the chunk cache)",  # removed by h49r
-    "_keys": "litdata_stream._keys (lookup by key) against litdata_prep._keys (writing keys)",  # removed by h49r/h49p
-    "_plan": "litdata_stream._plan (epoch order) against litdata_prep._plan (node inputs)",  # removed by h49r/h49p
+    "_key_index": "the key index: its file format in litdata_format._index, its building and publishing in litdata_prep",
+    "combined": "litdata.streaming.combined is upstream's path, re-exporting litdata_stream's CombinedStreamingDataset",
+    "parallel": "litdata.streaming.parallel is upstream's path, re-exporting litdata_stream's ParallelStreamingDataset",
 }
 
 

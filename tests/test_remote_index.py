@@ -13,7 +13,7 @@ import pytest
 from litdata_format import BinaryWriter, DatasetIndex, load_index
 from litdata_io import dataset_version, get_storage
 from litdata_stream import StreamingDataset
-from litdata_stream._chunks.remote import fetch_index
+from litdata_stream._sources.remote import fetch_index
 from tests.support.servers import S3Server
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from litdata_format import BinaryWriter
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
-from litdata_stream._chunks import readahead as _readahead
-from litdata_stream._chunks.readahead import available_memory, readahead_depth, worker_cap
-from litdata_stream._chunks.source import LocalSource
+from litdata_stream._sources import readahead as _readahead
+from litdata_stream._sources.readahead import available_memory, readahead_depth, worker_cap
+from litdata_stream._sources.source import LocalSource
 
 # A real /proc/meminfo's lines (kB), with a 16 GiB hugetlb pool that sits idle.
 MEMINFO = """\

@@ -19,9 +19,9 @@ from litdata_format import BaseItemLoader, ParquetLoader, Serializer, TokensLoad
 from litdata_format.internal import SampleMap, loader_for, normalize_key, parse_size
 from litdata_format.serializers import resolve_serializers
 from litdata_io import Dir, resolve_dir
-from litdata_stream._chunks.origin import locate_chunks
-from litdata_stream._chunks.posix import detect_posix
-from litdata_stream._chunks.source import check_verifiable
+from litdata_stream._sources.origin import locate_chunks
+from litdata_stream._sources.posix import detect_posix
+from litdata_stream._sources.source import check_verifiable
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv, logger, notice_drop_last

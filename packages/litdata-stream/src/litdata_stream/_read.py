@@ -22,9 +22,9 @@ import numpy as np
 from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, add_note
 from litdata_io.internal import PerProcess, probe
-from litdata_stream._chunks.origin import open_source
-from litdata_stream._chunks.posix import PosixProfile
-from litdata_stream._chunks.source import ChunkOrigin, ChunkSource
+from litdata_stream._sources.origin import open_source
+from litdata_stream._sources.posix import PosixProfile
+from litdata_stream._sources.source import ChunkOrigin, ChunkSource
 from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._pass_plan import EpochOrder, Interval
 from litdata_stream._shuffle import WindowOrder

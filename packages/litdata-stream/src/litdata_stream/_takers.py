@@ -19,7 +19,7 @@ import numpy as np
 from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, SmallChunkRows
 from litdata_io.internal import Token, activity_begin, activity_end, probe
-from litdata_stream._chunks.source import ChunkSource, LocalSource
+from litdata_stream._sources.source import ChunkSource, LocalSource
 from litdata_stream._pass_plan import EpochOrder, Interval
 
 # A chunk read by rows (small local chunks) is opened only if it must be; past this many items its

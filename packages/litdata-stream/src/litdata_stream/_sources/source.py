@@ -25,7 +25,7 @@ from litdata_format.internal import (
     small_chunk_rows,
 )
 from litdata_format.internal import ChunkOpener as OpenChunks
-from litdata_stream._chunks.readahead import ReadAhead
+from litdata_stream._sources.readahead import ReadAhead
 
 __all__ = ["ChunkOpener", "ChunkOrigin", "ChunkSource", "LocalSource", "check_verifiable"]
 
