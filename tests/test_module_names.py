@@ -18,7 +18,7 @@ ALLOWED = {
     "_pytree": "litdata.utilities._pytree is upstream's path, re-exporting litdata_format's pytree",
     "dataset": "litdata.streaming.dataset and litdata.raw.dataset are both upstream's paths",
     "_cli": "each tool's command line (litdata's and litracer's), which share no code or reader",
-    "_key_index": "the key index: its file format in litdata_format._index, its building and publishing in litdata_prep",
+    "_key_index": "the key index: its file format in litdata_format, its building and publishing in litdata_prep",
     "combined": "litdata.streaming.combined is upstream's path, re-exporting litdata_stream's CombinedStreamingDataset",
     "parallel": "litdata.streaming.parallel is upstream's path, re-exporting litdata_stream's ParallelStreamingDataset",
 }

@@ -15,9 +15,9 @@ from litdata_format import BinaryWriter, DatasetIndex, PyTreeLoader, load_index
 from litdata_format.internal import Chunk, SampleMap
 from litdata_format.serializers import resolve_serializers
 from litdata_stream import litdata_collate
+from litdata_stream._read import ReadSpec, ReadState, StreamingReader
 from litdata_stream._sources.posix import PosixProfile
 from litdata_stream._sources.source import ChunkOrigin
-from litdata_stream._read import ReadSpec, ReadState, StreamingReader
 from litdata_stream._upstream_state import UpstreamOrder
 
 

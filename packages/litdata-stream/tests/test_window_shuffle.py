@@ -12,12 +12,12 @@ import torch
 
 from litdata_format import BinaryWriter
 from litdata_stream import StreamingDataLoader, StreamingDataset
-from litdata_stream._sources.posix import detect_posix, filesystem_of, shuffle_window
-from litdata_stream._sources.remote import RemoteSource
-from litdata_stream._sources.source import LocalSource
 from litdata_stream._dataset import reader_of
 from litdata_stream._pass_plan import Topology, consumed_per_worker, remaining_base, split_base
 from litdata_stream._shuffle import WindowOrder, window_permutation
+from litdata_stream._sources.posix import detect_posix, filesystem_of, shuffle_window
+from litdata_stream._sources.remote import RemoteSource
+from litdata_stream._sources.source import LocalSource
 
 MOUNTS = """\
 sysfs /sys sysfs rw,nosuid 0 0

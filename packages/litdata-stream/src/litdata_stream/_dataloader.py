@@ -20,7 +20,6 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from litdata_io import start_forkserver
 from litdata_io.internal import ActivityBoard, attach_activity, probe
-from litdata_stream._sources.readahead import capped_workers
 from litdata_stream._collate import ArrayBatch, Batching, CollatedInDataset, litdata_collate
 from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import new_token, worker_token
@@ -32,6 +31,7 @@ from litdata_stream._profiling import (
     profile_settings,
 )
 from litdata_stream._protocol import EpochsOwner, LoaderDataset, PassReader
+from litdata_stream._sources.readahead import capped_workers
 from litdata_stream._watchdog import (
     LoaderStats,
     PassTimes,

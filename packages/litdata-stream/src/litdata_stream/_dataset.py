@@ -19,9 +19,6 @@ from litdata_format import BaseItemLoader, ParquetLoader, Serializer, TokensLoad
 from litdata_format.internal import SampleMap, loader_for, normalize_key, parse_size
 from litdata_format.serializers import resolve_serializers
 from litdata_io import Dir, resolve_dir
-from litdata_stream._sources.origin import locate_chunks
-from litdata_stream._sources.posix import detect_posix
-from litdata_stream._sources.source import check_verifiable
 from litdata_stream._collate import Batching
 from litdata_stream._draws import python_random_state
 from litdata_stream._env import DistributedEnv, WorkerEnv, logger, notice_drop_last
@@ -41,6 +38,9 @@ from litdata_stream._pass_plan import (
 )
 from litdata_stream._protocol import EpochsOwner, LoaderPlan, delivered_batches
 from litdata_stream._read import ReadSpec, ReadState, StreamingReader
+from litdata_stream._sources.origin import locate_chunks
+from litdata_stream._sources.posix import detect_posix
+from litdata_stream._sources.source import check_verifiable
 from litdata_stream._state_fields import state_base, state_int, state_topology, state_upstream_order
 from litdata_stream._upstream_state import (
     UpstreamResume,

@@ -22,12 +22,12 @@ import numpy as np
 from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, add_note
 from litdata_io.internal import PerProcess, probe
-from litdata_stream._sources.origin import open_source
-from litdata_stream._sources.posix import PosixProfile
-from litdata_stream._sources.source import ChunkOrigin, ChunkSource
 from litdata_stream._collate import Batching, litdata_collate
 from litdata_stream._pass_plan import EpochOrder, Interval
 from litdata_stream._shuffle import WindowOrder
+from litdata_stream._sources.origin import open_source
+from litdata_stream._sources.posix import PosixProfile
+from litdata_stream._sources.source import ChunkOrigin, ChunkSource
 from litdata_stream._takers import GatheringTaker, SampleTaker, Taker, reading
 from litdata_stream._upstream_state import UpstreamOrder
 

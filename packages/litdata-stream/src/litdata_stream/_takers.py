@@ -19,8 +19,8 @@ import numpy as np
 from litdata_format import BaseItemLoader
 from litdata_format.internal import Chunk, SampleMap, SmallChunkRows
 from litdata_io.internal import Token, activity_begin, activity_end, probe
-from litdata_stream._sources.source import ChunkSource, LocalSource
 from litdata_stream._pass_plan import EpochOrder, Interval
+from litdata_stream._sources.source import ChunkSource, LocalSource
 
 # A chunk read by rows (small local chunks) is opened only if it must be; past this many items its
 # order is made only once it is open, its count checked against its header.

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from litdata_io import Dir, cache_dir_for, get_storage, resolve_dir
+from litdata_stream._parquet_index import local_dataset_index, select_files
 from litdata_stream._sources.remote import RemoteSource, fetch_index
 from litdata_stream._sources.source import ChunkOpener, ChunkOrigin, ChunkSource, LocalSource
-from litdata_stream._parquet_index import local_dataset_index, select_files
 
 __all__ = ["locate_chunks", "open_source"]
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from litdata_format.internal import format_size, read_text
-from litdata_stream._sources.posix import posix_fast_setting
 from litdata_stream._env import logger
+from litdata_stream._sources.posix import posix_fast_setting
 
 __all__ = ["ReadAhead", "available_memory", "capped_workers", "readahead_depth", "worker_cap"]
 

@@ -19,8 +19,8 @@ from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
 from litdata_io.internal import check_own_folders, file_version, is_disk_full
-from litdata_stream._sources.source import ChunkOpener, ChunkOrigin
 from litdata_stream._parquet_index import remote_parquet_index
+from litdata_stream._sources.source import ChunkOpener, ChunkOrigin
 
 __all__ = ["RemoteSource", "fetch_index"]
 
