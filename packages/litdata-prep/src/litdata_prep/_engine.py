@@ -18,8 +18,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from litdata_io import start_forkserver
 from litdata_io.internal import forkserver_running
@@ -30,6 +30,8 @@ __all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "default_start_method", "ru
 
 #: The value that ends a ``queue`` given to ``optimize`` (one is enough for every worker).
 ALL_DONE = "ALL_DONE"
+
+T = TypeVar("T")
 
 _POLL_S = 0.1
 _JOIN_S = 5.0
@@ -333,17 +335,24 @@ def default_start_method() -> tuple[str, str]:
 def run_workers(
     specs: Sequence[WorkerSpec],
     start_method: str,
+    then: Callable[[dict[int, Done]], T],
     shared: Numbered | InputStream | None = None,
     source: Any = None,
     total: int | None = None,
     verbose: bool = True,
     desc: str = "optimize",
-) -> dict[int, Done]:
-    """Run one process per spec until all finish; return what each rank reported when it finished.
+) -> T:
+    """Run one process per spec until all finish; return what ``then`` makes of what each rank reported.
+
+    ``then`` (publishing the job's results) runs once every worker reported that it finished, while
+    the worker processes exit: the exit of a process forked from one that holds torch takes ~10-30 ms
+    (its copy of the parent's page tables is torn down), which the parent would otherwise wait for
+    first. The processes are reaped before this returns, whatever ``then`` does.
 
     Args:
         specs: the workers.
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``.
+        then: what to do with each rank's :class:`Done` once all finished; its result is returned.
         shared: inputs for the shared queue (specs then have ``items=None``).
         source: the user's queue to relay, ended by :data:`ALL_DONE`.
         total: inputs expected, for the progress bar.
@@ -439,13 +448,14 @@ def run_workers(
             feeder.join(timeout=_JOIN_S)
             if feeder.error is not None:
                 raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
-        for proc in procs.values():
-            proc.join(timeout=_JOIN_S)
         expected = feeder.fed if feeder is not None else total
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
+        result = then(summaries)
+        for proc in procs.values():  # exited meanwhile, or exiting: reaped, never left as zombies
+            proc.join(timeout=_JOIN_S)
         finished = True
-        return summaries
+        return result
     finally:
         progress.close()
         if feeder is not None:

@@ -336,6 +336,7 @@ def prepare_items(
 
 
 _Request = TypeVar("_Request", bound="PrepRequest")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -578,9 +579,13 @@ class Job:
         specs: list[WorkerSpec],
         shared: Numbered | InputStream | None,
         total: int | None,
+        then: Callable[[dict[int, Done]], T],
         source: Any = None,
-    ) -> dict[int, Done]:
-        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
+    ) -> T:
+        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what ``then`` returns.
+
+        ``then`` gets what each rank reported and runs while the worker processes exit (:func:`run_workers`).
+        """
         verbose, method, why = self.request.verbose, self.start_method, "as asked"
         if self.request.start_method is None:
             why = "the default"
@@ -592,4 +597,6 @@ class Job:
                 f"{self.what}: {what} on {self.num_workers} {method} workers ({why}) -> {self.output.display}",
                 flush=True,
             )
-        return run_workers(specs, method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what)
+        return run_workers(
+            specs, method, then, shared=shared, source=source, total=total, verbose=verbose, desc=self.what
+        )
