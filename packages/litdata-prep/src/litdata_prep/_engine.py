@@ -448,6 +448,8 @@ def run_workers(
             feeder.join(timeout=_JOIN_S)
             if feeder.error is not None:
                 raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
+        if work is not None:
+            work.close()  # every batch was taken: its thread in this process ends while `then` runs
         expected = feeder.fed if feeder is not None else total
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
