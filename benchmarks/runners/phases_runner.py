@@ -174,8 +174,9 @@ def _mosaic(workload: str, inputs: list[Any], params: dict[str, Any]) -> None:
 
 def _held(value: Any) -> int:
     """The bytes a writer writes for one leaf: an opened JPEG's are its file's."""
-    if isinstance(value, Image.Image) and value.filename:
-        return os.path.getsize(value.filename)
+    path = getattr(value, "filename", "") if isinstance(value, Image.Image) else ""  # an ImageFile's
+    if path:
+        return os.path.getsize(path)
     return len(value) if isinstance(value, bytes) else getattr(value, "nbytes", 8)
 
 
