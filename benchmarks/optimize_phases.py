@@ -15,7 +15,9 @@ lines import it (``from litdata import optimize``, ``from streaming import MDSWr
 each run reports start-up (call -> first sample),
 work (first -> last sample) and tail (last sample -> return). ``ours-nopyc`` is ours again with
 no compiled bytecode to be found (a fresh empty ``PYTHONPYCACHEPREFIX`` per run: the standard
-library's ``.pyc`` too, so an upper bound of what a venv without ``.pyc`` costs). The page
+library's ``.pyc`` too, so an upper bound of what a venv without ``.pyc`` costs); the other runs
+get none of this shell's ``PYTHON*`` variables (``PYTHONDONTWRITEBYTECODE=1`` would make every
+run compile its modules again), as the suite's runs. The page
 cache's sequential write bandwidth is measured in the same run: the same number of bytes as the
 largest output, written with one ``write`` per 64 MiB into a new file (median of 3).
 
@@ -40,18 +42,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks._exec import _env
 from benchmarks._inputs import _image, warm_code, warm_page_allocator
 from benchmarks._venvs import build_baseline, build_peer
 
@@ -149,15 +150,10 @@ def run_one(lib: str, workload: str, scale: float, images: Path, tokens: Path, w
         "files": round((TOKEN_SHARDS if workload == "tokens" else IMAGES) * scale),
         "records": round(RECORDS * scale),
     }
-    env = dict(os.environ)
-    env.pop("VIRTUAL_ENV", None)
-    env.pop("BENCH_TORCH_FIRST", None)
-    if lib != "ours-notorch":
-        env["BENCH_TORCH_FIRST"] = "1"  # the runner's first line is `import torch`, as a data-prep script's
-    prefix = None
-    if lib == "ours-nopyc":
-        prefix = tempfile.mkdtemp(prefix="nopyc-", dir=work)
-        env["PYTHONPYCACHEPREFIX"] = prefix
+    # As the suite's runs: no PYTHON* variable of this shell (PYTHONDONTWRITEBYTECODE=1 would make every
+    # run compile what it imports inside the clock, ours more than the peers: its imports are lazy); the
+    # runner's first line is `import torch` but in ours-notorch; ours-nopyc finds no compiled bytecode.
+    env = _env(work, nopyc=lib == "ours-nopyc", torch_first=lib != "ours-notorch")
     runner_lib = lib if lib in ("mosaic", "floor") else "litdata"
     command = [_python(lib), str(RUNNER), runner_lib, workload, json.dumps(params)]
     done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False)

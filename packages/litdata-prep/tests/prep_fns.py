@@ -169,3 +169,20 @@ def jpeg_then_pil(i: int) -> dict[str, Any]:
 def every_thousandth(i: int) -> int | None:
     """Keeps one input in a thousand: the job's cost is the inputs, not the samples."""
     return i if i % 1000 == 0 else None
+
+
+def worker_pid(i: int) -> dict[str, int]:
+    """The input and the pid of the worker process that ran fn on it."""
+    return {"i": i, "pid": os.getpid()}
+
+
+class PidAndLockRemover:
+    """Records the worker's pid under ``pids``, then removes the output's lock: publishing the index fails."""
+
+    def __init__(self, output: str, pids: str) -> None:
+        self.output, self.pids = output, pids
+
+    def __call__(self, i: int) -> int:
+        Path(self.pids, str(os.getpid())).touch()
+        Path(self.output, ".litdata-lock").unlink(missing_ok=True)
+        return i

@@ -18,8 +18,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from litdata_io import start_forkserver
 from litdata_io.internal import forkserver_running
@@ -30,6 +30,8 @@ __all__ = ["ALL_DONE", "ProgressBar", "WorkerError", "default_start_method", "ru
 
 #: The value that ends a ``queue`` given to ``optimize`` (one is enough for every worker).
 ALL_DONE = "ALL_DONE"
+
+T = TypeVar("T")
 
 _POLL_S = 0.1
 _JOIN_S = 5.0
@@ -107,7 +109,12 @@ def batch_bounds(total: int, num_workers: int) -> list[tuple[int, int]]:
 
 
 class _Feeder(threading.Thread):
-    """Puts this node's inputs (or what arrives on the user's queue) on the workers' shared queue."""
+    """Puts this node's inputs (or what arrives on the user's queue) on the workers' shared queue.
+
+    The batches are pickled as they are put (:meth:`_payloads`); :meth:`heads` takes the first
+    ones before the workers start, one per worker, so that each starts on its own batch at once
+    instead of waiting for the parent to start the others and this thread.
+    """
 
     def __init__(self, work: Any, items: Numbered | InputStream | None, source: Any, num_workers: int) -> None:
         super().__init__(name="litdata-feeder", daemon=True)
@@ -116,6 +123,7 @@ class _Feeder(threading.Thread):
         self.error: BaseException | None = None
         self.fed = 0
         self.finished = False  # every input was handed out (the user's queue: its ALL_DONE arrived)
+        self._batches = self._payloads()
 
     def _put(self, obj: Any) -> None:
         while not self.stop.is_set():
@@ -126,8 +134,8 @@ class _Feeder(threading.Thread):
                 continue
         raise InterruptedError
 
-    def _send(self, batch: Sequence[tuple[int, Any]]) -> int:
-        """Put ``batch`` on the queue; the size of its pickle."""
+    def _pickle(self, batch: Sequence[tuple[int, Any]]) -> bytes:
+        """``batch`` as the workers receive it, counted as handed out."""
         try:
             payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
@@ -139,12 +147,11 @@ class _Feeder(threading.Thread):
                         f"input #{pos} {describe_input(item)} cannot be pickled for the workers: {err}"
                     ) from err
             raise
-        self._put(payload)
         self.fed += len(batch)
-        return len(payload)
+        return payload
 
-    def _send_stream(self, stream: InputStream) -> None:
-        """Put an iterator's inputs on the queue in batches: one input first, then doubling.
+    def _stream_payloads(self, stream: InputStream) -> Iterator[bytes]:
+        """An iterator's inputs in batches: one input first, then doubling.
 
         Its length is unknown: small batches first start the workers at once and spread a short
         stream over them, larger ones cost fewer messages and chunks on long streams.
@@ -157,30 +164,44 @@ class _Feeder(threading.Thread):
         inputs, size = iter(stream), 1
         while pairs := list(itertools.islice(inputs, size)):
             first = pairs[0][0]
-            sent = self._send(Numbered(range(first, first + len(pairs)), [item for _, item in pairs]))
-            if sent > _STREAM_BATCH_BYTES:
+            payload = self._pickle(Numbered(range(first, first + len(pairs)), [item for _, item in pairs]))
+            yield payload
+            if len(payload) > _STREAM_BATCH_BYTES:
                 size = max(1, size // 2)
-            elif 2 * sent <= _STREAM_BATCH_BYTES:
+            elif 2 * len(payload) <= _STREAM_BATCH_BYTES:
                 size = min(_STREAM_BATCH, size * 2)
+
+    def _payloads(self) -> Iterator[bytes]:
+        """The pickled batches, in the order they go on the queue."""
+        if isinstance(self.items, InputStream):
+            yield from self._stream_payloads(self.items)
+        elif self.items is not None:
+            for start, stop in batch_bounds(len(self.items), self.num_workers):
+                yield self._pickle(self.items[start:stop])  # a slice of a range is a range: a few bytes
+        else:
+            while True:
+                if self.stop.is_set():
+                    raise InterruptedError
+                try:
+                    item = self.source.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if isinstance(item, str) and item == ALL_DONE:
+                    return
+                yield self._pickle([(self.fed, item)])
+
+    def heads(self) -> list[bytes | None]:
+        """The first batch of each worker, taken now (none from the user's queue: it may not have one yet)."""
+        heads: list[bytes | None] = [None] * self.num_workers
+        if self.items is not None:
+            for rank, payload in zip(range(self.num_workers), self._batches):
+                heads[rank] = payload
+        return heads
 
     def run(self) -> None:
         try:
-            if isinstance(self.items, InputStream):
-                self._send_stream(self.items)
-            elif self.items is not None:
-                for start, stop in batch_bounds(len(self.items), self.num_workers):
-                    self._send(self.items[start:stop])  # a slice of a range is a range: a few bytes
-            else:
-                while True:
-                    if self.stop.is_set():
-                        raise InterruptedError
-                    try:
-                        item = self.source.get(timeout=_POLL_S)
-                    except queue.Empty:
-                        continue
-                    if isinstance(item, str) and item == ALL_DONE:
-                        break
-                    self._send([(self.fed, item)])
+            for payload in self._batches:
+                self._put(payload)
             self.finished = True
             for _ in range(self.num_workers):
                 self._put(None)
@@ -188,6 +209,17 @@ class _Feeder(threading.Thread):
             pass
         except BaseException as err:
             self.error = err
+
+
+class _WorkQueue:
+    """A worker's end of the shared queue: its first batch (taken before it started), then the queue."""
+
+    def __init__(self, work: Any, head: bytes | None) -> None:
+        self.work, self.head = work, head
+
+    def get(self) -> Any:
+        head, self.head = self.head, None
+        return head if head is not None else self.work.get()
 
 
 class ProgressBar:
@@ -303,17 +335,24 @@ def default_start_method() -> tuple[str, str]:
 def run_workers(
     specs: Sequence[WorkerSpec],
     start_method: str,
+    then: Callable[[dict[int, Done]], T],
     shared: Numbered | InputStream | None = None,
     source: Any = None,
     total: int | None = None,
     verbose: bool = True,
     desc: str = "optimize",
-) -> dict[int, Done]:
-    """Run one process per spec until all finish; return what each rank reported when it finished.
+) -> T:
+    """Run one process per spec until all finish; return what ``then`` makes of what each rank reported.
+
+    ``then`` (publishing the job's results) runs once every worker reported that it finished, while
+    the worker processes exit: the exit of a process forked from one that holds torch takes ~10-30 ms
+    (its copy of the parent's page tables is torn down), which the parent would otherwise wait for
+    first. The processes are reaped before this returns, whatever ``then`` does.
 
     Args:
         specs: the workers.
         start_method: ``"spawn"``, ``"fork"`` or ``"forkserver"``.
+        then: what to do with each rank's :class:`Done` once all finished; its result is returned.
         shared: inputs for the shared queue (specs then have ``items=None``).
         source: the user's queue to relay, ended by :data:`ALL_DONE`.
         total: inputs expected, for the progress bar.
@@ -338,9 +377,14 @@ def run_workers(
     heard: set[int] = set()
     environ = dict(os.environ)  # one snapshot: every worker starts with the same environment
     try:
-        for spec in specs:
+        try:
+            heads = feeder.heads() if feeder is not None else [None] * len(specs)
+        except Exception as err:
+            raise WorkerError(f"{desc}: {err}", -1) from err
+        for spec, head in zip(specs, heads):
+            inputs = _WorkQueue(work, head) if work is not None else None
             proc = ctx.Process(
-                target=worker_main, args=(spec, events, work, environ), name=f"litdata-{desc}-{spec.rank}"
+                target=worker_main, args=(spec, events, inputs, environ), name=f"litdata-{desc}-{spec.rank}"
             )
             try:
                 proc.start()
@@ -404,13 +448,16 @@ def run_workers(
             feeder.join(timeout=_JOIN_S)
             if feeder.error is not None:
                 raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
-        for proc in procs.values():
-            proc.join(timeout=_JOIN_S)
+        if work is not None:
+            work.close()  # every batch was taken: its thread in this process ends while `then` runs
         expected = feeder.fed if feeder is not None else total
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
+        result = then(summaries)
+        for proc in procs.values():  # exited meanwhile, or exiting: reaped, never left as zombies
+            proc.join(timeout=_JOIN_S)
         finished = True
-        return summaries
+        return result
     finally:
         progress.close()
         if feeder is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from litdata_format.internal import WriterOptions
 from litdata_io import Dir
@@ -22,6 +22,8 @@ from litdata_prep._ray.executor import RayExecutor
 from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
 __all__ = ["Job", "OptimizeJob"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -130,9 +132,13 @@ class Job:
         specs: list[WorkerSpec],
         shared: Numbered | InputStream | None,
         total: int | None,
+        then: Callable[[dict[int, Done]], T],
         source: Any = None,
-    ) -> dict[int, Done]:
-        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what each rank reported."""
+    ) -> T:
+        """Run the workers (fed ``shared`` or the user's queue ``source``) to the end; what ``then`` returns.
+
+        ``then`` gets what each rank reported and runs while the worker processes exit (:func:`run_workers`).
+        """
         verbose, method, why = self.verbose, self.start_method, "as asked"
         if not self.start_method_given:
             why = "the default"
@@ -144,7 +150,9 @@ class Job:
                 f"{self.what}: {what} on {self.num_workers} {method} workers ({why}) -> {self.output.url}",
                 flush=True,
             )
-        return run_workers(specs, method, shared=shared, source=source, total=total, verbose=verbose, desc=self.what)
+        return run_workers(
+            specs, method, then, shared=shared, source=source, total=total, verbose=verbose, desc=self.what
+        )
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,12 @@ def _map(job: Job) -> None:
     )
     staging = make_staging(job.output, job.nodes.node_rank, "map")
     try:
-        job.run(job.worker_specs(staging, slices, lambda rank: MapTask()), shared, total)
+        # The staging folder goes while the workers exit (see run_workers); again here if the job failed.
+        job.run(
+            job.worker_specs(staging, slices, lambda rank: MapTask()),
+            shared,
+            total,
+            lambda done: shutil.rmtree(staging, ignore_errors=True),
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)

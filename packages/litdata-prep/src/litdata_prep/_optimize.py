@@ -247,25 +247,30 @@ def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> None:
         return job.task(chunk_starts[rank], checkpoints.get(rank), keep_order=shared is not None)
 
     staging = make_staging(output, nodes.node_rank, "optimize")
-    index: DatasetIndex | None = None
-    try:
-        done = job.run(job.worker_specs(staging, slices, task), shared, total, source=queue)
+
+    def publish(done: dict[int, Done]) -> DatasetIndex | None:
+        """The job's index published from what the workers wrote (while they exit), its staging removed."""
         parts = [_rank_index(done, rank) for rank in ranks]
         if shared is not None:  # the queue's batches went to whichever worker was free: list them in input order
             parts = in_input_order(parts, [done[rank].chunk_inputs for rank in ranks], ranks)
         rank_keys = {rank: done[rank].keys or [] for rank in ranks} if job.key_fn is not None else None
         items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
-        index = _finish(
+        published = _finish(
             output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite", lock=lock
         )
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
+        shutil.rmtree(staging, ignore_errors=True)
+        return published
+
+    try:
+        index = job.run(job.worker_specs(staging, slices, task), shared, total, publish, source=queue)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, what was published is the next run's head start
             _remove_unpublished_chunks(output, nodes.node_rank, ranks, failure)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # a failed job's (publish removed it otherwise)
     if job.verbose and index is not None:
         samples = sum(c.dim or c.chunk_size for c in index.chunks)
         print(f"optimize: {output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
