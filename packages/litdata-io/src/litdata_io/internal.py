@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from litdata_io._cache_disk import is_disk_full as is_disk_full
     from litdata_io._cache_disk import resolve_max_cache_size as resolve_max_cache_size
     from litdata_io._cache_locks import check_own_folders as check_own_folders
+    from litdata_io._cache_locks import make_cache_folder as make_cache_folder
     from litdata_io._cache_stall import holder_state as holder_state
     from litdata_io._cache_versions import file_version as file_version
     from litdata_io._forkserver import forkserver_running as forkserver_running
