@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from litdata_io import Dir
 from litdata_prep._job import Job, MapRequest, make_staging
+from litdata_prep._output_lock import hold_output, lock_identity
 from litdata_prep._plan import Numbered
 from litdata_prep._ray import RayExecutor, RayPlan, run_on_ray
 from litdata_prep._worker import MapTask
@@ -85,6 +86,14 @@ def map(
 def _map(r: MapRequest) -> None:
     """``map`` with its arguments in one value."""
     job = Job.prepare(r, ordered=bool(r.keep_data_ordered))
+    nodes = job.nodes
+    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
+    with hold_output(job.output, identity, last=nodes.is_last, what="map"):
+        _map_holding(job, r)
+
+
+def _map_holding(job: Job, r: MapRequest) -> None:
+    """``map``, holding its output's lock (another job writing it, or its staging folder, waits)."""
     output = job.output
     if r.error_when_not_empty:
         found = [k for k in output.list() if not k.startswith((".litdata-staging-", ".litdata-write-probe-"))]

@@ -14,6 +14,7 @@ from litdata_format.internal import chunk_name, plain_chunk_name
 from litdata_io import Dir, resolve_dir
 from litdata_prep._job import open_output
 from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._output_lock import OutputLock, hold_output
 
 __all__ = ["merge_datasets"]
 
@@ -70,6 +71,14 @@ def merge_datasets(
         if source.display == target.display:
             raise ValueError(f"merge_datasets: output_dir {target.display} is also one of the input_dirs")
     indexes = [_read_index(s, "input_dir") for s in sources]
+    with hold_output(target, None, what="merge_datasets") as lock:  # another job writing it is waited for
+        _merge(target, sources, indexes, max_workers, lock)
+
+
+def _merge(
+    target: Output, sources: list[Output], indexes: list[DatasetIndex], max_workers: int | None, lock: OutputLock
+) -> None:
+    """Copy the chunks of ``sources`` into ``target``, holding its lock, and publish the merged index."""
     if target.exists(INDEX_FILENAME):
         raise DatasetExistsError(
             f"merge_datasets: output_dir {target.display} already holds an optimized dataset; choose a new output_dir"
@@ -92,6 +101,7 @@ def merge_datasets(
     with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
         for future in [pool.submit(_copy, s, old, target, new) for s, old, new in copies]:
             future.result()
+    lock.confirm()
     target.write_json(INDEX_FILENAME, merged.to_json())
 
 

@@ -1,11 +1,17 @@
-"""The output's lock: one ``optimize`` job writes an output folder or prefix at a time.
+"""The output's lock: one job writes an output folder or prefix at a time.
+
+The jobs that hold it: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index`` and a
+``dataset_update`` commit.
 
 Two jobs writing one output at once would each publish an index naming its own chunks only, or
 chunks the other deleted, and both report success. So a job holds ``.litdata-lock`` at the output's
 root while it works, whatever the output is (a local folder or a bucket prefix): the lock is
 created with :meth:`~litdata_io.Storage.put_new`, which only one of racing writers wins (a hard link
-locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). It names its holder (host,
-pid, the process's start, when the job started) and is rewritten every :data:`HEARTBEAT_S` seconds.
+locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). A stale lock is taken over
+with :meth:`~litdata_io.Storage.replace_if`, which replaces only the version the taker judged
+stale (``If-Match``), so of two jobs taking over one stale lock one wins and the other waits. The
+lock names its holder (host, pid, the process's start, when the job started) and is rewritten
+every :data:`HEARTBEAT_S` seconds.
 
 A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
 released, or when it is stale: its holder ran on this host and that process is gone (or the pid
@@ -117,9 +123,10 @@ class Holder:
 class OutputLock:
     """This job's hold on an output's lock (see the module docstring); made by :func:`hold_output`."""
 
-    def __init__(self, output: Output, holder: Holder) -> None:
+    def __init__(self, output: Output, holder: Holder, what: str) -> None:
         self.output = output
         self.holder = holder
+        self.what = what
         self._taken_by: Holder | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="litdata-output-lock", daemon=True)
@@ -142,7 +149,7 @@ class OutputLock:
                     beat = max(beat, current.beat) + 1
                     self.output.storage.put(LOCK_KEY, Holder(**{**asdict(self.holder), "beat": beat}).encode())
                 except Exception as err:  # a storage hiccup: the next beat tries again, well before STALE_S
-                    print(f"optimize: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
+                    print(f"{self.what}: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
 
     @property
     def _url(self) -> str:
@@ -154,7 +161,7 @@ class OutputLock:
         if current is None or current.job != self.holder.job:
             other = current or self._taken_by
             raise OutputLockLostError(
-                f"optimize: the lock on {self.output.display} ({self._url}) is no longer this job's "
+                f"{self.what}: the lock on {self.output.display} ({self._url}) is no longer this job's "
                 f"({self.holder.describe()}): "
                 + (f"{other.describe()} took it" if other is not None else "it was removed")
                 + f" after this job did not rewrite it for {STALE_S:g} s (was it stopped?). This job's index was not "
@@ -180,13 +187,14 @@ def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
 
 
 @contextlib.contextmanager
-def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[OutputLock]:
+def hold_output(output: Output, job: str | None, last: bool = True, what: str = "optimize") -> Iterator[OutputLock]:
     """Hold ``output``'s lock for the block, waiting for another job's to be released or stale.
 
     Args:
         output: the job's output.
         job: the identity the job's nodes share (multi-node), None for a job of one node.
         last: this node releases the lock when done (one node, or a multi-node job's merging node).
+        what: the job's kind for messages (``"optimize"``, ``"map"``, ``"merge_datasets"``, ...).
     """
     me = Holder(
         job=job or uuid.uuid4().hex,
@@ -195,7 +203,7 @@ def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[
         pid_start=_process_start(os.getpid()),
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
-    lock = _acquire(output, me)
+    lock = _acquire(output, me, what)
     if output.is_remote:  # a local output's holder is judged by its pid: no thread (see the module docstring)
         lock._thread.start()  # pyright: ignore[reportPrivateUsage] - its own class's thread, started once held
     try:
@@ -204,21 +212,22 @@ def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[
         lock.release(last)
 
 
-def _acquire(output: Output, me: Holder) -> OutputLock:
+def _acquire(output: Output, me: Holder, what: str) -> OutputLock:
     storage, url = output.storage, output.storage.url_for(LOCK_KEY)
     seen: tuple[bytes, float] | None = None  # the lock's content, and since when it has not changed
     told = False
     while True:
         if storage.put_new(LOCK_KEY, me.encode()):
-            return OutputLock(output, me)
+            return OutputLock(output, me, what)
         try:
+            version = storage.head(LOCK_KEY)  # the version a takeover may replace (read before the content)
             data = storage.get(LOCK_KEY)
         except FileNotFoundError:
             continue  # released meanwhile: try again
         current = Holder.decode(data)
         if current is not None and current.job == me.job:
             # Our own (a create whose answer was lost and was sent again), or another node's of this job.
-            return OutputLock(output, me)
+            return OutputLock(output, me, what)
         now = time.monotonic()
         if seen is None or seen[0] != data:
             seen = (data, now)
@@ -227,8 +236,10 @@ def _acquire(output: Output, me: Holder) -> OutputLock:
             continue
         if current is None or _stale(current, now - seen[1], output.is_remote):
             who = current.describe() if current is not None else "an unreadable lock"
-            print(f"optimize: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
-            storage.delete(LOCK_KEY)
+            print(f"{what}: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
+            # Only if it is still that version: of two jobs taking over one stale lock, one wins.
+            if storage.replace_if(LOCK_KEY, me.encode(), version):
+                return OutputLock(output, me, what)
             seen = None
             continue
         if not told:
@@ -240,7 +251,7 @@ def _acquire(output: Output, me: Holder) -> OutputLock:
             else:
                 then = f"until it ends; if that job is gone (its machine crashed), delete {url}"
             print(
-                f"optimize: {output.display} is being written by {current.describe()}; waiting {then}",
+                f"{what}: {output.display} is being written by {current.describe()}; waiting {then}",
                 file=sys.stderr,
                 flush=True,
             )
