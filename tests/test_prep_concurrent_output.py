@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -246,3 +247,35 @@ def test_two_jobs_taking_over_one_stale_lock_do_not_both_hold_it(where: tuple[st
             spans.append((times["held"], times["releasing"]))
         first, second = sorted(spans)
         assert second[0] >= first[1], f"attempt {attempt}: both held the lock at once: {spans}"
+
+
+def _holds(out: str) -> tuple[float, float]:
+    """When a ``hold`` job held the lock: (took it, released it), from its stdout."""
+    times = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()[:-1]}
+    return times["held"], times["releasing"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_a_holder_in_another_pid_namespace_is_waited_for(tmp_path: Path) -> None:
+    """A job in another container of this host (same host name, its own pids) holds a local output.
+
+    Before, its pid was looked up among this namespace's processes, found gone (or another
+    process), and its lock taken over while it ran: both jobs wrote the output at once.
+    """
+    output = str(tmp_path / "out")
+    spec = {"kind": "hold", "output": output, "hold_s": 4.0}
+    command = [sys.executable, "-m", "tests.concurrent_optimize", json.dumps(spec)]
+    elsewhere = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", *command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert elsewhere.stdout is not None and elsewhere.stdout.readline().startswith("held ")
+    here, err = _start({**spec, "hold_s": 0.1}).communicate(timeout=300)
+    rest, _ = elsewhere.communicate(timeout=300)
+    first, second = _holds("held 0\n" + rest), _holds(here)
+    assert second[0] >= first[1], f"both held the lock at once: {first}, {second}\n{err[-2000:]}"
+    assert "is being written by job" in err and "taking over" not in err

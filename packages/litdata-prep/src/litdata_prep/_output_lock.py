@@ -14,12 +14,13 @@ lock names its holder (host, pid, the process's start, when the job started) and
 every :data:`HEARTBEAT_S` seconds.
 
 A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
-released, or when it is stale: its holder ran on this host and that process is gone (or the pid
-now names another process), or, in a bucket, it was not rewritten for :data:`STALE_S` seconds of
-watching (a holder on another machine that crashed or lost the network). A local output's lock is
-not rewritten (that would take a thread, and a thread in this process makes its workers start
-from a forkserver rather than by a fork of it): a holder on another machine sharing the folder is
-waited for until it releases the lock, and the message names the file to delete if it is gone.
+released, or when it is stale: its holder ran on this host, in this pid namespace (not another
+container's), and that process is gone (or the pid now names another process), or, in a bucket,
+it was not rewritten for :data:`STALE_S` seconds of watching (a holder on another machine that
+crashed or lost the network). A local output's lock is not rewritten (that would take a thread,
+and a thread in this process makes its workers start from a forkserver rather than by a fork of
+it): a holder on another machine (or in another container) sharing the folder is waited for until
+it releases the lock, and the message names the file to delete if it is gone.
 
 A holder checks the lock is still its own before it publishes the index; one whose lock was taken
 meanwhile (it was stopped longer than :data:`STALE_S`) fails, naming the job that took it, rather
@@ -54,6 +55,21 @@ HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
 STALE_S = 60.0  # a lock not rewritten for this long (as a waiter watches it) is a dead job's
 POLL_S = 0.5  # how often a waiter looks at the lock
 HOST = socket.gethostname()
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), "" where unknown.
+
+    Containers on one machine may share its host name (Kubernetes pods with ``hostNetwork``) but
+    not its pids: a pid is checked only by a process of the namespace that gave it.
+    """
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+PID_NS = _pid_namespace()
 # Held while the lock is rewritten, and by a thread that forks (workers started with "fork"): a
 # forked worker never starts with a copy of the lock's thread holding a lock of the storage's.
 _BEATING = threading.Lock()
@@ -96,6 +112,11 @@ class Holder:
     pid_start: str
     started: str  # when the job took the lock, UTC, for people
     beat: int = 0
+    pid_ns: str = ""  # the pid namespace of ``pid`` ("" in locks written before it was recorded)
+
+    def pid_checkable(self) -> bool:
+        """Whether this process can tell if the holder's process runs: same host, same pid namespace."""
+        return self.host == HOST and self.pid_ns in ("", PID_NS)
 
     def describe(self) -> str:
         return f"job {self.job} (pid {self.pid} on {self.host}, started {self.started})"
@@ -115,6 +136,7 @@ class Holder:
                 pid_start=str(obj["pid_start"]),
                 started=str(obj["started"]),
                 beat=int(obj["beat"]),
+                pid_ns=str(obj.get("pid_ns", "")),
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -181,7 +203,7 @@ class OutputLock:
 
 
 def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
-    if current.host == HOST:
+    if current.pid_checkable():
         return not _alive(current.pid, current.pid_start)
     return beating and unchanged_for >= STALE_S
 
@@ -201,6 +223,7 @@ def hold_output(output: Output, job: str | None, last: bool = True, what: str = 
         host=HOST,
         pid=os.getpid(),
         pid_start=_process_start(os.getpid()),
+        pid_ns=PID_NS,
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
     lock = _acquire(output, me, what)
@@ -244,12 +267,12 @@ def _acquire(output: Output, me: Holder, what: str) -> OutputLock:
             continue
         if not told:
             told = True
-            if current.host == HOST:
+            if current.pid_checkable():
                 then = "until it ends (its lock is taken over if its process is gone)"
             elif output.is_remote:
                 then = f"(its lock is taken over if that job stops rewriting it for {STALE_S:g} s)"
             else:
-                then = f"until it ends; if that job is gone (its machine crashed), delete {url}"
+                then = f"until it ends; if that job is gone (its machine or container stopped), delete {url}"
             print(
                 f"{what}: {output.display} is being written by {current.describe()}; waiting {then}",
                 file=sys.stderr,
