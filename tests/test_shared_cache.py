@@ -166,3 +166,19 @@ def test_a_cache_folder_anyone_can_swap_is_refused(tmp_path: Path, mode: int) ->
         return
     with pytest.raises(PermissionError, match=rf"{shared} is writable by every user and has no sticky bit"):
         _read(url, shared / "cache", workers=0)
+
+
+def test_a_raw_datasets_cache_folder_linked_by_another_user_is_refused(tmp_path: Path) -> None:
+    from litdata_raw import StreamingRawDataset
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.txt").write_bytes(b"a")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = tmp_path / "cache"
+    os.symlink(elsewhere, cache)
+    _as_other_user(cache)
+    with pytest.raises(PermissionError, match=rf"{cache} is a symbolic link to {elsewhere} made by another user"):
+        StreamingRawDataset(str(files), cache_dir=str(cache))
+    assert list(elsewhere.iterdir()) == []  # its listing was not written there
