@@ -216,7 +216,7 @@ def _key(sample: dict[str, Any]) -> str:
     return str(sample["key"])
 
 
-ATTEMPTS = 8
+ATTEMPTS = 4
 
 
 def test_two_jobs_taking_over_one_stale_lock_do_not_both_hold_it(where: tuple[str, dict[str, Any] | None]) -> None:
