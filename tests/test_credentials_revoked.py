@@ -20,14 +20,17 @@ from pathlib import Path
 import pytest
 
 from tests.scripts.credential_source import EPOCHS, N
+from tests.support import servers_extra
 from tests.support.cred_harness import objects, run_driver
 from tests.support.expiring_keys import SOURCES, start_expiring_keys
 from tests.support.servers import S3Server
+from tests.support.servers_extra import FakeGcsServer
 
 pytestmark = pytest.mark.cloud
 
 PROCESSES = 3  # the main process and 2 persistent workers
 ACCEPTED_S = 1.5
+fake_gcs = servers_extra.fake_gcs  # the session fixture, bound here so pytest finds it
 CASES = [
     ("assume-role-profile", "expired early"),
     ("container-full-uri", "expired early"),  # obstore's own container source
@@ -76,3 +79,57 @@ def test_keys_refused_early_are_fetched_anew_from_their_source(
     assert refusals, "the keys were never refused: the test did not test anything"
     assert {entry[1] for entry in refusals} <= {verdict, "late arrival"}, refusals
     assert issued[SOURCES[source]] > PROCESSES, issued  # fetched anew after refusals, not only at start
+
+
+_FSSPEC_READER = """
+import json, sys
+from litdata_io import get_storage
+storage = get_storage(sys.argv[1], json.loads(sys.argv[2]))
+print(storage.get("a.bin").decode(), flush=True)
+sys.stdin.readline()  # the test revokes the token meanwhile
+print(storage.get("b.bin").decode(), flush=True)
+"""
+
+
+def test_fsspec_backend_fetches_keys_anew_when_refused(fake_gcs: FakeGcsServer, tmp_path: Path) -> None:
+    """gcsfs (``backend="fsspec"``) with the GCE metadata server's tokens: the token it holds revoked.
+
+    Before, the refused request was sent once more through the same filesystem, which held the
+    revoked token until its advertised end (an hour), and the read failed with ``PermissionError``.
+    Now the filesystem is dropped and made anew, so gcsfs asks the metadata server again. (A
+    process of its own: google-auth reads the metadata server's address when it is imported.)
+    """
+    import json
+    import subprocess
+    import sys
+
+    from litdata_io import get_storage
+    from tests.support.cred_harness import clean_environment
+    from tests.support.cred_servers import Authority, BearerChecker, CredentialServer
+
+    authority = Authority()
+    bucket = fake_gcs.create_bucket()
+    seed = get_storage(f"gs://{bucket}", {**fake_gcs.gcsfs_options(), "backend": "fsspec"})
+    seed.put("data/a.bin", b"first")
+    seed.put("data/b.bin", b"second")
+    env = clean_environment(tmp_path / "home")  # no gcloud login: google-auth goes on to the metadata server
+    with CredentialServer(authority) as tokens, BearerChecker(fake_gcs.endpoint, authority, "gcs") as checker:
+        host = tokens.endpoint.split("://", 1)[1]
+        env.update(GCE_METADATA_HOST=host, GCE_METADATA_IP=host)
+        options = {"backend": "fsspec", "endpoint_url": checker.endpoint, "token": "google_default"}
+        reader = subprocess.Popen(
+            [sys.executable, "-c", _FSSPEC_READER, f"gs://{bucket}/data", json.dumps(options)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert reader.stdin is not None and reader.stdout is not None
+        first = reader.stdout.readline().strip()
+        assert authority.revoke() >= 1  # the token the filesystem holds, advertised for an hour
+        out, err = reader.communicate("go\n", timeout=300)
+    assert reader.returncode == 0 and [first, out.strip()] == ["first", "second"], err[-3000:]
+    issued, verdicts = authority.counts("")
+    assert issued == {"gce": 2}, issued  # once at start, once after the refusal
+    assert verdicts.get("ok:gcs:gce", 0) >= 2 and len(verdicts) == 2, verdicts  # and the one refusal

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,3 +141,141 @@ def _wait_for_lock(output: str, options: dict[str, Any] | None) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_two_maps_into_one_output_run_one_after_the_other(where: tuple[str, dict[str, Any] | None]) -> None:
+    """Before, the second map deleted the first's staging folder (a local output) and lost its files."""
+    output, options = where
+    base = {"kind": "map", "output": output, "n": 100, "storage_options": options, "delay": 0.02}
+    jobs = {name: _start({**base, "job": name}) for name in ("A", "B")}
+    results = {name: _result(proc) for name, proc in jobs.items()}
+    assert all(result["ok"] for result, _ in results.values()), results
+    waited = [name for name, (_, err) in results.items() if "map: " in err and "is being written by job" in err]
+    assert len(waited) == 1, {name: err[-2000:] for name, (_, err) in results.items()}
+    if options is None:
+        names = {p.name for p in Path(output).iterdir()}
+    else:
+        from litdata_io import get_storage
+
+        names = {info.key for info in get_storage(output, options).list()}
+    assert {f"{job}-{i}.txt" for job in "AB" for i in range(100)} <= names
+    assert ".litdata-lock" not in names
+
+
+def test_a_merge_waits_for_the_optimize_writing_its_output(
+    where: tuple[str, dict[str, Any] | None], tmp_path: Path
+) -> None:
+    """Before, the merge wrote its chunks and index.json into the output while the optimize was writing it."""
+    output, options = where
+    parts = []
+    for name in ("P", "Q"):
+        result, _ = _result(_start({"output": str(tmp_path / name), "n": 30, "job": name}))
+        assert result["ok"], result
+        parts.append(str(tmp_path / name))
+    writer = _start({"output": output, "n": N, "storage_options": options, "job": "A", "delay": DELAY})
+    assert _wait_for_lock(output, options)
+    merged, err = _result(_start({"kind": "merge", "output": output, "inputs": parts, "storage_options": options}))
+    written, _ = _result(writer)
+    assert written["ok"], written
+    assert not merged["ok"] and "DatasetExistsError" in str(merged["error"]), merged  # it waited, then found A's
+    assert "merge_datasets: " in err and "is being written by job" in err
+    assert _jobs_in(output, options, tmp_path / "cache") == Counter({"A": N})
+
+
+def test_a_dataset_update_commit_waits_for_the_job_writing_the_dataset(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a commit rewrote chunks and index.json while another job (an append, say) was writing them."""
+    from litdata_prep import dataset_update, optimize
+
+    monkeypatch.syspath_prepend(str(ROOT))  # the workers import _keyed_sample
+
+    output = tmp_path / "keyed"
+    optimize(_keyed_sample, list(range(20)), str(output), chunk_size=5, num_workers=1, key_fn=_key, verbose=False)
+    holder = _start({"kind": "hold", "output": str(output), "hold_s": 3.0})
+    assert holder.stdout is not None and holder.stdout.readline().startswith("held ")
+    held_at = time.monotonic()
+    with dataset_update(str(output)) as update:
+        update["k7"] = {"key": "k7", "value": 700}
+        update.commit()
+    assert time.monotonic() - held_at >= 2.5  # it waited for the holder to finish
+    result, _ = _result(holder)
+    assert result["ok"], result
+    assert "dataset_update: " in capfd.readouterr().err
+    dataset = StreamingDataset(str(output))
+    values = {str(dataset[i]["key"]): int(dataset[i]["value"]) for i in range(len(dataset))}
+    assert values["k7"] == 700 and values["k8"] == 8 and len(values) == 20
+    assert not (output / ".litdata-lock").exists()
+
+
+def _keyed_sample(i: int) -> dict[str, Any]:
+    return {"key": f"k{i}", "value": i}
+
+
+def _key(sample: dict[str, Any]) -> str:
+    return str(sample["key"])
+
+
+ATTEMPTS = 4
+
+
+def test_two_jobs_taking_over_one_stale_lock_do_not_both_hold_it(where: tuple[str, dict[str, Any] | None]) -> None:
+    """Before, both deleted the stale lock and created their own: the later deleted the earlier's, and both ran."""
+    from litdata_io import get_storage
+
+    output, options = where
+    storage = get_storage(output, options)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = options is None  # a local holder is judged by its pid, a bucket's by its rewrites
+    record = {
+        "job": "gone",
+        "host": socket.gethostname() if here else "another-machine",
+        "pid": dead.pid if here else 1,
+    }
+    for attempt in range(4):
+        lock = {**record, "pid_start": "", "started": "then", "beat": attempt}
+        storage.put(".litdata-lock", json.dumps(lock).encode())
+        spec = {"kind": "hold", "output": output, "storage_options": options, "hold_s": 0.3, "stale_s": 1.0}
+        spec["start_at"] = time.time() + 3  # both ask at one instant, each sees the stale lock
+        holders = [_start(spec) for _ in range(2)]
+        spans = []
+        for holder in holders:
+            out, err = holder.communicate(timeout=300)
+            assert holder.returncode == 0 and json.loads(out.splitlines()[-1])["ok"], err[-3000:]
+            times = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()[:-1]}
+            spans.append((times["held"], times["releasing"]))
+        first, second = sorted(spans)
+        assert second[0] >= first[1], f"attempt {attempt}: both held the lock at once: {spans}"
+
+
+def _holds(out: str) -> tuple[float, float]:
+    """When a ``hold`` job held the lock: (took it, released it), from its stdout."""
+    times = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()[:-1]}
+    return times["held"], times["releasing"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_a_holder_in_another_pid_namespace_is_waited_for(tmp_path: Path) -> None:
+    """A job in another container of this host (same host name, its own pids) holds a local output.
+
+    Before, its pid was looked up among this namespace's processes, found gone (or another
+    process), and its lock taken over while it ran: both jobs wrote the output at once.
+    """
+    output = str(tmp_path / "out")
+    spec = {"kind": "hold", "output": output, "hold_s": 4.0}
+    command = [sys.executable, "-m", "tests.scripts.concurrent_optimize", json.dumps(spec)]
+    elsewhere = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", *command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert elsewhere.stdout is not None and elsewhere.stdout.readline().startswith("held ")
+    here, err = _start({**spec, "hold_s": 0.1}).communicate(timeout=300)
+    rest, _ = elsewhere.communicate(timeout=300)
+    first, second = _holds("held 0\n" + rest), _holds(here)
+    assert second[0] >= first[1], f"both held the lock at once: {first}, {second}\n{err[-2000:]}"
+    assert "is being written by job" in err and "taking over" not in err

@@ -116,3 +116,69 @@ def test_checkpoints_planted_as_a_link_are_refused(tmp_path: Path, monkeypatch: 
     with pytest.raises(OSError, match=rf"{output}/\.checkpoints is a symbolic link to {elsewhere}"):
         optimize(_square, list(range(20)), str(output), chunk_size=5, num_workers=1, use_checkpoint=True)
     assert list(elsewhere.iterdir()) == []
+
+
+OTHER_USER = 65534  # nobody
+
+
+def _as_other_user(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    os.lchown(path, OTHER_USER, OTHER_USER)
+
+
+def test_a_dataset_folder_planted_as_another_users_link_is_refused(tmp_path: Path) -> None:
+    url, folder, _ = _layout(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "chunk-0-0.bin").write_bytes(PRECIOUS)
+    folder.parent.mkdir(parents=True)
+    os.symlink(elsewhere, folder)  # the dataset's folder in a team's cache, planted by another user
+    _as_other_user(folder)
+    with pytest.raises(PermissionError, match=rf"{folder} is a symbolic link to {elsewhere} made by another user"):
+        _read(url, tmp_path / "cache")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["chunk-0-0.bin"]  # nothing written there
+
+
+def test_a_cache_root_linked_by_another_user_is_refused_and_ones_own_link_is_not(tmp_path: Path) -> None:
+    url = _dataset(tmp_path)
+    disk = tmp_path / "bigger-disk"
+    disk.mkdir()
+    cache = tmp_path / "cache"
+    os.symlink(disk, cache)  # one's own link to a bigger disk: fine
+    assert _read(url, cache, workers=0) == list(range(6))
+    shutil.rmtree(disk)
+    disk.mkdir()
+    _as_other_user(cache)
+    with pytest.raises(PermissionError, match=rf"{cache} is a symbolic link to {disk} made by another user"):
+        _read(url, cache, workers=0)
+    assert list(disk.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_a_cache_folder_anyone_can_swap_is_refused(tmp_path: Path, mode: int) -> None:
+    url = _dataset(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    if mode & 0o1000:  # sticky, as /tmp: nobody renames another's folders there
+        assert _read(url, shared / "cache", workers=0) == list(range(6))
+        return
+    with pytest.raises(PermissionError, match=rf"{shared} is writable by every user and has no sticky bit"):
+        _read(url, shared / "cache", workers=0)
+
+
+def test_a_raw_datasets_cache_folder_linked_by_another_user_is_refused(tmp_path: Path) -> None:
+    from litdata_raw import StreamingRawDataset
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.txt").write_bytes(b"a")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = tmp_path / "cache"
+    os.symlink(elsewhere, cache)
+    _as_other_user(cache)
+    with pytest.raises(PermissionError, match=rf"{cache} is a symbolic link to {elsewhere} made by another user"):
+        StreamingRawDataset(str(files), cache_dir=str(cache))
+    assert list(elsewhere.iterdir()) == []  # its listing was not written there

@@ -12,7 +12,8 @@
 - the SSO portal's ``GetRoleCredentials`` (``GET /federation/credentials?role_name=..&account_id=..``
   with the cached SSO access token in ``x-amz-sso_bearer_token``), what boto3 asks for an SSO profile;
 - the GCE metadata server's token endpoint (``GET /computeMetadata/v1/instance/service-accounts/
-  default/token`` with ``Metadata-Flavor: Google``), for GCS;
+  default/token`` with ``Metadata-Flavor: Google``), for GCS, and what google-auth asks first (``GET /``
+  answered with ``Metadata-Flavor: Google``, the account's info at ``.../service-accounts/default/``);
 - STS (``POST /sts/``): ``AssumeRoleWithWebIdentity`` with the token file's text, and
   ``AssumeRole`` signed (SigV4) with keys of a registered source profile;
 - Google's OAuth token endpoint for an authorized-user (ADC) file (``POST /o/oauth2/token``,
@@ -383,6 +384,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(200, json.dumps(server.authority.issue("imds").document()), "application/json")
             else:
                 self._answer(404, "no such role")
+        elif path == "/":  # google-auth's check for a GCE machine (GCE_METADATA_IP) looks for this header
+            self.send_response(200)
+            self.send_header("Metadata-Flavor", "Google")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/computeMetadata/v1/instance/service-accounts/default/":  # google-auth asks before a token
+            info = {"email": "loader@litdata-test.iam.gserviceaccount.com", "scopes": [], "aliases": ["default"]}
+            self._answer(200, json.dumps(info), "application/json")
         elif path == "/computeMetadata/v1/instance/service-accounts/default/token":
             if self.headers.get("metadata-flavor") != "Google":
                 self._answer(403, "Metadata-Flavor: Google missing")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from litdata_io._cache._disk import is_disk_full as is_disk_full
     from litdata_io._cache._disk import resolve_max_cache_size as resolve_max_cache_size
     from litdata_io._cache._locks import check_own_folders as check_own_folders
+    from litdata_io._cache._locks import make_cache_folder as make_cache_folder
     from litdata_io._cache._prefetch import async_prefetch_enabled as async_prefetch_enabled
     from litdata_io._cache._prefetch import download_concurrency as download_concurrency
     from litdata_io._cache._prefetch import min_pre_download as min_pre_download

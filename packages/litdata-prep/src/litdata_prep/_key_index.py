@@ -33,7 +33,9 @@ from litdata_format.internal import (
     write_file_atomic,
     write_json_atomic,
 )
+from litdata_io import Dir
 from litdata_prep._output import Output
+from litdata_prep._output_lock import hold_output
 from litdata_prep._staging import update_staging
 
 __all__ = ["KEYS_DIR", "DatasetUpdate", "build_keys_index", "dataset_update", "publish_keys"]
@@ -141,6 +143,14 @@ def build_keys_index(
         raise ValueError(f"build_keys_index: num_shards must be a positive int, got {num_shards!r}")
     source = _dataset_dir(input_dir, "build_keys_index")
     target = Path(output_dir) if output_dir is not None else source
+    with hold_output(Output(Dir(path=str(target)), None), None, what="build_keys_index"):
+        return _build_keys_index(source, target, key_fn, overwrite, verbose, num_shards)
+
+
+def _build_keys_index(
+    source: Path, target: Path, key_fn: Callable[[Any], Any], overwrite: bool, verbose: bool, num_shards: int
+) -> str:
+    """:func:`build_keys_index`, holding ``target``'s lock."""
     if not overwrite and ((target / KEYS_FILE).is_file() or (target / "keys.parquet").is_file()):
         raise FileExistsError(f"build_keys_index: {target} already has a key index; pass overwrite=True to replace it")
     reader = DatasetReader(source)
@@ -241,6 +251,13 @@ class DatasetUpdate:
         self._committed = True
         if not self._pending:
             return
+        # Another job writing the dataset (an append, another commit) is waited for, and what it wrote is kept.
+        with hold_output(Output(Dir(path=str(self._dir)), None), None, what="dataset_update"):
+            self._index = load_index(self._dir)
+            self._commit()
+
+    def _commit(self) -> None:
+        """:meth:`commit`, holding the dataset's lock."""
         config = self._index.config
         if config.get("encryption") or self._index.item_loader != "PyTreeLoader" or config.get("format") == "mds":
             what = "encrypted" if config.get("encryption") else f"read with {self._index.item_loader}"

@@ -11,6 +11,7 @@ from litdata_io import Dir
 from litdata_prep._checks import prepare_map
 from litdata_prep._inputs import Numbered
 from litdata_prep._job import Job
+from litdata_prep._output_lock import hold_output, lock_identity
 from litdata_prep._ray.executor import RayExecutor, RayPlan, run_on_ray
 from litdata_prep._staging import make_staging
 from litdata_prep._worker import MapTask
@@ -85,7 +86,14 @@ def map(
 
 
 def _map(job: Job) -> None:
-    """``map`` of a checked job."""
+    """``map`` of a checked job, holding its output's lock (another job writing it, or its staging folder, waits)."""
+    nodes = job.nodes
+    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
+    with hold_output(job.output, identity, last=nodes.is_last, what="map"):
+        _map_holding(job)
+
+
+def _map_holding(job: Job) -> None:
     if job.ray is not None:
         items = job.cluster_inputs()
         plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)

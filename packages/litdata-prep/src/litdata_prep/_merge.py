@@ -15,6 +15,7 @@ from litdata_format.internal import chunk_name, plain_chunk_name
 from litdata_io import Dir
 from litdata_prep._checks import open_output
 from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._output_lock import OutputLock, hold_output
 from litdata_prep._staging import make_staging
 
 __all__ = ["merge_datasets"]
@@ -63,6 +64,14 @@ def merge_datasets(
         if source.url == target.url:
             raise ValueError(f"merge_datasets: output_dir {target.url} is also one of the input_dirs")
     indexes = [_read_index(s, "input_dir") for s in sources]
+    with hold_output(target, None, what="merge_datasets") as lock:  # another job writing it is waited for
+        _merge(target, sources, indexes, max_workers, lock)
+
+
+def _merge(
+    target: Output, sources: list[Output], indexes: list[DatasetIndex], max_workers: int | None, lock: OutputLock
+) -> None:
+    """Copy the chunks of ``sources`` into ``target``, holding its lock, and publish the merged index."""
     if target.exists(INDEX_FILENAME):
         raise DatasetExistsError(
             f"merge_datasets: output_dir {target.url} already holds an optimized dataset; choose a new output_dir"
@@ -87,4 +96,5 @@ def merge_datasets(
                 future.result()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    lock.confirm()
     target.write_json(INDEX_FILENAME, merged.to_json())

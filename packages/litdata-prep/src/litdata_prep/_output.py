@@ -21,7 +21,7 @@ from litdata_io import Dir, resolve_dir
 from litdata_io.internal import PerProcess, check_own_folders
 
 if TYPE_CHECKING:
-    from litdata_io import Storage
+    from litdata_io import ObjectInfo, Storage
 
 __all__ = ["PROBE_PREFIX", "DatasetExistsError", "Output"]
 
@@ -109,6 +109,13 @@ class Output:
     def put_new(self, key: str, data: bytes) -> bool:
         self._own_folder(key)
         return self._inner.put_new(key, data)
+
+    def head(self, key: str) -> ObjectInfo:
+        return self._inner.head(key)
+
+    def replace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        """Replace ``key`` only if it is still the version ``expected`` (see :meth:`Storage.replace_if`)."""
+        return self._inner.replace_if(key, data, expected)
 
     def download(self, key: str, destination: str | Path) -> int:
         return self._inner.download(key, destination)

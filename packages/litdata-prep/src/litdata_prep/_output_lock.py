@@ -1,19 +1,26 @@
-"""The output's lock: one ``optimize`` job writes an output folder or prefix at a time.
+"""The output's lock: one job writes an output folder or prefix at a time.
+
+The jobs that hold it: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index`` and a
+``dataset_update`` commit.
 
 Two jobs writing one output at once would each publish an index naming its own chunks only, or
 chunks the other deleted, and both report success. So a job holds ``.litdata-lock`` at the output's
 root while it works, whatever the output is (a local folder or a bucket prefix): the lock is
 created with :meth:`~litdata_io.Storage.put_new`, which only one of racing writers wins (a hard link
-locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). It names its holder (host,
-pid, the process's start, when the job started) and is rewritten every :data:`HEARTBEAT_S` seconds.
+locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). A stale lock is taken over
+with :meth:`~litdata_io.Storage.replace_if`, which replaces only the version the taker judged
+stale (``If-Match``), so of two jobs taking over one stale lock one wins and the other waits. The
+lock names its holder (host, pid, the process's start, when the job started) and is rewritten
+every :data:`HEARTBEAT_S` seconds.
 
 A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
-released, or when it is stale: its holder ran on this host and that process is gone (or the pid
-now names another process), or, in a bucket, it was not rewritten for :data:`STALE_S` seconds of
-watching (a holder on another machine that crashed or lost the network). A local output's lock is
-not rewritten (that would take a thread, and a thread in this process makes its workers start
-from a forkserver rather than by a fork of it): a holder on another machine sharing the folder is
-waited for until it releases the lock, and the message names the file to delete if it is gone.
+released, or when it is stale: its holder ran on this host, in this pid namespace (not another
+container's), and that process is gone (or the pid now names another process), or, in a bucket,
+it was not rewritten for :data:`STALE_S` seconds of watching (a holder on another machine that
+crashed or lost the network). A local output's lock is not rewritten (that would take a thread,
+and a thread in this process makes its workers start from a forkserver rather than by a fork of
+it): a holder on another machine (or in another container) sharing the folder is waited for until
+it releases the lock, and the message names the file to delete if it is gone.
 
 A holder checks the lock is still its own before it publishes the index; one whose lock was taken
 meanwhile (it was stopped longer than :data:`STALE_S`) fails, naming the job that took it, rather
@@ -48,6 +55,21 @@ HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
 STALE_S = 60.0  # a lock not rewritten for this long (as a waiter watches it) is a dead job's
 POLL_S = 0.5  # how often a waiter looks at the lock
 HOST = socket.gethostname()
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), "" where unknown.
+
+    Containers on one machine may share its host name (Kubernetes pods with ``hostNetwork``) but
+    not its pids: a pid is checked only by a process of the namespace that gave it.
+    """
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+PID_NS = _pid_namespace()
 # Held while the lock is rewritten, and by a thread that forks (workers started with "fork"): a
 # forked worker never starts with a copy of the lock's thread holding a lock of the storage's.
 _BEATING = threading.Lock()
@@ -90,6 +112,11 @@ class Holder:
     pid_start: str
     started: str  # when the job took the lock, UTC, for people
     beat: int = 0
+    pid_ns: str = ""  # the pid namespace of ``pid`` ("" in locks written before it was recorded)
+
+    def pid_checkable(self) -> bool:
+        """Whether this process can tell if the holder's process runs: same host, same pid namespace."""
+        return self.host == HOST and self.pid_ns in ("", PID_NS)
 
     def describe(self) -> str:
         return f"job {self.job} (pid {self.pid} on {self.host}, started {self.started})"
@@ -109,6 +136,7 @@ class Holder:
                 pid_start=str(obj["pid_start"]),
                 started=str(obj["started"]),
                 beat=int(obj["beat"]),
+                pid_ns=str(obj.get("pid_ns", "")),
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -117,9 +145,10 @@ class Holder:
 class OutputLock:
     """This job's hold on an output's lock (see the module docstring); made by :func:`hold_output`."""
 
-    def __init__(self, output: Output, holder: Holder) -> None:
+    def __init__(self, output: Output, holder: Holder, what: str) -> None:
         self.output = output
         self.holder = holder
+        self.what = what
         self._taken_by: Holder | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="litdata-output-lock", daemon=True)
@@ -142,7 +171,7 @@ class OutputLock:
                     beat = max(beat, current.beat) + 1
                     self.output.put(LOCK_KEY, Holder(**{**asdict(self.holder), "beat": beat}).encode())
                 except Exception as err:  # a storage hiccup: the next beat tries again, well before STALE_S
-                    print(f"optimize: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
+                    print(f"{self.what}: rewriting the lock {self._url} failed ({err}); trying again", file=sys.stderr)
 
     @property
     def _url(self) -> str:
@@ -154,7 +183,7 @@ class OutputLock:
         if current is None or current.job != self.holder.job:
             other = current or self._taken_by
             raise OutputLockLostError(
-                f"optimize: the lock on {self.output.url} ({self._url}) is no longer this job's "
+                f"{self.what}: the lock on {self.output.url} ({self._url}) is no longer this job's "
                 f"({self.holder.describe()}): "
                 + (f"{other.describe()} took it" if other is not None else "it was removed")
                 + f" after this job did not rewrite it for {STALE_S:g} s (was it stopped?). This job's index was not "
@@ -174,31 +203,33 @@ class OutputLock:
 
 
 def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
-    if current.host == HOST:
+    if current.pid_checkable():
         return not _alive(current.pid, current.pid_start)
     return beating and unchanged_for >= STALE_S
 
 
 @contextlib.contextmanager
-def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[OutputLock]:
+def hold_output(output: Output, job: str | None, last: bool = True, what: str = "optimize") -> Iterator[OutputLock]:
     """Hold ``output``'s lock for the block, waiting for another job's to be released or stale.
 
     Args:
         output: the job's output.
         job: the identity the job's nodes share (multi-node), None for a job of one node.
         last: this node releases the lock when done (one node, or a multi-node job's merging node).
+        what: the job's kind for messages (``"optimize"``, ``"map"``, ``"merge_datasets"``, ...).
     """
     me = Holder(
         job=job or uuid.uuid4().hex,
         host=HOST,
         pid=os.getpid(),
         pid_start=_process_start(os.getpid()),
+        pid_ns=PID_NS,
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
     # The lock's one question of the output: a bucket's holders rewrite it, a local folder's are judged
     # by their pid (a thread would make this job's workers start from a forkserver; see the module docstring).
     beating = output.folder is None
-    lock = _acquire(output, me, beating)
+    lock = _acquire(output, me, beating, what)
     if beating:
         lock._thread.start()  # pyright: ignore[reportPrivateUsage] - its own class's thread, started once held
     try:
@@ -207,21 +238,22 @@ def hold_output(output: Output, job: str | None, last: bool = True) -> Iterator[
         lock.release(last)
 
 
-def _acquire(output: Output, me: Holder, beating: bool) -> OutputLock:
+def _acquire(output: Output, me: Holder, beating: bool, what: str) -> OutputLock:
     url = output.url_for(LOCK_KEY)
     seen: tuple[bytes, float] | None = None  # the lock's content, and since when it has not changed
     told = False
     while True:
         if output.put_new(LOCK_KEY, me.encode()):
-            return OutputLock(output, me)
+            return OutputLock(output, me, what)
         try:
+            version = output.head(LOCK_KEY)  # the version a takeover may replace (read before the content)
             data = output.get(LOCK_KEY)
         except FileNotFoundError:
             continue  # released meanwhile: try again
         current = Holder.decode(data)
         if current is not None and current.job == me.job:
             # Our own (a create whose answer was lost and was sent again), or another node's of this job.
-            return OutputLock(output, me)
+            return OutputLock(output, me, what)
         now = time.monotonic()
         if seen is None or seen[0] != data:
             seen = (data, now)
@@ -230,20 +262,22 @@ def _acquire(output: Output, me: Holder, beating: bool) -> OutputLock:
             continue
         if current is None or _stale(current, now - seen[1], beating):
             who = current.describe() if current is not None else "an unreadable lock"
-            print(f"optimize: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
-            output.delete(LOCK_KEY)
+            print(f"{what}: taking over the stale lock {url} of {who}", file=sys.stderr, flush=True)
+            # Only if it is still that version: of two jobs taking over one stale lock, one wins.
+            if output.replace_if(LOCK_KEY, me.encode(), version):
+                return OutputLock(output, me, what)
             seen = None
             continue
         if not told:
             told = True
-            if current.host == HOST:
+            if current.pid_checkable():
                 then = "until it ends (its lock is taken over if its process is gone)"
             elif beating:
                 then = f"(its lock is taken over if that job stops rewriting it for {STALE_S:g} s)"
             else:
-                then = f"until it ends; if that job is gone (its machine crashed), delete {url}"
+                then = f"until it ends; if that job is gone (its machine or container stopped), delete {url}"
             print(
-                f"optimize: {output.url} is being written by {current.describe()}; waiting {then}",
+                f"{what}: {output.url} is being written by {current.describe()}; waiting {then}",
                 file=sys.stderr,
                 flush=True,
             )

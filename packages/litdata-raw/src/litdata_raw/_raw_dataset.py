@@ -14,7 +14,7 @@ from torch.utils.data import Dataset, get_worker_info
 
 from litdata_format.internal import add_note, check_relative_path
 from litdata_io import Storage, cache_dir_for, claim_version, dataset_version, get_storage, resolve_dir
-from litdata_io.internal import is_disk_full, run_sync
+from litdata_io.internal import is_disk_full, make_cache_folder, run_sync
 from litdata_raw._file_index import INDEX_FILENAME, BaseIndexer, FileIndexer
 from litdata_raw._file_list import FileList, FileMetadata
 
@@ -126,7 +126,7 @@ class StreamingRawDataset(Dataset[Any]):
         self.indexer = indexer or FileIndexer()
         self._storage: Storage | None = None if self._local else get_storage(root, self.storage_options)
 
-        Path(self.cache_dir).mkdir(parents=True, exist_ok=True)
+        make_cache_folder(Path(self.cache_dir))  # not through another user's link (see docs/cache.md)
         # A FileList: paths and sizes in a few arrays, shared by forked workers without copies.
         self.files: Sequence[FileMetadata] = self.indexer.build_or_load_index(
             root, self.cache_dir, self.storage_options, recompute_index

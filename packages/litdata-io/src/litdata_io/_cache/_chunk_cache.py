@@ -121,6 +121,7 @@ from litdata_io._cache._locks import (
     clear_stale_staging,
     delete_if_unused,
     flock,
+    make_cache_folder,
     open_pinned,
     release_lock_file,
     reservation,
@@ -217,7 +218,7 @@ class ChunkCache:
         self.version = check_version(version) if version is not None else None
         self.max_cache_size = resolve_max_cache_size(max_cache_size, self.cache_dir)
         _refuse_source_folder(storage, self.cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(self.cache_dir)
         self._ledger = Ledger(self.cache_dir / LEDGER)
         self._state = _ProcessState()
         _LIVE_CACHES.add(self)

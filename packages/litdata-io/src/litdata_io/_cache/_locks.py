@@ -52,6 +52,7 @@ __all__ = [
     "SH",
     "STAGING_SUFFIX",
     "TAKEN_INFIX",
+    "make_cache_folder",
     "check_own_folders",
     "clear_stale_staging",
     "delete_if_unused",
@@ -149,6 +150,73 @@ def check_own_folders(root: Path, folder: Path) -> None:
         kind = os.lstat(current).st_mode
         if not stat_mode.S_ISDIR(kind):
             raise _planted(current, _link_or_kind(current) if stat_mode.S_ISLNK(kind) else "not a folder")
+
+
+def make_cache_folder(folder: Path) -> None:
+    """Make the cache folder ``folder`` (and its parents), refusing it if someone else could redirect or swap it.
+
+    Every part of its path, from ``/`` down, is checked before anything is made (and again after):
+    a symbolic link must be one this user (or root) made, so a link you chose to put the cache on a
+    bigger disk is fine, but one another user planted (a shared ``/tmp/cache``, or a dataset's
+    folder in a team's cache) is refused; and a folder must not be writable by everyone without the
+    sticky bit (``chmod 777``), where anyone could rename the folders the cache checked and put
+    links in their place. A folder another user owns is fine (a team's shared cache).
+
+    Args:
+        folder: the cache folder, absolute.
+
+    Raises:
+        PermissionError: a part of the path is another user's link or an unsticky world-writable
+            folder (the message names it).
+    """
+    _check_cache_path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _check_cache_path(folder)  # what was made meanwhile (by another user, racing the mkdir) too
+
+
+def _check_cache_path(folder: Path) -> None:
+    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows: no owners to compare
+        return
+    trusted = {os.geteuid(), 0}
+    pending = list(folder.parts)
+    current = Path(pending.pop(0))
+    hops = 0
+    while pending:
+        current = current / pending.pop(0)
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return  # not made yet
+        if stat_mode.S_ISLNK(info.st_mode):
+            target = os.readlink(current)
+            if info.st_uid not in trusted:
+                raise PermissionError(
+                    errno.EPERM,
+                    f"cache folder {folder}: {current} is a symbolic link to {target} made by another user "
+                    f"(uid {info.st_uid}): refusing to cache through it (in a folder shared with other users, "
+                    "someone may have planted it); remove it, or choose a cache folder you made (cache_dir or "
+                    "LITDATA_CACHE_DIR)",
+                )
+            hops += 1
+            if hops > 40:
+                raise OSError(errno.ELOOP, f"cache folder {folder}: too many symbolic links at {current}")
+            # the link's target replaces it: check the target's own path from its start
+            pending = [*Path(target).parts, *pending]
+            current = current.parent
+            if Path(target).is_absolute():
+                current = Path(pending.pop(0))
+            continue
+        if (
+            stat_mode.S_ISDIR(info.st_mode)
+            and info.st_mode & stat_mode.S_IWOTH
+            and not info.st_mode & stat_mode.S_ISVTX
+        ):
+            raise PermissionError(
+                errno.EPERM,
+                f"cache folder {folder}: {current} is writable by every user and has no sticky bit "
+                f"(mode {stat_mode.S_IMODE(info.st_mode):o}): anyone could replace the folders the cache "
+                "writes into; chmod o-w (or +t) it, or choose another cache folder (cache_dir or LITDATA_CACHE_DIR)",
+            )
 
 
 def same_file(fd: int, path: Path) -> os.stat_result | None:

@@ -29,6 +29,7 @@ __all__ = [
     "ListingPage",
     "Put",
     "PutNew",
+    "ReplaceIf",
     "Request",
     "Upload",
 ]
@@ -134,6 +135,17 @@ class PutNew(_OnKey, Request[bool]):
 
     async def run(self, storage: Storage) -> bool:
         return await storage.aput_new(self.key, self.data)
+
+
+@dataclass(frozen=True)
+class ReplaceIf(_OnKey, Request[bool]):
+    """:meth:`Storage.areplace_if`."""
+
+    data: bytes
+    expected: ObjectInfo
+
+    async def run(self, storage: Storage) -> bool:
+        return await storage.areplace_if(self.key, self.data, self.expected)
 
 
 @dataclass(frozen=True)

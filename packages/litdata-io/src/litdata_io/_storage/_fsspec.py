@@ -108,7 +108,9 @@ class FsspecStorage(Storage):
 
     def _open_fs(self) -> tuple[Any, str]:
         fsspec = _import_fsspec(self._extra)
-        kwargs = self.options.merged()
+        # Not fsspec's shared instance: a filesystem made anew (after the server refused its keys)
+        # must ask the keys' source again, not hand back the instance holding the refused ones.
+        kwargs = {**self.options.merged(), "skip_instance_cache": True}
         try:
             if _off_google_gcs(self._fs_url, kwargs):
                 plain: Any = importlib.import_module("gcsfs.core").GCSFileSystem
@@ -140,8 +142,17 @@ class FsspecStorage(Storage):
         return path[len(root) :].lstrip("/") if path.startswith(root) else path
 
     async def _call(self, what: str, key: str, function: Callable[[], T]) -> T:
+        signer: list[Any] = [None]  # the filesystem the last attempt used
+
         async def attempt() -> T:
+            signer[0] = self._filesystem()
             return await asyncio.to_thread(function)
+
+        def renew() -> None:
+            # The server refused its keys: drop that filesystem (and the keys it holds), so the next
+            # attempt makes one that asks their source, as the obstore backend drops its client.
+            if self._fs.peek() is signer[0]:
+                self._fs.clear()
 
         return await retry_call(
             attempt,
@@ -150,6 +161,7 @@ class FsspecStorage(Storage):
             settings=self.settings,
             secrets=self._secrets(),
             attempt_timeout=self.settings.request_timeout,
+            renew=renew,
         )
 
     def _info(self, key: str) -> ObjectInfo:

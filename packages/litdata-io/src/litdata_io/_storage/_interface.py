@@ -43,12 +43,14 @@ class ObjectInfo:
         size: its size in bytes.
         etag: an opaque version tag, if the backend has one.
         mtime: the modification time as a POSIX timestamp, if known.
+        version: the store's version id of the object, if it has one (a GCS generation).
     """
 
     key: str
     size: int
     etag: str | None = None
     mtime: float | None = None
+    version: str | None = None
 
 
 class Storage(ABC):
@@ -192,6 +194,28 @@ class Storage(ABC):
             data: its content.
         """
         if await self.aexists(key):
+            return False
+        await self.aput(key, data)
+        return True
+
+    async def areplace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        """Replace ``key`` with ``data`` only if it is still the object ``expected`` describes; whether it did.
+
+        A compare-and-swap: of writers racing to replace one version, exactly one succeeds where
+        the store checks it in the same request: a local folder (the file is renamed aside and put
+        back if it was not that version) and S3, GCS and Azure through obstore (a conditional put,
+        ``If-Match``). This default looks first, then writes: two writers racing may both succeed.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its new content.
+            expected: what :meth:`ahead` said of the version to replace (its ``etag``/``version``).
+        """
+        try:
+            current = await self.ahead(key)
+        except FileNotFoundError:
+            return False
+        if (current.etag, current.version, current.size) != (expected.etag, expected.version, expected.size):
             return False
         await self.aput(key, data)
         return True
@@ -360,6 +384,10 @@ class Storage(ABC):
     def put_new(self, key: str, data: bytes) -> bool:
         """Sync twin of :meth:`aput_new`."""
         return run_sync(self.aput_new(key, data))
+
+    def replace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        """Sync twin of :meth:`areplace_if`."""
+        return run_sync(self.areplace_if(key, data, expected))
 
     def delete(self, key: str) -> None:
         """Sync twin of :meth:`adelete`."""

@@ -8,10 +8,12 @@ worker thread so an event loop that serves other downloads is never stalled by a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import stat
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -160,6 +162,9 @@ class LocalStorage(Storage):
     def put_new(self, key: str, data: bytes) -> bool:
         return self._create(self._path(key), data)
 
+    def replace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        return self._replace(key, data, expected)
+
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
@@ -189,6 +194,29 @@ class LocalStorage(Storage):
 
     async def aput_new(self, key: str, data: bytes) -> bool:
         return await asyncio.to_thread(self._create, self._path(key), data)
+
+    async def areplace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        return await asyncio.to_thread(self._replace, key, data, expected)
+
+    def _replace(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        """Rename the file aside (only one of racing writers can), keep it aside if it is ``expected``, then create.
+
+        A file aside that is not ``expected`` (another writer's, new since) is linked back.
+        """
+        path = self._path(key)
+        aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}.aside")
+        try:
+            os.rename(path, aside)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            if self._info(key, aside).etag != expected.etag:
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, path)
+                return False
+            return self._create(path, data)
+        finally:
+            aside.unlink(missing_ok=True)
 
     @staticmethod
     def _create(path: Path, data: bytes) -> bool:

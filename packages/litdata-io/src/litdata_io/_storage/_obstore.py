@@ -39,6 +39,7 @@ from litdata_io._processes._requests import (
     ListingPage,
     Put,
     PutNew,
+    ReplaceIf,
     Request,
     Upload,
 )
@@ -77,6 +78,7 @@ def _meta_info(meta: Any) -> ObjectInfo:
         size=int(meta["size"]),
         etag=meta.get("e_tag"),
         mtime=modified.timestamp() if modified is not None else None,
+        version=meta.get("version"),
     )
 
 
@@ -351,6 +353,27 @@ class ObstoreStorage(Storage):
                 await obstore.put_async(self._client(), key, data, mode="create")
             except Exception as exc:
                 if type(exc).__name__ == "AlreadyExistsError":  # obstore's, without importing its exceptions
+                    return False
+                raise
+            return True
+
+        return await self._call("PUT", key, attempt)
+
+    @_served(ReplaceIf)
+    async def areplace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
+        self._refuse_write("PUT", key)
+        key = check_key(self.url, key)
+        obstore = _import_obstore()
+        # If-Match: the ETag (S3, Azure), or the generation (GCS's version), of the object to replace
+        mode = {name: value for name, value in (("e_tag", expected.etag), ("version", expected.version)) if value}
+        if not mode:
+            raise ValueError(f"replace_if {self.url_for(key)}: the expected object has no ETag or version to match")
+
+        async def attempt() -> bool:
+            try:
+                await obstore.put_async(self._client(), key, data, mode=mode)
+            except Exception as exc:
+                if type(exc).__name__ in ("PreconditionError", "NotFoundError"):  # replaced or deleted meanwhile
                     return False
                 raise
             return True

@@ -98,8 +98,7 @@ async def retry_call(
             elapsed = time.monotonic() - started
             if (
                 not signed_again
-                and attempt <= settings.max_retries
-                and elapsed < settings.retry_deadline
+                and settings.allows_retry(attempt, elapsed, SIGN_AGAIN_AFTER_S)
                 and refused_signature(exc, what)
             ):
                 signed_again = True

@@ -248,6 +248,20 @@ class StorageConformance:
         assert storage.get("lock/a.json") == b"third"
         assert [info.key for info in storage.list("lock/")] == ["lock/a.json"]  # no temporary file left
 
+    def test_replace_if_swaps_only_the_version_it_was_given(self, storage: Storage) -> None:
+        if not self._writes_allowed(storage):
+            return
+        storage.put("lock/b.json", b"stale")
+        stale = storage.head("lock/b.json")
+        assert storage.replace_if("lock/b.json", b"mine", stale)
+        assert storage.get("lock/b.json") == b"mine"
+        assert not storage.replace_if("lock/b.json", b"late", stale)  # a second taker of the stale one
+        assert storage.get("lock/b.json") == b"mine"
+        storage.delete("lock/b.json")
+        assert not storage.replace_if("lock/b.json", b"gone", stale)
+        assert not storage.exists("lock/b.json")
+        assert [info.key for info in storage.list("lock/")] == []  # nothing left aside
+
     def test_delete_is_idempotent(self, storage: Storage) -> None:
         if not self._writes_allowed(storage):
             return

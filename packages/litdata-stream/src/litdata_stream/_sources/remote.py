@@ -18,7 +18,7 @@ from litdata_format import INDEX_FILENAME, ChunkInfo, DatasetIndex, load_index
 from litdata_format.internal import Chunk, open_chunk, read_index_file
 from litdata_format.internal import ChunkOpener as OpenChunks
 from litdata_io import ChunkCache, Prefetcher, Storage, get_storage
-from litdata_io.internal import check_own_folders, file_version, is_disk_full
+from litdata_io.internal import check_own_folders, file_version, is_disk_full, make_cache_folder
 from litdata_stream._parquet_index import remote_parquet_index
 from litdata_stream._sources.source import ChunkOpener, ChunkOrigin
 
@@ -101,6 +101,7 @@ def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tu
         The index, its version, and where it was read from (for messages). A folder of Parquet
         files without an index gets one built from the files' footers.
     """
+    make_cache_folder(cache_dir)  # not through another user's link, nor in a folder anyone can swap
     # A hidden name, as a temporary file of atomic_file's is named: the cache's listings skip it.
     download = cache_dir / f".{INDEX_FILENAME}.{os.urandom(4).hex()}.tmp"
     try:
