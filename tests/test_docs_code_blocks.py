@@ -43,13 +43,13 @@ from PIL import Image
 
 from litdata_format import BinaryWriter, TokensLoader
 from tests.support import module_servers
+from tests.support.doc_worlds import SETUPS, World, run_example
 from tests.support.http_server import serve_folder
 from tests.support.servers import S3Server
 from tests.support.servers_extra import (
     AzuriteServer,
     HfHubServer,
 )
-from tests.test_doc_examples_as_written import SETUPS, World, run_example
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.support.id_datasets import flat, id_batches, make_ids
 from tests.support.upstream_venv import run_upstream
-from tests.test_upstream_parity import _make
-from tests.test_upstream_state import _batches, _flat
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -77,26 +76,26 @@ def _loader(path: str, shuffle: bool, workers: int) -> StreamingDataLoader:
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("loader-compat")
-    a, b = _make(root / "a", N, 0, 7), _make(root / "b", 45, 1000, 5)
+    a, b = make_ids(root / "a", N, 0, 7), make_ids(root / "b", 45, 1000, 5)
     jobs = []
     # (shuffle, workers, batches delivered here before saving; None: a whole epoch, then the state)
     for shuffle, workers, stop in ((False, 0, 6), (True, 0, 6), (False, 2, 5), (True, 2, 5), (True, 2, None)):
         loader = _loader(a, shuffle, workers)
         if stop is None:
-            seen = _flat(_batches(loader))
+            seen = flat(id_batches(loader))
         else:
-            _batches(loader)  # a whole epoch first: the state is of this loader's second pass
-            seen = _flat(_batches(loader, stop))
+            id_batches(loader)  # a whole epoch first: the state is of this loader's second pass
+            seen = flat(id_batches(loader, stop))
         jobs.append({"shuffle": shuffle, "workers": workers, "stop": stop, "seen": seen, "state": loader.state_dict()})
     ours_rest = []
     for job in jobs:
         loader = _loader(a, job["shuffle"], job["workers"])
         loader.load_state_dict(job["state"])
-        ours_rest.append((loader, _flat(_batches(loader))))
+        ours_rest.append((loader, flat(id_batches(loader))))
     saved = run_upstream(UPSTREAM, json.dumps(["save", a, b]))
     round_trip = _loader(a, True, 2)
     round_trip.load_state_dict(saved["state"])
-    head = _batches(round_trip, 3)
+    head = id_batches(round_trip, 3)
     upstream_jobs = [{k: job[k] for k in ("shuffle", "workers", "state")} for job in jobs]
     upstream_jobs.append({"shuffle": True, "workers": 2, "state": round_trip.state_dict()})
     found = run_upstream(UPSTREAM, json.dumps([upstream_jobs, a, b]))
@@ -107,7 +106,7 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_upstream_loads_our_state_dict_and_resumes_the_epoch(upstream: dict[str, Any]) -> None:
     for job, run, (ours, ours_rest) in zip(upstream["jobs"], upstream["resumed"], upstream["ours"]):
-        rest = _flat(run["rest"])
+        rest = flat(run["rest"])
         assert run["epoch"] == ours.current_epoch, job["stop"]
         if job["stop"] is None:
             # Saved after a whole pass: upstream reads its next epoch whole.
@@ -120,7 +119,7 @@ def test_upstream_loads_our_state_dict_and_resumes_the_epoch(upstream: dict[str,
             # ... and, where its order of the epoch is this library's (no shuffle, one reader), exactly those.
             assert rest == ours_rest and sorted(job["seen"] + rest) == list(range(N))
         # The epoch after it is upstream's own, whole.
-        assert sorted(_flat(run["next"])) == list(range(N))
+        assert sorted(flat(run["next"])) == list(range(N))
 
 
 def test_a_state_in_an_epoch_read_in_upstreams_order_resumes_exactly_in_upstream(upstream: dict[str, Any]) -> None:
@@ -142,15 +141,15 @@ def test_len_of_an_iterator_and_the_epoch_count_are_upstreams(upstream: dict[str
     dataset = StreamingDataset(a, shuffle=True)
     epochs, orders = [], []
     first = StreamingDataLoader(dataset, batch_size=4)
-    orders.append(sorted(_flat(_batches(first))))
+    orders.append(sorted(flat(id_batches(first))))
     epochs.append(first.current_epoch)
     second = StreamingDataLoader(dataset, batch_size=4)
     epochs.append(second.current_epoch)
-    orders.append(_flat(_batches(second)))
+    orders.append(flat(id_batches(second)))
     epochs.append(second.current_epoch)
-    _batches(second)
+    id_batches(second)
     epochs.append(second.current_epoch)
     assert epochs == upstream["epochs"] == [1, 0, 1, 2]
     # Unlike upstream's, the second loader read a new order (the dataset's epoch 2), not epoch 1's again.
-    epoch_1 = _flat(_batches(StreamingDataLoader(StreamingDataset(a, shuffle=True), batch_size=4)))
+    epoch_1 = flat(id_batches(StreamingDataLoader(StreamingDataset(a, shuffle=True), batch_size=4)))
     assert sorted(orders[1]) == orders[0] and orders[1] != epoch_1

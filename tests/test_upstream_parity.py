@@ -14,18 +14,10 @@ import pytest
 from litdata_format import BinaryWriter, FernetEncryption
 from litdata_prep import optimize
 from litdata_stream import CombinedStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.support.id_datasets import make_ids
 from tests.support.upstream_venv import run_upstream
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
-
-
-def _make(path: Path, n: int, offset: int, chunk_size: int = 7) -> str:
-    writer = BinaryWriter(path, chunk_size=chunk_size)
-    for i in range(n):
-        writer.add_item(i, {"id": offset + i})
-    writer.done()
-    writer.merge()
-    return str(path)
 
 
 # Runs a list of jobs in one upstream process (starting it is the slow part).
@@ -65,7 +57,7 @@ def _ids(dataset: Any) -> list[int]:
 
 
 def test_the_mixing_order_is_upstreams(tmp_path: Path) -> None:
-    dirs = [_make(tmp_path / str(d), n, 1000 * d) for d, n in enumerate((60, 37, 5, 200))]
+    dirs = [make_ids(tmp_path / str(d), n, 1000 * d) for d, n in enumerate((60, 37, 5, 200))]
     jobs = [
         _job(dirs[:2], mix=True),  # iterate over all: weights follow sizes, exhausted datasets leave
         _job(dirs[:3], mix=True, seed=7),
@@ -83,7 +75,7 @@ def test_the_mixing_order_is_upstreams(tmp_path: Path) -> None:
 
 
 def test_subsample_takes_the_chunks_upstream_takes(tmp_path: Path) -> None:
-    path = _make(tmp_path / "data", 100, 0)  # 15 chunks: 14 of 7 items and one of 2
+    path = make_ids(tmp_path / "data", 100, 0)  # 15 chunks: 14 of 7 items and one of 2
     jobs = [
         _job([path], mix=False, subsample=0.25),
         _job([path], mix=False, subsample=0.25, shuffle=True),
@@ -141,7 +133,7 @@ def _type(name: str) -> type[BaseException]:
 
 
 def test_errors_are_of_the_types_upstream_raises(tmp_path: Path) -> None:
-    dataset = _make(tmp_path / "dataset", 10, 0)
+    dataset = make_ids(tmp_path / "dataset", 10, 0)
     (tmp_path / "empty_dir").mkdir()
     encryption = FernetEncryption("secret-pw")
     writer = BinaryWriter(tmp_path / "encrypted", chunk_size=3, encryption=encryption)

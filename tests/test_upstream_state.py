@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from litdata_stream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
+from tests.support.id_datasets import flat, id_batches, make_ids
 from tests.support.upstream_venv import run_upstream
-from tests.test_upstream_parity import _make  # the same small datasets of ids
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -67,7 +67,7 @@ with open(sys.argv[1], "wb") as f:
 @pytest.fixture(scope="module")
 def upstream_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     root = tmp_path_factory.mktemp("upstream-state")
-    a, b = _make(root / "a", 100, 0, 7), _make(root / "b", 45, 1000, 5)
+    a, b = make_ids(root / "a", 100, 0, 7), make_ids(root / "b", 45, 1000, 5)
     jobs = [
         {"dirs": [a], "combined": False, "workers": w, "shuffle": s, "stop": stop}
         for w, s, stop in ((0, False, 5), (0, True, 7), (2, False, 5), (2, True, 5), (2, True, 12))
@@ -85,19 +85,6 @@ def _loader(job: dict[str, Any], workers: int | None = None) -> StreamingDataLoa
     return StreamingDataLoader(dataset, batch_size=4, num_workers=job["workers"] if workers is None else workers)
 
 
-def _batches(loader: StreamingDataLoader, stop: int | None = None) -> list[list[int]]:
-    out = []
-    for batch in loader:
-        out.append([int(i) for i in batch["id"]])
-        if stop is not None and len(out) == stop:
-            break
-    return out
-
-
-def _flat(batches: list[list[int]]) -> list[int]:
-    return [i for batch in batches for i in batch]
-
-
 def test_a_single_dataset_continues_as_upstream_would(upstream_runs: Any) -> None:
     for job, run in zip(*upstream_runs):
         if job["combined"] or job.get("elastic") or job.get("subsample") or job.get("parallel"):
@@ -105,17 +92,17 @@ def test_a_single_dataset_continues_as_upstream_would(upstream_runs: Any) -> Non
         assert run["first"] + run["rest"] == run["full"], job  # upstream's own resume is exact here
         loader = _loader(job)
         loader.load_state_dict(run["state"])
-        ours = _batches(loader)
+        ours = id_batches(loader)
         assert ours == run["rest"], job
         # Saved here mid-way through that epoch and resumed again: still upstream's order.
         loader = _loader(job)
         loader.load_state_dict(run["state"])
-        head = _batches(loader, 3)
+        head = id_batches(loader, 3)
         again = _loader(job)
         again.load_state_dict(loader.state_dict())
-        assert head + _batches(again) == run["rest"], job
+        assert head + id_batches(again) == run["rest"], job
         # The next epoch is this library's own: every sample once.
-        assert sorted(_flat(_batches(again))) == list(range(100)), job
+        assert sorted(flat(id_batches(again))) == list(range(100)), job
 
 
 def test_another_worker_count_keeps_the_samples_and_warns(upstream_runs: Any) -> None:
@@ -123,9 +110,9 @@ def test_another_worker_count_keeps_the_samples_and_warns(upstream_runs: Any) ->
     loader = _loader(job, workers=0)
     with pytest.warns(UserWarning, match=r"not in the order upstream would give them \(it was recorded with"):
         loader.load_state_dict(run["state"])
-    rest = _flat(_batches(loader))
-    assert sorted(rest) == sorted(_flat(run["rest"]))  # no repeat, no skip
-    assert sorted(_flat(run["first"]) + rest) == list(range(100))
+    rest = flat(id_batches(loader))
+    assert sorted(rest) == sorted(flat(run["rest"]))  # no repeat, no skip
+    assert sorted(flat(run["first"]) + rest) == list(range(100))
 
 
 def test_a_combined_dataset_continues_with_what_upstream_had_not_delivered(upstream_runs: Any) -> None:
@@ -135,13 +122,13 @@ def test_a_combined_dataset_continues_with_what_upstream_had_not_delivered(upstr
         loader = _loader(job)
         if job["workers"] == 0:  # one worker: this library's draws are upstream's, the mix goes on as upstream's
             loader.load_state_dict(run["state"])
-            assert run["first"] + _batches(loader) == run["full"]
+            assert run["first"] + id_batches(loader) == run["full"]
             continue
         with pytest.warns(UserWarning, match="mixed by new draws"):
             loader.load_state_dict(run["state"])
-        rest = _flat(_batches(loader))
+        rest = flat(id_batches(loader))
         # Upstream's own resume with workers repeats samples; here each sample comes once.
-        assert sorted(_flat(run["first"]) + rest) == everything
+        assert sorted(flat(run["first"]) + rest) == everything
 
 
 def test_what_cannot_be_resumed_is_refused_with_the_reason(upstream_runs: Any) -> None:
