@@ -300,11 +300,8 @@ def prepare_optimize(a: Mapping[str, Any]) -> OptimizeJob:
     ordered = _ordered(a["keep_data_ordered"], use_checkpoint, align, queue)
     writer = _writer_options(a)
     spawnable = {"key_fn": key_fn, "item_loader": a["item_loader"], "encryption": a["encryption"]}
-    fields = _prepare("optimize", a, spawnable, queue is not None, bool(ordered))
-    if ordered is None:  # the default: static slices of a list; an iterator stays one, streamed through the queue
-        fields["ordered"] = not isinstance(fields["items"], InputStream)
     return OptimizeJob(
-        **fields,
+        **_prepare("optimize", a, spawnable, queue is not None, ordered),
         queue=queue,
         writer=writer,
         encryption=a["encryption"],
@@ -372,7 +369,7 @@ class _NotEmptyError(ValueError, RuntimeError):
 
 
 def _prepare(
-    kind: str, a: Mapping[str, Any], spawnable: Mapping[str, Any], queue: bool, ordered: bool
+    kind: str, a: Mapping[str, Any], spawnable: Mapping[str, Any], queue: bool, ordered: bool | None
 ) -> dict[str, Any]:
     """The arguments both jobs take, checked in the order a user fixes them, and the opened output: the job's fields.
 
@@ -381,7 +378,8 @@ def _prepare(
         a: the caller's arguments.
         spawnable: other arguments the workers must be able to load, by name (for messages).
         queue: the inputs come from the user's queue (``a["inputs"]`` is not used).
-        ordered: the workers take static ordered slices (an iterator of inputs is read into a list).
+        ordered: the workers take static ordered slices (an iterator of inputs is read into a list); None:
+            slices of a list, while an iterator stays one, streamed through the shared queue.
     """
     fn, reader, weights, batch_size, num_workers = a["fn"], a["reader"], a["weights"], a["batch_size"], a["num_workers"]
     if not callable(fn):
@@ -436,6 +434,6 @@ def _prepare(
         "uploaders": a["num_uploaders"] or 2,
         "output": output,
         "ray": ray,
-        "ordered": ordered,
+        "ordered": ordered if ordered is not None else not isinstance(items, InputStream),
         "verbose": a["verbose"],
     }
