@@ -24,6 +24,7 @@ __all__ = [
     "scale_table",
     "summarize",
     "write_report",
+    "write_section",
 ]
 
 # What run.py's cache_work adds to a capped-cache run's record.
@@ -516,9 +517,39 @@ def _targets(rows: list[Row], cells: dict[tuple[str, str], Cell], libs: list[str
     return out
 
 
-def write_report(path: Path, generated: str, template: str) -> None:
-    """Write the whole page: ``template`` with ``{results}`` replaced by ``generated`` (temp name, then rename)."""
+PHASES = "optimize_phases"
+_NOT_YET = "Not measured yet: run `uv run python -m benchmarks.optimize_phases --page`."
+
+
+def _block(name: str, body: str) -> str:
+    return f"<!-- {name}: begin -->\n{body.strip()}\n<!-- {name}: end -->"
+
+
+def _existing_block(page: Path, name: str) -> str | None:
+    text = page.read_text() if page.exists() else ""
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    if begin not in text or end not in text:
+        return None
+    return text[text.index(begin) : text.index(end) + len(end)]
+
+
+def _replace_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(template.replace("{results}", generated))
+    temp.write_text(text)
     os.replace(temp, path)
+
+
+def write_report(path: Path, generated: str, template: str) -> None:
+    """Write the whole page: ``template`` with ``{results}`` replaced by ``generated``; the optimize-by-phase
+    section, which ``benchmarks.optimize_phases --page`` writes, is kept from the page as it was."""
+    phases = _existing_block(path, PHASES) or _block(PHASES, _NOT_YET)
+    _replace_atomically(path, template.replace("{results}", generated).replace("{" + PHASES + "}", phases))
+
+
+def write_section(path: Path, name: str, body: str) -> None:
+    """Replace one generated section of the page at ``path``; the page must already have it."""
+    old = _existing_block(path, name)
+    if old is None:
+        raise SystemExit(f"{path} has no section <!-- {name}: begin -->; regenerate the page with benchmarks.run")
+    _replace_atomically(path, path.read_text().replace(old, _block(name, body)))

@@ -28,6 +28,7 @@ shorter, so its "of page cache" is the most the workload allows a whole call to 
     uv run python -m benchmarks.optimize_phases                      # all: ~10-20 min on 2 cores
     uv run python -m benchmarks.optimize_phases --rounds 3 --scales 0.5 --workloads bytes,tokens
     uv run python -m benchmarks.optimize_phases --libs ours,ours-nopyc --report /tmp/phases.md
+    uv run python -m benchmarks.optimize_phases --libs ours,upstream,mosaic,floor --page   # docs/benchmarks.md
     uv run python -m benchmarks.optimize_phases --libs ours --baseline main --rounds 3   # before/after
     uv run python -m benchmarks.optimize_phases --libs ours --scales 1,4,10 --workloads bytes,tokens  # bigger jobs
     uv run python -m benchmarks.optimize_phases --libs ours,floor --scales 1,4 --workloads bytes,tokens  # fn's floor
@@ -35,7 +36,8 @@ shorter, so its "of page cache" is the most the workload allows a whole call to 
 A scale above 1x reads the same JPEG files or token shards again, round-robin.
 
 Inputs and runs go under ``benchmarks/out/phases/`` (ignored by git); the Markdown table is
-printed and, with ``--report``, written to that file.
+printed and, with ``--report``, written to that file; ``--page`` writes it into its section of
+docs/benchmarks.md (the suite's ``benchmarks.run`` keeps that section when it writes the page).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import numpy as np
 
 from benchmarks._exec import _env
 from benchmarks._inputs import _image, warm_code, warm_page_allocator
+from benchmarks._report import PHASES, write_section
 from benchmarks._venvs import build_baseline, build_peer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,6 +214,7 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--libs", default=",".join(LIBS))
     parser.add_argument("--report", type=Path, default=None)
+    parser.add_argument("--page", action="store_true", help="also write the table into docs/benchmarks.md")
     parser.add_argument("--baseline", default=None, help="adds ours at this git revision (lib 'baseline')")
     args = parser.parse_args()
     libs = [lib.strip() for lib in args.libs.split(",") if lib.strip()]
@@ -254,6 +258,8 @@ def main() -> None:
     print(report)
     if args.report is not None:
         args.report.write_text(report + "\n")
+    if args.page:
+        write_section(ROOT / "docs" / "benchmarks.md", PHASES, report)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,21 @@ def test_the_spread_goal_is_judged_against_the_machines_own_noise() -> None:
     assert verdict([6.0, 6.0, 6.0], steady) == "no"  # steady but only 1.67x upstream (the goal: 2x)
 
 
+def test_the_suite_keeps_the_optimize_by_phase_section_it_does_not_write(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._report import PHASES, write_report, write_section
+
+    page, template = tmp_path / "benchmarks.md", "# B\n\n{results}\n\n## Phases\n\n{optimize_phases}\n"
+    write_report(page, "suite one", template)
+    assert "Not measured yet" in page.read_text()
+    write_section(page, PHASES, "| bytes | 1x | 1.40x |")
+    write_report(page, "suite two", template)
+    text = page.read_text()
+    assert "suite two" in text and "| bytes | 1x | 1.40x |" in text and "Not measured yet" not in text
+    with pytest.raises(SystemExit, match="no section"):
+        write_section(tmp_path / "other.md", PHASES, "x")
+
+
 @pytest.mark.slow
 def test_quick_scale_row_runs_our_side(quick: tuple[list[dict[str, Any]], str]) -> None:
     """Issue 29's row: open time and CPU per chunk of an epoch over datasets of tiny chunks, at two sizes."""
