@@ -80,6 +80,7 @@ LONGEST_FILES = (
     "tests/test_doc_examples_as_written.py",
     "tests/test_ray.py",  # 89: one Ray cluster run, its module fixture (62-73 since the seventh round)
     "tests/test_stream_full_disk.py",  # ~100 at load: two ranks of two workers on a small disk (issue 53)
+    "tests/test_prep_concurrent_output.py",  # ~120 at load: takeover races, 4 a case (2026-12-07)
     "tests/test_soak.py",  # 61
     "tests/test_credentials_containers.py",  # 42
     "tests/test_credentials_profiles.py",  # 41
