@@ -1,7 +1,6 @@
 """The parsed ``index.json``: its chunk entries and config, and the checks of single fields.
 
-The bottom of the index: :mod:`litdata_format._index._index_json` (LitData) and :mod:`litdata_format._chunks._mds`
-(MosaicML) both parse into these types.
+Both LitData's ``index.json`` and MosaicML's parse into these types.
 """
 
 from __future__ import annotations
@@ -41,9 +40,8 @@ _INSIDE = re.compile(rf"(?:{_INSIDE_PART}/)*{_INSIDE_PART}")
 def check_relative_path(name: Any, source: str, what: str) -> str:
     """``name`` if, joined to a folder, it names something inside that folder.
 
-    The one check of every name a dataset's own files give for other files: chunk filenames in
-    ``index.json`` and the keys a raw dataset's ``index.json.zstd`` lists. Both come from a bucket
-    or folder others can write, and are joined to the dataset's prefix and to the cache folder.
+    The one check of every name a dataset's own files give for other files (chunk filenames, a raw
+    dataset's listed keys): they come from a bucket others can write and are joined to local folders.
 
     Args:
         name: the name as the file gives it.
@@ -62,11 +60,9 @@ def check_relative_path(name: Any, source: str, what: str) -> str:
 
 
 def check_chunk_filename(name: Any, source: str) -> str:
-    r"""``name`` if it is a path inside the dataset folder (:func:`check_relative_path`).
+    r"""``name`` if it is a path inside the dataset folder, naming no hidden file and holding no ``\``.
 
-    A file name, or ``/``-separated folders and a file name (upstream's Hugging Face Parquet
-    indexes list ``train/0000.parquet``). Chunk names must never point outside the dataset, nor at
-    hidden files (the cache's own), nor hold a ``\``.
+    Folders are allowed: upstream's Hugging Face Parquet indexes list ``train/0000.parquet``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
@@ -99,12 +95,7 @@ class ChunkInfo:
 
     @classmethod
     def from_json(cls, entry: Any, where: str) -> ChunkInfo:
-        """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors.
-
-        Args:
-            entry: the decoded JSON entry.
-            where: names the entry in error messages.
-        """
+        """The decoded entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors."""
         if not is_str_dict(entry):
             raise ValueError(f"{where} must be an object, got {entry!r:.100}")
         known = {"filename", "chunk_bytes", "chunk_size", "dim"}
@@ -128,15 +119,9 @@ class ChunkInfo:
 
 
 # -- the chunks as columns ----------------------------------------------------------------------
-# The chunks of an index as columns: what ``DatasetIndex.chunks`` holds.
-#
-# An index of a million chunks parsed into a ``ChunkInfo`` (and a dict of extra keys) per chunk
-# costs hundreds of bytes per chunk and seconds of Python; a reader needs only the columns. So the
-# entries are checked column by column and kept as numpy arrays (sizes) and joined strings with
-# offsets (file names, checksums): under 100 bytes per chunk. The table is still a sequence of
-# ``ChunkInfo``: ``table[i]`` builds the entry on demand, so code that walks entries keeps working.
-# An index whose entries do not all have one shape is checked entry by entry (for the message
-# naming the bad one) and stored the same way.
+# A ``ChunkInfo`` per chunk costs hundreds of bytes and seconds of Python at a million chunks, so
+# the entries are checked and kept as columns (numpy sizes, joined strings); ``table[i]`` builds
+# the entry on demand.
 
 # check_chunk_filename's rule as one pattern: '/'-separated non-empty parts, none starting with
 # '.', no backslash or NUL.
@@ -163,12 +148,7 @@ class Strings:
 
     @classmethod
     def from_joined(cls, joined: str, lengths: np.ndarray) -> Strings:
-        """The strings of ``joined`` cut at ``lengths`` (characters), without a str per string.
-
-        Args:
-            joined: the strings back to back.
-            lengths: each string's length, in order; they add up to ``len(joined)``.
-        """
+        """The strings of ``joined`` cut at ``lengths`` (characters, adding up to its length), without a str each."""
         if int(lengths.sum()) != len(joined):
             raise ValueError(
                 f"the lengths add up to {int(lengths.sum())} characters, the joined string has {len(joined)}"
@@ -259,11 +239,7 @@ class ChunkTable(Sequence[ChunkInfo]):
 
     @classmethod
     def from_infos(cls, infos: Iterable[ChunkInfo]) -> ChunkTable:
-        """The table of ``infos``, in order.
-
-        Args:
-            infos: the chunk entries.
-        """
+        """The table of ``infos``, in order."""
         infos = list(infos)
         keys = sorted({k for info in infos for k in info.extra})
         return cls(
@@ -326,19 +302,11 @@ class ChunkTable(Sequence[ChunkInfo]):
         return len(self.chunk_sizes)
 
     def filename(self, number: int) -> str:
-        """The file name of chunk ``number`` (without building its entry).
-
-        Args:
-            number: the chunk's position in the index.
-        """
+        """The file name of chunk ``number`` (without building its entry)."""
         return self._names[number]
 
     def has_extra(self, key: str) -> bool:
-        """Whether any entry has the key ``key`` besides the four every entry has (``checksum``, ...).
-
-        Args:
-            key: the entry key.
-        """
+        """Whether any entry has the key ``key`` besides the four every entry has (``checksum``, ...)."""
         return key in self._extras
 
     @property
@@ -398,7 +366,7 @@ class ChunkTable(Sequence[ChunkInfo]):
         return len(self) == len(items) and all(a == b for a, b in zip(self, items))
 
     def __add__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
-        """The entries of both, as a list (``index.chunks`` was a list: ``a.chunks + b.chunks`` still works)."""
+        """The entries of both, as a list (``a.chunks + b.chunks``)."""
         return [*self, *other]
 
     def __radd__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
