@@ -441,7 +441,7 @@ class RSAEncryption(Encryption):
     def load_keys(
         self, private_key_path: str | os.PathLike[str], public_key_path: str | os.PathLike[str], password: str
     ) -> None:
-        """Load the PEM files :meth:`save_keys` wrote; ``password`` unlocks the private key."""
+        """Replace the keys with the PEM files :meth:`save_keys` wrote; ``password`` unlocks the private one."""
         from cryptography.hazmat.primitives import serialization
 
         with open(private_key_path, "rb") as handle:

@@ -48,48 +48,27 @@ _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
 def chunk_name(rank: int, number: int, compression: str | None = None) -> str:
-    """The file name of chunk ``number`` of writer ``rank``.
+    """The file name of chunk ``number`` of writer ``rank``, as upstream names them.
 
     ``chunk-{rank}-{number}.bin``, or ``chunk-{rank}-{number}.{compression}.bin`` when the whole
-    file is compressed (as upstream names them).
-
-    Args:
-        rank: the writer's rank.
-        number: the chunk's number among that writer's chunks.
-        compression: the whole-file compression, if any (e.g. ``"zstd"``).
-
-    Returns:
-        The file name, without a folder.
+    file is compressed.
     """
     return f"chunk-{rank}-{number}.{compression}.bin" if compression else f"chunk-{rank}-{number}.bin"
 
 
 def parse_chunk_name(name: str) -> tuple[int, int] | None:
-    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name.
-
-    Args:
-        name: a file name, without a folder.
-    """
+    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name."""
     match = _CHUNK_NAME.match(name)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def rank_index_name(rank: int) -> str:
-    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done.
-
-    Args:
-        rank: the writer's rank.
-    """
+    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done."""
     return f"{rank}.{INDEX_FILENAME}"
 
 
 def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
-    """The file name a whole-file compressed chunk has once decompressed.
-
-    Args:
-        info: the chunk's entry in the index.
-        compression: the dataset's whole-file compression, if any.
-    """
+    """The file name the chunk of ``info`` has once decompressed (``compression``: the dataset's, if any)."""
     if compression and info.filename.endswith(f".{compression}.bin"):
         return info.filename[: -len(f".{compression}.bin")] + ".bin"
     return info.filename
@@ -102,9 +81,6 @@ def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
     whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
     the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
     compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
-
-    Args:
-        info: the chunk's entry in the index.
     """
     if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
         return ()
@@ -218,11 +194,8 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
 
     The file's bytes are scanned without a dict per chunk when the entries are of the common
     shape (``_scan``); any other index goes through ``json.loads``, as does one the scan
-    refuses, so the errors are the same either way.
-
-    Args:
-        obj: what ``json.loads`` made of the file, or the file's bytes.
-        source: where it was read from, for error messages.
+    refuses, so the errors are the same either way. ``obj`` is what ``json.loads`` made of the
+    file, or the file's bytes; ``source`` names it in errors.
 
     Raises:
         ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
@@ -275,9 +248,6 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
     An index of the common shape is read in windows of a few MiB (``_scan``), so the
     file is never held whole; any other is read and parsed whole.
 
-    Args:
-        path: the dataset folder, or its ``index.json``.
-
     Raises:
         IndexNotFoundError: the folder has no ``index.json`` (the message says if rank indexes wait to be merged).
         ValueError: the file is not a valid index (the message names the file and what is wrong).
@@ -301,15 +271,7 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def read_index_file(path: str | os.PathLike[str], source: str) -> DatasetIndex:
-    """The index in the file ``path`` (a copy of one: a download), read as :func:`load_index` reads one.
-
-    Args:
-        path: the file.
-        source: where the index came from (its URL), which error messages name.
-
-    Raises:
-        ValueError: the file is not a valid index (the message names ``source`` and what is wrong).
-    """
+    """The index in the file ``path`` (a download), read as :func:`load_index` reads one; errors name ``source``."""
     return _read_index(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), source)
 
 
@@ -356,12 +318,7 @@ def _decode(raw: bytes, source: str) -> Any:
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename.
-
-    Args:
-        path: the file to write.
-        obj: a JSON-serializable value.
-    """
+    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
     write_file_atomic(path, json.dumps(obj, sort_keys=True).encode())
 
 
@@ -384,10 +341,6 @@ def layout_differences(config: Mapping[str, Any], other: Mapping[str, Any]) -> l
     Every field but the chunking ones counts, a missing one being null. ``pil`` and ``jpeg`` leaves
     differ (raw pixels vs a JPEG file): a reader, upstream's too, decodes every item of a dataset
     with the one serializer per leaf its config names.
-
-    Args:
-        config: one index's ``config``.
-        other: the other index's ``config``.
     """
     keys = (set(config) | set(other)) - _NOT_LAYOUT
     return sorted(key for key in keys if config.get(key) != other.get(key))
@@ -401,14 +354,9 @@ def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") ->
     sample) add nothing; the others must share one layout (:func:`layout_differences`), and the
     merged config is the first one's.
 
-    Args:
-        parts: the indexes to merge, in item order.
-        source: where the merged index goes, for error messages.
-        hint: what to do about a layout mismatch, appended to its error.
-
     Raises:
-        ValueError: a part stores its samples differently from the first; the message names both,
-            the fields that differ and ends with ``hint``.
+        ValueError: a part stores its samples differently from the first; the message names both
+            (and ``source``, where the merged index goes), the fields that differ and ends with ``hint``.
     """
     filled = [part for part in parts if part.chunks]
     if not filled:
@@ -430,9 +378,6 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
     """Merge a directory's ``{rank}.index.json`` files into ``index.json`` and remove them.
 
     Idempotent: a directory that already has ``index.json`` and no rank files is left as is.
-
-    Args:
-        directory: the dataset folder the writers wrote into.
 
     Raises:
         ValueError: a rank's index stores its samples differently from the others.
@@ -456,11 +401,7 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def is_complete_dataset(directory: str | os.PathLike[str]) -> bool:
-    """True when ``index.json`` exists, no rank index is pending and every chunk file is present.
-
-    Args:
-        directory: the dataset folder.
-    """
+    """True when ``index.json`` exists, no rank index is pending and every chunk file is present."""
     directory = Path(directory)
     if not (directory / INDEX_FILENAME).is_file() or rank_index_files(directory):
         return False
