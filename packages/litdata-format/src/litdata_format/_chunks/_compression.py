@@ -118,12 +118,7 @@ def _zstd() -> Any:
 
 
 def compress(data: bytes, compression: str) -> bytes:
-    """Compress a whole chunk.
-
-    Args:
-        data: the chunk file's bytes.
-        compression: ``"zstd"`` or ``"zstd:<level>"``.
-    """
+    """Compress a whole chunk's bytes with ``compression`` (``"zstd"`` or ``"zstd:<level>"``)."""
     return _zstd().ZstdCompressor(level=zstd_level(compression)).compress(data)
 
 
@@ -337,21 +332,12 @@ def decompress_file(
 ) -> int:
     """Decompress the whole-chunk file ``source`` into a new file ``target``, bounded by the declared size.
 
-    Streams: memory stays at about 2 MiB plus zstd's window whatever the file inflates to. On
-    an error ``target`` is removed; it is never left half-written under its name by success.
-    Publish it with a rename, as the cache does.
-
-    Args:
-        source: the compressed file.
-        target: the file to create (it must not exist).
-        name: the chunk's file name or URL, for error messages.
-        expected_size: as for :func:`decompress`.
+    Streams: memory stays at about 2 MiB plus zstd's window whatever the file inflates to.
+    ``target`` must not exist and is removed on an error; publish it with a rename, as the cache
+    does. ``name`` and ``expected_size`` are as for :func:`decompress`, and so are the errors.
 
     Returns:
         The size of ``target``.
-
-    Raises:
-        DecompressionError: as for :func:`decompress`.
     """
     with open(source, "rb") as inp, open(target, "xb") as out:
         try:

@@ -38,10 +38,6 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
     the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
 
-    Args:
-        cls: the namedtuple class.
-        serialized_type_name: the name ``index.json`` stores for it.
-
     Raises:
         TypeError: ``cls`` is not a namedtuple class.
     """
@@ -135,9 +131,6 @@ class TreeSpec:
     def from_json(cls, text: str) -> TreeSpec:
         """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index).
 
-        Args:
-            text: the string.
-
         Raises:
             ValueError: the string is malformed, or names a type that is neither a container nor a
                 registered namedtuple, or a defaultdict factory outside the builtin types.
@@ -200,10 +193,9 @@ def _node_type(obj: object) -> str | None:
 
 
 def tree_flatten(obj: Any) -> tuple[list[Any], TreeSpec]:
-    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec.
+    """Split ``obj`` (nested dicts, lists, tuples and namedtuples of leaves) into its leaves and its spec.
 
-    Args:
-        obj: a sample: nested dicts, lists, tuples and namedtuples of leaves.
+    Leaves come depth first, dicts in insertion order.
     """
     leaves: list[Any] = []
     return leaves, _flatten(obj, leaves)
@@ -307,15 +299,9 @@ def _keys(steps: list[str]) -> str:
 
 
 def spec_difference(found: TreeSpec, first: TreeSpec, path: str = "") -> str:
-    """Where a sample's structure first departs from the first sample's, in words.
+    """Where the structure ``found`` (at ``path`` in its sample) first departs from the first sample's, in words.
 
-    Args:
-        found: The structure of the sample refused.
-        first: The structure of the first sample, which every sample must have.
-        path: Where ``found`` sits in its sample (``""``: the whole sample).
-
-    Returns:
-        E.g. ``sample['tokens'] is a list of 3 items where the first sample's had 2``.
+    E.g. ``sample['tokens'] is a list of 3 items where the first sample's had 2``.
     """
     where = f"sample{path}"
     if found.type != first.type:
@@ -362,12 +348,7 @@ def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:
-    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`).
-
-    Args:
-        leaves: the leaves, in :func:`tree_flatten`'s order.
-        spec: the structure to rebuild.
-    """
+    """Rebuild a sample from its leaves (in :func:`tree_flatten`'s order) and spec."""
     if len(leaves) != spec.num_leaves:
         raise ValueError(f"the spec expects {spec.num_leaves} leaves but {len(leaves)} were given")
     return _unflatten(iter(leaves), spec)
