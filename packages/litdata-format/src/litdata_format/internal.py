@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from litdata_format._chunks._checksum import check_checksum_fields as check_checksum_fields
     from litdata_format._chunks._checksum import expected_checksum as expected_checksum
     from litdata_format._chunks._chunk import Chunk as Chunk
-    from litdata_format._chunks._chunk import ChunkView as ChunkView
     from litdata_format._chunks._chunk import encode_chunk as encode_chunk
     from litdata_format._chunks._compression import compress as compress
     from litdata_format._chunks._compression import decompress as decompress
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
     from litdata_format._environment import read_seconds as read_seconds
     from litdata_format._environment import read_size as read_size
     from litdata_format._environment import read_text as read_text
-    from litdata_format._index._dataset_index import ChunkTable as ChunkTable
-    from litdata_format._index._dataset_index import Strings as Strings
     from litdata_format._index._dataset_index import check_relative_path as check_relative_path
     from litdata_format._index._index_json import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index._index_json import chunk_name as chunk_name

@@ -26,10 +26,8 @@ __all__ = ["lazy_module"]
 def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a module whose ``TYPE_CHECKING`` re-exports load on first use.
 
-    The module's ``__all__`` is its re-exported names, plus ``__version__`` if it defines one.
-
-    Args:
-        namespace: the module's ``globals()``; a loaded name is stored there, so it loads once.
+    The module's ``__all__`` is its re-exported names, plus ``__version__`` if it defines one. A
+    loaded name is stored in ``namespace`` (the module's ``globals()``), so it loads once.
 
     Raises:
         ImportError: (on first use) the ``TYPE_CHECKING`` block holds something other than

@@ -52,21 +52,13 @@ class DatasetReader:
         return len(self.samples)
 
     def locate(self, index: int) -> tuple[int, int]:
-        """(chunk number, position inside the chunk) of sample ``index``.
-
-        Args:
-            index: the sample's position in the dataset.
-        """
+        """(chunk number, position inside the chunk) of sample ``index``."""
         if not 0 <= index < len(self):
             raise IndexError(f"sample {index} is out of range: the dataset at {self.input_dir} has {len(self)}")
         return self.samples.locate(index)
 
     def chunk(self, number: int) -> Chunk:
-        """Chunk ``number``, opened on first use (and kept open until :meth:`close`).
-
-        Args:
-            number: the chunk's position in the index.
-        """
+        """Chunk ``number``, opened on first use (and kept open until :meth:`close`)."""
         return self._opener.chunk(number)
 
     def _open_file(self, number: int) -> Chunk:
@@ -92,9 +84,6 @@ def loader_for(index: DatasetIndex) -> BaseItemLoader:
     The one table of default loaders: ``DatasetReader`` and the streaming dataset both read an index
     given no ``item_loader`` with this. The ``TokensLoader`` it returns has no ``block_size``, so its
     ``setup`` asks the caller for one; any other name reads as ``PyTreeLoader``.
-
-    Args:
-        index: the parsed ``index.json``.
     """
     name = index.item_loader
     if name == "TokensLoader":
