@@ -38,9 +38,6 @@ def temp_target(name: str) -> str | None:
 
     A process killed while writing leaves its temporary file behind; whoever owns the folder's
     files can recognise such leftovers by name and remove them.
-
-    Args:
-        name: a file name, without a folder.
     """
     match = _TEMP_NAME.match(name)
     return match["name"] if match else None
@@ -80,13 +77,8 @@ def write_file_atomic(
 
     ``data`` is one buffer, or a list of ``bytes`` written one after the other with gathered writes
     (no copy of them joined in memory).
-
-    Args:
-        path: the file to write.
-        data: one buffer, or buffers written one after the other.
     """
-    # What atomic_file does, in system calls: a writer of many small chunks pays this per chunk
-    # (mkstemp, a Path and a buffered file object cost ~40 us of Python around the kernel's work).
+    # What atomic_file does, in bare system calls: a writer of many small chunks pays this per chunk.
     target = os.fspath(path)
     folder, name = os.path.split(target)
     fd, tmp = _new_temp(folder, name)

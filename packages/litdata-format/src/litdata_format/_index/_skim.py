@@ -219,9 +219,7 @@ def _members(source: _Bytes, pos: int, found: dict[str, Any]) -> dict[str, Any]:
 def skim_object(read: Read, size: int) -> dict[str, Any] | None:
     """The index's top-level object, with None for the values of keys no reader uses; None if not walkable.
 
-    Args:
-        read: reads the file's bytes: ``read(offset, count)`` (fewer at the end of the file).
-        size: the file's size in bytes.
+    ``read(offset, count)`` reads the file's bytes (fewer at its end); ``size`` is the file's size.
     """
     source = _Bytes(read, size)
     try:
@@ -234,13 +232,7 @@ def skim_object(read: Read, size: int) -> dict[str, Any] | None:
 
 
 def skim_members(read: Read, size: int, pos: int) -> dict[str, Any] | None:
-    """The members after the member that ends at ``pos`` (the chunk list's ``]``), as :func:`skim_object` reads them.
-
-    Args:
-        read: reads the file's bytes.
-        size: the file's size in bytes.
-        pos: where the member before them ends; a ``,`` follows it.
-    """
+    """The members after the member that ends at ``pos`` (the chunk list's ``]``), as :func:`skim_object` reads them."""
     source = _Bytes(read, size)
     try:
         return _members(source, source.expect(pos, b","), {})

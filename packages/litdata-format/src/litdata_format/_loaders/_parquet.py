@@ -142,9 +142,6 @@ class ParquetLoader(BaseItemLoader):
             "index_parquet_dataset(dir), or write chunks with PyTreeLoader"
         )
 
-    def items_in_chunk(self, chunk: ChunkInfo) -> int:
-        return chunk.chunk_size
-
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> ParquetChunk:  # fmt: skip
         check_chunk_file(path, info.filename, index.source)
