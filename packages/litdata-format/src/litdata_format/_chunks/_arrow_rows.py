@@ -54,10 +54,7 @@ def is_arrow_rows_chunk(data: Buffer) -> bool:
 class ArrowRowsChunk(StoredChunk):
     """A chunk whose samples are rows of an Arrow IPC table stored after its items.
 
-    Args:
-        data: the chunk's bytes (an mmap or a bytes-like object), after any decryption.
-        name: the chunk's path or file name, used in error messages.
-        index: the dataset index (unused; accepted so every layout is built the same way).
+    ``index`` is unused, accepted so every layout is built the same way.
     """
 
     def __init__(self, data: Buffer, name: str, index: Any = None) -> None:

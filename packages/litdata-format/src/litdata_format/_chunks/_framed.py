@@ -92,10 +92,7 @@ def _check_u32(size: int) -> None:
 class FramedChunk(StoredChunk):
     """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table.
 
-    Args:
-        data: the chunk file's bytes (an mmap or a bytes-like object).
-        name: the chunk's path or file name, used in error messages.
-        index: the dataset index (unused; accepted so every layout is built the same way).
+    ``index`` is unused, accepted so every layout is built the same way.
     """
 
     def __init__(self, data: Buffer, name: str, index: Any = None) -> None:

@@ -1,14 +1,9 @@
-"""Reading MosaicML Streaming (MDS) datasets in place, without converting them.
+"""Reading MosaicML Streaming (MDS) datasets in place (FORMAT.md, "Reading MosaicML MDS datasets").
 
-An MDS dataset is a directory with an ``index.json`` that lists ``shards`` (not ``chunks``).
-:func:`parse_mds_index` maps each shard to a chunk so the rest of the package (readers, caches,
-shuffles) sees an ordinary :class:`~litdata_format._index._dataset_index.DatasetIndex`; the config is marked
-``"format": "mds"``. A shard starts with ``u32 N`` and ``u32 offsets[N+1]`` like a chunk, but a
-JSON copy of the shard's settings sits between that table and the samples, so shards are opened
-by :func:`open_mds_shard` (which also undoes MDS's whole-shard compression) rather than by
-:class:`~litdata_format._chunks._chunk.ChunkView`. Samples are decoded by :class:`MdsSampleDecoder` into
-exactly the values MDS's own reader returns. The layout is described in FORMAT.md
-("Reading MosaicML MDS datasets").
+An MDS ``index.json`` lists ``shards``; :func:`parse_mds_index` maps each to a chunk of an ordinary
+``DatasetIndex`` whose config says ``"format": "mds"``. A shard's offsets table is followed by a
+JSON copy of its settings, so shards are opened by :func:`open_mds_shard` (which also undoes
+MDS's whole-shard compression), and :class:`MdsSampleDecoder` decodes the values MDS's reader returns.
 """
 
 from __future__ import annotations
@@ -315,10 +310,6 @@ class MdsShard(StoredChunk):
 
     The offsets are absolute, so the settings JSON is simply skipped. It implements the
     :class:`~litdata_format._chunks._chunk.Chunk` protocol; ``item(i)`` is sample i's MDS bytes.
-
-    Args:
-        data: the uncompressed shard.
-        name: the file name, used in error messages.
     """
 
     noun, item_noun = "shard", "sample"

@@ -43,13 +43,9 @@ def check_relative_path(name: Any, source: str, what: str) -> str:
     The one check of every name a dataset's own files give for other files (chunk filenames, a raw
     dataset's listed keys): they come from a bucket others can write and are joined to local folders.
 
-    Args:
-        name: the name as the file gives it.
-        source: the file that gives it, for the error.
-        what: what the name is (``"chunk filename"``, ``"files[3]"``), for the error.
-
     Raises:
-        ValueError: ``name`` is not a string, is absolute, or has an empty, ``.`` or ``..`` part.
+        ValueError: ``name`` is not a string, is absolute, or has an empty, ``.`` or ``..`` part;
+            the message names ``source`` (the file) and ``what`` (``"chunk filename"``, ``"files[3]"``).
     """
     if not isinstance(name, str) or not _INSIDE.fullmatch(name):
         raise ValueError(
@@ -255,14 +251,8 @@ class ChunkTable(Sequence[ChunkInfo]):
         """The checked table of an index's decoded ``chunks`` list.
 
         Entries sharing one set of keys are checked column by column; otherwise, or when a column
-        fails, entry by entry, so the error names the first bad entry and its field.
-
-        Args:
-            entries: what ``json.loads`` made of the ``chunks`` list.
-            source: where the index was read from, for error messages.
-
-        Raises:
-            ValueError: an entry is not a valid chunk entry (the message names it and the field).
+        fails, entry by entry, so the error (a ValueError naming ``source``) names the first bad
+        entry and its field.
         """
         table = cls._parse_columns(entries)
         if table is not None:
