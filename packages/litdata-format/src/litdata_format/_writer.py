@@ -159,14 +159,9 @@ class BinaryWriter:
         rank: int = 0,
         chunk_index: int = 0,
     ) -> BinaryWriter:
-        """A writer with options :func:`check_writer_options` already checked (the options of a job's workers).
+        """A writer with ``options`` :func:`check_writer_options` already checked (with ``encryption``).
 
-        Args:
-            output_dir: the folder the chunks go to.
-            options: the checked options.
-            encryption: the :class:`~litdata_format.Encryption` the options were checked with, or None.
-            rank: this writer's number; it names its chunk files.
-            chunk_index: the number of the first chunk this writer writes.
+        The other arguments are as :class:`BinaryWriter`'s.
         """
         return cls(
             output_dir,
@@ -369,11 +364,7 @@ class BinaryWriter:
         self.item_loader.encode(JsonLeaf(None), index)
 
     def write(self, item: Any) -> str | None:
-        """Add ``item`` after the last one added.
-
-        Args:
-            item: the sample.
-        """
+        """Add the sample ``item`` after the last one added."""
         return self.add_item(self._next_index, item)
 
     def end_chunk(self) -> str | None:
@@ -714,16 +705,8 @@ def check_writer_options(
 ) -> WriterOptions:
     """Check :class:`BinaryWriter`'s options without writing anything (the writer checks its own with it).
 
-    ``chunk_size`` and ``item_loader`` may be anything (a user's value): their types are checked too.
-
-    Args:
-        chunk_size: as :class:`BinaryWriter`'s.
-        chunk_bytes: as :class:`BinaryWriter`'s.
-        compression: as :class:`BinaryWriter`'s.
-        encryption: as :class:`BinaryWriter`'s.
-        item_loader: as :class:`BinaryWriter`'s.
-        compression_level: as :class:`BinaryWriter`'s.
-        compression_batch_size: as :class:`BinaryWriter`'s.
+    The arguments are :class:`BinaryWriter`'s; ``chunk_size`` and ``item_loader`` may be anything
+    (a user's value): their types are checked too.
 
     Raises:
         ValueError, TypeError: an option is invalid or does not go with another; the message names it.
