@@ -1,15 +1,10 @@
 """The top level of an ``index.json`` read value by value, skipping the values no reader uses.
 
-``json.loads`` of a whole index builds every value, whatever it is: an index with a 200 MB
-string in a key no one reads costs the file's bytes, their decoded text and the string, at once.
-Here the object's members are found by walking the file's bytes in windows (strings are skipped
-by their closing quote, objects and lists by their brackets) and only the values of the keys
-readers use (:data:`USED`) are decoded, each from its own bytes; any other key is kept with the
-value None, so messages can still list it. So the memory is the used values' and a window's.
-
-The walk checks only the structure it needs (quotes, brackets, colons and commas between
-members); a file it cannot walk gives None, and the caller parses it whole with ``json.loads``,
-whose error says what is wrong.
+The members are found by walking the file's bytes in windows (strings skipped by their closing
+quote, objects and lists by their brackets), and only the values of the keys readers use
+(:data:`USED`) are decoded; any other key is kept with the value None, so messages can still list
+it. A 200 MB string in a key no one reads is never built. A file the walk cannot follow gives
+None, and the caller parses it whole with ``json.loads``, whose error says what is wrong.
 """
 
 from __future__ import annotations

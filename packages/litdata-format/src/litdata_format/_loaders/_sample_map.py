@@ -2,10 +2,8 @@
 
 A dataset's samples are numbered through its chunks in index order. A reader may keep only
 some items of a chunk (a subsample, a subset), in an order of its own: the map holds, per chunk,
-the items kept (or "all of them, in order"), and the prefix sums of the samples each chunk gives.
-Everything is a few flat numpy arrays (8 bytes per chunk and per kept item; nothing per chunk when
-every item is kept), so a dataset of a million chunks maps in a few MB, pickles as a handful of
-buffers and is inherited by forked DataLoader workers without a copy.
+the items kept (or "all of them, in order"), and the prefix sums of the samples each chunk gives,
+as a few flat numpy arrays: cheap to pickle and shared by forked workers without a copy.
 """
 
 from __future__ import annotations

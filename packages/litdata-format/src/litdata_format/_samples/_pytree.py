@@ -1,15 +1,12 @@
 """A small pytree: flatten samples into leaves and back, without torch.
 
-The tree spec serializes to the JSON string that ``torch.utils._pytree.treespec_dumps`` writes
-(protocol 1), because upstream LitData stores exactly that string in ``index.json`` as
-``data_spec``. Containers follow torch's rules: only the exact types dict, list, tuple,
-OrderedDict, defaultdict and namedtuples are nodes; everything else (None included) is a leaf.
-Dict children are taken in insertion order.
+The tree spec serializes to the string ``torch.utils._pytree.treespec_dumps`` writes (protocol
+1), which upstream stores as ``data_spec``. As in torch, only the exact types dict, list, tuple,
+OrderedDict, defaultdict and namedtuples are nodes (dicts in insertion order); all else is a leaf.
 
 Reading a spec never imports a module or calls a name because ``index.json`` says so: a namedtuple
 is found only among the classes given to :func:`register_namedtuple`, and a defaultdict's factory
-only among a few builtin types. The writer refuses what the reader could not rebuild (as torch's
-``treespec_dumps`` refuses an unregistered namedtuple).
+only among a few builtin types; the writer refuses what a reader could not rebuild.
 """
 
 from __future__ import annotations
