@@ -28,6 +28,7 @@ __all__ = [
     "decompress",
     "decompress_file",
     "zstd_level",
+    "zstd_module",
 ]
 
 _DEFAULT_LEVEL = 4
@@ -111,7 +112,8 @@ def check_compression_level(
     return level, compression_batch_size or DEFAULT_FRAME_ROWS
 
 
-def _zstd() -> Any:
+def zstd_module() -> Any:
+    """The ``zstandard`` module, imported on first use."""
     import zstandard
 
     return zstandard
@@ -119,7 +121,7 @@ def _zstd() -> Any:
 
 def compress(data: bytes, compression: str) -> bytes:
     """Compress a whole chunk's bytes with ``compression`` (``"zstd"`` or ``"zstd:<level>"``)."""
-    return _zstd().ZstdCompressor(level=zstd_level(compression)).compress(data)
+    return zstd_module().ZstdCompressor(level=zstd_level(compression)).compress(data)
 
 
 # Decompressed output is produced in pieces this large, so a chunk that inflates past what its
@@ -158,7 +160,7 @@ def _inflate(
     Returns:
         The number of bytes written.
     """
-    zstandard = _zstd()
+    zstandard = zstd_module()
     sizes = _allowed(expected_size)
     in_memory = not hasattr(source, "read")
     head = bytes(memoryview(source)[:18]) if in_memory else None
@@ -235,7 +237,7 @@ def _decompressor() -> Any:
     """This thread's zstd decompressor (one per thread: a decompressor is not thread-safe)."""
     found = getattr(_LOCAL, "decompressor", None)
     if found is None:
-        found = _LOCAL.decompressor = _zstd().ZstdDecompressor()
+        found = _LOCAL.decompressor = zstd_module().ZstdDecompressor()
     return found
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from litdata_format._chunks._chunk import StoredChunk, map_file
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._optional import import_optional
 from litdata_format._samples._pytree import LEAF, TreeSpec
 from litdata_format._samples._serializers import Buffer
 
@@ -395,12 +396,8 @@ class _Spec:
         self.size = size
 
 
-def _image_module() -> Any:
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ImportError('decoding MDS image columns needs Pillow: pip install "litdata-format[image]"') from None
-    return Image
+def _pil() -> Any:
+    return import_optional("PIL.Image", "image", "decoding MDS image columns")
 
 
 def _utf8(view: memoryview) -> str:
@@ -426,12 +423,12 @@ def _raw_image(view: memoryview) -> Any:
         raise ValueError(f"a raw image needs a 12-byte header, got {len(view)} bytes")
     width, height, mode_len = np.frombuffer(view[:12], dtype="<u4").tolist()
     mode = _utf8(view[12 : 12 + mode_len])
-    return _image_module().frombytes(mode, (width, height), bytes(view[12 + mode_len :]))
+    return _pil().frombytes(mode, (width, height), bytes(view[12 + mode_len :]))
 
 
 def _image_file(view: memoryview) -> Any:
     # Opened lazily from an in-memory copy, like MDS (the shard may be unmapped later).
-    return _image_module().open(BytesIO(bytes(view)))
+    return _pil().open(BytesIO(bytes(view)))
 
 
 def _sized_parts(view: memoryview, start: int, count: int) -> list[memoryview]:

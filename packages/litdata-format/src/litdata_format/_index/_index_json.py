@@ -304,8 +304,7 @@ def _read_all(fd: int, size: int) -> bytes:
 
 
 def _decode(raw: bytes, source: str) -> Any:
-    # A key twice in one object is refused. Checking every object costs a Python call per chunk
-    # entry (1.8x the parse): a big index checks when a top-level key may repeat.
+    # A key twice in one object is refused (see CHECK_EVERY_KEY_BELOW).
     unique = len(raw) <= CHECK_EVERY_KEY_BELOW or raw.count(b'"chunks"') > 1 or raw.count(b'"config"') > 1
     try:
         return loads_unique(raw.decode("utf-8")) if unique else json.loads(raw.decode("utf-8"))

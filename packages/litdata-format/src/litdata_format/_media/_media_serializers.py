@@ -2,10 +2,9 @@
 
 Each (video and audio live in ``_av_serializers``) stores the encoded file (never decoded pixels or
 samples) exactly as upstream LitData 0.2.76 does, under the same data_format name, and accepts the
-same values in ``can_serialize``. The
-decoder libraries (Pillow, soundfile, PyAV, trimesh, pypdf, nibabel, tifffile) are imported only
-when a value is encoded or decoded; ``can_serialize`` recognises their objects by looking in
-``sys.modules``, since such an object can only exist once its library was imported.
+same values in ``can_serialize``. The decoder libraries are imported only when a value is encoded
+or decoded; ``can_serialize`` recognises their objects by looking in ``sys.modules``, since such
+an object can only exist once its library was imported.
 """
 
 from __future__ import annotations
