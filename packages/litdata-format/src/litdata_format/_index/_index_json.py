@@ -22,8 +22,8 @@ from litdata_format._atomic import write_file_atomic
 from litdata_format._chunks._mds import parse_mds_index
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._index._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
-from litdata_format._index._scan import Read, scan_index
-from litdata_format._index._skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, loads_unique, skim_object
+from litdata_format._index._scan import scan_index
+from litdata_format._index._skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, Read, loads_unique, skim_object
 
 __all__ = [
     "IndexNotFoundError",

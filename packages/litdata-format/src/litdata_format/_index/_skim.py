@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECK_EVERY_KEY_BELOW", "USED", "DuplicateKeyError", "loads_unique", "skim_members", "skim_object"]
+__all__ = ["CHECK_EVERY_KEY_BELOW", "USED", "DuplicateKeyError", "Read", "loads_unique", "skim_members", "skim_object"]
 
 # A key twice in one object is refused. Checking every object costs a Python call per object (1.8x
 # json.loads on a list of chunk entries): a value bigger than this is checked at its top level only.
