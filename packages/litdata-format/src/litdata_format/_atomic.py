@@ -45,11 +45,9 @@ def temp_target(name: str) -> str | None:
 
 @contextmanager
 def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Generator[BinaryIO, None, None]:
-    """A binary file handle whose content appears at ``path`` only if the block completes.
+    """A binary file handle whose content appears at ``path`` (its folder made) only if the block completes.
 
-    Args:
-        path: the final name (its folder is created if missing).
-        suffix: the temporary file's suffix (``.part`` for downloads, so caches can tell them apart).
+    ``suffix`` is the temporary file's (``.part`` for downloads, so caches can tell them apart).
 
     Raises:
         OSError: writing failed; its ``filename`` is ``path`` when the system named no file.

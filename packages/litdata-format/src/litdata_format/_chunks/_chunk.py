@@ -58,16 +58,13 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
     Writing the parts with one gathered write saves building the chunk in memory first.
     """
     count = len(items)
-    if count <= _SMALL_TABLE:  # a few Python ints cost less than numpy's calls (a chunk of 4 samples)
-        ends = list(itertools.accumulate(map(len, items), initial=header_size(count)))
-        if ends[-1] > 0xFFFFFFFF:
-            raise ValueError(
-                f"a chunk of {ends[-1]} bytes does not fit the format's 32-bit offsets; lower chunk_bytes or chunk_size"
-            )
-        return [struct.pack(f"<{count + 2}I", count, *ends), *items]
-    offsets = np.empty(count + 1, dtype="<u8")
-    offsets[0] = header_size(count)
-    if count:
+    small = count <= _SMALL_TABLE  # a few Python ints cost less than numpy's calls (a chunk of 4 samples)
+    offsets: Any
+    if small:
+        offsets = list(itertools.accumulate(map(len, items), initial=header_size(count)))
+    else:
+        offsets = np.empty(count + 1, dtype="<u8")
+        offsets[0] = header_size(count)
         np.cumsum([len(item) for item in items], out=offsets[1:])
         offsets[1:] += offsets[0]
     if offsets[-1] > 0xFFFFFFFF:
@@ -75,8 +72,9 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
             f"a chunk of {int(offsets[-1])} bytes does not fit the format's 32-bit offsets; "
             "lower chunk_bytes or chunk_size"
         )
-    header = np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")])
-    return [header.tobytes(), *items]
+    if small:
+        return [struct.pack(f"<{count + 2}I", count, *offsets), *items]
+    return [np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")]).tobytes(), *items]
 
 
 def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | bytearray:

@@ -32,16 +32,15 @@ def open_chunk(
 ) -> Chunk:
     """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
 
-    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
-    cache should decompress to a plain file once (:func:`decompress_file`) and open that instead.
-    Either way the output is bounded by the size the index declares. When the compressed file is
-    gone but its decompressed sibling (``chunk-0-0.bin``) is there, as upstream LitData 0.2.76 leaves
-    a local folder it has read, the sibling is read, once its size and (when the index records one)
-    its ``plain_checksum`` match. ``encryption`` decrypts an encrypted dataset.
+    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory, bounded by the size
+    the index declares (a cache decompresses to a plain file once instead, :func:`decompress_file`).
+    When the compressed file is gone but its decompressed sibling is there, as upstream 0.2.76
+    leaves a local folder it has read, the sibling is read once its size and ``plain_checksum``
+    match. ``encryption`` decrypts an encrypted dataset.
 
     Raises:
-        ValueError: the file's size is not the index's ``chunk_bytes`` (the message names the
-            file and both sizes), or it does not decompress to that size, or its bytes are not a chunk.
+        ValueError: the file's size (or decompressed size) is not the index's ``chunk_bytes`` (the
+            message names the file and both sizes), or its bytes are not a chunk.
     """
     name = os.fspath(path)  # no Path: building one costs more than the rest of opening a small chunk
     check_chunk_file(name, info.filename, index.source)

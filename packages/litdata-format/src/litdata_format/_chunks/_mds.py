@@ -191,11 +191,9 @@ def mds_decompress(
 ) -> bytes | bytearray:
     """Undo MDS whole-shard compression (``compression`` as written in the shard's index entry).
 
-    zstd, gzip, bz2 and (brotli 1.2 or later) brotli shards are inflated piece by piece and stopped
-    once past ``expected_size`` (the index's size), so a shard that inflates far beyond it never fills
-    memory. A snappy shard declares its size in its header: one that declares another size than the
-    index is refused before it is inflated. Older brotli releases (no output limit) inflate whole,
-    then are checked.
+    Inflating stops once past ``expected_size`` (the index's size), so a hostile shard never fills
+    memory; a snappy shard declaring another size is refused before it is inflated (brotli before
+    1.2, which has no output limit, inflates whole and is checked then).
     """
     family = _compression_family(compression, f"shard {name}")
     if family == "zstd":

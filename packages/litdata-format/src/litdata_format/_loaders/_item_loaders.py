@@ -159,11 +159,9 @@ class PyTreeLoader(BaseItemLoader):
 def small_chunk_rows(loader: BaseItemLoader, folder: str, index: DatasetIndex) -> SmallChunkRows | None:
     """A reader of small chunks' rows straight from their files (:class:`SmallChunkRows`), if ``loader`` allows it.
 
-    Only for the format's own :class:`PyTreeLoader` (a subclass may load or gather otherwise)
-    after :meth:`~BaseItemLoader.setup`, over plain chunks (not compressed, encrypted, MDS
-    shards, per-sample compressed or read from raw files) of at most 64 KiB each; the reader
-    shares the layouts the loader's :meth:`~BaseItemLoader.gather` learns. The chunks are read in
-    place from ``folder``.
+    Only for the format's own :class:`PyTreeLoader` (a subclass may load or gather otherwise),
+    set up, over plain chunks of at most 64 KiB each read in place from ``folder``; the reader
+    shares the layouts the loader's :meth:`~BaseItemLoader.gather` learns.
     """
     if type(loader) is not PyTreeLoader:
         return None

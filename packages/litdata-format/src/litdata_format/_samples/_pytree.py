@@ -172,21 +172,17 @@ def _nesting(text: str) -> int:
     return max(levels, default=0)
 
 
+_NODES: dict[type, str] = {
+    dict: _DICT, list: _LIST, tuple: _TUPLE, collections.OrderedDict: _ORDERED, collections.defaultdict: _DEFAULT
+}  # fmt: skip
+
+
 def _node_type(obj: object) -> str | None:
     kind = type(obj)
-    if kind is dict:
-        return _DICT
-    if kind is list:
-        return _LIST
-    if kind is tuple:
-        return _TUPLE
-    if kind is collections.OrderedDict:
-        return _ORDERED
-    if kind is collections.defaultdict:
-        return _DEFAULT
-    if isinstance(obj, tuple) and hasattr(kind, "_fields"):
+    found = _NODES.get(kind)
+    if found is None and isinstance(obj, tuple) and hasattr(kind, "_fields"):
         return _NAMED
-    return None
+    return found
 
 
 def tree_flatten(obj: Any) -> tuple[list[Any], TreeSpec]:
