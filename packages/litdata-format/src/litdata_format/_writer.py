@@ -159,9 +159,14 @@ class BinaryWriter:
         rank: int = 0,
         chunk_index: int = 0,
     ) -> BinaryWriter:
-        """A writer with ``options`` :func:`check_writer_options` already checked (with ``encryption``).
+        """A writer with options :func:`check_writer_options` already checked (the options of a job's workers).
 
-        The other arguments are as :class:`BinaryWriter`'s.
+        Args:
+            output_dir: the folder the chunks go to.
+            options: the checked options.
+            encryption: the :class:`~litdata_format.Encryption` the options were checked with, or None.
+            rank: this writer's number; it names its chunk files.
+            chunk_index: the number of the first chunk this writer writes.
         """
         return cls(
             output_dir,
@@ -364,7 +369,11 @@ class BinaryWriter:
         self.item_loader.encode(JsonLeaf(None), index)
 
     def write(self, item: Any) -> str | None:
-        """Add the sample ``item`` after the last one added."""
+        """Add ``item`` after the last one added.
+
+        Args:
+            item: the sample.
+        """
         return self.add_item(self._next_index, item)
 
     def end_chunk(self) -> str | None:

@@ -98,6 +98,9 @@ def checksum_file(file: str | os.PathLike[str] | int) -> str:
     The file is mapped, not read, so its bytes are hashed where they lie in the page cache (a
     download just written is there) without a copy; in 4 MiB steps, so another thread waiting
     for the GIL gets it between them.
+
+    Args:
+        file: a path, or a descriptor open for reading.
     """
     if not isinstance(file, int):
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -132,7 +135,13 @@ def verify_file(file: str | os.PathLike[str] | int, info: ChunkInfo, where: str,
     """Raise :class:`ChecksumError` if ``file`` (a path or a descriptor) does not match ``info``'s checksum.
 
     Returns whether there was a checksum to check. ``where`` names the chunk in the error (a URL
-    or the dataset folder); ``plain`` checks against the decompressed file's checksum.
+    or the dataset folder).
+
+    Args:
+        file: a path, or a descriptor open for reading.
+        info: the chunk's entry in the index.
+        where: names the chunk in the error (a URL or the dataset folder).
+        plain: check against the decompressed file's checksum rather than the stored one's.
     """
     expected = expected_checksum(info, plain)
     if expected is None:

@@ -169,11 +169,20 @@ class Encryption(ABC):
 
     @abstractmethod
     def encrypt(self, data: bytes) -> bytes:
-        """The ciphertext of ``data``."""
+        """The ciphertext of ``data``.
+
+        Args:
+            data: the plaintext.
+        """
 
     @abstractmethod
     def decrypt(self, data: bytes, where: str = "") -> bytes:
-        """The plaintext of ``data``; a wrong key raises ValueError naming ``where`` (the item or chunk)."""
+        """The plaintext of ``data``; a wrong key raises ValueError naming ``where``.
+
+        Args:
+            data: the ciphertext.
+            where: names the item or chunk in the error.
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """Settings ``index.json`` records under ``config.encryption``, with the algorithm and level (never the key)."""
@@ -190,7 +199,12 @@ class Encryption(ABC):
         return {**state, "algorithm": self.algorithm, "level": self.level}
 
     def check_matches(self, recorded: Mapping[str, Any] | None, source: str = "the dataset") -> None:
-        """Raise ValueError naming ``source`` unless ``recorded`` (``config.encryption``) is this kind of key's."""
+        """Raise ValueError unless ``recorded`` (``config.encryption``) was written with this kind of key.
+
+        Args:
+            recorded: the dataset's ``config.encryption``.
+            source: names the dataset in the error.
+        """
         if not recorded:
             raise ValueError(f"{source}: the dataset is not encrypted, but encryption={self!r} was given")
         for key in ("algorithm", "level"):
@@ -205,13 +219,21 @@ class Encryption(ABC):
 
     @abstractmethod
     def save(self, file_path: str | os.PathLike[str]) -> None:
-        """Write a key file that :meth:`load` reads back."""
+        """Write a key file that :meth:`load` reads back.
+
+        Args:
+            file_path: the key file to write.
+        """
 
     @classmethod
     def load(cls, file_path: str | os.PathLike[str], password: str) -> Encryption:
-        """Load a key file written by :meth:`save` (here or by upstream LitData) with the key's ``password``.
+        """Load a key file written by :meth:`save` (here or by upstream LitData).
 
         Called on :class:`Encryption` itself, the algorithm is read from the file.
+
+        Args:
+            file_path: the key file.
+            password: the password the key was made with.
         """
         if cls is not Encryption:
             raise NotImplementedError(f"{cls.__name__} does not implement load()")
@@ -280,14 +302,23 @@ class FernetEncryption(Encryption):
             raise _wrong_key(where, "Fernet") from None
 
     def save(self, file_path: str | os.PathLike[str]) -> None:
-        """Write ``{"algorithm", "level", "salt"}`` (the salt url-safe base64); the password is not stored."""
+        """Write ``{"algorithm", "level", "salt"}`` (the salt url-safe base64); the password is not stored.
+
+        Args:
+            file_path: the key file to write.
+        """
         state: dict[str, Any] = self.state_dict()
         state["salt"] = base64.urlsafe_b64encode(self.salt).decode("utf-8")
         _write_key_file(file_path, state)
 
     @classmethod
     def load(cls, file_path: str | os.PathLike[str], password: str) -> FernetEncryption:
-        """Re-derive the key from ``password`` and the salt saved in ``file_path``."""
+        """Re-derive the key from ``password`` and the salt saved in ``file_path``.
+
+        Args:
+            file_path: the key file.
+            password: the password the key was derived from.
+        """
         state = _read_key_file(file_path)
         if state.get("algorithm", "fernet") != "fernet" or "salt" not in state:
             raise ValueError(f"{file_path}: not a Fernet key file (keys: {sorted(state)})")
@@ -415,12 +446,22 @@ class RSAEncryption(Encryption):
 
         The private key PEM is encrypted with the password, but upstream's format also stores
         the password itself in the file (its loader needs it), so keep the key file secret.
+
+        Args:
+            file_path: the key file to write.
         """
         _write_key_file(file_path, self.__getstate__())
 
     @classmethod
     def load(cls, file_path: str | os.PathLike[str], password: str) -> RSAEncryption:
-        """Load a key file written by :meth:`save`; ``password`` unlocks the private key (empty: the file's)."""
+        """Load a key file written by :meth:`save`.
+
+        ``password`` unlocks the private key; when empty, the password stored in the file is used.
+
+        Args:
+            file_path: the key file.
+            password: unlocks the private key; empty to use the one stored in the file.
+        """
         state = _read_key_file(file_path)
         if not state.get("private_key") and not state.get("public_key"):
             raise ValueError(f"{file_path}: not an RSA key file (keys: {sorted(state)})")
@@ -429,7 +470,12 @@ class RSAEncryption(Encryption):
         return instance
 
     def save_keys(self, private_key_path: str | os.PathLike[str], public_key_path: str | os.PathLike[str]) -> None:
-        """Write the private key (PEM, encrypted with the password) and the public key (PEM) to two files."""
+        """Write the private key (PEM, encrypted with the password) and the public key (PEM) to two files.
+
+        Args:
+            private_key_path: the file for the private key.
+            public_key_path: the file for the public key.
+        """
         state = self.__getstate__()
         if not state["private_key"] or not state["public_key"]:
             raise ValueError("this RSAEncryption lacks a private or a public key to save")
@@ -441,7 +487,13 @@ class RSAEncryption(Encryption):
     def load_keys(
         self, private_key_path: str | os.PathLike[str], public_key_path: str | os.PathLike[str], password: str
     ) -> None:
-        """Replace the keys with the PEM files :meth:`save_keys` wrote; ``password`` unlocks the private one."""
+        """Replace this object's keys with the PEM files written by :meth:`save_keys`.
+
+        Args:
+            private_key_path: the private key's PEM file.
+            public_key_path: the public key's PEM file.
+            password: unlocks the private key.
+        """
         from cryptography.hazmat.primitives import serialization
 
         with open(private_key_path, "rb") as handle:

@@ -91,7 +91,12 @@ class ChunkInfo:
 
     @classmethod
     def from_json(cls, entry: Any, where: str) -> ChunkInfo:
-        """The decoded entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors."""
+        """The entry ``entry`` of an index's ``chunks``, checked; ``where`` names it in errors.
+
+        Args:
+            entry: the decoded JSON entry.
+            where: names the entry in error messages.
+        """
         if not is_str_dict(entry):
             raise ValueError(f"{where} must be an object, got {entry!r:.100}")
         known = {"filename", "chunk_bytes", "chunk_size", "dim"}

@@ -194,8 +194,11 @@ def parse_index(obj: Any, source: str = INDEX_FILENAME) -> DatasetIndex:
 
     The file's bytes are scanned without a dict per chunk when the entries are of the common
     shape (``_scan``); any other index goes through ``json.loads``, as does one the scan
-    refuses, so the errors are the same either way. ``obj`` is what ``json.loads`` made of the
-    file, or the file's bytes; ``source`` names it in errors.
+    refuses, so the errors are the same either way.
+
+    Args:
+        obj: what ``json.loads`` made of the file, or the file's bytes.
+        source: where it was read from, for error messages.
 
     Raises:
         ValueError: ``obj`` is not a valid index; the message names ``source`` and the field.
@@ -247,6 +250,9 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
     An index of the common shape is read in windows of a few MiB (``_scan``), so the
     file is never held whole; any other is read and parsed whole.
+
+    Args:
+        path: the dataset folder, or its ``index.json``.
 
     Raises:
         IndexNotFoundError: the folder has no ``index.json`` (the message says if rank indexes wait to be merged).
@@ -340,6 +346,10 @@ def layout_differences(config: Mapping[str, Any], other: Mapping[str, Any]) -> l
     Every field but the chunking ones counts, a missing one being null. ``pil`` and ``jpeg`` leaves
     differ (raw pixels vs a JPEG file): a reader, upstream's too, decodes every item of a dataset
     with the one serializer per leaf its config names.
+
+    Args:
+        config: one index's ``config``.
+        other: the other index's ``config``.
     """
     keys = (set(config) | set(other)) - _NOT_LAYOUT
     return sorted(key for key in keys if config.get(key) != other.get(key))
@@ -353,9 +363,14 @@ def merge_indexes(parts: Sequence[DatasetIndex], source: str, hint: str = "") ->
     sample) add nothing; the others must share one layout (:func:`layout_differences`), and the
     merged config is the first one's.
 
+    Args:
+        parts: the indexes to merge, in item order.
+        source: where the merged index goes, for error messages.
+        hint: what to do about a layout mismatch, appended to its error.
+
     Raises:
-        ValueError: a part stores its samples differently from the first; the message names both
-            (and ``source``, where the merged index goes), the fields that differ and ends with ``hint``.
+        ValueError: a part stores its samples differently from the first; the message names both,
+            the fields that differ and ends with ``hint``.
     """
     filled = [part for part in parts if part.chunks]
     if not filled:
@@ -377,6 +392,9 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
     """Merge a directory's ``{rank}.index.json`` files into ``index.json`` and remove them.
 
     Idempotent: a directory that already has ``index.json`` and no rank files is left as is.
+
+    Args:
+        directory: the dataset folder the writers wrote into.
 
     Raises:
         ValueError: a rank's index stores its samples differently from the others.
@@ -400,7 +418,11 @@ def complete_dataset(directory: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def is_complete_dataset(directory: str | os.PathLike[str]) -> bool:
-    """True when ``index.json`` exists, no rank index is pending and every chunk file is present."""
+    """True when ``index.json`` exists, no rank index is pending and every chunk file is present.
+
+    Args:
+        directory: the dataset folder.
+    """
     directory = Path(directory)
     if not (directory / INDEX_FILENAME).is_file() or rank_index_files(directory):
         return False

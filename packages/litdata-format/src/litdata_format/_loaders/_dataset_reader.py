@@ -52,13 +52,21 @@ class DatasetReader:
         return len(self.samples)
 
     def locate(self, index: int) -> tuple[int, int]:
-        """(chunk number, position inside the chunk) of sample ``index``."""
+        """(chunk number, position inside the chunk) of sample ``index``.
+
+        Args:
+            index: the sample's position in the dataset.
+        """
         if not 0 <= index < len(self):
             raise IndexError(f"sample {index} is out of range: the dataset at {self.input_dir} has {len(self)}")
         return self.samples.locate(index)
 
     def chunk(self, number: int) -> Chunk:
-        """Chunk ``number``, opened on first use (and kept open until :meth:`close`)."""
+        """Chunk ``number``, opened on first use (and kept open until :meth:`close`).
+
+        Args:
+            number: the chunk's position in the index.
+        """
         return self._opener.chunk(number)
 
     def _open_file(self, number: int) -> Chunk:

@@ -45,11 +45,20 @@ class BaseItemLoader:
 
     # -- writing --------------------------------------------------------------------------------
     def start_writing(self, serializers: Mapping[str, Serializer]) -> None:
-        """Prepare to :meth:`encode` samples with ``serializers`` (by name; the first to accept a leaf wins)."""
+        """Prepare to :meth:`encode` samples with ``serializers`` (name -> serializer, in the order tried).
+
+        Args:
+            serializers: the serializers a leaf may be stored with; the first that accepts it wins.
+        """
         self._encoder = SampleEncoder(serializers)
 
     def encode(self, sample: Any, index: int) -> tuple[bytes, int]:
-        """The item bytes of ``sample`` (sample ``index`` of the dataset) and how much of ``chunk_size`` it uses."""
+        """The item bytes of ``sample`` and how much of ``chunk_size`` it uses.
+
+        Args:
+            sample: the sample to store.
+            index: its position in the dataset, for error messages.
+        """
         raise NotImplementedError
 
     def written_config(self) -> dict[str, Any]:
@@ -58,12 +67,20 @@ class BaseItemLoader:
         return {"data_format": self._encoder.data_format, "data_spec": spec.to_json() if spec else None}
 
     def resume_writing(self, written: Mapping[str, Any]) -> None:
-        """Go on storing samples as another writer's first sample fixed (its :meth:`written_config`, ``written``)."""
+        """Go on storing samples as another writer's first sample fixed (its :meth:`written_config`).
+
+        Args:
+            written: the other loader's :meth:`written_config`; nothing is fixed when its ``data_spec`` is None.
+        """
         if written.get("data_spec") is not None:
             self._encoder.resume(written["data_format"], written["data_spec"])
 
     def chunk_dim(self, weights: list[int]) -> int | None:
-        """The ``dim`` of a chunk entry given its items' weights (what :meth:`encode` returned for each)."""
+        """The ``dim`` of a chunk entry given its items' weights.
+
+        Args:
+            weights: what :meth:`encode` returned for each item of the chunk.
+        """
         return None
 
     # -- reading --------------------------------------------------------------------------------
@@ -73,7 +90,12 @@ class BaseItemLoader:
         """Prepare to read the dataset described by ``index``.
 
         Every reader sets its loader up here, so this is where a dataset whose leaves would be
-        unpickled is refused unless ``allow_pickle`` (None: ``LITDATA_ALLOW_PICKLE``) allows it.
+        unpickled is refused unless ``allow_pickle`` (or ``LITDATA_ALLOW_PICKLE``) allows it.
+
+        Args:
+            index: the dataset's index.
+            serializers: the serializers by name, to decode leaves with.
+            allow_pickle: whether leaves may be unpickled; None reads ``LITDATA_ALLOW_PICKLE``.
         """
         check_pickle_allowed(index, serializers, allow_pickle)
         if index.item_loader != self.name:
@@ -84,11 +106,19 @@ class BaseItemLoader:
         self._serializers = serializers
 
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
-        """How many samples this loader yields from the chunk of entry ``chunk``."""
+        """How many samples this loader yields from ``chunk``.
+
+        Args:
+            chunk: the chunk's entry in the index.
+        """
         return chunk.chunk_size
 
     def item_counts(self, index: DatasetIndex) -> np.ndarray:
-        """:meth:`items_in_chunk` of every chunk of ``index``, as an int64 array (without building entries)."""
+        """:meth:`items_in_chunk` of every chunk of ``index``, as an int64 array (without building entries).
+
+        Args:
+            index: the dataset's index.
+        """
         if type(self).items_in_chunk is BaseItemLoader.items_in_chunk:
             return index.table.chunk_sizes
         return np.fromiter((self.items_in_chunk(c) for c in index.chunks), dtype=np.int64, count=len(index.chunks))
@@ -99,11 +129,22 @@ class BaseItemLoader:
 
         Readers call this, never ``open_chunk`` directly, so a loader whose chunks are not LitData
         chunk files decides how to open them.
+
+        Args:
+            path: the chunk file.
+            info: the chunk's entry in ``index``.
+            index: the dataset's index.
+            encryption: the decryption to apply, when the dataset is encrypted.
         """
         return open_chunk(path, info, index, encryption)
 
     def load(self, chunk: Chunk, index: int) -> Any:
-        """Sample ``index`` (counted inside the opened ``chunk``)."""
+        """Sample ``index`` (counted inside the chunk).
+
+        Args:
+            chunk: the opened chunk.
+            index: the sample's position in the chunk.
+        """
         raise NotImplementedError
 
     def gather(self, chunk: Chunk, items: np.ndarray) -> Any:
@@ -111,6 +152,10 @@ class BaseItemLoader:
 
         The result has the sample's structure with one array per leaf whose first dimension is
         ``len(items)`` (what stacking the samples' leaves gives).
+
+        Args:
+            chunk: the opened chunk.
+            items: the samples' positions in the chunk.
         """
         return None
 

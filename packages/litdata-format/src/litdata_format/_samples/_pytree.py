@@ -35,6 +35,10 @@ def register_namedtuple(cls: type, serialized_type_name: str) -> None:
     its class is registered: the name in ``index.json`` is looked up here, never imported. Use
     the name upstream's writer registered (its ``litdata.utilities._pytree._register_namedtuple``).
 
+    Args:
+        cls: the namedtuple class.
+        serialized_type_name: the name ``index.json`` stores for it.
+
     Raises:
         TypeError: ``cls`` is not a namedtuple class.
     """

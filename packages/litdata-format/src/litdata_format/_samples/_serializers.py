@@ -146,22 +146,35 @@ class Serializer(ABC):
 
     @abstractmethod
     def serialize(self, data: Any) -> tuple[bytes, str | None]:
-        """Encode the leaf ``data``; return the bytes and an optional data_format name (None = the key)."""
+        """Encode ``data``; return the bytes and an optional data_format name (None = the key).
+
+        Args:
+            data: the leaf.
+        """
 
     @abstractmethod
     def deserialize(self, data: Buffer) -> Any:
         """Decode bytes written by :meth:`serialize`.
 
-        ``data`` is a ``bytes`` for serializers of your own (as upstream gives them), a ``memoryview``
-        of the chunk for the built-in ones, which read it without a copy.
+        Args:
+            data: the stored bytes: a ``bytes`` for serializers of your own (as upstream gives them), a
+                ``memoryview`` of the chunk for the built-in ones, which read it without a copy.
         """
 
     @abstractmethod
     def can_serialize(self, data: Any) -> bool:
-        """Whether this serializer accepts the leaf ``data``."""
+        """Whether this serializer accepts ``data``.
+
+        Args:
+            data: a leaf.
+        """
 
     def setup(self, data_format: str) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Receive the leaf's full data_format entry (e.g. ``no_header_numpy:9``) before decoding."""
+        """Receive the full data_format entry (e.g. ``no_header_numpy:9``) before decoding.
+
+        Args:
+            data_format: the leaf's entry in ``data_format``.
+        """
 
     def leaf_encoder(self, first: Any, data_format: str) -> Callable[[Any], bytes]:
         """The writer's shortcut for the leaves after ``first`` (stored as ``data_format``).
@@ -170,6 +183,10 @@ class Serializer(ABC):
         exception) for a leaf it cannot take exactly as it took ``first``: another type, or one
         that :meth:`serialize` would name differently. The writer then checks that leaf the slow
         way, which says what is wrong. Override it with something cheaper for a hot kind of leaf.
+
+        Args:
+            first: the leaf of the first sample, which :meth:`serialize` stored.
+            data_format: the name it was stored under.
         """
         serialize = self.serialize
 
