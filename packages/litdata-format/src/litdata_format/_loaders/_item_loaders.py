@@ -267,17 +267,11 @@ class TokensLoader(BaseItemLoader):
                 f"got {type(sample).__name__}"
             )
         data = leaves[0]
-        itemsize = self._itemsize()
+        itemsize = _token_dtype(self._encoder.data_format[0]).itemsize
         if self._encoder.data_format[0].startswith("no_header_numpy"):
             encoder = self._encoder.leaf_shortcut()
             self._tokens_shortcut = (encoder, itemsize) if encoder is not None else None
         return data, len(data) // itemsize
-
-    def _itemsize(self) -> int:
-        fmt = self._encoder.data_format[0]
-        if fmt.startswith("no_header_numpy"):
-            return numpy_dtype(suffix_int(fmt)).itemsize
-        return np.dtype(_torch_numpy_name(suffix_int(fmt))).itemsize
 
     def chunk_dim(self, weights: list[int]) -> int | None:
         return sum(weights)
@@ -293,9 +287,7 @@ class TokensLoader(BaseItemLoader):
             raise ValueError(f"{index.source}: a TokensLoader dataset has one raw token leaf, got {formats}")
         self._format = formats[0]
         self._as_tensor = formats[0].startswith("no_header_tensor")
-        self._dtype = np.dtype(
-            _torch_numpy_name(suffix_int(formats[0])) if self._as_tensor else numpy_dtype(suffix_int(formats[0]))
-        )
+        self._dtype = _token_dtype(formats[0])
         missing = np.flatnonzero(index.table.dims < 0)
         if missing.size:
             name = index.table.filename(int(missing[0]))
@@ -359,8 +351,11 @@ _TORCH_AS_NUMPY = {
 }  # fmt: skip
 
 
-def _torch_numpy_name(index: int) -> str:
-    try:
-        return _TORCH_AS_NUMPY[index]
-    except KeyError:
-        raise ValueError(f"unknown torch dtype index {index} in the dataset") from None
+def _token_dtype(data_format: str) -> np.dtype:
+    """The numpy dtype of a token leaf stored as ``data_format`` (a tensor's, without torch)."""
+    index = suffix_int(data_format)
+    if data_format.startswith("no_header_numpy"):
+        return numpy_dtype(index)
+    if index not in _TORCH_AS_NUMPY:
+        raise ValueError(f"unknown torch dtype index {index} in the dataset")
+    return np.dtype(_TORCH_AS_NUMPY[index])
