@@ -48,12 +48,9 @@ def is_arrow_rows_chunk(data: Buffer) -> bool:
 
 
 class ArrowRowsChunk(StoredChunk):
-    """A chunk whose samples are rows of an Arrow IPC table stored after its items.
+    """A chunk whose samples are rows of an Arrow IPC table stored after its items."""
 
-    ``index`` is unused, accepted so every layout is built the same way.
-    """
-
-    def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
+    def __init__(self, data: Buffer, name: str) -> None:
         super().__init__(data, name)
         size = len(self._view)
         if size < _TRAILER + 4 or bytes(self._view[-len(ARROW_ROWS_MAGIC) :]) != ARROW_ROWS_MAGIC:

@@ -23,7 +23,6 @@ import bisect
 import itertools
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from litdata_format._chunks._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
 from litdata_format._chunks._compression import DEFAULT_FRAME_ROWS, decompress, zstd_module
@@ -84,12 +83,9 @@ def _check_u32(size: int) -> None:
 
 
 class FramedChunk(StoredChunk):
-    """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table.
+    """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table."""
 
-    ``index`` is unused, accepted so every layout is built the same way.
-    """
-
-    def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
+    def __init__(self, data: Buffer, name: str) -> None:
         super().__init__(data, name)
         size = len(self._view)
         if size < _PREFIX.size or bytes(self._view[: len(FRAMED_MAGIC)]) != FRAMED_MAGIC:

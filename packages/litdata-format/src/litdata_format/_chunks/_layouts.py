@@ -109,9 +109,9 @@ def _in_layout(data: Any, name: str, index: DatasetIndex, decrypt: Callable[[Any
     """The chunk over ``data`` (plain bytes, decompressed and decrypted), in the layout its bytes have."""
     view = memoryview(data)
     if bytes(view[: len(FRAMED_MAGIC)]) == FRAMED_MAGIC:
-        return FramedChunk(data, name, index)
+        return FramedChunk(data, name)
     if bytes(view[-len(ARROW_ROWS_MAGIC) :]) == ARROW_ROWS_MAGIC and is_arrow_rows_chunk(view):
-        return ArrowRowsChunk(data, name, index)
+        return ArrowRowsChunk(data, name)
     if index.config.get("compression_level") == "sample":
         return SampleZstdChunk(data, name, decrypt)
     return ChunkView(data, name, decrypt)
