@@ -371,8 +371,7 @@ class ChunkTable(Sequence[ChunkInfo]):
         """A short digest of the chunk list: tells a state dict recorded on another dataset.
 
         The first 16 hex digits of the SHA-1 of ``"{filename}:{chunk_size}:{chunk_bytes};"`` per
-        chunk (state dicts hold it: it must never change), built from the columns in blocks (a
-        str per chunk costs ~1 s at a million chunks).
+        chunk (state dicts hold it: it must never change), built from the columns in blocks.
         """
         digest = hashlib.sha1()
         names = self._names

@@ -333,10 +333,9 @@ def rank_index_files(directory: str | os.PathLike[str]) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split(".", 1)[0]))
 
 
-# Config fields that say how a dataset was cut into chunks (or a framed chunk into frames: each
-# chunk's frame table says) or summarise its rows, not how an item is read: upstream's reader
-# ignores them, so indexes that differ only there hold the same layout. The compression level
-# is part of the layout: it says what kind of chunk a reader meets.
+# Config fields that say how a dataset was cut into chunks (or frames) or summarise its rows, not
+# how an item is read: upstream's reader ignores them, so indexes that differ only there hold the
+# same layout. The compression level is part of the layout: it says what kind of chunk a reader meets.
 _NOT_LAYOUT = frozenset({"chunk_size", "chunk_bytes", "compression_batch_size", "types"})
 
 

@@ -98,9 +98,8 @@ def read_keys(files: Sequence[bytes], where: str) -> dict[str | int, int]:
     lookup: dict[str | int, int] = {}
     for data in files:
         try:
-            # One file, read on this thread: not read_table, which loads pyarrow.dataset and Acero and runs
-            # the read on Arrow's thread pools; with torch loaded too, the interpreter's exit could then
-            # abort (SIGABRT in 3-6 of 20 runs of a script that looked one key up).
+            # One file, read on this thread: read_table runs Arrow's thread pools (pyarrow.dataset, Acero),
+            # and with torch loaded too the interpreter's exit could then abort (SIGABRT).
             table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["key", "index"], use_threads=False)
         except (pa.ArrowException, OSError) as err:
             raise ValueError(f"{where}: the key index cannot be read ({err}); it is damaged") from None

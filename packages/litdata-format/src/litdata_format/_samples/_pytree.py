@@ -156,10 +156,9 @@ class TreeSpec:
 
 LEAF = TreeSpec(None)
 
-# A spec is parsed before anything checks its depth, and json's parser recurses once per level: a
-# hostile spec would reach the interpreter's recursion limit, where anything that runs then (a
-# garbage collection's finalizers) fails too. Each container adds 2 levels (its node and its children
-# list: 23 for a sample nested 10 dicts deep), so 400 is a sample nested ~200 containers deep.
+# json's parser recurses once per level: a hostile spec would reach the recursion limit, where
+# anything that runs then (a garbage collection's finalizers) fails too, so the depth is checked
+# first. Each container adds 2 levels (its node and its children list): 400 is ~200 containers.
 MAX_SPEC_NESTING = 400
 _JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
