@@ -189,12 +189,6 @@ class Strings:
         joined = self._joined
         return [joined[a:b] for a, b in itertools.pairwise(ends)]
 
-    def __getstate__(self) -> tuple[str, np.ndarray]:
-        return self._joined, self._offsets
-
-    def __setstate__(self, state: tuple[str, np.ndarray]) -> None:
-        self._joined, self._offsets = state
-
 
 def _column(values: Strings | list[Any]) -> Strings | list[Any]:
     if isinstance(values, Strings):
