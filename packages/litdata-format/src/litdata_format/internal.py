@@ -1,9 +1,8 @@
 """Internal to the litdata packages: what litdata-io, -stream, -raw and -prep need from litdata-format.
 
-Not the user API (that is :mod:`litdata_format`): these helpers change with the packages that use
-them, which pin litdata-format exactly. The rule, for every litdata package: ``litdata_x`` exports
-what its users need, ``litdata_x.internal`` what the other litdata packages need beyond that, and
-``_underscore`` modules are imported only by their own package and its tests.
+Not the user API: these helpers change with the packages that use them, which pin litdata-format
+exactly. For every litdata package, ``litdata_x`` exports what its users need, ``litdata_x.internal``
+what the other litdata packages need beyond that; ``_underscore`` modules are its own and its tests'.
 """
 
 from __future__ import annotations
