@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from litdata_format import ChunkInfo, DatasetIndex
-from litdata_format.internal import ChunkTable
+from litdata_format._index._dataset_index import ChunkTable
 
 
 def _as_written(index: DatasetIndex) -> str:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from litdata_format import BinaryWriter, ChunkInfo, DatasetReader, load_index, parse_index
-from litdata_format.internal import ChunkOpener, ChunkTable, SampleMap
+from litdata_format._index._dataset_index import ChunkTable
+from litdata_format.internal import ChunkOpener, SampleMap
 
 
 def test_locate_walks_the_prefix_sums() -> None:

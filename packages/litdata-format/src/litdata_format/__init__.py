@@ -2,10 +2,8 @@
 
 Chunks and ``index.json`` (byte-compatible with upstream LitData 0.2.x), the pytree spec,
 serializers, item loaders, compression, encryption and MosaicML MDS reading. See FORMAT.md.
-This module is the user API; what the other litdata packages need beyond it is in
-:mod:`litdata_format.internal`. Names load their module on first use (:mod:`litdata_format.lazy`),
-so a process that needs only the file helpers (the obstore helper process, an optimize worker
-writing locally) does not import numpy.
+This module is the user API (the other litdata packages' extras are in :mod:`litdata_format.internal`);
+names load their module on first use, so a process needing only the file helpers skips numpy.
 """
 
 from __future__ import annotations

@@ -38,9 +38,6 @@ def temp_target(name: str) -> str | None:
 
     A process killed while writing leaves its temporary file behind; whoever owns the folder's
     files can recognise such leftovers by name and remove them.
-
-    Args:
-        name: a file name, without a folder.
     """
     match = _TEMP_NAME.match(name)
     return match["name"] if match else None
@@ -48,11 +45,9 @@ def temp_target(name: str) -> str | None:
 
 @contextmanager
 def atomic_file(path: str | os.PathLike[str], suffix: str = ".tmp") -> Generator[BinaryIO, None, None]:
-    """A binary file handle whose content appears at ``path`` only if the block completes.
+    """A binary file handle whose content appears at ``path`` (its folder made) only if the block completes.
 
-    Args:
-        path: the final name (its folder is created if missing).
-        suffix: the temporary file's suffix (``.part`` for downloads, so caches can tell them apart).
+    ``suffix`` is the temporary file's (``.part`` for downloads, so caches can tell them apart).
 
     Raises:
         OSError: writing failed; its ``filename`` is ``path`` when the system named no file.
@@ -80,13 +75,8 @@ def write_file_atomic(
 
     ``data`` is one buffer, or a list of ``bytes`` written one after the other with gathered writes
     (no copy of them joined in memory).
-
-    Args:
-        path: the file to write.
-        data: one buffer, or buffers written one after the other.
     """
-    # What atomic_file does, in system calls: a writer of many small chunks pays this per chunk
-    # (mkstemp, a Path and a buffered file object cost ~40 us of Python around the kernel's work).
+    # What atomic_file does, in bare system calls: a writer of many small chunks pays this per chunk.
     target = os.fspath(path)
     folder, name = os.path.split(target)
     fd, tmp = _new_temp(folder, name)

@@ -1,10 +1,10 @@
 """Every ``LITDATA_*`` environment variable: its default, what it accepts, read and checked here.
 
 Each litdata package reads its variables through the ``read_*`` functions below (never
-``os.environ``), so a variable is known in one place and a wrong value is refused in one way: an
-error naming the variable, the value and what it accepts. :data:`VARIABLES` is the table
-docs/settings.md shows (a test checks they agree). Variables are read when a setting is needed,
-not at import, so a test or a launcher may set them late.
+``os.environ``), when a setting is needed rather than at import. Each takes ``name`` (a variable of
+:data:`VARIABLES`, the table docs/settings.md shows) and ``environ`` (``os.environ`` by default),
+returns None when the variable is unset or blank, and refuses a wrong value with a ValueError
+naming the variable, the value and what it accepts.
 """
 
 from __future__ import annotations
@@ -70,13 +70,9 @@ def _flag(name: str, package: str, default: str, meaning: str) -> Variable:
     return Variable(name, package, default, "1/true/yes/on or 0/false/no/off", meaning)
 
 
-def _text(name: str, package: str, default: str, accepts: str, meaning: str) -> Variable:
-    return Variable(name, package, default, accepts, meaning)
-
-
 _ALL = [
     _flag("LITDATA_ALLOW_PICKLE", "litdata-format", "1", "whether readers may unpickle dataset values"),
-    _text("LITDATA_CACHE_DIR", "litdata-io", "~/.lightning/chunks", "a folder", "where remote datasets are cached"),
+    Variable("LITDATA_CACHE_DIR", "litdata-io", "~/.lightning/chunks", "a folder", "where remote datasets are cached"),
     _count("LITDATA_IO_MAX_RETRIES", "litdata-io", "10", "retries after the first attempt of one request", 0),
     _seconds(
         "LITDATA_IO_RETRY_DEADLINE",
@@ -86,14 +82,14 @@ _ALL = [
     ),
     _seconds("LITDATA_IO_TIMEOUT", "litdata-io", "30", "seconds without progress after which an attempt is retried"),
     _seconds("LITDATA_IO_REQUEST_TIMEOUT", "litdata-io", "300", "seconds one attempt may take in total"),
-    _text(
+    Variable(
         "LITDATA_IO_PARALLEL_THRESHOLD",
         "litdata-io",
         "32MiB",
         "a size such as 32MiB or a number of bytes",
         "objects larger than this are downloaded with parallel ranged requests",
     ),
-    _text(
+    Variable(
         "LITDATA_IO_PART_SIZE",
         "litdata-io",
         "8MiB",
@@ -135,51 +131,51 @@ _ALL = [
         "the least max_pre_download when prefetching in the background (0: no floor)",
         0,
     ),
-    _text(
+    Variable(
         "LITDATA_OBSTORE_PROCESS",
         "litdata-io",
         "auto",
         "auto, here or helper",
         "where obstore's requests run (here: this process; helper: a helper process)",
     ),
-    _text(
+    Variable(
         "LITDATA_MOUNTS",
         "litdata-io",
         "(none)",
         "<mounted folder>=<bucket URL> entries separated by ;",
         "the buckets behind mounted folders",
     ),
-    _text(
+    Variable(
         "LITDATA_MOUNTINFO",
         "litdata-io",
         "/proc/self/mountinfo",
         "a file in the mountinfo format",
         "the mount table to read",
     ),
-    _text("LITDATA_LOG_FILE", "litdata-io", "litdata_debug.log", "a file path", "where the tracer writes"),
-    _text("LITDATA_TRACE_LEVEL", "litdata-io", "(off)", "off, chunk, batch, item or all", "what the tracer records"),
-    _text(
+    Variable("LITDATA_LOG_FILE", "litdata-io", "litdata_debug.log", "a file path", "where the tracer writes"),
+    Variable("LITDATA_TRACE_LEVEL", "litdata-io", "(off)", "off, chunk, batch, item or all", "what the tracer records"),
+    Variable(
         "LITDATA_TRACE_CATEGORIES",
         "litdata-io",
         "(all)",
         "category names separated by commas",
         "the tracer's categories",
     ),
-    _text(
+    Variable(
         "LITDATA_FORKSERVER_MAIN",
         "litdata-io",
         "(set by litdata)",
         "set by litdata only",
         "internal: the main module a forkserver preloads",
     ),
-    _text(
+    Variable(
         "LITDATA_FORKSERVER_PARENT",
         "litdata-io",
         "(set by litdata)",
         "set by litdata only",
         "internal: the process that started the forkserver",
     ),
-    _text(
+    Variable(
         "LITDATA_POSIX_FAST",
         "litdata-stream",
         "(decided by the filesystem)",
@@ -193,7 +189,7 @@ _ALL = [
         "how far the window shuffle may move a chunk or a sample",
         1,
     ),
-    _text(
+    Variable(
         "LITDATA_MEMINFO",
         "litdata-stream",
         "/proc/meminfo",
@@ -240,25 +236,12 @@ def _refuse(name: str, raw: str) -> ValueError:
 
 
 def read_text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The value of ``name`` (stripped), or None when it is unset or blank.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-    """
+    """The value of ``name``, stripped."""
     return _raw(name, environ)
 
 
 def read_flag(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
-    """``name`` as a yes/no (``1/true/yes/on``, ``0/false/no/off``), or None when unset.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-
-    Raises:
-        ValueError: the value is neither, naming the variable, the value and what it accepts.
-    """
+    """``name`` as a yes/no (``1/true/yes/on``, ``0/false/no/off``)."""
     raw = _raw(name, environ)
     if raw is None:
         return None
@@ -268,16 +251,7 @@ def read_flag(name: str, environ: Mapping[str, str] | None = None) -> bool | Non
 
 
 def read_choice(name: str, choices: tuple[str, ...], environ: Mapping[str, str] | None = None) -> str | None:
-    """``name`` (lowered) if it is one of ``choices``, or None when unset.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-        choices: the values it accepts.
-
-    Raises:
-        ValueError: the value is not one of them, naming the variable, the value and what it accepts.
-    """
+    """``name`` (lowered) if it is one of ``choices``."""
     raw = _raw(name, environ)
     if raw is None:
         return None
@@ -287,28 +261,12 @@ def read_choice(name: str, choices: tuple[str, ...], environ: Mapping[str, str] 
 
 
 def read_seconds(name: str, environ: Mapping[str, str] | None = None) -> float | None:
-    """``name`` as a finite number of seconds within its range, or None when unset.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-
-    Raises:
-        ValueError: not a number, or out of range, naming the variable, the value and what it accepts.
-    """
+    """``name`` as a finite number of seconds within its range."""
     return _read_number(name, environ, float)
 
 
 def read_count(name: str, environ: Mapping[str, str] | None = None) -> int | None:
-    """``name`` as a whole number within its range, or None when unset.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-
-    Raises:
-        ValueError: not a whole number, or out of range, naming the variable, the value and what it accepts.
-    """
+    """``name`` as a whole number within its range."""
     return _read_number(name, environ, int)
 
 
@@ -326,15 +284,7 @@ def _read_number(name: str, environ: Mapping[str, str] | None, parse: Callable[[
 
 
 def read_size(name: str, environ: Mapping[str, str] | None = None) -> int | None:
-    """``name`` as a byte size (``"32MiB"``, ``"8MB"`` or a number of bytes), or None when unset.
-
-    Args:
-        name: a variable of :data:`VARIABLES`.
-        environ: the environment (``os.environ`` by default).
-
-    Raises:
-        ValueError: not a size, naming the variable, the value and what it accepts.
-    """
+    """``name`` as a byte size (``"32MiB"``, ``"8MB"`` or a number of bytes)."""
     raw = _raw(name, environ)
     if raw is None:
         return None

@@ -1,9 +1,7 @@
 """Type guards for the loosely typed values the package reads: decoded JSON and users' dicts.
 
-``json.loads`` and users hand over ``Any``. ``isinstance(value, dict)`` then leaves the keys and
-values unknown to the type checker; these guards say what the code relies on instead: a dict
-keyed by strings (an ``index.json`` object, a Hugging Face ``{"path", "bytes"}`` dict, a graph's
-attributes) whose values may still be anything, to be checked where they are used.
+``isinstance(value, dict)`` leaves the keys and values unknown to the type checker; these guards
+say what the code relies on (e.g. a dict keyed by strings), the values to be checked where used.
 """
 
 from __future__ import annotations

@@ -11,10 +11,8 @@ __all__ = ["import_optional"]
 def import_optional(module: str, extra: str, purpose: str) -> Any:
     """``module``, imported; if it is not installed, an ImportError naming ``purpose`` and the install line.
 
-    Args:
-        module: the module to import (``"pyarrow.parquet"``, ``"PIL.Image"``).
-        extra: the extra of litdata-format that installs it.
-        purpose: what needs it, as the error's subject (``"decoding audio"``).
+    ``extra`` is the extra of litdata-format that installs it; ``purpose`` says what needs it
+    (``"decoding audio"``).
     """
     try:
         return importlib.import_module(module)

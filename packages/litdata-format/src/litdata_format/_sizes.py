@@ -18,9 +18,7 @@ _PATTERN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 def parse_size(value: int | str, *, name: str = "size") -> int:
     """Bytes from an int or a string such as ``"64MB"`` (decimal units) or ``"64MiB"`` (binary).
 
-    Args:
-        value: the size.
-        name: the option being parsed, for the error message.
+    ``name`` is the option being parsed, for the error message.
     """
     if isinstance(value, bool):
         raise TypeError(f"{name} must be a number of bytes or a string like '64MB', not {value!r}")
@@ -39,11 +37,7 @@ def parse_size(value: int | str, *, name: str = "size") -> int:
 
 
 def format_size(size: float) -> str:
-    """``size`` bytes in the binary unit that fits it: ``"512 B"``, ``"40.0 MiB"``, ``"1.5 GiB"``.
-
-    Args:
-        size: a number of bytes.
-    """
+    """``size`` bytes in the binary unit that fits it: ``"512 B"``, ``"40.0 MiB"``, ``"1.5 GiB"``."""
     if abs(size) < 1024:
         return f"{size:.0f} B"
     value = float(size)

@@ -714,16 +714,8 @@ def check_writer_options(
 ) -> WriterOptions:
     """Check :class:`BinaryWriter`'s options without writing anything (the writer checks its own with it).
 
-    ``chunk_size`` and ``item_loader`` may be anything (a user's value): their types are checked too.
-
-    Args:
-        chunk_size: as :class:`BinaryWriter`'s.
-        chunk_bytes: as :class:`BinaryWriter`'s.
-        compression: as :class:`BinaryWriter`'s.
-        encryption: as :class:`BinaryWriter`'s.
-        item_loader: as :class:`BinaryWriter`'s.
-        compression_level: as :class:`BinaryWriter`'s.
-        compression_batch_size: as :class:`BinaryWriter`'s.
+    The arguments are :class:`BinaryWriter`'s; ``chunk_size`` and ``item_loader`` may be anything
+    (a user's value): their types are checked too.
 
     Raises:
         ValueError, TypeError: an option is invalid or does not go with another; the message names it.

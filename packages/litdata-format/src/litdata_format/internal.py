@@ -1,9 +1,8 @@
 """Internal to the litdata packages: what litdata-io, -stream, -raw and -prep need from litdata-format.
 
-Not the user API (that is :mod:`litdata_format`): these helpers change with the packages that use
-them, which pin litdata-format exactly. The rule, for every litdata package: ``litdata_x`` exports
-what its users need, ``litdata_x.internal`` what the other litdata packages need beyond that, and
-``_underscore`` modules are imported only by their own package and its tests.
+Not the user API: these helpers change with the packages that use them, which pin litdata-format
+exactly. For every litdata package, ``litdata_x`` exports what its users need, ``litdata_x.internal``
+what the other litdata packages need beyond that; ``_underscore`` modules are its own and its tests'.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from litdata_format._chunks._checksum import check_checksum_fields as check_checksum_fields
     from litdata_format._chunks._checksum import expected_checksum as expected_checksum
     from litdata_format._chunks._chunk import Chunk as Chunk
-    from litdata_format._chunks._chunk import ChunkView as ChunkView
     from litdata_format._chunks._chunk import encode_chunk as encode_chunk
     from litdata_format._chunks._compression import compress as compress
     from litdata_format._chunks._compression import decompress as decompress
@@ -34,8 +32,6 @@ if TYPE_CHECKING:
     from litdata_format._environment import read_seconds as read_seconds
     from litdata_format._environment import read_size as read_size
     from litdata_format._environment import read_text as read_text
-    from litdata_format._index._dataset_index import ChunkTable as ChunkTable
-    from litdata_format._index._dataset_index import Strings as Strings
     from litdata_format._index._dataset_index import check_relative_path as check_relative_path
     from litdata_format._index._index_json import cached_chunk_sizes as cached_chunk_sizes
     from litdata_format._index._index_json import chunk_name as chunk_name

@@ -1,16 +1,10 @@
 """Module attributes loaded on first use (PEP 562), for the litdata packages' re-exporting modules.
 
-Internal to the litdata packages. A re-exporting module (a package's ``__init__``, its ``internal``
-module) lists each name it exports once, as an explicit re-export in an ``if TYPE_CHECKING:`` block::
-
-    if TYPE_CHECKING:
-        from litdata_format._writer import BinaryWriter as BinaryWriter
-
-and ends with ``__getattr__, __dir__ = lazy_module(globals())``. Type checkers read the block (the
-``X as X`` form is the typing spec's explicit re-export, so pyright users see the name as public);
-at run time the block is skipped, and :func:`lazy_module` reads it from the module's source (on the
-first attribute asked for, so a process that only imports the package pays nothing) to build the
-module's ``__all__`` and to import each name's module when the name is first used.
+A re-exporting module lists each name once, as an explicit re-export in an ``if TYPE_CHECKING:``
+block (``from litdata_format._writer import BinaryWriter as BinaryWriter``), and ends with
+``__getattr__, __dir__ = lazy_module(globals())``. Type checkers read the block; at run time
+:func:`lazy_module` reads it from the module's source on the first attribute asked for, to build
+``__all__`` and import each name's module when the name is first used.
 """
 
 from __future__ import annotations
@@ -26,10 +20,8 @@ __all__ = ["lazy_module"]
 def lazy_module(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a module whose ``TYPE_CHECKING`` re-exports load on first use.
 
-    The module's ``__all__`` is its re-exported names, plus ``__version__`` if it defines one.
-
-    Args:
-        namespace: the module's ``globals()``; a loaded name is stored there, so it loads once.
+    The module's ``__all__`` is its re-exported names, plus ``__version__`` if it defines one. A
+    loaded name is stored in ``namespace`` (the module's ``globals()``), so it loads once.
 
     Raises:
         ImportError: (on first use) the ``TYPE_CHECKING`` block holds something other than

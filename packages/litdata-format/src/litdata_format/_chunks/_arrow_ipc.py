@@ -1,10 +1,10 @@
 r"""The Arrow IPC file of flat record batches, written without pyarrow: the bytes pyarrow writes.
 
 An optimize worker whose samples are dicts of scalars (``{"image": bytes, "label": int}``) writes
-its chunks as Arrow rows (see :mod:`litdata_format._chunks._arrow_write`). Importing pyarrow costs each
-worker 0.1-0.3 s of CPU (more without compiled bytecode): on a job of 100 MB, more than the rest
-of the worker's work. For columns of null, bool, int64, float64, binary and utf8 values
-without compression the file is small and fixed in shape, so it is written here directly:
+its chunks as Arrow rows (see :mod:`litdata_format._chunks._arrow_write`); importing pyarrow would
+cost each worker more CPU than a small job's work. For columns of null, bool, int64, float64,
+binary and utf8 values without compression the file is small and fixed in shape, so it is
+written here directly:
 
     b"ARROW1\0\0" | schema message | record batch messages (metadata + body) | EOS | footer | u32 len | b"ARROW1"
 

@@ -5,15 +5,11 @@ nested dicts), upstream 0.2.76 stores the rows as an Arrow IPC file appended to 
 
     u32 N | u32 offsets[N+1] | item bytes | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
 
-In the chunks it writes now every offset equals the header size (no item bytes: the rows
-live only in the Arrow table); earlier writers kept the pytree items as well. The table has
-one column per key (the union over the chunk's rows, in first-seen order, missing keys
-null), in record batches of 256 rows, with Arrow's own buffer compression when
-``config.ipc_compression`` names one. Older writers used the Arrow IPC *stream* format
-instead of the file format; both are read.
-
-A sample is the row as ``pyarrow``'s ``to_pylist`` gives it, which is what upstream's reader
-returns (``config.types`` is not used to read). pyarrow is imported on first use.
+Every offset equals the header size (earlier writers kept the pytree items too). The table has
+one column per key (the union over the chunk's rows, in first-seen order, missing keys null), in
+record batches of 256 rows, with Arrow's buffer compression when ``config.ipc_compression`` names
+one; the IPC *stream* format of older writers reads too. A sample is the row as ``pyarrow``'s
+``to_pylist`` gives it, as upstream's reader returns it. pyarrow is imported on first use.
 """
 
 from __future__ import annotations
@@ -52,15 +48,9 @@ def is_arrow_rows_chunk(data: Buffer) -> bool:
 
 
 class ArrowRowsChunk(StoredChunk):
-    """A chunk whose samples are rows of an Arrow IPC table stored after its items.
+    """A chunk whose samples are rows of an Arrow IPC table stored after its items."""
 
-    Args:
-        data: the chunk's bytes (an mmap or a bytes-like object), after any decryption.
-        name: the chunk's path or file name, used in error messages.
-        index: the dataset index (unused; accepted so every layout is built the same way).
-    """
-
-    def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
+    def __init__(self, data: Buffer, name: str) -> None:
         super().__init__(data, name)
         size = len(self._view)
         if size < _TRAILER + 4 or bytes(self._view[-len(ARROW_ROWS_MAGIC) :]) != ARROW_ROWS_MAGIC:

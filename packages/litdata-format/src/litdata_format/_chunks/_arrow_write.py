@@ -5,13 +5,11 @@ bytes, lists and dicts of them, ``JsonLeaf``) stores its chunks the way upstream
 
     u32 N | u32 offsets[N+1], all equal to the header size | Arrow IPC file | u32 ipc_len | b"LDARW01\0"
 
-The IPC file holds one column per key (the union of the chunk's rows' keys in first-seen order,
-a missing key as null) in record batches of 256 rows: upstream's reader finds row i in batch
-i // 256. :func:`scan_row` checks a sample and describes the kind of each value, so a chunk
-whose rows disagree (an int in one sample, a str in another) is known before pyarrow would
-coerce or refuse it; :func:`pack_arrow_rows` builds the chunk, and :class:`RowsIpc` builds a
-chunk of flat rows a record batch at a time as they come in (without compression, with no pyarrow:
-see :mod:`litdata_format._chunks._arrow_ipc`). pyarrow is imported on first use.
+The IPC file holds one column per key (see :mod:`litdata_format._chunks._arrow_rows`) in record
+batches of 256 rows. :func:`scan_row` describes the kind of each value, so rows that disagree (an
+int in one sample, a str in another) are known before pyarrow would coerce or refuse them;
+:func:`pack_arrow_rows` builds a chunk, and :class:`RowsIpc` builds one of flat rows a record
+batch at a time as they come in. pyarrow is imported on first use.
 """
 
 from __future__ import annotations
@@ -223,9 +221,8 @@ def unwrap_leaves(value: Any) -> Any:
 def import_arrow_soon() -> None:
     """Start importing pyarrow in a thread, so the first chunk of rows finds it loaded.
 
-    The import takes 0.1-0.5 s (more without compiled bytecode); a writer that chose rows at its
-    first sample would otherwise pay it when it writes its first chunk, which for a job of one
-    chunk per worker is after its last sample. A failed import is left for that chunk to report.
+    Otherwise a job of one chunk per worker would pay the import after its last sample. A failed
+    import is left for that chunk to report.
     """
     if "pyarrow.ipc" in sys.modules:
         return
@@ -259,10 +256,9 @@ def is_flat(kind: Kind) -> bool:
 def _column(pa: Any, values: list[Any], kind: Kind) -> Any:
     """One column of a whole chunk as ``pa.array(values)`` makes it, built from its buffers where that is cheap.
 
-    ``pa.array`` on a Python list imports pandas (when installed) to ask whether the list is a
-    pandas object: 1-3 s in each worker, more than building a 64 MiB chunk. A column of one scalar
-    kind without None gets the same array from its buffers, in one copy of its bytes: the same
-    type, buffers and null count, so the IPC bytes written are the same.
+    ``pa.array`` on a Python list imports pandas (when installed), which costs a worker more than
+    building a chunk; a column of one scalar kind without None gets the same array (so the same
+    IPC bytes) from its buffers, in one copy of its bytes.
     """
     if None in values or not values:
         return pa.array(values)
@@ -330,17 +326,11 @@ Following = Callable[[], Iterator[dict[str, Any]]]
 class RowsIpc:
     """An Arrow rows chunk of flat rows (:func:`is_flat`) being built a record batch at a time.
 
-    A writer adds each batch of ``ROW_BATCH`` rows once it has them, so closing the chunk costs
-    its last batch and the footer instead of every row. The bytes are those of upstream 0.2.76's
-    chunk, a table of whole columns cut into batches of 256 (:func:`pack_arrow_rows`): pyarrow
-    writes a slice of a str or bytes column with its data padded to 64 bytes by the bytes that
-    follow it in the column, so a batch takes those from the rows after it, and waits for them.
-    Without compression the IPC file is written without pyarrow (:mod:`litdata_format._chunks._arrow_ipc`,
-    the same bytes), so a worker whose rows are flat never imports it.
-
-    Args:
-        kind: the fused kind of the chunk's rows; :func:`is_flat` must hold.
-        compression: None, ``"zstd"`` or ``"zstd:N"``: Arrow's zstd on the IPC buffers.
+    The bytes are those of upstream 0.2.76's chunk, a table of whole columns cut into batches of
+    256 (:func:`pack_arrow_rows`): pyarrow pads a slice of a str or bytes column to 64 bytes with
+    the bytes that follow it in the column, so a batch takes those from the rows after it, and
+    waits for them. Without ``compression`` (else Arrow's zstd on the buffers) the IPC file is
+    written without pyarrow (:mod:`litdata_format._chunks._arrow_ipc`). ``kind`` must be flat.
     """
 
     def __init__(self, kind: Kind, compression: str | None) -> None:
@@ -361,10 +351,8 @@ class RowsIpc:
     def add(self, rows: Sequence[dict[str, Any]], following: Following, complete: bool) -> bool:
         """Write ``rows`` (at most ``ROW_BATCH``, leaves unwrapped) as the next record batch.
 
-        Args:
-            rows: the batch's rows.
-            following: gives the rows after them, in order (as many as are known).
-            complete: whether ``following`` gives every row after them (the chunk is closing).
+        ``following()`` gives the rows after them, in order (as many as are known; all of them when
+        ``complete``, as the chunk closes).
 
         Returns:
             False, writing nothing, when a str or bytes column needs padding bytes from rows that

@@ -48,31 +48,23 @@ def header_size(num_items: int) -> int:
 
 
 def encode_chunk(items: Sequence[bytes]) -> bytes:
-    """The bytes of a chunk holding ``items`` in order.
-
-    Args:
-        items: each item's bytes, in item order.
-    """
+    """The bytes of a chunk holding ``items`` (each item's bytes) in order."""
     return b"".join(chunk_parts(items))
 
 
 def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
     """The chunk holding ``items`` as its parts: the header (count and offsets), then the items.
 
-    Writing the parts with one gathered write saves building the chunk in memory first (a copy
-    of every chunk, about 1 ms per 8 MB).
+    Writing the parts with one gathered write saves building the chunk in memory first.
     """
     count = len(items)
-    if count <= _SMALL_TABLE:  # a few Python ints cost less than numpy's calls (a chunk of 4 samples)
-        ends = list(itertools.accumulate(map(len, items), initial=header_size(count)))
-        if ends[-1] > 0xFFFFFFFF:
-            raise ValueError(
-                f"a chunk of {ends[-1]} bytes does not fit the format's 32-bit offsets; lower chunk_bytes or chunk_size"
-            )
-        return [struct.pack(f"<{count + 2}I", count, *ends), *items]
-    offsets = np.empty(count + 1, dtype="<u8")
-    offsets[0] = header_size(count)
-    if count:
+    small = count <= _SMALL_TABLE  # a few Python ints cost less than numpy's calls (a chunk of 4 samples)
+    offsets: Any
+    if small:
+        offsets = list(itertools.accumulate(map(len, items), initial=header_size(count)))
+    else:
+        offsets = np.empty(count + 1, dtype="<u8")
+        offsets[0] = header_size(count)
         np.cumsum([len(item) for item in items], out=offsets[1:])
         offsets[1:] += offsets[0]
     if offsets[-1] > 0xFFFFFFFF:
@@ -80,8 +72,9 @@ def chunk_parts(items: Sequence[bytes]) -> list[bytes]:
             f"a chunk of {int(offsets[-1])} bytes does not fit the format's 32-bit offsets; "
             "lower chunk_bytes or chunk_size"
         )
-    header = np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")])
-    return [header.tobytes(), *items]
+    if small:
+        return [struct.pack(f"<{count + 2}I", count, *offsets), *items]
+    return [np.concatenate([np.array([count], dtype="<u4"), offsets.astype("<u4")]).tobytes(), *items]
 
 
 def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | bytearray:
@@ -89,10 +82,7 @@ def map_file(path: str | os.PathLike[str], follow: bool = True) -> mmap.mmap | b
 
     The mapping is private copy-on-write (``ACCESS_COPY``): nothing is copied unless written,
     and zero-copy tensors over it get the writable buffer torch asks for (a bytearray is writable too).
-
-    Args:
-        path: the chunk file.
-        follow: whether a symbolic link is followed; if not, opening one fails (``ELOOP``).
+    Without ``follow``, opening a symbolic link fails (``ELOOP``).
     """
     # O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused.
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -143,11 +133,7 @@ class Chunk(Protocol):
     def __len__(self) -> int: ...
 
     def item(self, index: int) -> memoryview:
-        """The bytes of item ``index`` (plaintext, uncompressed).
-
-        Args:
-            index: the item's position in the chunk.
-        """
+        """The bytes of item ``index`` (plaintext, uncompressed)."""
         ...
 
     def payload(self) -> memoryview:
@@ -160,18 +146,12 @@ class Chunk(Protocol):
 
 
 class StoredChunk:
-    """What every chunk layout shares.
-
-    Its buffer and name, the item count and range check, items sliced by an offsets table, and
-    releasing the buffer.
+    """What every chunk layout shares: buffer, name, item count and range, offsets table, release.
 
     A layout checks its own header in ``__init__`` (after this one) and sets ``_count`` and
     ``_offsets``: item i is ``raw()[offsets[i]:offsets[i + 1]]``; layouts whose items are stored
-    otherwise override :meth:`item` and :meth:`payload`.
-
-    Args:
-        data: the chunk's bytes (an mmap of the file, or bytes already in memory).
-        name: the file name, used in error messages.
+    otherwise override :meth:`item` and :meth:`payload`. ``data`` is an mmap of the file, or bytes
+    already in memory; ``name`` is the file name, for error messages.
     """
 
     #: How error messages call the chunk and its items (an MDS shard holds samples).
@@ -228,11 +208,7 @@ class StoredChunk:
         return IndexError(f"{self.noun} {self.name}: {self.item_noun} {index} is out of range (it holds {self._count})")
 
     def item(self, index: int) -> memoryview:
-        """The bytes of item ``index`` as stored.
-
-        Args:
-            index: the item's position in the chunk.
-        """
+        """The bytes of item ``index`` as stored."""
         if not 0 <= index < self._count:
             raise self._out_of_range(index)
         return self._view[self._offsets[index] : self._offsets[index + 1]]
@@ -262,13 +238,7 @@ class StoredChunk:
 
 
 class ChunkView(StoredChunk):
-    """A classic chunk over a buffer (an mmap of the file, or bytes already in memory).
-
-    Args:
-        data: the chunk's bytes.
-        name: the file name, used in error messages.
-        decrypt: called on each item's bytes when the dataset is encrypted per sample.
-    """
+    """A classic chunk over a buffer; ``decrypt`` decrypts each item's bytes (per-sample encryption)."""
 
     def __init__(self, data: Buffer, name: str, decrypt: Any = None) -> None:
         super().__init__(data, name)
@@ -277,12 +247,7 @@ class ChunkView(StoredChunk):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], decrypt: Any = None) -> ChunkView:
-        """Map ``path`` (no copy) and validate it.
-
-        Args:
-            path: the chunk file.
-            decrypt: decrypts each item (sample-level encryption), or None.
-        """
+        """Map the chunk file ``path`` (no copy) and validate it; ``decrypt`` as for the class."""
         return cls(map_file(path), str(path), decrypt)
 
     @property

@@ -28,6 +28,7 @@ __all__ = [
     "decompress",
     "decompress_file",
     "zstd_level",
+    "zstd_module",
 ]
 
 _DEFAULT_LEVEL = 4
@@ -111,20 +112,16 @@ def check_compression_level(
     return level, compression_batch_size or DEFAULT_FRAME_ROWS
 
 
-def _zstd() -> Any:
+def zstd_module() -> Any:
+    """The ``zstandard`` module, imported on first use."""
     import zstandard
 
     return zstandard
 
 
 def compress(data: bytes, compression: str) -> bytes:
-    """Compress a whole chunk.
-
-    Args:
-        data: the chunk file's bytes.
-        compression: ``"zstd"`` or ``"zstd:<level>"``.
-    """
-    return _zstd().ZstdCompressor(level=zstd_level(compression)).compress(data)
+    """Compress a whole chunk's bytes with ``compression`` (``"zstd"`` or ``"zstd:<level>"``)."""
+    return zstd_module().ZstdCompressor(level=zstd_level(compression)).compress(data)
 
 
 # Decompressed output is produced in pieces this large, so a chunk that inflates past what its
@@ -163,7 +160,7 @@ def _inflate(
     Returns:
         The number of bytes written.
     """
-    zstandard = _zstd()
+    zstandard = zstd_module()
     sizes = _allowed(expected_size)
     in_memory = not hasattr(source, "read")
     head = bytes(memoryview(source)[:18]) if in_memory else None
@@ -240,7 +237,7 @@ def _decompressor() -> Any:
     """This thread's zstd decompressor (one per thread: a decompressor is not thread-safe)."""
     found = getattr(_LOCAL, "decompressor", None)
     if found is None:
-        found = _LOCAL.decompressor = _zstd().ZstdDecompressor()
+        found = _LOCAL.decompressor = zstd_module().ZstdDecompressor()
     return found
 
 
@@ -337,21 +334,12 @@ def decompress_file(
 ) -> int:
     """Decompress the whole-chunk file ``source`` into a new file ``target``, bounded by the declared size.
 
-    Streams: memory stays at about 2 MiB plus zstd's window whatever the file inflates to. On
-    an error ``target`` is removed; it is never left half-written under its name by success.
-    Publish it with a rename, as the cache does.
-
-    Args:
-        source: the compressed file.
-        target: the file to create (it must not exist).
-        name: the chunk's file name or URL, for error messages.
-        expected_size: as for :func:`decompress`.
+    Streams: memory stays at about 2 MiB plus zstd's window whatever the file inflates to.
+    ``target`` must not exist and is removed on an error; publish it with a rename, as the cache
+    does. ``name`` and ``expected_size`` are as for :func:`decompress`, and so are the errors.
 
     Returns:
         The size of ``target``.
-
-    Raises:
-        DecompressionError: as for :func:`decompress`.
     """
     with open(source, "rb") as inp, open(target, "xb") as out:
         try:

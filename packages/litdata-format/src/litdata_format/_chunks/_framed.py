@@ -23,10 +23,9 @@ import bisect
 import itertools
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from litdata_format._chunks._chunk import FRAMED_MAGIC, ChunkView, StoredChunk, chunk_parts
-from litdata_format._chunks._compression import DEFAULT_FRAME_ROWS, decompress
+from litdata_format._chunks._compression import DEFAULT_FRAME_ROWS, decompress, zstd_module
 from litdata_format._samples._serializers import Buffer
 
 __all__ = ["DEFAULT_FRAME_ROWS", "FramedChunk", "SampleZstdChunk", "inflate_zstd", "pack_batch", "pack_sample"]
@@ -35,12 +34,6 @@ _PREFIX = struct.Struct("<8sHHIII")
 _FRAME = struct.Struct("<IIQII")
 _VERSION = 1
 _ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def _zstandard() -> Any:
-    import zstandard
-
-    return zstandard
 
 
 def inflate_zstd(data: Buffer, where: str, expected_size: int | None = None) -> bytes | bytearray:
@@ -61,7 +54,7 @@ def pack_batch(items: Sequence[bytes], level: int, frame_rows: int) -> list[byte
     count = len(items)
     offsets = [0, *itertools.accumulate(len(item) for item in items)]
     _check_u32(offsets[-1])
-    compressor = _zstandard().ZstdCompressor(level=level)
+    compressor = zstd_module().ZstdCompressor(level=level)
     frames = [compressor.compress(b"".join(items[first : first + frame_rows])) for first in range(0, count, frame_rows)]
     table_end = _PREFIX.size + 4 * (count + 1) + _FRAME.size * len(frames)
     table = bytearray()
@@ -78,7 +71,7 @@ def pack_batch(items: Sequence[bytes], level: int, frame_rows: int) -> list[byte
 
 def pack_sample(items: Sequence[bytes], level: int) -> list[bytes]:
     """A classic chunk whose items are each compressed as one zstd frame, as parts."""
-    compressor = _zstandard().ZstdCompressor(level=level)
+    compressor = zstd_module().ZstdCompressor(level=level)
     return chunk_parts([compressor.compress(item) for item in items])
 
 
@@ -90,15 +83,9 @@ def _check_u32(size: int) -> None:
 
 
 class FramedChunk(StoredChunk):
-    """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table.
+    """A ``compression_level="batch"`` chunk: items grouped into zstd frames behind a frame table."""
 
-    Args:
-        data: the chunk file's bytes (an mmap or a bytes-like object).
-        name: the chunk's path or file name, used in error messages.
-        index: the dataset index (unused; accepted so every layout is built the same way).
-    """
-
-    def __init__(self, data: Buffer, name: str, index: Any = None) -> None:
+    def __init__(self, data: Buffer, name: str) -> None:
         super().__init__(data, name)
         size = len(self._view)
         if size < _PREFIX.size or bytes(self._view[: len(FRAMED_MAGIC)]) != FRAMED_MAGIC:

@@ -1,10 +1,7 @@
-"""Opening a chunk file in whichever layout it has.
+"""Opening a chunk file, as stored (maybe compressed, maybe encrypted), in whichever layout it has.
 
-:func:`open_chunk` takes a chunk file as stored (maybe whole-file compressed, maybe encrypted)
-and returns a :class:`~litdata_format._chunks._chunk.Chunk` that the item loaders read. The layouts
-are told apart by their bytes: the framed zstd layout starts with its magic, the Arrow rows
-layout ends with its magic, anything else is the classic layout. It sits below the item
-loaders, which open chunks through it.
+The layouts are told apart by their bytes: the framed zstd layout starts with its magic, the
+Arrow rows layout ends with its magic, anything else is the classic layout.
 """
 
 from __future__ import annotations
@@ -35,22 +32,15 @@ def open_chunk(
 ) -> Chunk:
     """Open the chunk stored at ``path`` (described by ``info`` in ``index``).
 
-    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory; callers that
-    cache should decompress to a plain file once (:func:`decompress_file`) and open that instead.
-    Either way the output is bounded by the size the index declares. When the compressed file is
-    gone but its decompressed sibling (``chunk-0-0.bin``) is there, as upstream LitData 0.2.76 leaves
-    a local folder it has read, the sibling is read, once its size and (when the index records one)
-    its ``plain_checksum`` match.
-
-    Args:
-        path: the chunk file.
-        info: the chunk's entry in ``index``.
-        index: the dataset's index (its config says how items are stored).
-        encryption: the decryption to apply, when the dataset is encrypted.
+    Whole-file compressed chunks (``*.zstd.bin``) are decompressed into memory, bounded by the size
+    the index declares (a cache decompresses to a plain file once instead, :func:`decompress_file`).
+    When the compressed file is gone but its decompressed sibling is there, as upstream 0.2.76
+    leaves a local folder it has read, the sibling is read once its size and ``plain_checksum``
+    match. ``encryption`` decrypts an encrypted dataset.
 
     Raises:
-        ValueError: the file's size is not the index's ``chunk_bytes`` (the message names the
-            file and both sizes), or it does not decompress to that size, or its bytes are not a chunk.
+        ValueError: the file's size (or decompressed size) is not the index's ``chunk_bytes`` (the
+            message names the file and both sizes), or its bytes are not a chunk.
     """
     name = os.fspath(path)  # no Path: building one costs more than the rest of opening a small chunk
     check_chunk_file(name, info.filename, index.source)
@@ -90,19 +80,9 @@ def open_listed_chunk(path: str, index: DatasetIndex, number: int, encryption: A
     """:func:`open_chunk` for chunk ``number`` of ``index``, from the index's columns.
 
     The same checks and the same chunk; a plain chunk (not whole-file compressed, not encrypted,
-    not an MDS shard, no ``raw_filename``) is opened without building its ``ChunkInfo`` (about
-    10 us, which a dataset of 100k small chunks pays per chunk and epoch) and, when it is a
-    direct entry of its folder, without a separate ``lstat``: the file is opened with
-    ``O_NOFOLLOW``, and only a link is looked at further (:func:`check_chunk_file`).
-
-    Args:
-        path: the chunk file.
-        index: the dataset's index.
-        number: the chunk's position in ``index``.
-        encryption: the decryption to apply, when the dataset is encrypted.
-
-    Raises:
-        ValueError: as :func:`open_chunk`.
+    not an MDS shard, no ``raw_filename``) is opened without building its ``ChunkInfo`` (which 100k
+    small chunks would pay per epoch) and, in its folder itself, opened with ``O_NOFOLLOW`` instead
+    of a separate ``lstat``: only a link is looked at further (:func:`check_chunk_file`).
     """
     table = index.table
     if index.compression or index.encryption or is_mds_index(index) or table.has_extra("raw_filename"):
@@ -129,9 +109,9 @@ def _in_layout(data: Any, name: str, index: DatasetIndex, decrypt: Callable[[Any
     """The chunk over ``data`` (plain bytes, decompressed and decrypted), in the layout its bytes have."""
     view = memoryview(data)
     if bytes(view[: len(FRAMED_MAGIC)]) == FRAMED_MAGIC:
-        return FramedChunk(data, name, index)
+        return FramedChunk(data, name)
     if bytes(view[-len(ARROW_ROWS_MAGIC) :]) == ARROW_ROWS_MAGIC and is_arrow_rows_chunk(view):
-        return ArrowRowsChunk(data, name, index)
+        return ArrowRowsChunk(data, name)
     if index.config.get("compression_level") == "sample":
         return SampleZstdChunk(data, name, decrypt)
     return ChunkView(data, name, decrypt)

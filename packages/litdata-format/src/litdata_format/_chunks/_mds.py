@@ -1,14 +1,9 @@
-"""Reading MosaicML Streaming (MDS) datasets in place, without converting them.
+"""Reading MosaicML Streaming (MDS) datasets in place (FORMAT.md, "Reading MosaicML MDS datasets").
 
-An MDS dataset is a directory with an ``index.json`` that lists ``shards`` (not ``chunks``).
-:func:`parse_mds_index` maps each shard to a chunk so the rest of the package (readers, caches,
-shuffles) sees an ordinary :class:`~litdata_format._index._dataset_index.DatasetIndex`; the config is marked
-``"format": "mds"``. A shard starts with ``u32 N`` and ``u32 offsets[N+1]`` like a chunk, but a
-JSON copy of the shard's settings sits between that table and the samples, so shards are opened
-by :func:`open_mds_shard` (which also undoes MDS's whole-shard compression) rather than by
-:class:`~litdata_format._chunks._chunk.ChunkView`. Samples are decoded by :class:`MdsSampleDecoder` into
-exactly the values MDS's own reader returns. The layout is described in FORMAT.md
-("Reading MosaicML MDS datasets").
+An MDS ``index.json`` lists ``shards``; :func:`parse_mds_index` maps each to a chunk of an ordinary
+``DatasetIndex`` whose config says ``"format": "mds"``. A shard's offsets table is followed by a
+JSON copy of its settings, so shards are opened by :func:`open_mds_shard` (which also undoes
+MDS's whole-shard compression), and :class:`MdsSampleDecoder` decodes the values MDS's reader returns.
 """
 
 from __future__ import annotations
@@ -26,6 +21,7 @@ import numpy as np
 from litdata_format._chunks._chunk import StoredChunk, map_file
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._index._dataset_index import ChunkInfo, DatasetIndex, check_chunk_filename
+from litdata_format._optional import import_optional
 from litdata_format._samples._pytree import LEAF, TreeSpec
 from litdata_format._samples._serializers import Buffer
 
@@ -195,11 +191,9 @@ def mds_decompress(
 ) -> bytes | bytearray:
     """Undo MDS whole-shard compression (``compression`` as written in the shard's index entry).
 
-    zstd, gzip, bz2 and (brotli 1.2 or later) brotli shards are inflated piece by piece and stopped
-    once past ``expected_size`` (the index's size), so a shard that inflates far beyond it never fills
-    memory. A snappy shard declares its size in its header: one that declares another size than the
-    index is refused before it is inflated. Older brotli releases (no output limit) inflate whole,
-    then are checked.
+    Inflating stops once past ``expected_size`` (the index's size), so a hostile shard never fills
+    memory; a snappy shard declaring another size is refused before it is inflated (brotli before
+    1.2, which has no output limit, inflates whole and is checked then).
     """
     family = _compression_family(compression, f"shard {name}")
     if family == "zstd":
@@ -315,10 +309,6 @@ class MdsShard(StoredChunk):
 
     The offsets are absolute, so the settings JSON is simply skipped. It implements the
     :class:`~litdata_format._chunks._chunk.Chunk` protocol; ``item(i)`` is sample i's MDS bytes.
-
-    Args:
-        data: the uncompressed shard.
-        name: the file name, used in error messages.
     """
 
     noun, item_noun = "shard", "sample"
@@ -404,12 +394,8 @@ class _Spec:
         self.size = size
 
 
-def _image_module() -> Any:
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ImportError('decoding MDS image columns needs Pillow: pip install "litdata-format[image]"') from None
-    return Image
+def _pil() -> Any:
+    return import_optional("PIL.Image", "image", "decoding MDS image columns")
 
 
 def _utf8(view: memoryview) -> str:
@@ -435,12 +421,12 @@ def _raw_image(view: memoryview) -> Any:
         raise ValueError(f"a raw image needs a 12-byte header, got {len(view)} bytes")
     width, height, mode_len = np.frombuffer(view[:12], dtype="<u4").tolist()
     mode = _utf8(view[12 : 12 + mode_len])
-    return _image_module().frombytes(mode, (width, height), bytes(view[12 + mode_len :]))
+    return _pil().frombytes(mode, (width, height), bytes(view[12 + mode_len :]))
 
 
 def _image_file(view: memoryview) -> Any:
     # Opened lazily from an in-memory copy, like MDS (the shard may be unmapped later).
-    return _image_module().open(BytesIO(bytes(view)))
+    return _pil().open(BytesIO(bytes(view)))
 
 
 def _sized_parts(view: memoryview, start: int, count: int) -> list[memoryview]:

@@ -1,7 +1,6 @@
 """The parsed ``index.json``: its chunk entries and config, and the checks of single fields.
 
-The bottom of the index: :mod:`litdata_format._index._index_json` (LitData) and :mod:`litdata_format._chunks._mds`
-(MosaicML) both parse into these types.
+Both LitData's ``index.json`` and MosaicML's parse into these types.
 """
 
 from __future__ import annotations
@@ -41,17 +40,12 @@ _INSIDE = re.compile(rf"(?:{_INSIDE_PART}/)*{_INSIDE_PART}")
 def check_relative_path(name: Any, source: str, what: str) -> str:
     """``name`` if, joined to a folder, it names something inside that folder.
 
-    The one check of every name a dataset's own files give for other files: chunk filenames in
-    ``index.json`` and the keys a raw dataset's ``index.json.zstd`` lists. Both come from a bucket
-    or folder others can write, and are joined to the dataset's prefix and to the cache folder.
-
-    Args:
-        name: the name as the file gives it.
-        source: the file that gives it, for the error.
-        what: what the name is (``"chunk filename"``, ``"files[3]"``), for the error.
+    The one check of every name a dataset's own files give for other files (chunk filenames, a raw
+    dataset's listed keys): they come from a bucket others can write and are joined to local folders.
 
     Raises:
-        ValueError: ``name`` is not a string, is absolute, or has an empty, ``.`` or ``..`` part.
+        ValueError: ``name`` is not a string, is absolute, or has an empty, ``.`` or ``..`` part;
+            the message names ``source`` (the file) and ``what`` (``"chunk filename"``, ``"files[3]"``).
     """
     if not isinstance(name, str) or not _INSIDE.fullmatch(name):
         raise ValueError(
@@ -62,11 +56,9 @@ def check_relative_path(name: Any, source: str, what: str) -> str:
 
 
 def check_chunk_filename(name: Any, source: str) -> str:
-    r"""``name`` if it is a path inside the dataset folder (:func:`check_relative_path`).
+    r"""``name`` if it is a path inside the dataset folder, naming no hidden file and holding no ``\``.
 
-    A file name, or ``/``-separated folders and a file name (upstream's Hugging Face Parquet
-    indexes list ``train/0000.parquet``). Chunk names must never point outside the dataset, nor at
-    hidden files (the cache's own), nor hold a ``\``.
+    Folders are allowed: upstream's Hugging Face Parquet indexes list ``train/0000.parquet``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: a chunk's filename must be a non-empty string, got {name!r}")
@@ -128,15 +120,9 @@ class ChunkInfo:
 
 
 # -- the chunks as columns ----------------------------------------------------------------------
-# The chunks of an index as columns: what ``DatasetIndex.chunks`` holds.
-#
-# An index of a million chunks parsed into a ``ChunkInfo`` (and a dict of extra keys) per chunk
-# costs hundreds of bytes per chunk and seconds of Python; a reader needs only the columns. So the
-# entries are checked column by column and kept as numpy arrays (sizes) and joined strings with
-# offsets (file names, checksums): under 100 bytes per chunk. The table is still a sequence of
-# ``ChunkInfo``: ``table[i]`` builds the entry on demand, so code that walks entries keeps working.
-# An index whose entries do not all have one shape is checked entry by entry (for the message
-# naming the bad one) and stored the same way.
+# A ``ChunkInfo`` per chunk costs hundreds of bytes and seconds of Python at a million chunks, so
+# the entries are checked and kept as columns (numpy sizes, joined strings); ``table[i]`` builds
+# the entry on demand.
 
 # check_chunk_filename's rule as one pattern: '/'-separated non-empty parts, none starting with
 # '.', no backslash or NUL.
@@ -163,12 +149,7 @@ class Strings:
 
     @classmethod
     def from_joined(cls, joined: str, lengths: np.ndarray) -> Strings:
-        """The strings of ``joined`` cut at ``lengths`` (characters), without a str per string.
-
-        Args:
-            joined: the strings back to back.
-            lengths: each string's length, in order; they add up to ``len(joined)``.
-        """
+        """The strings of ``joined`` cut at ``lengths`` (characters, adding up to its length), without a str each."""
         if int(lengths.sum()) != len(joined):
             raise ValueError(
                 f"the lengths add up to {int(lengths.sum())} characters, the joined string has {len(joined)}"
@@ -207,12 +188,6 @@ class Strings:
         ends = self._offsets.tolist()
         joined = self._joined
         return [joined[a:b] for a, b in itertools.pairwise(ends)]
-
-    def __getstate__(self) -> tuple[str, np.ndarray]:
-        return self._joined, self._offsets
-
-    def __setstate__(self, state: tuple[str, np.ndarray]) -> None:
-        self._joined, self._offsets = state
 
 
 def _column(values: Strings | list[Any]) -> Strings | list[Any]:
@@ -259,11 +234,7 @@ class ChunkTable(Sequence[ChunkInfo]):
 
     @classmethod
     def from_infos(cls, infos: Iterable[ChunkInfo]) -> ChunkTable:
-        """The table of ``infos``, in order.
-
-        Args:
-            infos: the chunk entries.
-        """
+        """The table of ``infos``, in order."""
         infos = list(infos)
         keys = sorted({k for info in infos for k in info.extra})
         return cls(
@@ -279,14 +250,8 @@ class ChunkTable(Sequence[ChunkInfo]):
         """The checked table of an index's decoded ``chunks`` list.
 
         Entries sharing one set of keys are checked column by column; otherwise, or when a column
-        fails, entry by entry, so the error names the first bad entry and its field.
-
-        Args:
-            entries: what ``json.loads`` made of the ``chunks`` list.
-            source: where the index was read from, for error messages.
-
-        Raises:
-            ValueError: an entry is not a valid chunk entry (the message names it and the field).
+        fails, entry by entry, so the error (a ValueError naming ``source``) names the first bad
+        entry and its field.
         """
         table = cls._parse_columns(entries)
         if table is not None:
@@ -326,19 +291,11 @@ class ChunkTable(Sequence[ChunkInfo]):
         return len(self.chunk_sizes)
 
     def filename(self, number: int) -> str:
-        """The file name of chunk ``number`` (without building its entry).
-
-        Args:
-            number: the chunk's position in the index.
-        """
+        """The file name of chunk ``number`` (without building its entry)."""
         return self._names[number]
 
     def has_extra(self, key: str) -> bool:
-        """Whether any entry has the key ``key`` besides the four every entry has (``checksum``, ...).
-
-        Args:
-            key: the entry key.
-        """
+        """Whether any entry has the key ``key`` besides the four every entry has (``checksum``, ...)."""
         return key in self._extras
 
     @property
@@ -398,7 +355,7 @@ class ChunkTable(Sequence[ChunkInfo]):
         return len(self) == len(items) and all(a == b for a, b in zip(self, items))
 
     def __add__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
-        """The entries of both, as a list (``index.chunks`` was a list: ``a.chunks + b.chunks`` still works)."""
+        """The entries of both, as a list (``a.chunks + b.chunks``)."""
         return [*self, *other]
 
     def __radd__(self, other: Sequence[ChunkInfo]) -> list[ChunkInfo]:
@@ -408,8 +365,7 @@ class ChunkTable(Sequence[ChunkInfo]):
         """A short digest of the chunk list: tells a state dict recorded on another dataset.
 
         The first 16 hex digits of the SHA-1 of ``"{filename}:{chunk_size}:{chunk_bytes};"`` per
-        chunk (state dicts hold it: it must never change), built from the columns in blocks (a
-        str per chunk costs ~1 s at a million chunks).
+        chunk (state dicts hold it: it must never change), built from the columns in blocks.
         """
         digest = hashlib.sha1()
         names = self._names

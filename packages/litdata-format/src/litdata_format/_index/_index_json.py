@@ -22,8 +22,8 @@ from litdata_format._atomic import write_file_atomic
 from litdata_format._chunks._mds import parse_mds_index
 from litdata_format._guards import is_any_list, is_str_dict
 from litdata_format._index._dataset_index import INDEX_FILENAME, ChunkInfo, ChunkTable, DatasetIndex, int_field
-from litdata_format._index._scan import Read, scan_index
-from litdata_format._index._skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, loads_unique, skim_object
+from litdata_format._index._scan import scan_index
+from litdata_format._index._skim import CHECK_EVERY_KEY_BELOW, DuplicateKeyError, Read, loads_unique, skim_object
 
 __all__ = [
     "IndexNotFoundError",
@@ -48,48 +48,27 @@ _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
 
 def chunk_name(rank: int, number: int, compression: str | None = None) -> str:
-    """The file name of chunk ``number`` of writer ``rank``.
+    """The file name of chunk ``number`` of writer ``rank``, as upstream names them.
 
     ``chunk-{rank}-{number}.bin``, or ``chunk-{rank}-{number}.{compression}.bin`` when the whole
-    file is compressed (as upstream names them).
-
-    Args:
-        rank: the writer's rank.
-        number: the chunk's number among that writer's chunks.
-        compression: the whole-file compression, if any (e.g. ``"zstd"``).
-
-    Returns:
-        The file name, without a folder.
+    file is compressed.
     """
     return f"chunk-{rank}-{number}.{compression}.bin" if compression else f"chunk-{rank}-{number}.bin"
 
 
 def parse_chunk_name(name: str) -> tuple[int, int] | None:
-    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name.
-
-    Args:
-        name: a file name, without a folder.
-    """
+    """``(rank, number)`` of a file named by :func:`chunk_name`, or None for any other name."""
     match = _CHUNK_NAME.match(name)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def rank_index_name(rank: int) -> str:
-    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done.
-
-    Args:
-        rank: the writer's rank.
-    """
+    """The file name of writer ``rank``'s own index, merged into ``index.json`` when every writer is done."""
     return f"{rank}.{INDEX_FILENAME}"
 
 
 def plain_chunk_name(info: ChunkInfo, compression: str | None) -> str:
-    """The file name a whole-file compressed chunk has once decompressed.
-
-    Args:
-        info: the chunk's entry in the index.
-        compression: the dataset's whole-file compression, if any.
-    """
+    """The file name the chunk of ``info`` has once decompressed (``compression``: the dataset's, if any)."""
     if compression and info.filename.endswith(f".{compression}.bin"):
         return info.filename[: -len(f".{compression}.bin")] + ".bin"
     return info.filename
@@ -102,9 +81,6 @@ def cached_chunk_sizes(info: ChunkInfo) -> tuple[int, ...]:
     whole-file compressed chunk). Upstream writers before October 2024 (LitData issue #393) left
     the header, ``4 * (chunk_size + 2)`` bytes, out of it, so that size is accepted too. A
     compressed MosaicML shard is kept compressed and its index gives only the decompressed size.
-
-    Args:
-        info: the chunk's entry in the index.
     """
     if info.chunk_bytes <= 0 or info.extra.get("raw_filename", info.filename) != info.filename:
         return ()
@@ -301,15 +277,7 @@ def load_index(path: str | os.PathLike[str]) -> DatasetIndex:
 
 
 def read_index_file(path: str | os.PathLike[str], source: str) -> DatasetIndex:
-    """The index in the file ``path`` (a copy of one: a download), read as :func:`load_index` reads one.
-
-    Args:
-        path: the file.
-        source: where the index came from (its URL), which error messages name.
-
-    Raises:
-        ValueError: the file is not a valid index (the message names ``source`` and what is wrong).
-    """
+    """The index in the file ``path`` (a download), read as :func:`load_index` reads one; errors name ``source``."""
     return _read_index(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), source)
 
 
@@ -342,8 +310,7 @@ def _read_all(fd: int, size: int) -> bytes:
 
 
 def _decode(raw: bytes, source: str) -> Any:
-    # A key twice in one object is refused. Checking every object costs a Python call per chunk
-    # entry (1.8x the parse): a big index checks when a top-level key may repeat.
+    # A key twice in one object is refused (see CHECK_EVERY_KEY_BELOW).
     unique = len(raw) <= CHECK_EVERY_KEY_BELOW or raw.count(b'"chunks"') > 1 or raw.count(b'"config"') > 1
     try:
         return loads_unique(raw.decode("utf-8")) if unique else json.loads(raw.decode("utf-8"))
@@ -356,12 +323,7 @@ def _decode(raw: bytes, source: str) -> Any:
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename.
-
-    Args:
-        path: the file to write.
-        obj: a JSON-serializable value.
-    """
+    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
     write_file_atomic(path, json.dumps(obj, sort_keys=True).encode())
 
 
@@ -371,10 +333,9 @@ def rank_index_files(directory: str | os.PathLike[str]) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split(".", 1)[0]))
 
 
-# Config fields that say how a dataset was cut into chunks (or a framed chunk into frames: each
-# chunk's frame table says) or summarise its rows, not how an item is read: upstream's reader
-# ignores them, so indexes that differ only there hold the same layout. The compression level
-# is part of the layout: it says what kind of chunk a reader meets.
+# Config fields that say how a dataset was cut into chunks (or frames) or summarise its rows, not
+# how an item is read: upstream's reader ignores them, so indexes that differ only there hold the
+# same layout. The compression level is part of the layout: it says what kind of chunk a reader meets.
 _NOT_LAYOUT = frozenset({"chunk_size", "chunk_bytes", "compression_batch_size", "types"})
 
 

@@ -37,12 +37,8 @@ KEYS_FILE = "keys/shard-00000.parquet"
 def normalize_key(key: Any, where: str = "key_fn") -> str | int:
     """``key`` as a str or an int (bytes are UTF-8 text, numpy integers ints); anything else is refused.
 
-    Args:
-        key: what the user's ``key_fn`` returned.
-        where: what produced the key, for the error message.
-
     Raises:
-        TypeError: ``key`` is neither a str, an int, bytes nor a numpy integer.
+        TypeError: ``key`` is neither a str, an int, bytes nor a numpy integer (the message names ``where``).
     """
     if isinstance(key, bool) or key is None:
         raise TypeError(f"{where} returned {key!r}; a key must be a str or an int")
@@ -57,10 +53,6 @@ def normalize_key(key: Any, where: str = "key_fn") -> str | int:
 
 def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[int]) -> bytes:
     """The key index of ``(key, sample position)`` pairs in a dataset whose chunks hold ``chunk_sizes`` samples.
-
-    Args:
-        pairs: each sample's key and its position in the dataset.
-        chunk_sizes: how many samples each chunk holds, in chunk order.
 
     Raises:
         ValueError: two samples have the same key, keys mix str and int, or a position is outside the dataset.
@@ -96,23 +88,18 @@ def keys_parquet(pairs: Sequence[tuple[str | int, int]], chunk_sizes: Sequence[i
 
 
 def read_keys(files: Sequence[bytes], where: str) -> dict[str | int, int]:
-    """Key -> sample position, from the Parquet files of a key index (all shards).
-
-    Args:
-        files: the bytes of each Parquet shard of the key index.
-        where: the key index's location, for error messages.
+    """Key -> sample position, from the bytes of each Parquet shard of a key index.
 
     Raises:
-        ValueError: a shard cannot be read as Parquet.
+        ValueError: a shard cannot be read as Parquet (the message names ``where``, the key index).
     """
     pq = import_optional("pyarrow.parquet", "arrow", "looking samples up by key")
     pa = import_optional("pyarrow", "arrow", "looking samples up by key")
     lookup: dict[str | int, int] = {}
     for data in files:
         try:
-            # One file, read on this thread: not read_table, which loads pyarrow.dataset and Acero and runs
-            # the read on Arrow's thread pools; with torch loaded too, the interpreter's exit could then
-            # abort (SIGABRT in 3-6 of 20 runs of a script that looked one key up).
+            # One file, read on this thread: read_table runs Arrow's thread pools (pyarrow.dataset, Acero),
+            # and with torch loaded too the interpreter's exit could then abort (SIGABRT).
             table = pq.ParquetFile(pa.BufferReader(data)).read(columns=["key", "index"], use_threads=False)
         except (pa.ArrowException, OSError) as err:
             raise ValueError(f"{where}: the key index cannot be read ({err}); it is damaged") from None

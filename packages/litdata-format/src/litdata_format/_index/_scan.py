@@ -1,13 +1,10 @@
 """The fast reading of ``index.json``: its ``chunks`` list scanned as bytes, with no dict per chunk.
 
-``json.loads`` of an index of a million chunks builds a dict (and its keys and values) per entry:
-seconds of CPU and ~600 bytes per chunk at its peak, for columns that keep under 100. Writers
-(ours and upstream's) write every entry alike: ``json.dumps(..., sort_keys=True)`` of the same
-keys (``chunk_bytes``, ``chunk_size``, ``dim``, ``filename``, sometimes ``checksum`` and the
-like), so the list is one byte template repeated, whose slots hold the values. This module
-learns that template from the first entry and checks every other entry against it with numpy,
-in windows of a few MiB (so the peak memory is the columns and one window, not the file or a
-dict per chunk):
+``json.loads`` of an index of a million chunks builds a dict per entry (seconds of CPU and
+hundreds of bytes per chunk). Writers (ours and upstream's) write every entry alike with
+``json.dumps(..., sort_keys=True)``, so the list is one byte template repeated, whose slots hold
+the values. This module learns that template from the first entry and checks every other entry
+against it with numpy, in windows of a few MiB (the peak memory is the columns and one window):
 
 - the quotes (``"``) of the list: with no backslash in it, each is a string's start or end, so
   an entry is a fixed number of quotes; every key must sit in its place with its exact bytes;
@@ -29,19 +26,15 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from litdata_format._index._dataset_index import ChunkTable, Strings
-from litdata_format._index._skim import skim_members
+from litdata_format._index._skim import Read, skim_members
 
 __all__ = ["WINDOW", "scan_index"]
-
-# Reads ``count`` bytes at ``offset`` (fewer at the end): a file's pread, or a slice of bytes.
-Read = Callable[[int, int], bytes | memoryview]
 
 _WS = rb"[ \t\n\r]*"  # JSON's whitespace (\s would take \f and \v too)
 _HEAD = re.compile(rb"\A" + _WS + rb"\{" + _WS + rb'"chunks"' + _WS + rb":" + _WS + rb"\[")
@@ -171,12 +164,8 @@ class _Columns:
     """The columns the windows fill, allocated once at a bound and cut to size at the end.
 
     Pages never written cost no memory (``np.empty``), and nothing is joined from per-window
-    pieces: the peak stays near the columns' own size.
-
-    Args:
-        template: the entries' shape.
-        entries: at most this many entries (the list's bytes over the smallest entry's).
-        text: at most this many bytes in a string column (the list's bytes).
+    pieces: the peak stays near the columns' own size. ``entries`` bounds the entries (the list's
+    bytes over the smallest entry's), ``text`` the bytes of a string column (the list's bytes).
     """
 
     def __init__(self, template: _Template, entries: int, text: int) -> None:
@@ -458,10 +447,8 @@ def _table(template: _Template, columns: _Columns) -> ChunkTable:
 def scan_index(read: Read, size: int, window: int = WINDOW) -> tuple[ChunkTable, dict[str, Any]] | None:
     """The chunks of an ``index.json`` of the common shape as a table, and its other keys; None for any other.
 
-    Args:
-        read: reads the file's bytes: ``read(offset, count)`` (fewer at the end of the file).
-        size: the file's size in bytes.
-        window: the bytes read and checked at once (doubled for an entry that does not fit).
+    ``read`` and ``size`` are as for :func:`~litdata_format._index._skim.skim_object`; ``window``
+    is the bytes read and checked at once (doubled for an entry that does not fit).
 
     Returns:
         The chunk table and the decoded object without ``chunks`` (``config``, ``updated_at``,

@@ -1,15 +1,10 @@
 """The top level of an ``index.json`` read value by value, skipping the values no reader uses.
 
-``json.loads`` of a whole index builds every value, whatever it is: an index with a 200 MB
-string in a key no one reads costs the file's bytes, their decoded text and the string, at once.
-Here the object's members are found by walking the file's bytes in windows (strings are skipped
-by their closing quote, objects and lists by their brackets) and only the values of the keys
-readers use (:data:`USED`) are decoded, each from its own bytes; any other key is kept with the
-value None, so messages can still list it. So the memory is the used values' and a window's.
-
-The walk checks only the structure it needs (quotes, brackets, colons and commas between
-members); a file it cannot walk gives None, and the caller parses it whole with ``json.loads``,
-whose error says what is wrong.
+The members are found by walking the file's bytes in windows (strings skipped by their closing
+quote, objects and lists by their brackets), and only the values of the keys readers use
+(:data:`USED`) are decoded; any other key is kept with the value None, so messages can still list
+it. A 200 MB string in a key no one reads is never built. A file the walk cannot follow gives
+None, and the caller parses it whole with ``json.loads``, whose error says what is wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECK_EVERY_KEY_BELOW", "USED", "DuplicateKeyError", "loads_unique", "skim_members", "skim_object"]
+__all__ = ["CHECK_EVERY_KEY_BELOW", "USED", "DuplicateKeyError", "Read", "loads_unique", "skim_members", "skim_object"]
 
 # A key twice in one object is refused. Checking every object costs a Python call per object (1.8x
 # json.loads on a list of chunk entries): a value bigger than this is checked at its top level only.
@@ -219,9 +214,7 @@ def _members(source: _Bytes, pos: int, found: dict[str, Any]) -> dict[str, Any]:
 def skim_object(read: Read, size: int) -> dict[str, Any] | None:
     """The index's top-level object, with None for the values of keys no reader uses; None if not walkable.
 
-    Args:
-        read: reads the file's bytes: ``read(offset, count)`` (fewer at the end of the file).
-        size: the file's size in bytes.
+    ``read(offset, count)`` reads the file's bytes (fewer at its end); ``size`` is the file's size.
     """
     source = _Bytes(read, size)
     try:
@@ -234,13 +227,7 @@ def skim_object(read: Read, size: int) -> dict[str, Any] | None:
 
 
 def skim_members(read: Read, size: int, pos: int) -> dict[str, Any] | None:
-    """The members after the member that ends at ``pos`` (the chunk list's ``]``), as :func:`skim_object` reads them.
-
-    Args:
-        read: reads the file's bytes.
-        size: the file's size in bytes.
-        pos: where the member before them ends; a ``,`` follows it.
-    """
+    """The members after the member that ends at ``pos`` (the chunk list's ``]``), as :func:`skim_object` reads them."""
     source = _Bytes(read, size)
     try:
         return _members(source, source.expect(pos, b","), {})

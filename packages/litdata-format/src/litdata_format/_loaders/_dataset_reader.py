@@ -92,9 +92,6 @@ def loader_for(index: DatasetIndex) -> BaseItemLoader:
     The one table of default loaders: ``DatasetReader`` and the streaming dataset both read an index
     given no ``item_loader`` with this. The ``TokensLoader`` it returns has no ``block_size``, so its
     ``setup`` asks the caller for one; any other name reads as ``PyTreeLoader``.
-
-    Args:
-        index: the parsed ``index.json``.
     """
     name = index.item_loader
     if name == "TokensLoader":

@@ -2,14 +2,10 @@
 
 When every item of a chunk has the same size and the same leaf layout (fixed-size records such
 as ``{"index": int, "tokens": int32[128]}``, or blocks of tokens), the chunk's items form a 2-D
-byte array and a batch's samples are rows of it. Each numeric leaf of the batch is then one
-``np.take`` of a column of that array: the copy a collate would make anyway, without a Python
-object per sample.
-
-The result is a batch of numpy arrays (leading dimension = samples), laid out like the sample
-(a dict of leaves, or one leaf), or ``None`` when the batch does not qualify; the caller then
-decodes its samples one by one. A batch only qualifies when the rows it reads carry exactly
-the header bytes of their chunk's first row, so nothing variable is ever read as fixed.
+byte array and a batch's samples are rows of it: each numeric leaf is one copy of a column of
+that array, laid out like the sample. A batch only qualifies when the rows it reads carry exactly
+the header bytes of their chunk's first row, so nothing variable is ever read as fixed; otherwise
+the caller decodes its samples one by one.
 """
 
 from __future__ import annotations
@@ -116,16 +112,10 @@ def gather_rows(
 ) -> Any:
     """Items ``items`` of ``chunk`` (PyTree samples) as arrays, or ``None`` when they do not qualify.
 
-    Args:
-        chunk: an opened chunk.
-        items: positions inside it, in batch order.
-        spec: the samples' tree spec; only one leaf or a flat dict of leaves qualifies.
-        serializers: each leaf's serializer; only the built-in numeric ones qualify (a user's own
-            serializer decides its own decoding).
-        decode_first: ``decode_first(chunk)`` decodes the chunk's first item (the layout's
-            reference).
-        learned: layouts found in earlier chunks, by row size (the caller keeps it per dataset):
-            a chunk whose rows share one is gathered without decoding its first item.
+    Only one leaf or a flat dict of leaves, each with a built-in numeric serializer, qualifies.
+    ``decode_first(chunk)`` decodes the chunk's first item (the layout's reference); ``learned``
+    holds the layouts of earlier chunks by row size (kept per dataset), so a chunk whose rows share
+    one is gathered without decoding its first item.
     """
     # Whether the samples' form qualifies is the same for every chunk: asked once per dataset.
     if learned is not None and _FORM in learned:
@@ -242,33 +232,16 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 
 class SmallChunkRows:
     """The rows of small plain chunks, read straight from their files and joined once per batch.
 
-    A dataset of many small chunks of fixed-size samples (100k files of a few rows each) pays per
-    chunk and epoch for a chunk object, its offsets table, and a gather with its own layout check
-    and a copy per leaf. Here a chunk's file (at most ``READ_BELOW`` bytes: read whole anyway) is
-    read and its header compared, as bytes, with the header every chunk of its item count and row
-    size has: the opener's checks of the count, the offsets and where they end, in one
-    comparison. The rows asked for are kept as bytes until :meth:`flush` joins every row read
-    since into one array, checks all of them against the layout the loader learned for their row
-    size with one numpy comparison (as :func:`gather_rows` checks each chunk's), and cuts the
-    leaves out once for the batch.
+    Many small chunks of fixed-size samples would each cost a chunk object, an offsets table and a
+    gather. Here a chunk's file (at most ``READ_BELOW`` bytes) is read whole and its header compared,
+    as bytes, with the one every chunk of its item count and row size has (the opener's checks in
+    one comparison); :meth:`flush` joins the rows read since into one array, checks them against
+    the layout learned for their row size (``learned``, shared with :func:`gather_rows`) and cuts
+    the leaves out once for the batch.
 
     What does not pass exactly is left to the caller, which opens the chunk the usual way (and
-    so raises the usual error, or reads it the usual way): :meth:`read` returns False for a file
-    that is a link, not a regular file, larger than ``READ_BELOW``, of another size than the index
-    says, with another header (a corrupt one, or offsets ending before the file does), an Arrow
-    rows chunk, rows of a size with no learned layout yet, or rows of another size than those read
-    since the last flush. A batch whose rows break their layout comes back from :meth:`flush` as
-    None, with the pieces read since, for the caller to read again the usual way.
-
-    Attributes:
-        folder: the dataset's folder (the chunks are read in place).
-
-    Args:
-        folder: the dataset's folder.
-        table: its index's chunk columns.
-        keys: the samples' keys, ``()`` for a sample that is one leaf.
-        learned: the layouts of the gathered rows by row size, shared with :func:`gather_rows`
-            (which learns them from the chunks it opens).
+    so raises the usual error): :meth:`read` returns False, and :meth:`flush` returns None with
+    the pieces read since. ``keys`` are the samples' keys, ``()`` for a sample that is one leaf.
     """
 
     def __init__(self, folder: str, table: ChunkTable, keys: tuple[Any, ...], learned: dict[int, Any]) -> None:
@@ -291,14 +264,9 @@ class SmallChunkRows:
     @classmethod
     def for_samples(cls, folder: str, table: ChunkTable, spec: TreeSpec, serializers: Sequence[Serializer],
                     learned: dict[int, Any]) -> SmallChunkRows | None:  # fmt: skip
-        """A reader of the rows of ``table``'s chunks, when samples of this form are gathered and chunks are small.
+        """A reader of ``table``'s plain chunks (not compressed, encrypted or MDS), or None when not worth one.
 
-        Args:
-            folder: the dataset's folder.
-            table: its index's chunk columns (of plain chunks: not compressed, encrypted or MDS).
-            spec: the samples' tree spec.
-            serializers: each leaf's serializer.
-            learned: the loader's learned layouts (see :func:`gather_rows`).
+        Only samples of a form :func:`gather_rows` gathers qualify, in chunks of at most ``READ_BELOW`` bytes.
         """
         keys = _flat_keys(spec) if all(_numeric(s) for s in serializers) else None
         if keys is None or not len(table) or int(table.chunk_bytes.max()) > READ_BELOW:
@@ -311,12 +279,7 @@ class SmallChunkRows:
         return bool(self._pieces)
 
     def read(self, number: int, items: list[int]) -> bool:
-        """Read items ``items`` of chunk ``number`` into the batch; False when the caller must open it the usual way.
-
-        Args:
-            number: the chunk's position in the index.
-            items: positions inside the chunk, in batch order.
-        """
+        """Read items ``items`` of chunk ``number`` into the batch; False when the caller must open it the usual way."""
         if number != self._number and not self._load(number):
             return False
         row = self._row

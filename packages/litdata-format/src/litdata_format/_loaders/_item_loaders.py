@@ -103,7 +103,6 @@ class BaseItemLoader:
                 f"{index.source}: the dataset was written with {index.item_loader}, but it is being read "
                 f"with {self.name}; pass item_loader={index.item_loader}(...)"
             )
-        self._index = index
         self._serializers = serializers
 
     def items_in_chunk(self, chunk: ChunkInfo) -> int:
@@ -205,15 +204,9 @@ class PyTreeLoader(BaseItemLoader):
 def small_chunk_rows(loader: BaseItemLoader, folder: str, index: DatasetIndex) -> SmallChunkRows | None:
     """A reader of small chunks' rows straight from their files (:class:`SmallChunkRows`), if ``loader`` allows it.
 
-    Only for the format's own :class:`PyTreeLoader` (a subclass may load or gather otherwise)
-    after :meth:`~BaseItemLoader.setup`, over plain chunks (not compressed, encrypted, MDS
-    shards, per-sample compressed or read from raw files) of at most 64 KiB each; the reader
+    Only for the format's own :class:`PyTreeLoader` (a subclass may load or gather otherwise),
+    set up, over plain chunks of at most 64 KiB each read in place from ``folder``; the reader
     shares the layouts the loader's :meth:`~BaseItemLoader.gather` learns.
-
-    Args:
-        loader: the dataset's item loader, set up for ``index``.
-        folder: the folder the chunks are read from in place.
-        index: the dataset's index.
     """
     if type(loader) is not PyTreeLoader:
         return None
@@ -274,17 +267,11 @@ class TokensLoader(BaseItemLoader):
                 f"got {type(sample).__name__}"
             )
         data = leaves[0]
-        itemsize = self._itemsize()
+        itemsize = _token_dtype(self._encoder.data_format[0]).itemsize
         if self._encoder.data_format[0].startswith("no_header_numpy"):
             encoder = self._encoder.leaf_shortcut()
             self._tokens_shortcut = (encoder, itemsize) if encoder is not None else None
         return data, len(data) // itemsize
-
-    def _itemsize(self) -> int:
-        fmt = self._encoder.data_format[0]
-        if fmt.startswith("no_header_numpy"):
-            return numpy_dtype(suffix_int(fmt)).itemsize
-        return np.dtype(_torch_numpy_name(suffix_int(fmt))).itemsize
 
     def chunk_dim(self, weights: list[int]) -> int | None:
         return sum(weights)
@@ -300,9 +287,7 @@ class TokensLoader(BaseItemLoader):
             raise ValueError(f"{index.source}: a TokensLoader dataset has one raw token leaf, got {formats}")
         self._format = formats[0]
         self._as_tensor = formats[0].startswith("no_header_tensor")
-        self._dtype = np.dtype(
-            _torch_numpy_name(suffix_int(formats[0])) if self._as_tensor else numpy_dtype(suffix_int(formats[0]))
-        )
+        self._dtype = _token_dtype(formats[0])
         missing = np.flatnonzero(index.table.dims < 0)
         if missing.size:
             name = index.table.filename(int(missing[0]))
@@ -366,8 +351,11 @@ _TORCH_AS_NUMPY = {
 }  # fmt: skip
 
 
-def _torch_numpy_name(index: int) -> str:
-    try:
-        return _TORCH_AS_NUMPY[index]
-    except KeyError:
-        raise ValueError(f"unknown torch dtype index {index} in the dataset") from None
+def _token_dtype(data_format: str) -> np.dtype:
+    """The numpy dtype of a token leaf stored as ``data_format`` (a tensor's, without torch)."""
+    index = suffix_int(data_format)
+    if data_format.startswith("no_header_numpy"):
+        return numpy_dtype(index)
+    if index not in _TORCH_AS_NUMPY:
+        raise ValueError(f"unknown torch dtype index {index} in the dataset")
+    return np.dtype(_TORCH_AS_NUMPY[index])

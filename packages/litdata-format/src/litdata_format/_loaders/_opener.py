@@ -21,14 +21,13 @@ class ChunkOpener:
     """Opens chunks by number, checks each holds what the index says, keeps the latest ``keep_open`` open.
 
     Args:
-        names: each chunk's file name, for messages (the index's ``filenames``).
+        names: each chunk's file name, for messages.
         counts: how many items each chunk holds, as the index says (``chunk_size``).
         open_file: opens chunk ``number`` (finding its file, mapping or reading it).
         keep_open: how many chunks stay open at once (the least recently used is closed past it);
             None: all of them, until :meth:`close`.
         on_close: called with ``(number, consumed)`` after chunk ``number`` was closed (also when
-            opening it failed its check): ``consumed`` says whether the reader is done with it
-            (:meth:`release`) rather than merely pushing it out of the ones kept open.
+            opening it failed its check); ``consumed`` is True when :meth:`release` closed it.
     """
 
     def __init__(
@@ -50,9 +49,6 @@ class ChunkOpener:
 
     def chunk(self, number: int) -> Chunk:
         """Chunk ``number``, opened on first use (it becomes the most recently used).
-
-        Args:
-            number: the chunk's position in the index.
 
         Raises:
             ValueError: the chunk holds another number of items than the index says (the
@@ -83,19 +79,11 @@ class ChunkOpener:
         return tuple(self._open)
 
     def is_open(self, number: int) -> bool:
-        """Whether chunk ``number`` is open now.
-
-        Args:
-            number: the chunk's position in the index.
-        """
+        """Whether chunk ``number`` is open now."""
         return number in self._open
 
     def release(self, number: int) -> None:
-        """The reader is done with chunk ``number``: close it now (a no-op when it is not open).
-
-        Args:
-            number: the chunk's position in the index.
-        """
+        """The reader is done with chunk ``number``: close it now (a no-op when it is not open)."""
         opened = self._open.pop(number, None)
         if opened is not None:
             self._shut(number, opened, consumed=True)

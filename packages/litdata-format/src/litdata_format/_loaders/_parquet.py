@@ -5,11 +5,9 @@ A Parquet dataset's ``index.json`` (written by ``index_parquet_dataset``) lists 
 ``config.data_format`` the Arrow type of each column. The files are read as they are; a sample
 is one row as a dict ``{column name: Python value}`` (what ``pyarrow``'s ``to_pylist`` gives).
 
-Rows are decoded a row group at a time (pyarrow's batch conversion is about ten times faster
-than converting single values), and a decoded row group is dropped once each of its rows was
-read, so a sequential pass holds one row group and a shuffled pass at most the row groups of
-the chunk it is in. pyarrow is imported on first use and never decodes in its thread pool
-(``use_threads=False``), so a process may fork after reading.
+Rows are decoded a row group at a time (pyarrow converts batches much faster than single
+values), and a decoded row group is dropped once each of its rows was read. pyarrow is imported
+on first use and never decodes in its thread pool, so a process may fork after reading.
 """
 
 from __future__ import annotations
@@ -141,9 +139,6 @@ class ParquetLoader(BaseItemLoader):
             "ParquetLoader reads Parquet files in place and writes nothing: index them with "
             "index_parquet_dataset(dir), or write chunks with PyTreeLoader"
         )
-
-    def items_in_chunk(self, chunk: ChunkInfo) -> int:
-        return chunk.chunk_size
 
     def open_chunk(self, path: str | os.PathLike[str], info: ChunkInfo, index: DatasetIndex,
                    encryption: Any = None) -> ParquetChunk:  # fmt: skip

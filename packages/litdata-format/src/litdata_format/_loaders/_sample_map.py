@@ -2,10 +2,8 @@
 
 A dataset's samples are numbered through its chunks in index order. A reader may keep only
 some items of a chunk (a subsample, a subset), in an order of its own: the map holds, per chunk,
-the items kept (or "all of them, in order"), and the prefix sums of the samples each chunk gives.
-Everything is a few flat numpy arrays (8 bytes per chunk and per kept item; nothing per chunk when
-every item is kept), so a dataset of a million chunks maps in a few MB, pickles as a handful of
-buffers and is inherited by forked DataLoader workers without a copy.
+the items kept (or "all of them, in order"), and the prefix sums of the samples each chunk gives,
+as a few flat numpy arrays: cheap to pickle and shared by forked workers without a copy.
 """
 
 from __future__ import annotations
@@ -26,10 +24,9 @@ def _prefix(counts: np.ndarray) -> np.ndarray:
 class SampleMap:
     """Sample numbers of a dataset's chunks, after what a reader keeps of each.
 
-    Args:
-        counts: how many items each chunk stores, in index order.
-        kept: per chunk, the item numbers kept, in the order they are read (None for a chunk:
-            all of its items, in order); None: every item of every chunk.
+    ``counts`` is how many items each chunk stores, in index order; ``kept`` holds per chunk the
+    item numbers kept, in the order they are read (None for a chunk: all of its items, in order;
+    ``kept`` None: every item of every chunk).
     """
 
     def __init__(self, counts: Sequence[int] | np.ndarray, kept: Sequence[np.ndarray | None] | None = None) -> None:
@@ -68,10 +65,7 @@ class SampleMap:
         return index
 
     def locate(self, index: int) -> tuple[int, int]:
-        """(chunk, position among the chunk's samples) of sample ``index``.
-
-        Args:
-            index: the sample's number, from 0.
+        """(chunk, position among the chunk's samples) of sample ``index`` (from 0).
 
         Raises:
             IndexError: ``index`` is not a sample of the map.
@@ -86,22 +80,13 @@ class SampleMap:
         return chunks, indices - self.starts[chunks]
 
     def item(self, chunk: int, position: int) -> int:
-        """The item number, in the chunk's file, of the chunk's ``position``-th sample.
-
-        Args:
-            chunk: the chunk's number in the index.
-            position: the sample's position among the chunk's samples.
-        """
+        """The item number, in the chunk's file, of chunk ``chunk``'s ``position``-th sample."""
         if self._values is None:
             return position
         return int(self._values[int(self.starts[chunk]) + position])
 
     def items(self, chunk: int) -> np.ndarray | None:
-        """The item numbers of chunk ``chunk``'s samples, in order; None when they are all its items in order.
-
-        Args:
-            chunk: the chunk's number in the index.
-        """
+        """The item numbers of chunk ``chunk``'s samples, in order; None when they are all its items in order."""
         if self._values is None:
             return None
         return self._values[int(self.starts[chunk]) : int(self.starts[chunk + 1])]
@@ -113,9 +98,6 @@ class SampleMap:
     def locate_item(self, position: int) -> tuple[int, int]:
         """(chunk, item) of the ``position``-th item stored, whatever the map keeps (key lookups count so).
 
-        Args:
-            position: the item's number through all chunks, in index order.
-
         Raises:
             IndexError: the chunks store fewer items.
         """
@@ -126,11 +108,7 @@ class SampleMap:
         return chunk, position - int(self._item_starts[chunk])
 
     def subset(self, indices: np.ndarray) -> SampleMap:
-        """The map of samples ``indices`` of this one (sorted, in range), each chunk's in that order.
-
-        Args:
-            indices: sample numbers of this map, ascending.
-        """
+        """The map of samples ``indices`` of this one (ascending, in range), each chunk's in that order."""
         chosen = np.asarray(indices, dtype=np.int64)
         chunks, positions = self.locate_many(chosen)
         lengths = np.bincount(chunks, minlength=len(self.counts)).astype(np.int64)

@@ -1,17 +1,15 @@
 """Serializers for media leaves, and the tensor serializers' support for the :class:`Tensor` wrapper.
 
-The leaves: text, image, nifti, mesh, pdf, graph, tiff, file, pil, jpeg and jpeg_array (video and
-audio live in ``_av_serializers``).
-
-Each stores the encoded file (never decoded pixels or samples) exactly as upstream LitData 0.2.76
-does, under the same data_format name, and accepts the same values in ``can_serialize``. The
-decoder libraries (Pillow, soundfile, PyAV, trimesh, pypdf, nibabel, tifffile) are imported only
-when a value is encoded or decoded; ``can_serialize`` recognises their objects by looking in
-``sys.modules``, since such an object can only exist once its library was imported.
+Each (video and audio live in ``_av_serializers``) stores the encoded file (never decoded pixels or
+samples) exactly as upstream LitData 0.2.76 does, under the same data_format name, and accepts the
+same values in ``can_serialize``. The decoder libraries are imported only when a value is encoded
+or decoded; ``can_serialize`` recognises their objects by looking in ``sys.modules``, since such
+an object can only exist once its library was imported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import os
@@ -262,9 +260,8 @@ class JPEGSerializer(Serializer):
 def _file_bytes_of(image: Any) -> bytes | None:
     """The bytes of the file a lazily opened PIL image came from, or None if it has none.
 
-    Read through the image's own open file when PIL still holds it (no second open and stat of
-    the path), else from its filename. A file with a descriptor is read with one ``pread`` of its
-    size, which leaves PIL's position alone (no tell/seek/read/seek: ~3 us of ~70 per image).
+    Read through the image's own open file when PIL still holds it (with one ``pread``, which
+    leaves PIL's position alone, when it has a descriptor), else from its filename.
     """
     if not image.filename:
         return None
@@ -305,15 +302,7 @@ def _with_array_quality(image: Jpeg, owner: JpegArray) -> Jpeg:
         quality, cap = None, owner.max_quality
     else:
         return image
-    return Jpeg(
-        path=image.path,
-        bytes=image.bytes,
-        array=image.array,
-        image=image.image,
-        mode=image.mode,
-        quality=quality,
-        max_quality=cap,
-    )
+    return dataclasses.replace(image, quality=quality, max_quality=cap)
 
 
 class JPEGArraySerializer(Serializer):

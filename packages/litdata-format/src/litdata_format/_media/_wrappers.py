@@ -43,11 +43,7 @@ GRAPH_FIELDS = ("x", "edge_index", "edge_attr", "y", "pos", "batch")
 
 
 def is_pyg_data(value: object) -> bool:
-    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed).
-
-    Args:
-        value: any object.
-    """
+    """Whether ``value`` is a PyTorch Geometric ``Data``/``HeteroData``/``Batch`` (no import needed)."""
     module = getattr(type(value), "__module__", "") or ""
     return module.startswith("torch_geometric.data") and hasattr(value, "to_dict")
 

@@ -253,7 +253,6 @@ class SampleDecoder:
         # json.loads refuses one); the built-ins read the memoryview in place, without that copy.
         self._as_bytes = [not type(s).__module__.startswith("litdata_format.") for s in self._serializers]
         self._num = len(self._serializers)
-        # Parsing the size header with struct costs ~0.1 us; numpy's frombuffer + sum ~2 us per sample.
         self._header = struct.Struct(f"<{self._num}I")
         self._rebuild = unflattener(self.spec)
 

@@ -1,15 +1,12 @@
 """A small pytree: flatten samples into leaves and back, without torch.
 
-The tree spec serializes to the JSON string that ``torch.utils._pytree.treespec_dumps`` writes
-(protocol 1), because upstream LitData stores exactly that string in ``index.json`` as
-``data_spec``. Containers follow torch's rules: only the exact types dict, list, tuple,
-OrderedDict, defaultdict and namedtuples are nodes; everything else (None included) is a leaf.
-Dict children are taken in insertion order.
+The tree spec serializes to the string ``torch.utils._pytree.treespec_dumps`` writes (protocol
+1), which upstream stores as ``data_spec``. As in torch, only the exact types dict, list, tuple,
+OrderedDict, defaultdict and namedtuples are nodes (dicts in insertion order); all else is a leaf.
 
 Reading a spec never imports a module or calls a name because ``index.json`` says so: a namedtuple
 is found only among the classes given to :func:`register_namedtuple`, and a defaultdict's factory
-only among a few builtin types. The writer refuses what the reader could not rebuild (as torch's
-``treespec_dumps`` refuses an unregistered namedtuple).
+only among a few builtin types; the writer refuses what a reader could not rebuild.
 """
 
 from __future__ import annotations
@@ -135,9 +132,6 @@ class TreeSpec:
     def from_json(cls, text: str) -> TreeSpec:
         """Parse a ``treespec_dumps`` protocol-1 string (the ``data_spec`` of an index).
 
-        Args:
-            text: the string.
-
         Raises:
             ValueError: the string is malformed, or names a type that is neither a container nor a
                 registered namedtuple, or a defaultdict factory outside the builtin types.
@@ -162,10 +156,9 @@ class TreeSpec:
 
 LEAF = TreeSpec(None)
 
-# A spec is parsed before anything checks its depth, and json's parser recurses once per level: a
-# hostile spec would reach the interpreter's recursion limit, where anything that runs then (a
-# garbage collection's finalizers) fails too. Each container adds 2 levels (its node and its children
-# list: 23 for a sample nested 10 dicts deep), so 400 is a sample nested ~200 containers deep.
+# json's parser recurses once per level: a hostile spec would reach the recursion limit, where
+# anything that runs then (a garbage collection's finalizers) fails too, so the depth is checked
+# first. Each container adds 2 levels (its node and its children list): 400 is ~200 containers.
 MAX_SPEC_NESTING = 400
 _JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
@@ -182,28 +175,23 @@ def _nesting(text: str) -> int:
     return max(levels, default=0)
 
 
+_NODES: dict[type, str] = {
+    dict: _DICT, list: _LIST, tuple: _TUPLE, collections.OrderedDict: _ORDERED, collections.defaultdict: _DEFAULT
+}  # fmt: skip
+
+
 def _node_type(obj: object) -> str | None:
     kind = type(obj)
-    if kind is dict:
-        return _DICT
-    if kind is list:
-        return _LIST
-    if kind is tuple:
-        return _TUPLE
-    if kind is collections.OrderedDict:
-        return _ORDERED
-    if kind is collections.defaultdict:
-        return _DEFAULT
-    if isinstance(obj, tuple) and hasattr(kind, "_fields"):
+    found = _NODES.get(kind)
+    if found is None and isinstance(obj, tuple) and hasattr(kind, "_fields"):
         return _NAMED
-    return None
+    return found
 
 
 def tree_flatten(obj: Any) -> tuple[list[Any], TreeSpec]:
-    """Split ``obj`` into its leaves (depth first, dicts in insertion order) and its spec.
+    """Split ``obj`` (nested dicts, lists, tuples and namedtuples of leaves) into its leaves and its spec.
 
-    Args:
-        obj: a sample: nested dicts, lists, tuples and namedtuples of leaves.
+    Leaves come depth first, dicts in insertion order.
     """
     leaves: list[Any] = []
     return leaves, _flatten(obj, leaves)
@@ -307,15 +295,9 @@ def _keys(steps: list[str]) -> str:
 
 
 def spec_difference(found: TreeSpec, first: TreeSpec, path: str = "") -> str:
-    """Where a sample's structure first departs from the first sample's, in words.
+    """Where the structure ``found`` (at ``path`` in its sample) first departs from the first sample's, in words.
 
-    Args:
-        found: The structure of the sample refused.
-        first: The structure of the first sample, which every sample must have.
-        path: Where ``found`` sits in its sample (``""``: the whole sample).
-
-    Returns:
-        E.g. ``sample['tokens'] is a list of 3 items where the first sample's had 2``.
+    E.g. ``sample['tokens'] is a list of 3 items where the first sample's had 2``.
     """
     where = f"sample{path}"
     if found.type != first.type:
@@ -362,12 +344,7 @@ def unflattener(spec: TreeSpec) -> Callable[[list[Any]], Any]:
 
 
 def tree_unflatten(leaves: list[Any] | tuple[Any, ...], spec: TreeSpec) -> Any:
-    """Rebuild a sample from its leaves and spec (the inverse of :func:`tree_flatten`).
-
-    Args:
-        leaves: the leaves, in :func:`tree_flatten`'s order.
-        spec: the structure to rebuild.
-    """
+    """Rebuild a sample from its leaves (in :func:`tree_flatten`'s order) and spec."""
     if len(leaves) != spec.num_leaves:
         raise ValueError(f"the spec expects {spec.num_leaves} leaves but {len(leaves)} were given")
     return _unflatten(iter(leaves), spec)

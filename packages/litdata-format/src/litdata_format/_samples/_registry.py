@@ -48,10 +48,7 @@ def default_serializers() -> dict[str, Serializer]:
 
 
 def resolve_serializers(user: Mapping[str, Serializer] | None = None) -> dict[str, Serializer]:
-    """The user's serializers first (in their order), then the built-ins they do not replace.
-
-    Args:
-        user: the user's serializers by name, or None for the built-ins alone.
+    """The ``user``'s serializers by name first (in their order), then the built-ins they do not replace.
 
     Raises:
         TypeError: a value of ``user`` is not a :class:`Serializer` instance.

@@ -4,8 +4,7 @@ Unpickling runs whatever code the bytes name, so a dataset holding pickled leave
 ``pickle`` serializer, ``graph`` leaves, MDS ``pkl`` columns) can run code in the reader's
 process. Readers decide once, when their item loader is set up, whether that is allowed:
 ``allow_pickle=`` on the reader, else the ``LITDATA_ALLOW_PICKLE`` environment variable, else
-allowed (as upstream LitData reads them). Writers warn when they store pickle. (Chunk files
-that lead outside the dataset folder are refused by ``_index.check_chunk_file``.)
+allowed (as upstream LitData reads them). Writers warn when they store pickle.
 """
 
 from __future__ import annotations
