@@ -1,20 +1,11 @@
 """One call per instrumented site, fanned out to the tracer, the watchdog's activity board and listeners.
 
-A site that a trace, a hang watchdog or a profiler cares about (reading a chunk, a download, a
-wait for a lock or for the cache's cap, a batch a worker made) makes one call on :data:`probe`:
-``probe.begin`` / ``probe.end`` around an operation that does not fit a ``with`` block,
-``probe.span`` around one that does, ``probe.instant`` for a point in time. The probe hands it to
-
-- the tracer (:mod:`litdata_io._instrument._tracer`): a ``B``/``E`` pair, a complete event or an instant, when
-  the event's category is recorded;
-- the activity board (:mod:`litdata_io._instrument._activity`): what this worker is doing, when the site says
-  (``doing``) and a board is attached; the text is built only then;
-- listeners (:meth:`Probe.listen`): worker 0's profiler counts the batches it made this way.
-
-Why it costs nothing when off: every call first reads one attribute of a module-level object
-(``_SWITCHES.quiet``), which the tracer, the board and :meth:`Probe.listen` keep up to date; when
-nothing listens, the call returns at once, so the site runs exactly the code it runs untraced.
-Nothing a site does depends on whether it is traced: the probe only observes.
+A site (reading a chunk, a download, a lock wait, a batch a worker made) makes one call on
+:data:`probe`: ``begin``/``end`` around an operation that does not fit a ``with`` block, ``span``
+around one that does, ``instant`` for a point in time. The probe hands it to the tracer (when the
+category is recorded), the activity board (when the site says what it is ``doing`` and a board is
+attached) and listeners (:meth:`Probe.listen`: the loader's profiler). Off, every call reads one
+flag (``SWITCHES.quiet``) and returns; the probe only observes.
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ from litdata_io._instrument._switches import SWITCHES
 
 __all__ = ["Listener", "Probe", "Token", "probe"]
 
-# What a site says it does, for the activity board: the text itself, or a function building it
-# (called only while a board is attached: a file name looked up per chunk costs a microsecond).
+# What a site says it does, for the activity board: the text, or a function building it (only when shown).
 Doing = str | Callable[[], str] | None
 
 

@@ -15,20 +15,14 @@ the duration of a complete (``ph: X``) event in microseconds, ``pid``/``tid`` th
 thread ids; everything after the fixed keys is the event's ``args``. A value never contains ``;``
 or a newline, so every line parses on its own.
 
-Why the log is safe with many writers: the file is opened with ``O_APPEND`` and each line (plus the
-thread-name line that may precede it) goes out in one ``write()``, which Linux and macOS apply
-atomically to a regular file, so lines from DataLoader workers, prefetch threads and ranks never
-interleave. Nothing is buffered, so a crashing worker loses no events.
+Many writers: the file is opened with ``O_APPEND`` and each line goes out unbuffered in one
+``write()``, which Linux and macOS apply atomically to a regular file, so lines from workers,
+threads and ranks never interleave and a crashing worker loses no events. Off, every emitter is
+one ``category in <frozenset>`` test; per-sample sites guard with :func:`trace_enabled`.
 
-Why it costs nothing when off: every emitter starts with one ``category in <frozenset>`` test on a
-module global; nothing is formatted, no clock is read, no file is opened. Hot per-sample call
-sites guard with :func:`trace_enabled` so even their keyword arguments are not built.
-
-Settings reach child processes through the environment: :func:`enable_tracer` writes
-``LITDATA_LOG_FILE`` (absolute), ``LITDATA_TRACE_LEVEL`` and ``LITDATA_TRACE_CATEGORIES``, and
-importing this module reads them, so spawned DataLoader workers trace with the parent's settings;
-forked ones inherit the module state. Values of those variables that this module did not write
-itself (the user's shell, a launcher) override the arguments of :func:`enable_tracer`.
+Settings reach spawned children through ``LITDATA_LOG_FILE``, ``LITDATA_TRACE_LEVEL`` and
+``LITDATA_TRACE_CATEGORIES``, which :func:`enable_tracer` writes and importing this module reads.
+Values this module did not write itself (the user's shell, a launcher) override its arguments.
 """
 
 from __future__ import annotations
@@ -114,7 +108,6 @@ class TracerConfig:
         return bool(self.categories)
 
 
-# The hot-path state. Emitters read ``_ACTIVE`` and nothing else when tracing is off.
 _ACTIVE: frozenset[str] = frozenset()
 _CONFIG = TracerConfig("off", frozenset(), os.path.abspath(DEFAULT_LOG_FILE))
 
@@ -132,9 +125,6 @@ def _after_fork_in_child() -> None:
     global _worker_context
     _named_threads.clear()
     _worker_context = None
-
-
-# --------------------------------------------------------------------------- configuration
 
 
 def _categories_for_level(level: str) -> frozenset[str]:
@@ -279,9 +269,6 @@ def _configure_from_env() -> None:
     _apply(level, cats, path)
 
 
-# --------------------------------------------------------------------------- writing
-
-
 def _us(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
@@ -351,9 +338,6 @@ def _emit(name: str, ph: str, cat: str, ts_ns: int, dur_ns: int | None, args: Ma
         print(f"[litdata] tracer stopped: cannot write {config.log_file}: {exc}", file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------- the emitter API
-
-
 def trace_enabled(category: str) -> bool:
     """Whether events of ``category`` are recorded; cheap enough to guard per-sample code.
 
@@ -396,7 +380,6 @@ class TraceSpan:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         dur = time.perf_counter_ns() - self._start
-        # GeneratorExit/KeyboardInterrupt/SystemExit end a span without anything having failed.
         failed = exc if isinstance(exc, Exception) else None
         args = self._args
         if failed is not None:
