@@ -26,9 +26,7 @@ from litdata_io._resolver import cache_root
 __all__ = ["CacheClearResult", "cache_path", "clear_cache"]
 
 
-def cache_path() -> Path:
-    """The active cache root: ``LITDATA_CACHE_DIR`` if set, else ``~/.lightning/chunks``."""
-    return cache_root()
+cache_path = cache_root  # the name `litdata cache path` and the public API give it
 
 
 @dataclass

@@ -162,13 +162,9 @@ def classify(exc: BaseException) -> ErrorKind:
 def refused_signature(exc: BaseException, what: str = "") -> bool:
     """Whether the server refused a request for its credentials or signature (401, 403, a stale-key code).
 
-    Such a request may have been signed with keys that were still valid and reached the server after
-    they expired: signed, then held up while its process was paused (SIGSTOP, a suspended VM or
-    container), so signing it again with the keys held now can succeed. A credential source that
-    refused to hand out keys (obstore names it "credential provider") is not such an answer.
-
-    S3 answers a HEAD with a status and no body, so its 400 for an expired session token
-    (``ExpiredToken`` on a GET) cannot be told from other 400s: a HEAD's 400 counts as one.
+    Signing it again with fresh keys may succeed. A credential source that refused to hand out keys
+    (obstore's "credential provider") is not such an answer. S3 answers a HEAD with no body, so its
+    400 for an expired session token cannot be told from other 400s: a HEAD's 400 counts as one.
 
     Args:
         exc: what the backend raised.

@@ -1,15 +1,12 @@
 """The storage interface every backend implements (local disk, obstore stores, fsspec filesystems).
 
 A :class:`Storage` is rooted at one URL (``s3://bucket/prefix``, ``/data/set``, ...) and takes
-keys relative to that root. Higher layers (the chunk cache, optimize's uploader) depend on this
-interface only, never on a backend SDK. Every method has an async twin; the sync ones run the
-async ones on a per-process background loop (see :mod:`litdata_io._processes._loop`), so they also work
-when called from inside a running event loop.
+keys relative to that root; higher layers depend on this interface only, never on a backend SDK.
+Every method has an async twin; the sync ones run the async ones on a per-process background loop
+(:mod:`litdata_io._processes._loop`), so they also work inside a running event loop.
 
-Downloads are atomic: :meth:`Storage.adownload` writes a temporary file next to the destination
-and publishes it with ``os.replace``, so the destination is either absent, the old file, or the
-whole new object. Objects larger than ``settings.parallel_threshold`` are fetched with
-``settings.max_concurrency`` ranged requests of ``settings.part_size`` bytes in parallel.
+Downloads are atomic (a temporary file next to the destination, then ``os.replace``). Objects
+larger than ``settings.parallel_threshold`` are fetched with parallel ranged requests.
 """
 
 from __future__ import annotations
@@ -117,9 +114,8 @@ class Storage(ABC):
     ) -> AsyncIterator[list[ObjectInfo]]:
         """The listing of :meth:`alist`, in pages of at most ``page_size`` objects, in key order.
 
-        Backends that can stream a listing (local folders, S3) hold about one page at a time, so a
-        prefix of millions of objects can be consumed with bounded memory; the others list
-        everything first (as :meth:`alist`) and hand it out in pages.
+        Local folders and S3 hold about one page at a time (bounded memory for millions of
+        objects); the other backends list everything first.
 
         Args:
             prefix: the start of the keys to list.
@@ -138,9 +134,7 @@ class Storage(ABC):
 
         Returns up to ``limit`` objects whose key sorts after ``start_after`` (``""``: from the
         start), and the ``start_after`` of the next page (``""`` when the listing is done). A page
-        may be empty while the listing is not done (every key it looked at was outside
-        ``prefix``). Backends whose store pages by key (S3) make one request per page; the
-        default lists everything and picks the page.
+        may be empty while the listing is not done (every key it looked at was outside ``prefix``).
 
         Args:
             prefix: the start of the keys to list.
@@ -184,10 +178,9 @@ class Storage(ABC):
     async def aput_new(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if no object has that key; whether this call created it.
 
-        Backends whose store can check for itself do it in the same request, so of writers racing
-        for one key exactly one succeeds: a local folder (a hard link, which never replaces a file)
-        and S3, GCS and Azure through obstore (a conditional put, ``If-None-Match: *``). This
-        default looks first, then writes: two writers racing may both succeed.
+        Of writers racing for one key exactly one succeeds on a local folder (a hard link) and on
+        S3, GCS and Azure through obstore (``If-None-Match: *``); this default looks first, then
+        writes, so two racing writers may both succeed.
 
         Args:
             key: the object's key under the root URL.
@@ -201,10 +194,9 @@ class Storage(ABC):
     async def areplace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
         """Replace ``key`` with ``data`` only if it is still the object ``expected`` describes; whether it did.
 
-        A compare-and-swap: of writers racing to replace one version, exactly one succeeds where
-        the store checks it in the same request: a local folder (the file is renamed aside and put
-        back if it was not that version) and S3, GCS and Azure through obstore (a conditional put,
-        ``If-Match``). This default looks first, then writes: two writers racing may both succeed.
+        A compare-and-swap: exactly one of racing writers succeeds on a local folder (the file is
+        renamed aside first) and on S3, GCS and Azure through obstore (``If-Match``); this default
+        looks first, then writes, so two racing writers may both succeed.
 
         Args:
             key: the object's key under the root URL.
@@ -259,8 +251,7 @@ class Storage(ABC):
     async def adownload_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
         """:meth:`adownload`, and the file's checksum (what :func:`litdata_format.checksum_file` gives).
 
-        Backends that receive the object in pieces hash each piece as it arrives, so checking a
-        download costs no second pass over the file; this default reads the file again.
+        Backends that receive the object in pieces hash each as it arrives; this default reads the file again.
 
         Args:
             key: the object's key under the root URL.

@@ -7,14 +7,10 @@ first attempt. Only transient failures (5xx, 408/429 throttling, ``SlowDown``, c
 timeouts) are retried; a missing object or any other client error fails at once.
 
 A request the server refused for its credentials or signature (401, 403, S3's ``ExpiredToken`` or
-``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within the
-same budget, signed with keys fetched anew from their source: the caller's ``renew`` drops the
-client that signed it (and the keys it cached), so the next attempt builds one that asks the source.
-The keys may have been revoked or expired early (a rotated role, keys the server no longer accepts
-although they advertise hours of life, which no client replaces on its own), or the request may
-have been signed with keys that were valid then and reached the server after they expired, because
-its process was paused (SIGSTOP, a suspended VM) between signing and sending. A second refusal,
-with the fresh keys, is final.
+``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within
+the same budget: the caller's ``renew`` drops the client that signed it, so the next attempt signs
+with keys fetched anew (the keys may have been revoked early, or the request signed before its
+process was paused past their expiry). A second refusal is final.
 """
 
 from __future__ import annotations
@@ -60,7 +56,6 @@ async def retry_call(
     settings: IOSettings,
     secrets: Iterable[Secret | str] = (),
     attempt_timeout: float | None = None,
-    classifier: Callable[[BaseException], ErrorKind] = classify,
     renew: Callable[[], None] | None = None,
 ) -> T:
     """Await ``call()`` until it succeeds, retrying transient failures within the budget.
@@ -73,7 +68,6 @@ async def retry_call(
         secrets: values to mask in error messages.
         attempt_timeout: cancel an attempt after this many seconds (for backends without a
             client-side timeout of their own); a timed-out attempt counts as transient.
-        classifier: sorts an exception into an :class:`ErrorKind`.
         renew: called when the server refused the credentials, before the one attempt more: makes
             the next attempt sign with keys fetched anew from their source.
 
@@ -91,10 +85,8 @@ async def retry_call(
             if attempt_timeout is None:
                 return await call()
             return await asyncio.wait_for(call(), attempt_timeout)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
-            kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classifier(exc)
+            kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classify(exc)
             elapsed = time.monotonic() - started
             if (
                 not signed_again
