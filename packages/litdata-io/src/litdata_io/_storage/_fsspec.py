@@ -26,7 +26,7 @@ from litdata_format.internal import atomic_file
 from litdata_io._processes._process import PerProcess
 from litdata_io._storage._interface import ObjectInfo, Storage, check_key
 from litdata_io._storage._options import BackendOptions, is_str_mapping
-from litdata_io._storage._retry import retry_call
+from litdata_io._storage._retry import retry_with_client
 from litdata_io._storage._secret import Secret
 
 __all__ = ["FsspecStorage", "HfStorage"]
@@ -142,26 +142,15 @@ class FsspecStorage(Storage):
         return path[len(root) :].lstrip("/") if path.startswith(root) else path
 
     async def _call(self, what: str, key: str, function: Callable[[], T]) -> T:
-        signer: list[Any] = [None]  # the filesystem the last attempt used
-
-        async def attempt() -> T:
-            signer[0] = self._filesystem()
-            return await asyncio.to_thread(function)
-
-        def renew() -> None:
-            # The server refused its keys: drop that filesystem (and the keys it holds), so the next
-            # attempt makes one that asks their source, as the obstore backend drops its client.
-            if self._fs.peek() is signer[0]:
-                self._fs.clear()
-
-        return await retry_call(
-            attempt,
+        return await retry_with_client(
+            self._fs,
+            self._opened,
+            lambda: asyncio.to_thread(function),
             what=what,
             url=self.url_for(key),
             settings=self.settings,
             secrets=self._secrets(),
             attempt_timeout=self.settings.request_timeout,
-            renew=renew,
         )
 
     def _info(self, key: str) -> ObjectInfo:

@@ -46,7 +46,7 @@ from litdata_io._processes._requests import (
 from litdata_io._storage._aws_config import ca_bundle, endpoint_of, s3_client_config
 from litdata_io._storage._interface import ObjectInfo, Storage, check_key
 from litdata_io._storage._options import BackendOptions, parse_connection_string
-from litdata_io._storage._retry import retry_call
+from litdata_io._storage._retry import retry_with_client
 from litdata_io._storage._secret import Secret
 
 if TYPE_CHECKING:
@@ -218,21 +218,9 @@ class ObstoreStorage(Storage):
         return self._store.get(self._build)
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
-        signer: list[Any] = [None]  # the client the last attempt signed with
-
-        async def signed() -> Any:
-            signer[0] = self._client()
-            return await attempt()
-
-        def renew() -> None:
-            # The server refused its keys: drop that client, so the next attempt builds one that asks
-            # the source for keys (a cached client keeps its keys until their advertised end). Only if
-            # it is still the current one: requests refused at once renew it once.
-            if self._store.peek() is signer[0]:
-                self._store.clear()
-
-        return await retry_call(
-            signed, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets(), renew=renew
+        url, secrets = self.url_for(key), self._secrets()
+        return await retry_with_client(
+            self._store, self._build, attempt, what=what, url=url, settings=self.settings, secrets=secrets
         )
 
     # -- primitives -------------------------------------------------------------------------------

@@ -20,13 +20,14 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from litdata_io._processes._process import PerProcess
 from litdata_io._storage._failures import ErrorKind, classify, refused_signature, short_cause, translate
 from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
-__all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call"]
+__all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call", "retry_with_client"]
 
 # A refused signature is signed again after this pause, not at once: a credential source that just
 # rotated its keys, or a server that just revoked them, is given a moment to agree with itself.
@@ -120,3 +121,24 @@ async def retry_call(
                 "%s %s: attempt %d failed (%s); retrying in %.2fs", what, url, attempt, short_cause(exc, secrets), delay
             )
             await asyncio.sleep(delay)
+
+
+async def retry_with_client(
+    clients: PerProcess[Any], build: Callable[[], Any], call: Callable[[], Awaitable[T]], **options: Any
+) -> T:
+    """:func:`retry_call` (given ``options``) of ``call``, which uses the client in ``clients``.
+
+    When the server refuses the keys, the client the attempt used is dropped, so the next attempt
+    builds one (``build``) that asks the keys' source again.
+    """
+    used: list[Any] = [None]
+
+    async def attempt() -> T:
+        used[0] = clients.get(build)
+        return await call()
+
+    def renew() -> None:
+        if clients.peek() is used[0]:
+            clients.clear()
+
+    return await retry_call(attempt, renew=renew, **options)
