@@ -365,14 +365,10 @@ _READ_BY_CLIENTS = (
 )  # fmt: skip
 
 
-def _read_by_clients(name: str) -> bool:
-    upper = name.upper()
-    return any(word in upper for word in _READ_BY_CLIENTS)
-
-
 def _environment() -> tuple[tuple[str, str], ...]:
     """The variables of this process's environment that a store client may read, sorted."""
-    return tuple(sorted((name, value) for name, value in os.environ.items() if _read_by_clients(name)))
+    read = [(name, value) for name, value in os.environ.items() if any(w in name.upper() for w in _READ_BY_CLIENTS)]
+    return tuple(sorted(read))
 
 
 async def _connection() -> _Connection:

@@ -180,10 +180,5 @@ def _decide() -> Placement:
     wanted = read_choice(_ENV, ("auto", "here", "helper"))
     if wanted in ("here", "helper"):
         return "here" if wanted == "here" else "helper"
-    return "here" if _worker or _in_dataloader_worker() else "helper"
-
-
-def _in_dataloader_worker() -> bool:
-    """Whether torch declared this process a DataLoader worker (looked up without importing torch)."""
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and data.get_worker_info() is not None
+    data = sys.modules.get("torch.utils.data")  # a DataLoader worker, looked up without importing torch
+    return "here" if _worker or (data is not None and data.get_worker_info() is not None) else "helper"

@@ -83,10 +83,8 @@ class LocalStorage(Storage):
     def _walk(self, folder: str, prefix: str, recursive: bool) -> Iterator[ObjectInfo]:
         """The files under ``folder`` whose key starts with ``prefix``, in key order, one at a time.
 
-        Depth first, each folder's names sorted with a ``/`` after a subfolder's name: that visits
-        the keys in the order a sort of all of them gives (a name has no ``/``, so ``a/...`` and
-        a file ``a-b`` compare as ``a/`` and ``a-b`` do), while holding one folder's names at a time
-        per level instead of the whole tree's entries.
+        Depth first, each folder's names sorted with a ``/`` after a subfolder's name: the order a
+        sort of all keys gives, holding one folder's names per level instead of the whole tree's.
         """
         path = os.path.join(self.root, folder) if folder else str(self.root)
         names: list[str] = []

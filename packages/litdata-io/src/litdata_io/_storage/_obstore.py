@@ -1,15 +1,12 @@
 """S3 (and R2), GCS, Azure Blob and HTTP through obstore, the Rust ``object_store`` bindings.
 
-Clients are built lazily in the process that uses them and dropped from pickles. Retries happen
-in :mod:`litdata_io._storage._retry` only: obstore's own retries are switched off, and its timeouts are set
-from :class:`~litdata_io._storage._settings.IOSettings` (``connect_timeout`` and ``read_timeout`` =
-``timeout``, catching a stalled connection; ``timeout`` = ``request_timeout``).
+Clients are built in the process that uses them and dropped from pickles. Retries happen in
+:mod:`litdata_io._storage._retry` only (obstore's own are off); obstore's timeouts come from
+:class:`~litdata_io._storage._settings.IOSettings`.
 
-Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked child that
-touches it hangs. Each primitive therefore runs where :func:`litdata_io._processes._process.obstore_placement`
-says: in this process, or in the obstore helper process (:mod:`litdata_io._processes._helper`), which receives
-the call as a :class:`~litdata_io._processes._requests.Request` value and runs the same method of the same
-storage there.
+Fork. obstore's tokio runtime does not survive ``fork()``, so each primitive runs where
+:func:`~litdata_io._processes._process.obstore_placement` says: here, or in the obstore helper
+process, which receives the call as a :class:`~litdata_io._processes._requests.Request`.
 """
 
 from __future__ import annotations
@@ -88,11 +85,7 @@ def _served(
     [Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]]],
     Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]],
 ]:
-    """Run the decorated primitive in this process, or send it as ``request`` to the obstore helper.
-
-    Which one is this process's placement (:func:`litdata_io._processes._process.obstore_placement`).
-    ``request`` takes the method's own arguments (its fields are named as the parameters).
-    """
+    """Run the decorated primitive here or, as ``request`` of its own arguments, in the obstore helper."""
 
     def decorate(
         method: Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]],

@@ -1,14 +1,10 @@
 """Which backend serves which URL scheme, loaded only when a URL of that scheme is opened.
 
-Built-in schemes map to ``"module:attribute"`` strings so that ``import litdata_io`` imports no
-backend: ``s3``/``r2``/``gs``/``azure``/``az``/``http``/``https`` -> obstore (or fsspec with
-``storage_options["backend"]``), ``hf`` -> ``huggingface_hub``'s
-filesystem, local paths -> :class:`~litdata_io._storage._local.LocalStorage`, anything else -> fsspec.
-Third parties add schemes with :func:`register_storage` or an entry point in the
-``litdata.storage`` group (``name = "module:factory"``).
-
-A factory is called as ``factory(url, storage_options=..., session_options=...)`` and returns a
-:class:`~litdata_io.Storage`.
+Built-in schemes map to ``"module:attribute"`` strings, so ``import litdata_io`` imports no backend:
+s3/r2/gs/azure/http(s) -> obstore (or fsspec with ``storage_options["backend"]``), hf ->
+``huggingface_hub``, local paths -> :class:`~litdata_io._storage._local.LocalStorage`, anything else
+-> fsspec. Third parties add schemes with :func:`register_storage` or an entry point in the
+``litdata.storage`` group; a factory is called as ``factory(url, storage_options=..., session_options=...)``.
 """
 
 from __future__ import annotations
