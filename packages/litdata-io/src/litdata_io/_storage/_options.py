@@ -281,25 +281,8 @@ def _r2_endpoint(environ: Mapping[str, str]) -> str | None:
     return environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or environ.get("AWS_ENDPOINT")
 
 
-_GCS_ENDPOINT_NAMES = frozenset({"endpoint_url", "base_url", "google_base_url", "gcs_base_url", "endpoint"})
-_GCS_CREDENTIAL_NAMES = frozenset(
-    {
-        "token",
-        "service_account",
-        "service_account_path",
-        "google_service_account",
-        "service_account_key",
-        "google_service_account_key",
-        "application_credentials",
-        "google_application_credentials",
-        "bearer_token",
-        "access_token",
-        "google_bearer_token",
-        "anon",
-        "skip_signature",
-        "google_skip_signature",
-    }
-)
+_GCS_ENDPOINT_NAMES = frozenset(name for name, target in _GCS.items() if target == "base_url")
+_GCS_CREDENTIAL_NAMES = frozenset({"token", *_GCS}) - _GCS_ENDPOINT_NAMES  # any of them: an emulator gets them
 
 
 def _gcs_emulator(environ: Mapping[str, str]) -> str | None:
