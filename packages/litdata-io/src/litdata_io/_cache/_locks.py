@@ -96,17 +96,10 @@ def _link_or_kind(path: Path) -> str:
 
 
 def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
-    """Open the cache's own file ``path`` (``os.open`` ``flags``) without following a link.
-
-    Args:
-        path: a chunk, lock file or ledger in the cache folder.
-        flags: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...
-        mode: the permissions of a file created.
+    """``os.open(path, flags, mode)`` of the cache's own file, without following a link.
 
     Raises:
-        FileNotFoundError: as ``os.open`` (nothing there, and no ``O_CREAT``).
-        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``; the message
-            names the path).
+        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``, naming the path).
     """
     try:
         fd = os.open(path, flags | _OWN_FLAGS, mode)

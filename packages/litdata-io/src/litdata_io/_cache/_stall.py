@@ -215,16 +215,10 @@ def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
 async def lock_download(
     lock_path: Path, final: Path, label: str, serialize: Callable[[], AbstractContextManager[object]]
 ) -> int:
-    """Hold the download lock ``lock_path`` of chunk ``final``; take over a download that stopped.
+    """A descriptor holding the download lock ``lock_path`` of chunk ``final``, taking over a stalled holder.
 
-    Args:
-        lock_path: ``.{chunk}.lock`` next to ``final``.
-        final: where the chunk is published.
-        label: the chunk's URL, for messages.
-        serialize: a lock every process of the cache folder takes around a takeover.
-
-    Returns:
-        A descriptor holding the lock.
+    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the
+    cache folder takes around a takeover.
 
     Raises:
         DownloadStalledError: the holder made no progress and this filesystem cannot take it over.

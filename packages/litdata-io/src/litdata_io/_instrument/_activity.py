@@ -76,12 +76,7 @@ _slot_generation = -1
 
 
 def attach_activity(path: str | None, index: int = 0) -> None:
-    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop).
-
-    Args:
-        path: the board's file (:attr:`ActivityBoard.path`), or None to stop publishing.
-        index: this worker's slot on the board.
-    """
+    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop)."""
     global _slot, _slot_generation
     _slot = None if path is None else _Slot(path, index)
     _slot_generation = _process.fork_generation()
@@ -90,11 +85,7 @@ def attach_activity(path: str | None, index: int = 0) -> None:
 
 
 def activity_begin(text: str) -> int:
-    """Mark the start of ``text``; returns the token :func:`activity_end` takes (0 when off).
-
-    Args:
-        text: what this worker starts doing (e.g. ``download s3://b/chunk-0-3.bin``).
-    """
+    """Mark the start of ``text`` (``download s3://b/chunk-0-3.bin``); the token :func:`activity_end` takes (0: off)."""
     slot = _slot
     if slot is None or _slot_generation != _process.fork_generation():  # a forked child publishes only once it attaches
         return 0
@@ -102,11 +93,7 @@ def activity_begin(text: str) -> int:
 
 
 def activity_end(token: int) -> None:
-    """Mark the end of what :func:`activity_begin` returned ``token`` for.
-
-    Args:
-        token: what :func:`activity_begin` returned.
-    """
+    """Mark the end of what :func:`activity_begin` returned ``token`` for."""
     slot = _slot
     if token and slot is not None and _slot_generation == _process.fork_generation():
         slot.end(token)
@@ -114,11 +101,7 @@ def activity_end(token: int) -> None:
 
 @contextlib.contextmanager
 def activity(text: str) -> Generator[None, None, None]:
-    """Publish ``text`` as what this worker does for the block's duration.
-
-    Args:
-        text: what the worker is doing.
-    """
+    """Publish ``text`` as what this worker does for the block's duration."""
     token = activity_begin(text)
     try:
         yield

@@ -27,13 +27,7 @@ class Listener(Protocol):
     """Told of every event the probe records (the loader's profiler listens for ``worker_batch``)."""
 
     def event(self, name: str, phase: str, args: Mapping[str, object]) -> None:
-        """One event: ``phase`` is ``B`` (begins), ``E`` (ends), ``X`` (a span ended) or ``I`` (an instant).
-
-        Args:
-            name: the event's name (``read``, ``download``, ``worker_batch``, ...).
-            phase: which kind of event.
-            args: the event's arguments, as the site gave them.
-        """
+        """Event ``name`` with the site's ``args``; ``phase``: ``B`` begins, ``E`` ends, ``X`` span, ``I`` instant."""
         ...
 
 
@@ -60,16 +54,10 @@ class Probe:
     __slots__ = ()
 
     def begin(self, name: str, category: str, doing: Doing = None, /, **args: object) -> Token | None:
-        """An operation starts that :meth:`end` closes later in this thread (reading a chunk across batches).
+        """Operation ``name`` (tracer ``category``, event ``args``) starts; :meth:`end` closes it in this thread.
 
-        Args:
-            name: the event's name (``read``).
-            category: its tracer category (``read``; see ``TRACE_CATEGORIES``).
-            doing: what the activity board shows while it lasts (None: nothing).
-            **args: the event's arguments (``chunk=3``).
-
-        Returns:
-            What :meth:`end` takes; None when nothing listens (the usual case).
+        ``doing`` is what the activity board shows while it lasts. Returns what :meth:`end` takes
+        (None when nothing listens).
         """
         if SWITCHES.quiet:
             return None
@@ -84,11 +72,7 @@ class Probe:
         return Token(name, category, args, traced, token)
 
     def end(self, token: Token | None) -> None:
-        """The operation :meth:`begin` returned ``token`` for has ended.
-
-        Args:
-            token: what :meth:`begin` returned.
-        """
+        """The operation :meth:`begin` returned ``token`` for has ended."""
         if token is None:
             return
         if token.traced:
@@ -101,16 +85,10 @@ class Probe:
     def span(
         self, name: str, category: str, doing: Doing = None, /, **args: object
     ) -> contextlib.AbstractContextManager[_tracer.TraceSpan]:
-        """Time a block as one complete event, shown on the activity board while it runs.
+        """Time a block as one complete event, shown on the activity board (``doing``) while it runs.
 
-        Used as ``with probe.span("download", "download", f"download {url}", chunk=name) as span:``;
+        ``with probe.span("download", "download", f"download {url}", chunk=name) as span:``;
         ``span.set(bytes=n)`` adds arguments known only inside the block.
-
-        Args:
-            name: the event's name.
-            category: its tracer category.
-            doing: what the activity board shows while it lasts (None: nothing).
-            **args: the event's arguments.
         """
         if SWITCHES.quiet or (
             not SWITCHES.listeners and (doing is None or not SWITCHES.activity) and not _tracer.trace_enabled(category)
@@ -134,13 +112,7 @@ class Probe:
                 listener.event(name, "X", args)
 
     def instant(self, name: str, category: str, /, **args: object) -> None:
-        """A point in time (a batch made, a damaged chunk refetched, a lock taken over).
-
-        Args:
-            name: the event's name.
-            category: its tracer category.
-            **args: the event's arguments.
-        """
+        """A point in time (a batch made, a damaged chunk refetched, a lock taken over)."""
         if SWITCHES.quiet:
             return
         _tracer.trace_instant(name, category, **args)
@@ -148,20 +120,12 @@ class Probe:
             listener.event(name, "I", args)
 
     def listen(self, listener: Listener) -> None:
-        """Tell ``listener`` of every event from now on, in this process (until :meth:`unlisten`).
-
-        Args:
-            listener: what to tell.
-        """
+        """Tell ``listener`` of every event from now on, in this process (until :meth:`unlisten`)."""
         SWITCHES.listeners = (*SWITCHES.listeners, listener)
         SWITCHES.update()
 
     def unlisten(self, listener: Listener) -> None:
-        """Stop telling ``listener`` (a no-op when it is not listening).
-
-        Args:
-            listener: what :meth:`listen` was given.
-        """
+        """Stop telling ``listener`` (a no-op when it is not listening)."""
         SWITCHES.listeners = tuple(x for x in SWITCHES.listeners if x is not listener)
         SWITCHES.update()
 

@@ -59,18 +59,11 @@ def _read_ini(path: Path) -> configparser.ConfigParser:
 
 
 def read_profile(name: str, environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """The settings of AWS profile ``name`` from the shared credentials and config files.
+    """The top-level settings of AWS profile ``name`` (None: no file has it), as boto3 reads them.
 
-    Keys come from ``$AWS_SHARED_CREDENTIALS_FILE`` (default ``~/.aws/credentials``, section
-    ``[name]``) and ``$AWS_CONFIG_FILE`` (default ``~/.aws/config``, section ``[profile name]`` or
-    ``[default]``); the credentials file wins on conflicts, as in boto3.
-
-    Args:
-        name: the profile name.
-        environ: the environment (``os.environ`` by default).
-
-    Returns:
-        The profile's top-level settings (lower-case names), or None if no file has the profile.
+    ``$AWS_SHARED_CREDENTIALS_FILE`` (``~/.aws/credentials``, section ``[name]``) wins over
+    ``$AWS_CONFIG_FILE`` (``~/.aws/config``, section ``[profile name]`` or ``[default]``); ``environ``
+    is ``os.environ`` by default.
     """
     environ = os.environ if environ is None else environ
     home = Path(environ.get("HOME") or Path.home())
@@ -91,10 +84,6 @@ def read_profile(name: str, environ: Mapping[str, str] | None = None) -> dict[st
 
 def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
     """The S3Store config and credential provider (or None: obstore's own chain) for this process.
-
-    Args:
-        options: the normalized ``storage_options``.
-        environ: the environment (``os.environ`` by default).
 
     Raises:
         ValueError: a profile named explicitly or by ``AWS_PROFILE`` does not exist; a profile (or
@@ -163,12 +152,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
 def ca_bundle(options: BackendOptions, environ: Mapping[str, str] | None = None) -> bytes | None:
     """The PEM certificates S3 connections trust besides the system roots, or None.
 
-    boto3's order: ``verify="/path/ca.pem"`` in ``storage_options``, else ``AWS_CA_BUNDLE``, else the
-    profile's ``ca_bundle``. The file is read in the process that connects.
-
-    Args:
-        options: the normalized ``storage_options``.
-        environ: the environment (``os.environ`` by default).
+    boto3's order: ``verify="/path/ca.pem"`` in ``options``, else ``AWS_CA_BUNDLE``, else the profile's
+    ``ca_bundle``; the file is read in the process that connects.
 
     Raises:
         ValueError: the named file cannot be read.
@@ -250,12 +235,7 @@ def _files(environ: Mapping[str, str]) -> str:
 
 
 def endpoint_of(config: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
-    """The S3 endpoint a client will use: the configured one, else the environment's.
-
-    Args:
-        config: the S3Store config.
-        environ: the environment (``os.environ`` by default).
-    """
+    """The S3 endpoint a client with S3Store ``config`` will use: the configured one, else the environment's."""
     environ = os.environ if environ is None else environ
     if config.get("endpoint"):
         return str(config["endpoint"])

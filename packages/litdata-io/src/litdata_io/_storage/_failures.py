@@ -206,15 +206,8 @@ def translate(
 ) -> BaseException:
     """The error to raise for a final failure of ``what`` on ``url``.
 
-    Args:
-        exc: the backend's exception.
-        what: the operation, e.g. ``"GET"``.
-        url: the object's URL (no secrets in it).
-        kind: the failure's kind if already known.
-        attempts: how many attempts were made.
-        elapsed: seconds spent over all attempts.
-        budget: a description of the retry budget, for messages about retries running out.
-        secrets: values to mask in the message.
+    ``kind`` is the failure's kind if already known; ``attempts``, ``elapsed`` and ``budget`` (the
+    retry budget in words) say how retries ran out; ``secrets`` are masked in the message.
     """
     secrets = list(secrets)
     kind = kind or classify(exc)

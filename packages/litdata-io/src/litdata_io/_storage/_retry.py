@@ -63,14 +63,12 @@ async def retry_call(
 
     Args:
         call: makes one attempt (a fresh awaitable each time).
-        what: the operation, for messages (``"GET"``, ``"PUT"``, ...).
+        what: the operation, for messages (``"GET"``).
         url: the object's URL, for messages.
         settings: the retry budget.
         secrets: values to mask in error messages.
-        attempt_timeout: cancel an attempt after this many seconds (for backends without a
-            client-side timeout of their own); a timed-out attempt counts as transient.
-        renew: called when the server refused the credentials, before the one attempt more: makes
-            the next attempt sign with keys fetched anew from their source.
+        attempt_timeout: cancel an attempt after this many seconds (a transient failure).
+        renew: called before the one attempt more when the server refused the credentials.
 
     Raises:
         FileNotFoundError: the object does not exist.
