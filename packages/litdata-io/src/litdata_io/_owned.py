@@ -66,15 +66,11 @@ def _same_file(fd: int, path: str) -> bool:
 
 
 def owned_file(prefix: str, directory: str | None = None) -> tuple[int, str]:
-    """Make a file ``{directory}/{prefix}XXXXXXXX`` held alive by this process; its descriptor and path.
+    """Make a file ``{directory}/{prefix}XXXXXXXX`` (default: the temp folder) held alive by this process.
 
     The descriptor holds the file's lifetime lock (where :func:`lifetime_locks`): keep it open
     while the file is in use and close it only after deleting the file. Orphans of the same prefix
     in the folder are swept first, once per process (:func:`sweep_orphans`).
-
-    Args:
-        prefix: the start of the file's name, shared by every file of its kind.
-        directory: the folder (None: ``tempfile.gettempdir()``, which honours ``TMPDIR``).
 
     Returns:
         A read-write descriptor of the new, empty file (not inherited by ``exec``) and its path.
@@ -98,10 +94,6 @@ def sweep_orphans(prefix: str, directory: str | None = None) -> int:
 
     A file is an orphan when its lifetime lock can be taken. Files of other users are left alone.
     Without lifetime locks (:func:`lifetime_locks` is False), nothing is deleted.
-
-    Args:
-        prefix: the start of the names of the files of one kind (e.g. ``litdata-epoch-``).
-        directory: the folder (None: ``tempfile.gettempdir()``).
     """
     if _OFD_SET is None:
         return 0
@@ -135,10 +127,6 @@ def record_lock(fd: int, length: int) -> Generator[None, None, None]:
 
     Processes updating a record in a file made by :func:`owned_file` take it on their own
     descriptors; it never conflicts with the owner's lifetime lock. Waits while another holds it.
-
-    Args:
-        fd: a descriptor of the file open for reading and writing.
-        length: how many bytes from the start the record spans.
     """
     if fcntl is None:  # pragma: no cover - Windows
         yield

@@ -120,10 +120,6 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
 def check_own_folders(root: Path, folder: Path) -> None:
     """Refuse ``folder`` unless it and every folder between it and ``root`` (which may be a link) is a real folder.
 
-    Args:
-        root: the cache folder.
-        folder: a folder inside it, already made.
-
     Raises:
         OSError: one of them is a link or not a folder (the message names it).
     """
@@ -142,9 +138,6 @@ def make_cache_folder(folder: Path) -> None:
     Every part of its path, from ``/`` down, is checked before and after the mkdir: a symbolic link
     must be this user's (or root's), and a folder must not be writable by everyone without the
     sticky bit, where anyone could swap the folders the cache checked for links.
-
-    Args:
-        folder: the cache folder, absolute.
 
     Raises:
         PermissionError: a part of the path is another user's link or an unsticky world-writable

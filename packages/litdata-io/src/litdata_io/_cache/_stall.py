@@ -137,9 +137,6 @@ def holder_state(pid: int) -> str:
 
     ``running``, ``stopped``, ``stopped by a debugger``, ``in uninterruptible I/O``, ``exited``
     (a zombie), ``gone`` (no such process), or ``unknown`` (no ``/proc``).
-
-    Args:
-        pid: a process of this host.
     """
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:

@@ -39,12 +39,7 @@ def dataset_version(url: str, index: bytes) -> str:
 
 
 def file_version(url: str, path: str | os.PathLike[str]) -> str:
-    """:func:`dataset_version` of the bytes in the file ``path`` (a downloaded index), read a block at a time.
-
-    Args:
-        url: the dataset's URL (trailing ``/`` ignored).
-        path: the file holding its ``index.json``.
-    """
+    """:func:`dataset_version` of the bytes in the file ``path`` (a downloaded index), read a block at a time."""
     with open(path, "rb") as handle:
         return _version(url, iter(lambda: handle.read(_HASH_BLOCK), b""))
 

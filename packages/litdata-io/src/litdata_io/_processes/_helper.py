@@ -415,11 +415,6 @@ async def _call(storage: bytes, request: Request[_R], url: str) -> _R:
 async def call_in_helper(storage: bytes, request: Request[_R], url: str) -> _R:
     """Run ``request`` against the storage pickled as ``storage`` in this process's helper; its result.
 
-    Args:
-        storage: the pickled storage (the helper keeps one client per distinct pickle).
-        request: the storage call.
-        url: the URL the call is about, for errors.
-
     Raises:
         Whatever the method raised in the helper, or StorageError if the helper died during the call.
     """

@@ -25,12 +25,7 @@ T = TypeVar("T")
 
 
 class LoopThread:
-    """An event loop running forever in a daemon thread of the process that made it.
-
-    Args:
-        name: the thread's name.
-        fast: use uvloop when it is installed.
-    """
+    """An event loop (uvloop if ``fast`` and installed) running forever in a daemon thread named ``name``."""
 
     def __init__(self, name: str, fast: bool = False) -> None:
         self.generation = _process.fork_generation()
@@ -132,9 +127,6 @@ def io_loop() -> asyncio.AbstractEventLoop:
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on this process's litdata-io loop and wait for its result.
-
-    Args:
-        coro: the coroutine (of an async storage method).
 
     Raises:
         RuntimeError: when called from a coroutine already running on that loop (it would wait

@@ -33,9 +33,6 @@ def obstore_expiry(expiry: object) -> dt.datetime | None:
 
     obstore fails every request given another tzinfo, even another UTC one (botocore's ``tzutc()``);
     a naive datetime counts as unknown.
-
-    Args:
-        expiry: what botocore keeps as the credentials' expiry (a datetime, or None).
     """
     if not isinstance(expiry, dt.datetime) or expiry.tzinfo is None or expiry.utcoffset() is None:
         return None
@@ -132,9 +129,6 @@ def is_transient_refresh_error(exc: BaseException) -> bool:
 
     Transient: no connection, a timeout, a 5xx or throttling answer, a proxy's error page, a failed
     ``credential_process``, a container endpoint answering 5xx or not at all. Permanent: the rest.
-
-    Args:
-        exc: what boto3 raised.
     """
     if isinstance(exc, (OSError, botocore.exceptions.HTTPClientError)):
         return True  # connection refused/reset, timeouts (botocore's are HTTPClientErrors)

@@ -123,11 +123,7 @@ def _kind_of_status(status: int, text: str) -> ErrorKind:
 
 
 def classify(exc: BaseException) -> ErrorKind:
-    """Sort a backend exception into an :class:`ErrorKind`.
-
-    Args:
-        exc: what the backend raised.
-    """
+    """Sort a backend exception into an :class:`ErrorKind`."""
     if isinstance(exc, (StorageError, ReadOnlyStorageError)):
         return ErrorKind.PERMANENT
     if isinstance(exc, FileNotFoundError):
@@ -165,10 +161,6 @@ def refused_signature(exc: BaseException, what: str = "") -> bool:
     Signing it again with fresh keys may succeed. A credential source that refused to hand out keys
     (obstore's "credential provider") is not such an answer. S3 answers a HEAD with no body, so its
     400 for an expired session token cannot be told from other 400s: a HEAD's 400 counts as one.
-
-    Args:
-        exc: what the backend raised.
-        what: the operation (``"HEAD"``, ``"GET"``, ...).
     """
     text = str(exc)
     if "credential provider" in text:
@@ -178,12 +170,7 @@ def refused_signature(exc: BaseException, what: str = "") -> bool:
 
 
 def short_cause(exc: BaseException, secrets: Iterable[Secret | str] = ()) -> str:
-    """A one-paragraph, secret-free description of ``exc`` for an error message.
-
-    Args:
-        exc: the backend's exception.
-        secrets: values to mask.
-    """
+    """A one-paragraph, secret-free description of ``exc`` for an error message."""
     text = str(exc).strip() or type(exc).__name__
     # obstore appends a multi-line Rust debug dump after a blank line; the first part says it all.
     text = text.split("\n\nDebug source:")[0].split("\n\n")[0].strip()

@@ -424,12 +424,7 @@ def _pwrite(fd: int, data: Any, offset: int, lock: threading.Lock) -> None:
 
 
 def check_key(url: str, key: str) -> str:
-    """``key`` without a leading ``/``, refusing ``..`` segments that would escape the root.
-
-    Args:
-        url: the storage root, for the message.
-        key: the key to check.
-    """
+    """``key`` without a leading ``/``, refusing ``..`` segments that would escape the root."""
     key = key.replace("\\", "/").lstrip("/")
     if any(part == ".." for part in key.split("/")):
         raise StorageError(f"{url}: key {key!r} contains '..'; keys are relative paths inside the root", url=url)

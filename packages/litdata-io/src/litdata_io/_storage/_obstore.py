@@ -107,12 +107,7 @@ def _served(
 
 
 class ObstoreStorage(Storage):
-    """An object store reached through obstore.
-
-    Args:
-        url: ``s3://bucket/prefix``, ``r2://...``, ``gs://...``, ``azure://container/prefix`` or ``http(s)://...``.
-        options: the normalized ``storage_options``.
-    """
+    """An object store reached through obstore."""
 
     def __init__(self, url: str, options: BackendOptions) -> None:
         self.url = url

@@ -147,11 +147,7 @@ class BackendOptions:
 
 
 def provider_of(scheme: str) -> str:
-    """The provider behind a URL scheme (``"r2"`` -> ``"s3"``, an unknown one -> ``"fsspec"``).
-
-    Args:
-        scheme: a URL scheme.
-    """
+    """The provider behind a URL scheme (``"r2"`` -> ``"s3"``, an unknown one -> ``"fsspec"``)."""
     return _PROVIDERS.get(scheme, "fsspec")
 
 
@@ -330,11 +326,7 @@ def _gcs_token(builder: _Builder, token: Any) -> None:
 
 
 def parse_connection_string(text: str) -> dict[str, str]:
-    """The parts of an Azure storage connection string, as obstore AzureConfig names.
-
-    Args:
-        text: ``"DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...;..."``.
-    """
+    """The parts of an Azure storage connection string, as obstore AzureConfig names."""
     parts: dict[str, str] = {}
     for item in text.split(";"):
         if "=" in item:

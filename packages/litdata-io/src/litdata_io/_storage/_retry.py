@@ -38,13 +38,7 @@ log = logging.getLogger("litdata_io")
 
 
 def backoff_delay(attempt: int, settings: IOSettings, rng: random.Random | None = None) -> float:
-    """Seconds to wait before retry number ``attempt`` (1-based): uniform in [cap/10, cap], cap doubling.
-
-    Args:
-        attempt: which retry this is (1 for the first retry).
-        settings: the storage's settings (``backoff_base``, ``backoff_max``).
-        rng: a random generator (tests pass a seeded one).
-    """
+    """Seconds to wait before retry number ``attempt`` (1-based): uniform in [cap/10, cap], cap doubling."""
     cap = min(settings.backoff_max, settings.backoff_base * (2 ** (attempt - 1)))
     return (rng or random).uniform(cap / 10, cap)
 

@@ -126,13 +126,7 @@ def _move_userinfo_to_header(
 def open_builtin(
     url: str, storage_options: Mapping[str, Any] | None = None, session_options: Mapping[str, Any] | None = None
 ) -> Storage:
-    """Open a built-in scheme (or any fsspec protocol) with the backend ``storage_options`` asks for.
-
-    Args:
-        url: a resolved URL or a local path.
-        storage_options: the user's options.
-        session_options: boto3-style session options (s3/r2).
-    """
+    """Open a built-in scheme (or any fsspec protocol) with the backend ``storage_options`` asks for."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ("local" if url.startswith("local:") else "")
     if scheme in ("http", "https"):
         url, storage_options = _move_userinfo_to_header(url, storage_options)
