@@ -131,11 +131,7 @@ class Prefetcher:
 
     # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
-        """Append chunks to the reading order; the first ``max_pre_download`` start downloading.
-
-        Args:
-            infos: the chunks' entries, in reading order.
-        """
+        """Append chunks (index entries) to the reading order; the first ``max_pre_download`` start downloading."""
         with self._now.lock:
             if self._closed:
                 raise RuntimeError("this Prefetcher is closed")
