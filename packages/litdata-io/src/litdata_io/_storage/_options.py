@@ -301,9 +301,6 @@ def _gcs(builder: _Builder, options: Mapping[str, Any]) -> None:
             builder.set(target, value, name, secret=target in _GCS_SECRETS)
         else:
             raise _unknown(builder.scheme, name, [*_GCS, "project", "token"])
-    base = builder.out.config.get("base_url")
-    if isinstance(base, str) and base.startswith("http://"):
-        builder.out.client["allow_http"] = True
 
 
 def _gcs_token(builder: _Builder, token: Any) -> None:
@@ -367,9 +364,6 @@ def _azure(builder: _Builder, options: Mapping[str, Any]) -> None:
             builder.set(target, cleaned, name, secret=target in _AZURE_SECRETS)
         else:
             raise _unknown(builder.scheme, name, [*_AZURE, "account_url", "credential", "connection_string"])
-    endpoint = builder.out.config.get("endpoint")
-    if isinstance(endpoint, str) and endpoint.startswith("http://"):
-        builder.out.client["allow_http"] = True
 
 
 def _azure_account_url(builder: _Builder, url: str) -> None:
@@ -491,9 +485,6 @@ def normalize_options(
                     "'https://<account_id>.r2.cloudflarestorage.com', ...} or set R2_ENDPOINT_URL or R2_ACCOUNT_ID"
                 )
             builder.out.config["endpoint"] = endpoint
-        endpoint = builder.out.config.get("endpoint")
-        if isinstance(endpoint, str) and endpoint.startswith("http://"):
-            builder.out.client["allow_http"] = True
     elif provider == "gcs":
         _gcs(builder, options)
     elif provider == "azure":
@@ -504,5 +495,8 @@ def normalize_options(
         _simple(
             builder, options, {"token": "token", "hf_token": "token", "endpoint": "endpoint", "revision": "revision"}
         )
+    endpoint = builder.out.config.get("base_url" if provider == "gcs" else "endpoint")
+    if backend == "obstore" and provider != "hf" and isinstance(endpoint, str) and endpoint.startswith("http://"):
+        builder.out.client["allow_http"] = True  # an emulator or a local server
     builder.out.settings = IOSettings.from_options(io, environ)
     return builder.out
