@@ -40,9 +40,7 @@ ledger says the cap is exceeded, is missing, or is a minute old, which also corr
 or hand deletions left wrong; each recount frees 1/50 of the cap beyond what is needed, so a full
 cache is not recounted per chunk. A race can only make the ledger count too much, never too little.
 
-Versions. With ``version`` (from :func:`~litdata_io.dataset_version`), chunks live in
-``cache_dir/<version>/`` and the cap covers the whole ``cache_dir``; opening a version clears the
-other versions of the same URL (``_versions``).
+Versions. With ``version``, chunks live in ``cache_dir/<version>/`` (``_versions``); the cap covers ``cache_dir``.
 
 Sizes and checksums. A cached chunk whose size is not the index's (``cached_chunk_sizes``) is
 deleted and fetched again, and a download of the wrong size is never published. When the index
@@ -514,11 +512,7 @@ class ChunkCache:
     def _scan(
         self, locks: list[Path] | None = None, staged: list[int] | None = None
     ) -> list[tuple[Path, int, int, bool]]:
-        """(path, size, mtime_ns, evictable) of every visible file, hidden staging folders excluded.
-
-        The download lock files found are appended to ``locks`` if given, and the sizes of the
-        files in staging folders (downloads written so far) to ``staged``.
-        """
+        """(path, size, mtime_ns, evictable) per visible file; lock files to ``locks``, staged sizes to ``staged``."""
         found: list[tuple[Path, int, int, bool]] = []
         stack = [self.cache_dir]
         while stack:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from litdata_io._instrument import _activity, _tracer
@@ -31,17 +32,15 @@ class Listener(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
 class Token:
     """An operation :meth:`Probe.begin` started, for :meth:`Probe.end` (None when nothing listened)."""
 
-    __slots__ = ("activity", "args", "category", "name", "traced")
-
-    def __init__(self, name: str, category: str, args: dict[str, object], traced: bool, activity: int) -> None:
-        self.name = name
-        self.category = category
-        self.args = args
-        self.traced = traced
-        self.activity = activity
+    name: str
+    category: str
+    args: dict[str, object]
+    traced: bool
+    activity: int
 
 
 def _text(doing: Doing) -> str:

@@ -214,11 +214,7 @@ class _Child:
         self._lock = threading.Lock()  # the reader task and the exit hook may both wait
 
     def wait(self, timeout: float | None = None) -> int:
-        """The exit code, once the helper has exited (polled: two threads may wait at once).
-
-        Raises:
-            subprocess.TimeoutExpired: it is still running after ``timeout`` seconds.
-        """
+        """The exit code, once the helper has exited (polled: two threads may wait at once), or ``TimeoutExpired``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.001
         while True:

@@ -158,12 +158,8 @@ def boto3_provider(
 ) -> Boto3CredentialProvider:
     """A credential provider for obstore's S3Store from boto3's chain for ``profile`` (None: the default chain).
 
-    Args:
-        profile: the AWS profile name.
-        why: what made boto3 necessary, for the error message.
-        region: the bucket's region, for boto3's STS client when the profile names none (boto3
-            reads ``AWS_DEFAULT_REGION`` but not ``AWS_REGION``).
-        settings: the storage's retry policy, for failed refreshes (None: the defaults).
+    ``why`` made boto3 necessary (for messages); ``region`` is for boto3's STS client when the
+    profile names none (boto3 does not read ``AWS_REGION``); ``settings`` retry failed refreshes.
 
     Raises:
         ValueError: boto3 cannot resolve the profile's credentials.

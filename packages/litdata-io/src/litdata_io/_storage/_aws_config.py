@@ -1,10 +1,8 @@
 """S3 credentials for this process: the whole AWS chain, in boto3's order, handed to obstore.
 
-obstore reads most ``AWS_*`` variables itself (keys, region, endpoints, ``AWS_ENDPOINT_URL_STS``,
-web identity, container credentials with a token file, ``AWS_METADATA_ENDPOINT``) and fetches and
-refreshes temporary credentials in Rust. What it does not read is completed here, once per client,
-in the process that builds it (a worker or the obstore helper reads its own environment and files;
-keys read from a file never travel in a pickle):
+obstore reads most ``AWS_*`` variables itself and refreshes temporary credentials in Rust. The
+rest is completed here, per client, in the process that builds it (keys read from a file never
+travel in a pickle):
 
 1. keys in ``storage_options`` / ``session_options`` (or ``skip_signature``: unsigned, on request only);
 2. ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``);

@@ -1,16 +1,11 @@
 """Normalize ``storage_options``/``session_options`` in the forms LitData users already write.
 
-The same credentials reach us spelled many ways: boto3 client kwargs (``aws_access_key_id``,
-``endpoint_url``, ``region_name``, ``config=botocore.config.Config(signature_version=UNSIGNED)``),
-upper-case environment-style keys (``AWS_ACCESS_KEY_ID``, ``S3_ENDPOINT_URL``), s3fs/gcsfs kwargs
-(``key``/``secret``/``anon``/``client_kwargs``, ``project``/``token``), Azure SDK forms
-(``account_url`` + ``credential``, a ``connection_string``) and obstore's own config names.
-:func:`normalize_options` maps them all onto obstore's vocabulary in a :class:`BackendOptions`,
-wrapping every credential in a :class:`~litdata_io._storage._secret.Secret`.
-
-Keys named after :class:`~litdata_io._storage._settings.IOSettings` fields (``max_retries``, ``timeout``,
-...) configure retries and parallelism for any backend; ``backend`` picks ``"obstore"`` (default
-for s3/r2/gs/azure/http) or ``"fsspec"`` (any fsspec filesystem, options passed through).
+Credentials arrive as boto3 client kwargs (``config=botocore.config.Config(...)`` included),
+environment-style keys (``AWS_ACCESS_KEY_ID``), s3fs/gcsfs kwargs, Azure SDK forms (``account_url``
++ ``credential``, a ``connection_string``) and obstore's own names. :func:`normalize_options` maps
+them onto obstore's vocabulary, every credential wrapped in a :class:`~litdata_io._storage._secret.Secret`.
+Keys named after :class:`~litdata_io._storage._settings.IOSettings` fields configure retries for
+any backend; ``backend`` picks ``"obstore"`` (default for s3/r2/gs/azure/http) or ``"fsspec"``.
 """
 
 from __future__ import annotations
@@ -436,12 +431,8 @@ def normalize_options(
 ) -> BackendOptions:
     """Normalize the options of a ``scheme://`` URL.
 
-    Args:
-        scheme: the URL scheme (``"s3"``, ``"r2"``, ``"gs"``, ``"azure"``, ``"http"``, ``"hf"``, ...).
-        storage_options: the user's options, in any of the supported spellings.
-        session_options: boto3 ``Session`` kwargs (``profile_name``, ``region_name``, credentials),
-            used for ``s3://``/``r2://`` and ignored elsewhere.
-        environ: the environment (``os.environ`` by default), for r2's endpoint and ``STORAGE_EMULATOR_HOST`` (gs).
+    ``session_options`` (boto3 ``Session`` kwargs) count for s3/r2 only; ``environ`` (default
+    ``os.environ``) gives r2's endpoint and gs's ``STORAGE_EMULATOR_HOST``.
 
     Raises:
         ValueError: an unknown key, a key given twice with different values, or a missing r2 endpoint.

@@ -53,16 +53,11 @@ async def retry_call(
     attempt_timeout: float | None = None,
     renew: Callable[[], None] | None = None,
 ) -> T:
-    """Await ``call()`` until it succeeds, retrying transient failures within the budget.
+    """Await ``call()`` (a fresh attempt each time) until it succeeds, retrying transient failures.
 
-    Args:
-        call: makes one attempt (a fresh awaitable each time).
-        what: the operation, for messages (``"GET"``).
-        url: the object's URL, for messages.
-        settings: the retry budget.
-        secrets: values to mask in error messages.
-        attempt_timeout: cancel an attempt after this many seconds (a transient failure).
-        renew: called before the one attempt more when the server refused the credentials.
+    ``settings`` is the retry budget; ``what`` (the operation), ``url`` and ``secrets`` (masked) are
+    for messages; an attempt longer than ``attempt_timeout`` s is a transient failure; ``renew`` is
+    called before the one attempt more a refused signature gets.
 
     Raises:
         FileNotFoundError: the object does not exist.
