@@ -121,7 +121,6 @@ def _is_evictable(name: str) -> bool:
     return not name.endswith(".json") and ".json." not in name
 
 
-# -- per-process state ----------------------------------------------------------------------------
 @dataclass
 class _Pin:
     fd: int
@@ -150,7 +149,6 @@ def _reset_after_fork() -> None:
 _process.on_fork_in_child(_reset_after_fork)
 
 
-# -- the cache ------------------------------------------------------------------------------------
 class ChunkCache:
     """Chunk files of one dataset, fetched from ``storage`` into ``cache_dir`` under a byte cap.
 
@@ -211,7 +209,6 @@ class ChunkCache:
                 os.close(pin.fd)
         self._state = _ProcessState()
 
-    # -- names ----------------------------------------------------------------------------------
     def name_for(self, info: ChunkInfo) -> str:
         """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version)."""
         name = plain_chunk_name(info, self.compression)
@@ -228,7 +225,6 @@ class ChunkCache:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    # -- fetching -------------------------------------------------------------------------------
     async def aensure(self, info: ChunkInfo) -> Path:
         """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`)."""
         path = self.path_for(info)
@@ -508,7 +504,6 @@ class ChunkCache:
             probe.instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
             fetched.unlink()
 
-    # -- the cap --------------------------------------------------------------------------------
     def _scan(
         self, locks: list[Path] | None = None, staged: list[int] | None = None
     ) -> list[tuple[Path, int, int, bool]]:

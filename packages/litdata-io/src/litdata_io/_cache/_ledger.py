@@ -137,7 +137,6 @@ class Ledger:
         finally:
             self._release(fd)
 
-    # -- holding ----------------------------------------------------------------------------------
     def _open(self, create: bool) -> int | None:
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         while True:

@@ -116,11 +116,7 @@ class Prefetcher:
         mode = "async" if self.asynchronous else "sync"
         return f"Prefetcher({self.cache!r}, max_pre_download={self.max_pre_download}, {mode})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cache": self.cache, "max_pre_download": self.max_pre_download, "concurrency": self.concurrency,
-                "asynchronous": self.asynchronous}  # fmt: skip
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a copy in another process starts afresh, open
         self.__dict__.update(state)
         self._per_process = PerProcess()
         self._closed = False
@@ -129,7 +125,6 @@ class Prefetcher:
     def _now(self) -> _Live:
         return self._per_process.get(_Live)
 
-    # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
         """Append chunks (index entries) to the reading order; the first ``max_pre_download`` start downloading."""
         with self._now.lock:
@@ -201,7 +196,6 @@ class Prefetcher:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- machinery ------------------------------------------------------------------------------
     def _loop(self) -> LoopThread:
         with self._now.lock:
             if self._now.runner is None:

@@ -283,7 +283,6 @@ class Storage(ABC):
         self._check_size(key, len(data), end - start)
         return data
 
-    # -- sync twins -----------------------------------------------------------------------------
     def head(self, key: str) -> ObjectInfo:
         """Sync twin of :meth:`ahead`."""
         return run_sync(self.ahead(key))

@@ -134,7 +134,6 @@ class ObstoreStorage(Storage):
     def _secrets(self) -> Sequence[Secret]:
         return self.options.secret_values()
 
-    # -- clients ----------------------------------------------------------------------------------
     def _client_options(self, allow_http: bool) -> dict[str, Any]:
         settings = self.settings
         client: dict[str, Any] = {
@@ -211,7 +210,6 @@ class ObstoreStorage(Storage):
             self._store, self._build, attempt, what=what, url=url, settings=self.settings, secrets=secrets
         )
 
-    # -- primitives -------------------------------------------------------------------------------
     @_served(Head)
     async def ahead(self, key: str) -> ObjectInfo:
         key = check_key(self.url, key)
@@ -368,7 +366,6 @@ class ObstoreStorage(Storage):
 
         await self._call("DELETE", key, attempt)
 
-    # -- conveniences -----------------------------------------------------------------------------
     @_served(Upload)
     async def aupload(self, source: str | Path, key: str) -> None:
         self._refuse_write("PUT", key)
