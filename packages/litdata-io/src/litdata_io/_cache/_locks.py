@@ -232,15 +232,12 @@ def delete_if_unused(path: Path) -> bool:
     except (FileNotFoundError, NotADirectoryError):
         return False
     try:
-        try:
-            flock(fd, EX | NB)
-        except BlockingIOError:
-            return False
+        flock(fd, EX | NB)
         if same_file(fd, path) is None:
             return False
         path.unlink()
         return True
-    except FileNotFoundError:
+    except (BlockingIOError, FileNotFoundError):  # in use, or deleted meanwhile
         return False
     finally:
         os.close(fd)
@@ -301,12 +298,10 @@ def owner_held(final: Path, inode: int) -> bool:
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
-            if os.fstat(fd).st_ino != inode:
-                continue
-            try:
+            if os.fstat(fd).st_ino == inode:
                 flock(fd, SH | NB)
-            except BlockingIOError:
-                return True
+        except BlockingIOError:
+            return True
         finally:
             os.close(fd)
     return False
@@ -352,11 +347,10 @@ def reservation(path: Path) -> int:
     except (FileNotFoundError, NotADirectoryError):
         return 0
     try:
-        try:
-            flock(fd, SH | NB)
-        except BlockingIOError:  # a download holds it
-            text = os.pread(fd, 32, 0).split(b" ", 1)[0]
-            return int(text) if text.isdigit() else 0
+        flock(fd, SH | NB)
         return 0
+    except BlockingIOError:  # a download holds it
+        text = os.pread(fd, 32, 0).split(b" ", 1)[0]
+        return int(text) if text.isdigit() else 0
     finally:
         os.close(fd)

@@ -313,12 +313,10 @@ def _take_over(
             return None  # released, or another waiter took it over first
         lock_fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            try:
-                flock(lock_fd, EX | NB)
-            except BlockingIOError:
-                pass
-            else:  # its holder died (or just released): the usual way is quicker
-                return None
+            flock(lock_fd, EX | NB)
+            return None  # its holder died (or just released): the usual way is quicker
+        except BlockingIOError:
+            pass
         finally:
             os.close(lock_fd)
         second = taken_path(lock_path, inode)

@@ -166,11 +166,6 @@ def _env_override(var: str) -> str | None:
     return _external_env.get(var)
 
 
-def _write_env(var: str, value: str) -> None:
-    os.environ[var] = value
-    _written_env[var] = value
-
-
 def _apply(level: str, categories: frozenset[str], log_file: str) -> TracerConfig:
     global _ACTIVE, _CONFIG, _fd
     if level != "off" and categories:
@@ -243,9 +238,9 @@ def enable_tracer(
     path: str = os.path.abspath(os.fspath(env_file or log_file))
 
     config = _apply(lvl, cats, path)
-    _write_env(ENV_LEVEL, lvl)
-    _write_env(ENV_CATEGORIES, ",".join(sorted(config.categories)))
-    _write_env(ENV_LOG_FILE, path)
+    written = {ENV_LEVEL: lvl, ENV_CATEGORIES: ",".join(sorted(config.categories)), ENV_LOG_FILE: path}
+    os.environ.update(written)
+    _written_env.update(written)
     return config
 
 

@@ -28,7 +28,7 @@ from litdata_io._storage._failures import ReadOnlyStorageError, StorageError
 from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
-__all__ = ["ObjectInfo", "Storage", "check_key"]
+__all__ = ["ObjectInfo", "Storage", "check_key", "check_page_size"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Storage(ABC):
             recursive: list the whole tree under the prefix's folder rather than that folder alone.
             page_size: the most objects in one page.
         """
-        _check_page_size(page_size)
+        check_page_size(page_size)
         found = await self.alist(prefix, recursive)
         for start in range(0, len(found), page_size):
             yield found[start : start + page_size]
@@ -133,7 +133,7 @@ class Storage(ABC):
             start_after: the cursor the previous page returned.
             limit: the most objects to look at.
         """
-        _check_page_size(limit)
+        check_page_size(limit)
         found = await self.alist(prefix, True)
         keys = [info.key for info in found]
         start = bisect.bisect_right(keys, start_after) if start_after else 0
@@ -350,7 +350,7 @@ async def _next_page(pages: AsyncIterator[list[ObjectInfo]]) -> list[ObjectInfo]
     return await anext(pages, None)
 
 
-def _check_page_size(page_size: int) -> None:
+def check_page_size(page_size: int) -> None:
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1, got {page_size}")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from litdata_format.internal import atomic_file, write_file_atomic
 from litdata_io._storage._failures import StorageError
-from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key, check_page_size
 from litdata_io._storage._settings import IOSettings
 
 __all__ = ["LocalStorage"]
@@ -120,8 +120,7 @@ class LocalStorage(Storage):
                 yield ObjectInfo(key, info.st_size, etag=f"{info.st_mtime_ns:x}-{info.st_size:x}", mtime=info.st_mtime)
 
     def list_pages(self, prefix: str = "", recursive: bool = True, page_size: int = 1000) -> Iterator[list[ObjectInfo]]:
-        if page_size < 1:
-            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        check_page_size(page_size)
         prefix = check_key(self.url, prefix)
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         page: list[ObjectInfo] = []

@@ -41,7 +41,7 @@ from litdata_io._processes._requests import (
     Upload,
 )
 from litdata_io._storage._aws_config import ca_bundle, endpoint_of, s3_client_config
-from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key, check_page_size
 from litdata_io._storage._options import BackendOptions, parse_connection_string
 from litdata_io._storage._retry import retry_with_client
 from litdata_io._storage._secret import Secret
@@ -236,8 +236,7 @@ class ObstoreStorage(Storage):
     async def alist_pages(
         self, prefix: str = "", recursive: bool = True, page_size: int = 1000
     ) -> AsyncIterator[list[ObjectInfo]]:
-        if page_size < 1:
-            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        check_page_size(page_size)
         if not recursive or self.options.provider != "s3":
             # GCS, Azure and HTTP stores have no "list after this key" request in object_store (it
             # would re-list from the start for every page): one whole listing, handed out in pages.
