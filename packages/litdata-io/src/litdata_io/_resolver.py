@@ -179,10 +179,7 @@ def _absolute(text: str) -> Path:
 
 
 def _normalize_url(scheme: str, rest: str) -> str:
-    if scheme == "az":
-        scheme = "azure"
-    if scheme == "gcs":
-        scheme = "gs"
+    scheme = {"az": "azure", "gcs": "gs"}.get(scheme, scheme)
     if scheme in ("s3", "gs", "r2", "azure") and not rest.split("/", 1)[0]:
         raise ValueError(f"{scheme}://{rest!r} names no bucket; write {scheme}://<bucket>/<path>")
     if scheme == "hf" and not re.match(r"(datasets|models|spaces)/[^/]+/[^/]+", rest):

@@ -93,12 +93,9 @@ def _clear_file(path: Path, result: CacheClearResult) -> None:
             result.in_use.append(path)  # a download in progress
             return
         release_lock_file(fd, path)
-    elif delete_if_unused(path):
-        pass
-    elif path.exists():
-        result.in_use.append(path)
-        return
-    else:
+    elif not delete_if_unused(path):
+        if path.exists():
+            result.in_use.append(path)
         return
     result.files += 1
     result.bytes += size

@@ -196,14 +196,11 @@ class Prefetcher:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _loop(self) -> LoopThread:
+    def _kick(self) -> None:
         with self._now.lock:
             if self._now.runner is None:
                 self._now.runner = LoopThread("litdata-prefetch", fast=True)
-            return self._now.runner
-
-    def _kick(self) -> None:
-        runner = self._loop()
+            runner = self._now.runner
         with contextlib.suppress(RuntimeError):
             runner.loop.call_soon_threadsafe(self._pump)
 

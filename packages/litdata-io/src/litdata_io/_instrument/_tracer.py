@@ -129,9 +129,7 @@ def _after_fork_in_child() -> None:
 
 
 def _categories_for_level(level: str) -> frozenset[str]:
-    rank = TRACE_LEVELS.index(level)
-    if rank == 0:
-        return frozenset()
+    rank = TRACE_LEVELS.index(level)  # 0 ("off") records nothing: every category's level is above it
     return frozenset(cat for cat, lvl in TRACE_CATEGORIES.items() if TRACE_LEVELS.index(lvl) <= rank)
 
 

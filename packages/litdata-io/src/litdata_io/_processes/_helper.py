@@ -369,12 +369,9 @@ def _environment() -> tuple[tuple[str, str], ...]:
 
 async def _connection() -> _Connection:
     global _current, _starting
-    conn = _current
-    if conn is not None and not conn.closed and conn.environ == _environment():
-        return conn
     if _starting is None:
         _starting = asyncio.Lock()
-    async with _starting:
+    async with _starting:  # uncontended, it never suspends
         conn = _current
         if conn is not None and not conn.closed and conn.environ == _environment():
             return conn
