@@ -132,7 +132,7 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         if environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN"):
             why = "AWS_CONTAINER_CREDENTIALS_FULL_URI is set with an inline AWS_CONTAINER_AUTHORIZATION_TOKEN"
         return config, _boto3_provider(None, why, None, config, environ, options)
-    if _true(environ.get("AWS_EC2_METADATA_DISABLED")):
+    if (environ.get("AWS_EC2_METADATA_DISABLED") or "").strip().lower() in ("1", "true", "yes", "on"):
         raise ValueError(
             "no AWS credentials found (storage_options, AWS_ACCESS_KEY_ID, a profile in "
             f"{_files(environ)}, web identity, container credentials) and AWS_EC2_METADATA_DISABLED=true "
@@ -181,7 +181,8 @@ def _profile_name(options: BackendOptions, environ: Mapping[str, str]) -> str:
 
 def _settings_from_profile(config: dict[str, Any], profile: Mapping[str, str], environ: Mapping[str, str]) -> None:
     """Region and endpoint from the profile, where neither the options nor the environment set them."""
-    if not _has_region(config, environ) and profile.get("region"):
+    region = config.get("region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if not region and profile.get("region"):
         config["region"] = profile["region"]
     if "endpoint" not in config and not any(environ.get(var) for var in _ENV_ENDPOINTS) and profile.get("endpoint_url"):
         config["endpoint"] = profile["endpoint_url"]
@@ -216,14 +217,6 @@ def _boto3_provider(
             f"`aws configure export-credentials{f' --profile {name}' if name else ''} --format env`)"
         ) from None
     return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"), options.settings)
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _has_region(config: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
-    return bool(config.get("region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"))
 
 
 def _files(environ: Mapping[str, str]) -> str:
