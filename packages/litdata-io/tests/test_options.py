@@ -134,6 +134,18 @@ def test_gcs_project_and_token_forms(tmp_path: Path) -> None:
         normalize_options("gs", {"token": 3.5})
 
 
+def test_gcs_emulator_requests_are_anonymous_unless_a_credential_option_says_otherwise() -> None:
+    environ = {"STORAGE_EMULATOR_HOST": "127.0.0.1:4443"}
+    anonymous = normalize_options("gs", {}, environ=environ)
+    assert (anonymous.backend, anonymous.merged()) == (
+        "fsspec",
+        {"endpoint_url": "http://127.0.0.1:4443", "token": "anon"},
+    )
+    for name in ("anon", "unsigned", "skip_signature"):  # each spelling of the same option is the user's choice
+        signed = normalize_options("gs", {name: False}, environ=environ)
+        assert signed.merged() == {"endpoint_url": "http://127.0.0.1:4443", name: False}, name
+
+
 def test_azure_account_url_and_credential() -> None:
     options = normalize_options(
         "azure", {"account_url": "https://acct.blob.core.windows.net", "credential": "bXlrZXk="}

@@ -1,8 +1,7 @@
 """Find the bucket behind a FUSE mount, so a dataset on the mount is read from the bucket directly.
 
 Reading chunks through a bucket's FUSE mount (mountpoint-s3, s3fs, goofys, gcsfuse, blobfuse2,
-rclone) is slow and fails under load; the object store itself serves them fast. A local path is
-looked up, in this order:
+rclone) is slow and fails under load. A local path is looked up, in this order:
 
 1. the user's mapping: ``register_mount("/mnt/data", "s3://bucket/prefix")`` or the environment
    variable ``LITDATA_MOUNTS="/mnt/data=s3://bucket/prefix;/mnt/other=gs://b"``;

@@ -1,26 +1,17 @@
 """Temporary files that tell whether their owner is alive, and a sweep for the ones it left behind.
 
 A dataset's epoch record (``$TMPDIR/litdata-epoch-*``) and a loader's watchdog board
-(``/dev/shm/litdata-activity-*``) are removed by the process that made them when it is done with
-them; a process killed with SIGKILL (or the OOM killer) cannot, and its files would stay until
-reboot. So the owner holds a lock on the file for the file's whole life: an open-file-description
-(OFD) read lock on one byte far past the file's content (:data:`_ALIVE`). The kernel releases it
-when the last descriptor of that open file closes, i.e. when the owner and every process it forked
-while holding it (its DataLoader workers, which use the file too) are gone. A file of ours whose
-lock can be taken is therefore an orphan, and :func:`owned_file` deletes such files (once per
-process and folder, before it makes a file there): a ``scandir`` and, per file of ours, an open
-and a non-blocking lock.
+(``/dev/shm/litdata-activity-*``) are removed by their owner when done; a process killed with
+SIGKILL cannot. So the owner holds an open-file-description (OFD) read lock on one byte far past
+the file's content (:data:`_ALIVE`), which the kernel releases when the owner and every process it
+forked holding it are gone. A file of ours whose lock can be taken is an orphan, and
+:func:`owned_file` deletes such files once per process and folder. A new file is kept only if its
+name still names it once locked, and a sweep deletes only a file it holds locked under its name.
 
-Race-free. A new file is locked right after ``mkstemp`` and kept only if its name still names it
-(a sweep in between may have taken its free lock and deleted it; then another is made); a sweep
-deletes a file only while it holds the file's lock and only if the name still names the file it
-locked, and a live owner never lets go of its lock before deleting the file.
-
-OFD locks, not ``flock``: the epoch record's updates lock the record's bytes (:func:`record_lock`)
-from other descriptors while the owner holds its lock for life; byte-range locks on disjoint bytes
-never conflict, where a whole-file ``flock`` would (and on NFS ``flock`` is emulated with
-byte-range locks, so mixing the two kinds would deadlock there). Without OFD locks (not Linux),
-the files are not locked for life, nothing is swept, and :func:`record_lock` uses ``flock``.
+OFD locks, not ``flock``: :func:`record_lock` locks the record's bytes from other descriptors
+while the owner holds its lifetime lock, and byte-range locks on disjoint bytes never conflict
+(mixing ``flock`` in would deadlock on NFS). Without OFD locks (not Linux), nothing is locked for
+life, nothing is swept, and :func:`record_lock` uses ``flock``.
 """
 
 from __future__ import annotations
@@ -75,15 +66,11 @@ def _same_file(fd: int, path: str) -> bool:
 
 
 def owned_file(prefix: str, directory: str | None = None) -> tuple[int, str]:
-    """Make a file ``{directory}/{prefix}XXXXXXXX`` held alive by this process; its descriptor and path.
+    """Make a file ``{directory}/{prefix}XXXXXXXX`` (default: the temp folder) held alive by this process.
 
     The descriptor holds the file's lifetime lock (where :func:`lifetime_locks`): keep it open
     while the file is in use and close it only after deleting the file. Orphans of the same prefix
     in the folder are swept first, once per process (:func:`sweep_orphans`).
-
-    Args:
-        prefix: the start of the file's name, shared by every file of its kind.
-        directory: the folder (None: ``tempfile.gettempdir()``, which honours ``TMPDIR``).
 
     Returns:
         A read-write descriptor of the new, empty file (not inherited by ``exec``) and its path.
@@ -105,13 +92,8 @@ def owned_file(prefix: str, directory: str | None = None) -> tuple[int, str]:
 def sweep_orphans(prefix: str, directory: str | None = None) -> int:
     """Delete the files ``{directory}/{prefix}*`` whose owners are gone; how many were deleted.
 
-    A file is an orphan when its lifetime lock can be taken: no process holds it open any more
-    (see the module docstring). Files of other users are left alone. Without lifetime locks
-    (:func:`lifetime_locks` is False), nothing is deleted.
-
-    Args:
-        prefix: the start of the names of the files of one kind (e.g. ``litdata-epoch-``).
-        directory: the folder (None: ``tempfile.gettempdir()``).
+    A file is an orphan when its lifetime lock can be taken. Files of other users are left alone.
+    Without lifetime locks (:func:`lifetime_locks` is False), nothing is deleted.
     """
     if _OFD_SET is None:
         return 0
@@ -145,10 +127,6 @@ def record_lock(fd: int, length: int) -> Generator[None, None, None]:
 
     Processes updating a record in a file made by :func:`owned_file` take it on their own
     descriptors; it never conflicts with the owner's lifetime lock. Waits while another holds it.
-
-    Args:
-        fd: a descriptor of the file open for reading and writing.
-        length: how many bytes from the start the record spans.
     """
     if fcntl is None:  # pragma: no cover - Windows
         yield

@@ -1,15 +1,10 @@
 """Resolve what a user passes as a dataset location into a :class:`Dir` (local path and/or URL).
 
-``resolve_dir`` accepts a plain local path, ``file://``, ``local:/network/drive`` (a shared drive
-whose chunks are copied into the local cache), the object-store URLs ``s3://``, ``gs://``,
-``r2://``, ``azure://``/``az://``, ``hf://datasets/org/name/path`` and read-only ``http(s)://``,
-any other ``scheme://`` an fsspec filesystem or :func:`~litdata_io.register_storage` provides,
-or a :class:`Dir`. ``{%Y-%m-%d}``-style strftime templates expand to the current time. A local
-path on a FUSE mount of a bucket, or a Lightning Studio ``/teamspace/...`` connection, resolves to
-the bucket's URL when the bucket is found (``_mounts``), so it is read from the bucket directly.
-
-``cache_dir_for`` gives each remote dataset its own folder under the cache root, keyed by the
-URL (a readable slug plus a short hash), so two datasets never share chunk files.
+``resolve_dir`` accepts a local path, ``file://``, ``local:/network/drive`` (a shared drive whose
+chunks are copied into the local cache), any ``scheme://`` URL a backend serves, or a :class:`Dir`;
+``{%Y-%m-%d}``-style templates expand to the current time. A local path on a bucket's FUSE mount
+(or a Lightning Studio ``/teamspace/...`` connection) resolves to the bucket's URL when found.
+``cache_dir_for`` gives each remote dataset its own folder under the cache root.
 """
 
 from __future__ import annotations
@@ -184,10 +179,7 @@ def _absolute(text: str) -> Path:
 
 
 def _normalize_url(scheme: str, rest: str) -> str:
-    if scheme == "az":
-        scheme = "azure"
-    if scheme == "gcs":
-        scheme = "gs"
+    scheme = {"az": "azure", "gcs": "gs"}.get(scheme, scheme)
     if scheme in ("s3", "gs", "r2", "azure") and not rest.split("/", 1)[0]:
         raise ValueError(f"{scheme}://{rest!r} names no bucket; write {scheme}://<bucket>/<path>")
     if scheme == "hf" and not re.match(r"(datasets|models|spaces)/[^/]+/[^/]+", rest):

@@ -2,8 +2,8 @@
 
 Not the user API (that is :mod:`litdata_io`): these helpers (the per-process event loop, fork
 detection, the loader's activity board, the instrumentation probe, temporary files held alive by
-their owner, the prefetch settings read from the environment) change with the packages that use
-them, which pin litdata-io exactly. The rule is the same in every litdata package (see :mod:`litdata_format.internal`).
+their owner) change with the packages that use them, which pin litdata-io exactly (see
+:mod:`litdata_format.internal`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from litdata_io._cache._disk import resolve_max_cache_size as resolve_max_cache_size
     from litdata_io._cache._locks import check_own_folders as check_own_folders
     from litdata_io._cache._locks import make_cache_folder as make_cache_folder
-    from litdata_io._cache._prefetch import async_prefetch_enabled as async_prefetch_enabled
-    from litdata_io._cache._prefetch import download_concurrency as download_concurrency
-    from litdata_io._cache._prefetch import min_pre_download as min_pre_download
     from litdata_io._cache._stall import holder_state as holder_state
     from litdata_io._cache._versions import file_version as file_version
     from litdata_io._instrument._activity import ActivityBoard as ActivityBoard

@@ -1,90 +1,55 @@
 """The local chunk cache: fetch a dataset's chunk files into a folder under a byte cap.
 
 Publishing. A chunk is downloaded into a hidden staging folder next to its final place
-(``.{name}.{inode}.partial/``, named after the lock file its download holds), decompressed there
-if it is a whole-file compressed chunk (``*.zstd.bin`` is published as ``*.bin``), and only then
-given its final name with a hard link that never replaces a file already there (``os.replace``
-where the filesystem has no hard links). A chunk file is therefore never visible half-written or
-still compressed, and a crash leaves at worst a hidden staging folder that the next download of
-that chunk removes.
+(``.{name}.{inode}.partial/``), decompressed there if it is a whole-file compressed chunk
+(``*.zstd.bin`` is published as ``*.bin``), then given its final name with a hard link that never
+replaces a file already there (``os.replace`` where the filesystem has no hard links). A chunk file
+is never visible half-written or still compressed; a crash leaves at worst a staging folder that
+the next download of that chunk removes.
 
-One download per chunk. Within a process, the first caller of a missing chunk downloads it and
-the others wait on a future it completes (no polling). Across processes, the downloader holds an
-exclusive ``flock`` on ``.{name}.lock``; another process that wants the same chunk blocks on that
-lock (the kernel wakes it; a crashed holder's lock is released by the kernel, so it can never
-block others forever), then finds the published file. The holder deletes the lock file before
-releasing it; lockers verify after locking that the path still names the inode they locked, so a
-deleted lock file is never trusted. After normal operation no lock file is left behind. A stopped
-holder (SIGSTOP, a debugger) keeps its lock, so a waiter watches the download's progress and takes
-it over when it made none for ``LITDATA_DOWNLOAD_STALL_S`` (``_stall``); the stopped
-process, resumed, uses whichever copy was published first and takes back only its own reservation.
+One download per chunk. Within a process, the first caller downloads and the others wait on its
+future. Across processes, the downloader holds an exclusive ``flock`` on ``.{name}.lock``; the
+others block on it (the kernel releases a crashed holder's lock), then find the published file.
+The holder deletes the lock file before releasing it, and lockers check that the path still names
+the inode they locked. A stopped holder (SIGSTOP, a debugger) keeps its lock, so a waiter takes its
+download over after ``LITDATA_DOWNLOAD_STALL_S`` without progress (``_stall``).
 
-Readers pin. Every reader holds a shared ``flock`` (``LOCK_SH``) on the chunk file itself while it
-uses it (:meth:`ChunkCache.acquire` / :meth:`ChunkCache.release`, one descriptor per chunk per
-process with an in-process count). Eviction deletes a chunk only after taking ``LOCK_EX |
-LOCK_NB`` on it, which fails while any process holds a shared lock; a reader that locked a file
-just unlinked sees that the path no longer names its inode and fetches the chunk again. A fresh
-download is pinned before it is published (the staging file is locked, then renamed), so no
-other process can evict it between publication and use. The kernel drops the locks of a process
-that dies, so a crashed reader never pins a chunk forever.
+Readers pin. Every reader holds a shared ``flock`` on the chunk file while it uses it
+(:meth:`ChunkCache.acquire` / :meth:`ChunkCache.release`, one descriptor per chunk per process).
+Eviction deletes a chunk only after taking ``LOCK_EX | LOCK_NB`` on it, which fails while any
+process holds a shared lock; a reader that locked a file just unlinked sees that the path no longer
+names its inode and fetches again. A download is pinned before it is published, so nobody evicts
+it between publication and use.
 
-Eviction. Every visible file in the folder counts towards ``max_cache_size``, index files
-(``*.json``, ``*.json.zstd``) included, so the folder as a whole stays under the cap and chunks
-get what the indexes leave; so does every download in progress, from any process: a download
-writes the bytes it will add into the lock file it holds, and eviction counts that reservation
-while the lock is held (a crashed download's lock is free, so its leftover counts nothing).
-Hidden files are the cache's own bookkeeping (the ledger, locks, version marks: a few dozen bytes
-each) and staging folders, which their reservation covers. When the total exceeds the cap,
-unpinned chunks are deleted (never an index), consumed ones first
-(:meth:`ChunkCache.mark_consumed` sets a file's mtime to 0, which every process sees), then the
-oldest. So downloads running side by side never each make room only for themselves.
-Pinned chunks are never deleted, so the cap can be exceeded by the chunks in use (read, or
-prefetched and waiting to be read) and the downloads in flight.
+Eviction. Every visible file counts towards ``max_cache_size``, indexes included, and so does every
+download in flight in any process: it writes the bytes it will add into the lock file it holds,
+counted while the lock is held. Hidden files (the ledger, locks, version marks, staging folders)
+are bookkeeping. Over the cap, unpinned chunks are deleted (never an index), consumed ones first
+(:meth:`ChunkCache.mark_consumed` sets the mtime to 0, which every process sees), then the oldest.
+Pinned chunks are never deleted, so the chunks in use and the downloads in flight may exceed the cap.
 
-A full disk. The cap is a byte count, not a promise of the disk's: other files can fill the disk
-under it. A download that fails for a full disk (ENOSPC, EDQUOT) is dropped like any failed one;
-under the ledger's lock the process then records in the ledger the bytes the disk has for the
-cache (its files, downloads and free space: the disk cap every process keeps to from then on),
-evicts down to it less the chunk (whatever no process uses), and downloads again. With no room to
-make (the chunks are in use elsewhere, or another file took the space), it tries again for
-``_ROOM_WAIT_S``, then fails with a :class:`ChunkDownloadError` naming the folder and what to do.
+A full disk. Other files can fill the disk under the cap. A download that fails for a full disk
+(ENOSPC, EDQUOT) records in the ledger the bytes the disk has for the cache (the disk cap every
+process keeps to from then on), evicts down to it, and downloads again; with no room to make it
+retries for ``_ROOM_WAIT_S``, then raises a :class:`ChunkDownloadError` naming the folder.
 
-The ledger. Counting the folder costs a ``stat`` per file (68 ms for 10k chunks), too much to do
-twice per chunk read. So the folder's total lives in ``.cache-bytes``, which every process updates
-under ``flock`` as it reserves, publishes, abandons and deletes (``_ledger``: a process
-stopped while it holds that lock is taken over after ``LITDATA_DOWNLOAD_STALL_S``, and the ledger
-is then counted again). Checking the cap is one read of it.
-The folder is counted again, under the ledger's lock, only when the ledger says the cap is
-exceeded, when it is missing, or when its last count is a minute old. That count also corrects
-what crashed processes, ``litdata cache clear`` or hand deletions left wrong. Each recount then
-frees up to 1/50 of the cap beyond what is needed (whole chunks only, never more than that
-margin), so a full cache is recounted about once per 1/50 of its size downloaded, not once per
-chunk. A race between two processes can only make the ledger count too much, which costs a
-recount, never too little.
+The ledger. Counting the folder costs a ``stat`` per file, too much to do per chunk read, so the
+folder's total lives in ``.cache-bytes``, which every process updates under ``flock`` as it
+reserves, publishes, abandons and deletes (``_ledger``). The folder is counted again only when the
+ledger says the cap is exceeded, is missing, or is a minute old, which also corrects what crashes
+or hand deletions left wrong; each recount frees 1/50 of the cap beyond what is needed, so a full
+cache is not recounted per chunk. A race can only make the ledger count too much, never too little.
 
-Versions. With ``version`` (what :func:`~litdata_io.dataset_version` makes from the URL and the
-index's bytes), chunks live in ``cache_dir/<version>/``, and the cap, the ledger and eviction
-cover the whole ``cache_dir``. Opening a version clears the other versions of the same URL there
-(chunks in use stay until they are evicted like any other); see ``_versions``.
+Versions. With ``version``, chunks live in ``cache_dir/<version>/`` (``_versions``); the cap covers ``cache_dir``.
 
-Sizes and checksums. A cached chunk whose size is not the one the index gives
-(``cached_chunk_sizes``: a file truncated by a crash without fsync, or by hand) is never used: it
-is deleted and fetched again, and a download of the wrong size is never published. When the index
-records checksums (``litdata_format._chunks._checksum``), a download is hashed as its bytes arrive
-(:meth:`~litdata_io.Storage.adownload_hashed`), before it is decompressed or published. A download
-that disagrees with the index is weighed against a HEAD of the object: a body cut short in transit
-(the object holds more bytes than arrived) is fetched again within the retry budget; only an object
-whose own size is not the index's is called rewritten; a checksum mismatch at the right size is
-fetched once more, then fails naming the chunk, the URL and both hashes. A chunk
-already in the cache is hashed the first time each process pins it (``ChunkCache._whole``; the
-files this process downloaded itself count as checked), so a byte altered on disk after
-download is caught before its samples are read, and the file is fetched again. A file altered
-while a process already holds it checked is not seen by that process.
+Sizes and checksums. A cached chunk whose size is not the index's (``cached_chunk_sizes``) is
+deleted and fetched again, and a download of the wrong size is never published. When the index
+records checksums, a download is hashed as its bytes arrive, before it is decompressed or published
+(:meth:`ChunkCache._fetch_verified`). A chunk already cached is hashed the first time each process
+pins it (``ChunkCache._whole``), so a byte altered on disk is caught before its samples are read.
 
-Fork. Descriptors and in-process state are reset in a forked child
-(:func:`litdata_io._processes._process.on_fork_in_child`), so a child never inherits its parent's pins, a
-download in flight, or a lock held by a thread. Locking needs ``fcntl`` (POSIX); without it, only in-process
-pins protect chunks.
+Fork. Descriptors and in-process state are reset in a forked child, so a child never inherits its
+parent's pins, downloads in flight or a lock held by a thread. Locking needs ``fcntl`` (POSIX).
 """
 
 from __future__ import annotations
@@ -156,7 +121,6 @@ def _is_evictable(name: str) -> bool:
     return not name.endswith(".json") and ".json." not in name
 
 
-# -- per-process state ----------------------------------------------------------------------------
 @dataclass
 class _Pin:
     fd: int
@@ -185,12 +149,12 @@ def _reset_after_fork() -> None:
 _process.on_fork_in_child(_reset_after_fork)
 
 
-# -- the cache ------------------------------------------------------------------------------------
 class ChunkCache:
     """Chunk files of one dataset, fetched from ``storage`` into ``cache_dir`` under a byte cap.
 
     Safe to share between threads and between processes that use the same ``cache_dir`` (see the
-    module docstring for how). Picklable: a copy in another process starts with no pins.
+    module docstring for how). Picklable: a copy in another process starts with no pins. Methods
+    take a chunk as ``info``, its entry in the index.
 
     Args:
         cache_dir: the local folder for this dataset's chunks (created if missing).
@@ -239,54 +203,30 @@ class ChunkCache:
         _LIVE_CACHES.add(self)
 
     def _forget_parent_state(self) -> None:
-        # In a forked child: the parent's descriptors are duplicates of its locks (closing ours
-        # leaves the parent's locks alone), its downloads in flight are not ours to wait for, and a
-        # thread may have held the lock at fork time.
+        # In a forked child; closing our duplicates of the parent's descriptors leaves its locks alone.
         for pin in self._state.pins.values():
             with contextlib.suppress(OSError):
                 os.close(pin.fd)
         self._state = _ProcessState()
 
-    # -- names ----------------------------------------------------------------------------------
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache, relative to ``cache_dir``.
-
-        Compressed chunks lose their compression suffix; with a version, it is the first folder.
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version)."""
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
-        """Where ``info`` is (or will be) in the cache.
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """Where ``info`` is (or will be) in the cache."""
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired).
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
         try:
             return _intact(info, self.path_for(info).stat().st_size)
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    # -- fetching -------------------------------------------------------------------------------
     async def aensure(self, info: ChunkInfo) -> Path:
-        """Make the chunk present in the cache and return its path, without pinning it.
-
-        Use :meth:`aacquire` to read it: an unpinned chunk may be evicted by another process.
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`)."""
         path = self.path_for(info)
         if self.is_cached(info):
             return path
@@ -298,11 +238,7 @@ class ChunkCache:
         return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
-        """Make the chunk present and pin it until a matching :meth:`release`; return its path.
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
         if self._pin_present(info):
             return self.path_for(info)
         await self._afetch(info, pin=True)
@@ -315,11 +251,7 @@ class ChunkCache:
         return run_sync(self.aacquire(info))
 
     def release(self, info: ChunkInfo) -> None:
-        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it.
-
-        Args:
-            info: the chunk given to :meth:`acquire`.
-        """
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
         name = self.name_for(info)
         state = self._state
         with state.lock:
@@ -335,11 +267,7 @@ class ChunkCache:
 
     @contextlib.contextmanager
     def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
-        """``with cache.use(info) as path:`` acquire the chunk for the block.
-
-        Args:
-            info: the chunk's entry in the index.
-        """
+        """``with cache.use(info) as path:`` acquire the chunk for the block."""
         path = self.acquire(info)
         try:
             yield path
@@ -364,10 +292,7 @@ class ChunkCache:
         return True
 
     def _whole(self, info: ChunkInfo, fd: int) -> bool:
-        """Whether the cached file open as ``fd`` is whole.
-
-        Checked: the index's size and, the first time this process sees the file, the index's checksum.
-        """
+        """Whether the cached file open as ``fd`` has the index's size and (once per process) checksum."""
         stat = os.fstat(fd)
         if not _intact(info, stat.st_size):
             return False
@@ -407,9 +332,7 @@ class ChunkCache:
                     state.inflight[name] = concurrent.futures.Future()
                     state.inflight[name].set_running_or_notify_cancel()  # nobody can cancel it for the others
                 mine = state.inflight[name]
-            if not leading:
-                # Another task or thread of this process is downloading it: wait for its signal,
-                # then look again (it may have failed, been cancelled, or the chunk been evicted).
+            if not leading:  # wait for this process's download, then look again (it may have failed)
                 doing = f"waiting for another thread's download of {self.storage.url_for(info.filename)}"
                 with probe.span("download_wait", "lock", doing):
                     await asyncio.wrap_future(mine)
@@ -534,14 +457,10 @@ class ChunkCache:
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
         """Download ``info`` to ``fetched`` and check it against the index's size and checksum.
 
-        A download that disagrees with the index is weighed against the object as stored now (a
-        HEAD): fewer or more bytes than it holds is a body cut short in transit, fetched again
-        within the storage's retry budget; an object whose own size is not the index's was
-        rewritten. A checksum mismatch with the object's size is fetched once more (a fault in
-        transit), a second one is an error naming both hashes.
-
-        A ``plain`` (not compressed) download has the index's size to check; a compressed one only
-        its checksum, if recorded.
+        A download that disagrees with the index is weighed against a HEAD of the object: a body
+        cut short in transit is fetched again within the retry budget, an object whose own size is
+        not the index's was rewritten, and a checksum mismatch is fetched once more, then fails
+        naming both hashes. Only a ``plain`` (not compressed) download has the index's size to check.
         """
         expected = expected_checksum(info)
         settings = self.storage.settings
@@ -585,15 +504,10 @@ class ChunkCache:
             probe.instant("refetch", "delete", chunk=info.filename, found=found, expected=expected)
             fetched.unlink()
 
-    # -- the cap --------------------------------------------------------------------------------
     def _scan(
         self, locks: list[Path] | None = None, staged: list[int] | None = None
     ) -> list[tuple[Path, int, int, bool]]:
-        """(path, size, mtime_ns, evictable) of every visible file, hidden staging folders excluded.
-
-        The download lock files found are appended to ``locks`` if given, and the sizes of the
-        files in staging folders (downloads written so far) to ``staged``.
-        """
+        """(path, size, mtime_ns, evictable) per visible file; lock files to ``locks``, staged sizes to ``staged``."""
         found: list[tuple[Path, int, int, bool]] = []
         stack = [self.cache_dir]
         while stack:
@@ -627,9 +541,6 @@ class ChunkCache:
         """Say the chunk has been read: it is evicted first, once no process uses it.
 
         Evicts at once if the cache is over its cap.
-
-        Args:
-            info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path_for(info), ns=(0, 0), follow_symlinks=False)
@@ -638,10 +549,8 @@ class ChunkCache:
     def evict(self, incoming: int = 0) -> int:
         """Delete unpinned chunks, consumed then oldest first, until ``incoming`` more bytes fit.
 
-        Downloads in progress (of any process using this folder) count with the bytes they will add.
-        When the ledger says they fit, nothing is counted or deleted; otherwise the folder is
-        counted and, past what is needed, whole chunks go until 1/50 of the cap is free too.
-        The cap is ``max_cache_size``, or less once the disk was found full (:attr:`disk_cap`).
+        Downloads in flight in any process count with the bytes they will add. The cap is
+        ``max_cache_size``, or less once the disk was found full.
 
         Args:
             incoming: bytes about to be added besides those downloads.
@@ -703,14 +612,10 @@ class ChunkCache:
     async def _make_room_on_disk(self, info: ChunkInfo, error: BaseException, stuck: float | None) -> float | None:
         """The disk filled up under a download of ``info``: lower the cap to what fits there, make room.
 
-        Every process of the cache keeps to the lowered cap (it is in the ledger), so the others
-        make room before their own downloads instead of taking what this one freed. The cache then
-        holds at most what the disk has for it: its files, its downloads so far and the free space
-        (the rest of the disk is someone else's). When the chunks that can be deleted (by any
-        process: not in use anywhere) leave too little room, the chunks in use may be released
-        soon, or the other files shrink: this tries again for ``_ROOM_WAIT_S`` since ``stuck``,
-        then raises a :class:`ChunkDownloadError` naming the folder and what to do (at once if
-        the chunk is larger than all the disk has for the cache).
+        The lowered cap (its files, its downloads so far and the free space) is in the ledger, so
+        every process makes room before its own downloads instead of taking what this one freed.
+        With too little room to make, it waits for readers to release chunks for ``_ROOM_WAIT_S``
+        since ``stuck``, then raises a :class:`ChunkDownloadError`.
 
         Returns:
             Since when there has been no room (None: there is room now), for the next call.
@@ -745,8 +650,6 @@ class ChunkCache:
             )
         if (lowered or freed) and total - freed + need <= cap:
             return None  # room made: download again at once
-        # No room made here (another process may have made some, or the disk's blocks hold a few
-        # bytes more than the files' sizes): try again after a pause, for a while.
         now = time.monotonic()
         stuck = now if stuck is None else stuck
         if need <= room and now - stuck < _ROOM_WAIT_S:

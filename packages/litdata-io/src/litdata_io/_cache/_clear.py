@@ -26,9 +26,7 @@ from litdata_io._resolver import cache_root
 __all__ = ["CacheClearResult", "cache_path", "clear_cache"]
 
 
-def cache_path() -> Path:
-    """The active cache root: ``LITDATA_CACHE_DIR`` if set, else ``~/.lightning/chunks``."""
-    return cache_root()
+cache_path = cache_root  # the name `litdata cache path` and the public API give it
 
 
 @dataclass
@@ -95,12 +93,9 @@ def _clear_file(path: Path, result: CacheClearResult) -> None:
             result.in_use.append(path)  # a download in progress
             return
         release_lock_file(fd, path)
-    elif delete_if_unused(path):
-        pass
-    elif path.exists():
-        result.in_use.append(path)
-        return
-    else:
+    elif not delete_if_unused(path):
+        if path.exists():
+            result.in_use.append(path)
         return
     result.files += 1
     result.bytes += size

@@ -1,31 +1,20 @@
 """The cache folder's byte ledger (``.cache-bytes``), and taking it from a holder that stopped.
 
-``.cache-bytes`` holds ``<bytes> <unix time of the last count>`` (the first :data:`WIDTH` bytes,
-as every release wrote it), then the disk cap (the bytes the disk had for the cache when it was
-last found full, blank when never) and, from byte :data:`_HOLDER_AT`, the pid and host of the
-process holding it (``<pid> <host>``, blank when free). Every process using the folder changes it under
-an exclusive ``flock`` held for a few system calls (:meth:`Ledger.add`) or for one count of the
-folder (``ChunkCache.evict``), and reads it without a lock (:meth:`Ledger.read`).
+``.cache-bytes`` holds ``<bytes> <unix time of the last count>`` (the first :data:`WIDTH` bytes),
+then the disk cap (the bytes the disk had for the cache when it was last found full, blank when
+never) and, from byte :data:`_HOLDER_AT`, ``<pid> <host>`` of the process holding it. Every process
+changes it under an exclusive ``flock`` and reads it without a lock (:meth:`Ledger.read`).
 
-A process stopped while holding it (SIGSTOP, Ctrl-Z, a debugger) would stall every other
-process of the folder: each download adds to the ledger. So a process waits for it at most
-:func:`~litdata_io._cache._stall.download_stall_seconds` (``LITDATA_DOWNLOAD_STALL_S``, default
-30 s, 0 waits for ever) while its holder is not seen running (stopped, gone, unknown, or on
-another host), then takes it over: it makes a fresh ledger file that it holds, with the old total
-and a count time of 0, and renames it over ``.cache-bytes``.
+A process stopped while holding it (SIGSTOP, a debugger) would stall every download of the folder.
+So a process waits for it at most ``LITDATA_DOWNLOAD_STALL_S`` while its holder is not seen running,
+then takes it over: it renames a fresh ledger file it holds, with the old total and a count time
+of 0, over ``.cache-bytes``. Every process writes only into the file it locked after checking that
+the name still names it, so the stopped holder's later writes go to the replaced file and are
+lost; the count time of 0 makes the next check of the cap count the folder again before anything
+trusts the ledger, so a lost change never makes it count too little.
 
-Why that is safe. The ledger's state is the file that ``.cache-bytes`` names, and every process
-writes only into the file it locked after checking that the name still names it. The stopped
-holder keeps its descriptor of the replaced file: when it resumes, whatever it writes goes there,
-where nobody reads it any more; so its change (a delta it was adding, the total of a count) is
-lost. A lost change could make the ledger count too little, which the cap must never do, hence
-the count time of 0: the next check of the cap counts the folder again (the files and the
-reservations of the downloads whose locks are held, the stopped one's included) before anything
-trusts the ledger. What the stopped process does besides the ledger stays safe on its own: it
-deletes a chunk only while no process pins it, and it publishes a chunk only where none is yet.
-
-Fork. A descriptor holding the ledger, inherited by a child forked by another thread meanwhile,
-would keep the lock after the parent let go; a forked child closes its copies first thing.
+Fork. A forked child closes its copies of descriptors holding the ledger, so the lock goes when the
+parent lets go.
 """
 
 from __future__ import annotations
@@ -57,8 +46,7 @@ _held_lock = threading.Lock()
 
 
 def _forget_in_child() -> None:
-    # The forking thread's ledger (if any) stays the parent's: close our copies so that the lock
-    # goes when the parent lets go. The set is rebuilt empty, its lock too (a thread may have held it).
+    # The lock is rebuilt too: a thread may have held it at the fork.
     global _held_lock
     for fd in list(_held):
         with contextlib.suppress(OSError):
@@ -71,11 +59,7 @@ _process.on_fork_in_child(_forget_in_child)
 
 
 class LedgerState(NamedTuple):
-    """What a ledger says: the folder's bytes, when they were last counted, and the disk's room.
-
-    ``disk_cap`` is the bytes the cache's disk had for the cache when a download last found it
-    full (None: never): every process of the folder keeps the cache under it as under its cap.
-    """
+    """What a ledger says: the folder's bytes, when they were last counted, and the disk cap (None: never full)."""
 
     total: int
     counted: float
@@ -104,10 +88,7 @@ def write_disk_cap(fd: int, cap: int) -> None:
 
 
 class Ledger:
-    """The cache folder's running total (published chunks and downloads in progress).
-
-    Shared by every process using the folder (see the module docstring).
-    """
+    """The cache folder's running total (published chunks and downloads in progress), shared by its processes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -156,7 +137,6 @@ class Ledger:
         finally:
             self._release(fd)
 
-    # -- holding ----------------------------------------------------------------------------------
     def _open(self, create: bool) -> int | None:
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         while True:

@@ -2,25 +2,19 @@
 
 A reader pins a chunk by holding ``LOCK_SH`` on the chunk file; eviction takes ``LOCK_EX |
 LOCK_NB`` before unlinking, so it fails while anyone reads. A download holds ``LOCK_EX`` on
-``.{name}.lock`` and deletes that file before releasing it; while it holds it, the file says how
-many bytes the download will add (its reservation), which only counts while the lock is held,
-then the holder's pid and host (``<bytes> <pid> <host>``), so a waiter can name it.
-Every locker checks after locking that the path still names the inode it locked (the file may
-have been deleted or replaced while it waited), so deleted files are never trusted. The kernel
-releases the locks of a dead process. Without ``fcntl`` (Windows) the locks are no-ops.
+``.{name}.lock`` and deletes that file before releasing it; while held, the file says
+``<bytes> <pid> <host>``: the bytes the download will add (its reservation) and who holds it.
+Every locker checks after locking that the path still names the inode it locked, so deleted files
+are never trusted. Without ``fcntl`` (Windows) the locks are no-ops.
 
-A cache folder may be shared by several users or jobs, any of whom can plant a symbolic link (or
-a FIFO) where the cache keeps its own files. So every file of the cache is opened with
-:func:`open_own` (no link followed, only a regular file kept) and every folder checked with
-:func:`check_own_folders` before anything is written or deleted through it: a planted link is
-refused naming its path, never written through.
+A cache folder may be shared by several users, any of whom can plant a symbolic link (or a FIFO)
+where the cache keeps its files. So every file is opened with :func:`open_own` and every folder
+checked with :func:`check_own_folders`: a planted link is refused naming its path.
 
-A download stages its file in ``.{name}.{inode}.partial/``, named after the inode of the lock file
-it holds, so two downloads of one chunk never share a staging folder. A download that made no
-progress for a while is taken over (``_stall``): its lock file is given a second name,
-``.{name}.taken-{inode}.lock`` (so its reservation still counts while its stopped holder keeps it),
-and a fresh lock file replaces ``.{name}.lock``. A staging folder is in use while a lock file of
-its chunk with its inode is held; anything else is a crashed download's leftover.
+A download stages its file in ``.{name}.{inode}.partial/``, named after the inode of its lock file.
+A taken-over lock file (``_stall``) gets a second name, ``.{name}.taken-{inode}.lock``, so its
+reservation still counts. A staging folder is in use while a lock file of its chunk with its inode
+is held; anything else is a crashed download's leftover.
 """
 
 from __future__ import annotations
@@ -102,17 +96,10 @@ def _link_or_kind(path: Path) -> str:
 
 
 def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
-    """Open the cache's own file ``path`` (``os.open`` ``flags``) without following a link.
-
-    Args:
-        path: a chunk, lock file or ledger in the cache folder.
-        flags: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...
-        mode: the permissions of a file created.
+    """``os.open(path, flags, mode)`` of the cache's own file, without following a link.
 
     Raises:
-        FileNotFoundError: as ``os.open`` (nothing there, and no ``O_CREAT``).
-        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``; the message
-            names the path).
+        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``, naming the path).
     """
     try:
         fd = os.open(path, flags | _OWN_FLAGS, mode)
@@ -131,14 +118,7 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
 
 
 def check_own_folders(root: Path, folder: Path) -> None:
-    """Refuse ``folder`` unless it and every folder between it and ``root`` is a real folder (no link).
-
-    ``root`` (the cache folder the user chose) may itself be a link; what the cache makes inside
-    it must not be, or files would be written and deleted wherever the link points.
-
-    Args:
-        root: the cache folder.
-        folder: a folder inside it, already made.
+    """Refuse ``folder`` unless it and every folder between it and ``root`` (which may be a link) is a real folder.
 
     Raises:
         OSError: one of them is a link or not a folder (the message names it).
@@ -155,15 +135,9 @@ def check_own_folders(root: Path, folder: Path) -> None:
 def make_cache_folder(folder: Path) -> None:
     """Make the cache folder ``folder`` (and its parents), refusing it if someone else could redirect or swap it.
 
-    Every part of its path, from ``/`` down, is checked before anything is made (and again after):
-    a symbolic link must be one this user (or root) made, so a link you chose to put the cache on a
-    bigger disk is fine, but one another user planted (a shared ``/tmp/cache``, or a dataset's
-    folder in a team's cache) is refused; and a folder must not be writable by everyone without the
-    sticky bit (``chmod 777``), where anyone could rename the folders the cache checked and put
-    links in their place. A folder another user owns is fine (a team's shared cache).
-
-    Args:
-        folder: the cache folder, absolute.
+    Every part of its path, from ``/`` down, is checked before and after the mkdir: a symbolic link
+    must be this user's (or root's), and a folder must not be writable by everyone without the
+    sticky bit, where anyone could swap the folders the cache checked for links.
 
     Raises:
         PermissionError: a part of the path is another user's link or an unsticky world-writable
@@ -258,15 +232,12 @@ def delete_if_unused(path: Path) -> bool:
     except (FileNotFoundError, NotADirectoryError):
         return False
     try:
-        try:
-            flock(fd, EX | NB)
-        except BlockingIOError:
-            return False
+        flock(fd, EX | NB)
         if same_file(fd, path) is None:
             return False
         path.unlink()
         return True
-    except FileNotFoundError:
+    except (BlockingIOError, FileNotFoundError):  # in use, or deleted meanwhile
         return False
     finally:
         os.close(fd)
@@ -298,10 +269,7 @@ def lock_exclusive(path: Path, blocking: bool = True) -> int | None:
 
 
 def release_lock_file(fd: int, path: Path) -> None:
-    """Delete the lock file we hold, then release it (waiters notice the deletion and move on).
-
-    A lock that was taken over (see the module docstring) is deleted under its second name too.
-    """
+    """Delete the lock file we hold (under its taken-over name too), then release it."""
     try:
         for name in (path, taken_path(path, os.fstat(fd).st_ino)):
             with contextlib.suppress(FileNotFoundError):
@@ -322,10 +290,7 @@ def staging_path(final: Path, inode: int) -> Path:
 
 
 def owner_held(final: Path, inode: int) -> bool:
-    """Whether some process holds a lock file of ``final``'s chunk whose inode is ``inode``.
-
-    That download may still write into its staging folder (it may be stopped, and resume).
-    """
+    """Whether some process holds a lock file of ``final``'s chunk whose inode is ``inode`` (it may resume)."""
     lock_path = final.with_name(f".{final.name}{LOCK_SUFFIX}")
     for name in (lock_path, taken_path(lock_path, inode)):
         try:
@@ -333,12 +298,10 @@ def owner_held(final: Path, inode: int) -> bool:
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
-            if os.fstat(fd).st_ino != inode:
-                continue
-            try:
+            if os.fstat(fd).st_ino == inode:
                 flock(fd, SH | NB)
-            except BlockingIOError:
-                return True
+        except BlockingIOError:
+            return True
         finally:
             os.close(fd)
     return False
@@ -347,9 +310,8 @@ def owner_held(final: Path, inode: int) -> bool:
 def clear_stale_staging(final: Path, own_inode: int) -> None:
     """Remove the staging folders (and taken-over lock files) of ``final``'s chunk nobody uses.
 
-    Called by the download holding the chunk's lock (of ``own_inode``): a staging folder named
-    after that inode is a leftover (the inode number was used before), one named after a lock
-    file still held belongs to a download that may resume, any other is a crashed download's.
+    Called by the download holding the chunk's lock (of ``own_inode``, whose number a leftover may
+    reuse); a staging folder named after a lock file still held belongs to a download that may resume.
     """
     prefix = f".{final.name}."
     lock_path = final.with_name(f".{final.name}{LOCK_SUFFIX}")
@@ -373,30 +335,22 @@ def clear_stale_staging(final: Path, own_inode: int) -> None:
 
 
 def reserve(fd: int, nbytes: int) -> None:
-    """Record in the lock file we hold that our download will add ``nbytes`` to the cache.
-
-    The pid and host that hold it follow, for the messages of processes waiting on it.
-    """
+    """Record in the lock file we hold that our download will add ``nbytes``, and our pid and host."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, b"%d %d %s" % (max(nbytes, 0), os.getpid(), HOST.encode("utf-8", "replace")), 0)
 
 
 def reservation(path: Path) -> int:
-    """The bytes a download holding the lock file ``path`` will add.
-
-    0 if nobody holds it (a crashed download's leftover, or a lock being taken: its taker evicts
-    for itself).
-    """
+    """The bytes a download holding the lock file ``path`` will add; 0 if nobody holds it."""
     try:
         fd = open_own(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return 0
     try:
-        try:
-            flock(fd, SH | NB)
-        except BlockingIOError:  # a download holds it
-            text = os.pread(fd, 32, 0).split(b" ", 1)[0]
-            return int(text) if text.isdigit() else 0
+        flock(fd, SH | NB)
         return 0
+    except BlockingIOError:  # a download holds it
+        text = os.pread(fd, 32, 0).split(b" ", 1)[0]
+        return int(text) if text.isdigit() else 0
     finally:
         os.close(fd)

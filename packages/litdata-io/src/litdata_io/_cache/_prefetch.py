@@ -1,21 +1,11 @@
 """Prefetch a worker's chunks ahead of its reader, on an asyncio loop in a background thread.
 
-The reader tells the :class:`Prefetcher` the order it will read chunks in (:meth:`schedule`) and
-takes them one at a time (:meth:`wait`). At most ``max_pre_download`` chunks are fetched ahead of
-the reader, each pinned in the :class:`~litdata_io.ChunkCache` from the moment it is published
-until the reader releases it, so prefetching never pushes the cache over its cap by more than
-``max_pre_download`` chunks per worker and a prefetched chunk is never evicted before it is read.
-
-Environment:
-    ``LITDATA_ASYNC_CHUNK_PREFETCH=0``: no background thread; :meth:`wait` downloads in the
-    calling thread (useful to debug).
-    ``LITDATA_ASYNC_DOWNLOAD_CONCURRENCY`` (default 8): downloads in flight at once.
-    ``LITDATA_ASYNC_MIN_PRE_DOWNLOAD`` (default 4; 0 = no floor): ``max_pre_download`` is raised
-    to at least this when prefetching is asynchronous, so enough downloads overlap.
-
-The loop and its thread are created on first use in the process that uses them, never at import
-or construction, and again in a forked child, so DataLoader workers with ``fork`` never inherit a
-dead loop. uvloop is used when it is installed.
+At most ``max_pre_download`` chunks are fetched ahead of the reader, each pinned in the
+:class:`~litdata_io.ChunkCache` from its publication until the reader releases it, so prefetching
+exceeds the cap by at most ``max_pre_download`` chunks per worker and a prefetched chunk is never
+evicted before it is read. The loop thread is started on first use in each process (a forked
+DataLoader worker never inherits a dead one). ``LITDATA_ASYNC_CHUNK_PREFETCH=0`` downloads in the
+reader's thread instead (useful to debug).
 """
 
 from __future__ import annotations
@@ -126,28 +116,17 @@ class Prefetcher:
         mode = "async" if self.asynchronous else "sync"
         return f"Prefetcher({self.cache!r}, max_pre_download={self.max_pre_download}, {mode})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cache": self.cache, "max_pre_download": self.max_pre_download, "concurrency": self.concurrency,
-                "asynchronous": self.asynchronous}  # fmt: skip
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a copy in another process starts afresh, open
         self.__dict__.update(state)
         self._per_process = PerProcess()
         self._closed = False
 
     @property
     def _now(self) -> _Live:
-        # A forked child starts with its own: the parent's thread does not exist there and its
-        # lock may be held.
         return self._per_process.get(_Live)
 
-    # -- the reader's side ----------------------------------------------------------------------
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
-        """Append chunks to the reading order; the first ``max_pre_download`` start downloading.
-
-        Args:
-            infos: the chunks' entries, in reading order.
-        """
+        """Append chunks (index entries) to the reading order; the first ``max_pre_download`` start downloading."""
         with self._now.lock:
             if self._closed:
                 raise RuntimeError("this Prefetcher is closed")
@@ -217,24 +196,16 @@ class Prefetcher:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- machinery ------------------------------------------------------------------------------
-    def _loop(self) -> LoopThread:
+    def _kick(self) -> None:
         with self._now.lock:
             if self._now.runner is None:
                 self._now.runner = LoopThread("litdata-prefetch", fast=True)
-            return self._now.runner
-
-    def _kick(self) -> None:
-        runner = self._loop()
+            runner = self._now.runner
         with contextlib.suppress(RuntimeError):
             runner.loop.call_soon_threadsafe(self._pump)
 
     def _pump(self) -> None:
-        """Start downloads (runs on the loop).
-
-        First what the reader waits for, then the window in order, while fewer than
-        ``concurrency`` are in flight.
-        """
+        """On the loop: start what the reader waits for, then the window in order, up to ``concurrency``."""
         with self._now.lock:
             window = [slot for slot, _ in zip(self._now.slots, range(self.max_pre_download))]
             starting: list[_Slot] = []

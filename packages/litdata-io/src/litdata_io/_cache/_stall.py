@@ -1,27 +1,21 @@
 """Waiting for another process's download of a chunk, and taking over one that stopped.
 
 A download holds ``LOCK_EX`` on ``.{chunk}.lock`` (``_locks``); the kernel releases that lock
-when its holder dies, not when it is stopped (SIGSTOP, Ctrl-Z, a debugger, a frozen NFS client).
-So a process that wants the same chunk does not only wait for the lock: while it waits, it
-watches the download's progress (the files of its staging folder: sizes, blocks, mtimes; and the
-lock file's contents). When nothing changed for :func:`download_stall_seconds`
-(``LITDATA_DOWNLOAD_STALL_S``, default 30 s), it takes the download over: under the ledger's lock
-(so two waiters never both take over one download) it gives the stopped holder's lock file a
-second name, ``.{chunk}.taken-{inode}.lock``, and atomically replaces ``.{chunk}.lock`` with a
-fresh lock file it already holds. It then downloads the chunk like any holder, into its own
-staging folder.
+when its holder dies, not when it is stopped (SIGSTOP, a debugger, a frozen NFS client). So a
+waiter watches the download's progress (its staging folder's files, the lock file, the holder's
+``/proc/<pid>/io``). When nothing changed for :func:`download_stall_seconds`, it takes the download
+over: under the ledger's lock (so two waiters never both do) it gives the stopped holder's lock
+file a second name, ``.{chunk}.taken-{inode}.lock``, and atomically replaces ``.{chunk}.lock`` with
+a fresh lock file it holds, then downloads into its own staging folder.
 
-The stopped holder is left consistent. Its lock file keeps a name while it holds it, so its
-reservation still counts towards the cap (its staging folder, kept too, still holds its bytes).
-When it resumes, it finishes or fails its download into its own staging folder; a chunk is
-published with a hard link that never replaces a file already there, so whichever download
-finishes first publishes and the other drops its copy and uses the published one; each takes
-back only its own reservation from the ledger. Its release deletes its lock file under both names.
+The stopped holder is left consistent: its lock file keeps a name, so its reservation still
+counts towards the cap; a chunk is published with a hard link that never replaces a file, so
+whichever download finishes first publishes and the other uses that copy, each taking back only
+its own reservation.
 
-While it waits, the waiter says what on (the DataLoader watchdog shows it): the chunk, the pid
-and host of the holder, and, on this host, whether ``/proc`` shows it stopped. After
-``LITDATA_DOWNLOAD_STALL_WARN_S`` (default 10 s) without progress it logs a WARNING (logger
-``litdata_io``) naming the chunk, the holder and when it takes over.
+While it waits, the waiter says on whom (the DataLoader watchdog shows it), and after
+``LITDATA_DOWNLOAD_STALL_WARN_S`` without progress it logs a WARNING naming the chunk, the holder
+and when it takes over.
 """
 
 from __future__ import annotations
@@ -120,20 +114,22 @@ def download_stall_warn_seconds() -> float:
     return DEFAULT_STALL_WARN_S if value is None else value
 
 
+def _lock_holder(lock_fd: int) -> tuple[int, str] | None:
+    """The pid and host recorded in the lock file open as ``lock_fd``, if any."""
+    fields = os.pread(lock_fd, 512, 0).decode("utf-8", "replace").split(" ", 2)
+    return (int(fields[1]), fields[2].strip()) if len(fields) == 3 and fields[1].isdigit() else None
+
+
 def describe_holder(lock_fd: int) -> str:
     """Who holds the lock file open as ``lock_fd``: ``pid 123 on host (stopped)`` as far as known."""
-    fields = os.pread(lock_fd, 512, 0).decode("utf-8", "replace").split(" ", 2)
-    if len(fields) < 3 or not fields[1].isdigit():
+    holder = _lock_holder(lock_fd)
+    if holder is None:
         return "another process (its pid is not recorded yet)"
-    pid, host = int(fields[1]), fields[2].strip()
+    pid, host = holder
     if host != HOST:
         return f"pid {pid} on {host}"
-    return f"pid {pid} ({_state(pid)})"
-
-
-def _state(pid: int) -> str:
     state = holder_state(pid)
-    return "state unknown" if state == "unknown" else state
+    return f"pid {pid} ({'state unknown' if state == 'unknown' else state})"
 
 
 def holder_state(pid: int) -> str:
@@ -141,9 +137,6 @@ def holder_state(pid: int) -> str:
 
     ``running``, ``stopped``, ``stopped by a debugger``, ``in uninterruptible I/O``, ``exited``
     (a zombie), ``gone`` (no such process), or ``unknown`` (no ``/proc``).
-
-    Args:
-        pid: a process of this host.
     """
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -158,10 +151,8 @@ def holder_state(pid: int) -> str:
 
 def _holder_pid(lock_fd: int) -> int | None:
     """The pid holding the lock file open as ``lock_fd`` if it runs on this host, else None."""
-    fields = os.pread(lock_fd, 512, 0).decode("utf-8", "replace").split(" ", 2)
-    if len(fields) < 3 or not fields[1].isdigit() or fields[2].strip() != HOST:
-        return None
-    return int(fields[1])
+    holder = _lock_holder(lock_fd)
+    return holder[0] if holder is not None and holder[1] == HOST else None
 
 
 def _bytes_read(pid: int) -> bytes:
@@ -174,12 +165,9 @@ def _bytes_read(pid: int) -> bytes:
 
 
 # pid of a holder on this host: (its rchar, since when and until when this process saw it
-# unchanged). The clock of a stalled holder, shared by the waits of this process: a process that
-# stopped while it held several chunks' locks is taken over once per chunk, but waited for once
-# (a reader needing those chunks one after the other waited the whole bound for each before). A
-# reading older than the bound is not trusted: that holder may have started a new download since.
-# No lock: a lock held by another thread when the process forks would stay held in the child; two
-# threads updating one entry at once only move its clock a poll later.
+# unchanged), shared by this process's waits, so a holder stopped with several chunks' locks is
+# waited for once. A reading older than the bound is not trusted. No lock: a race only moves a
+# clock a poll later.
 _IDLE: dict[int, tuple[bytes, float, float]] = {}
 
 
@@ -224,16 +212,10 @@ def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
 async def lock_download(
     lock_path: Path, final: Path, label: str, serialize: Callable[[], AbstractContextManager[object]]
 ) -> int:
-    """Hold the download lock ``lock_path`` of chunk ``final``; take over a download that stopped.
+    """A descriptor holding the download lock ``lock_path`` of chunk ``final``, taking over a stalled holder.
 
-    Args:
-        lock_path: ``.{chunk}.lock`` next to ``final``.
-        final: where the chunk is published.
-        label: the chunk's URL, for messages.
-        serialize: a lock every process of the cache folder takes around a takeover.
-
-    Returns:
-        A descriptor holding the lock.
+    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the
+    cache folder takes around a takeover.
 
     Raises:
         DownloadStalledError: the holder made no progress and this filesystem cannot take it over.
@@ -331,12 +313,10 @@ def _take_over(
             return None  # released, or another waiter took it over first
         lock_fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            try:
-                flock(lock_fd, EX | NB)
-            except BlockingIOError:
-                pass
-            else:  # its holder died (or just released): the usual way is quicker
-                return None
+            flock(lock_fd, EX | NB)
+            return None  # its holder died (or just released): the usual way is quicker
+        except BlockingIOError:
+            pass
         finally:
             os.close(lock_fd)
         second = taken_path(lock_path, inode)

@@ -1,12 +1,9 @@
 """Versions of datasets in a cache folder: one subfolder per dataset URL and index.
 
-A dataset rewritten at the same URL keeps its chunk names (``chunk-0-0.bin``) but not their
-bytes, and two datasets cached in one folder (``Dir(path=X, url=...)``) may share chunk names
-too. So chunks never live directly in a cache folder: each (URL, index) pair gets a subfolder
-named from a digest of the URL and the index's bytes (:func:`dataset_version`). A new index at
-the same URL is a new subfolder, and :func:`claim_version` clears the old one. Each subfolder
-holds a hidden ``.source-url`` file naming its URL, so the folders of other datasets sharing the
-cache folder are told apart and left alone.
+A dataset rewritten at the same URL keeps its chunk names but not their bytes, and two datasets
+cached in one folder may share chunk names. So each (URL, index) pair gets a subfolder named from a
+digest of both (:func:`dataset_version`); :func:`claim_version` clears the older ones of the URL.
+Each subfolder's hidden ``.source-url`` file names its URL, so other datasets' folders are left alone.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 def dataset_version(url: str, index: bytes) -> str:
     """The cache subfolder of the dataset at ``url`` whose index file holds ``index``.
 
-    Upstream LitData keys its cache on the index's ``updated_at``; a digest of the whole index
-    also tells apart indexes that have no ``updated_at`` or were written in the same second,
-    and the URL keeps two datasets with byte-identical indexes apart.
+    A digest of the whole index, unlike upstream's ``updated_at``, also tells apart indexes written
+    in the same second; the URL keeps two datasets with byte-identical indexes apart.
 
     Args:
         url: the dataset's URL (trailing ``/`` ignored).
@@ -43,12 +39,7 @@ def dataset_version(url: str, index: bytes) -> str:
 
 
 def file_version(url: str, path: str | os.PathLike[str]) -> str:
-    """:func:`dataset_version` of the bytes in the file ``path`` (a downloaded index), read a block at a time.
-
-    Args:
-        url: the dataset's URL (trailing ``/`` ignored).
-        path: the file holding its ``index.json``.
-    """
+    """:func:`dataset_version` of the bytes in the file ``path`` (a downloaded index), read a block at a time."""
     with open(path, "rb") as handle:
         return _version(url, iter(lambda: handle.read(_HASH_BLOCK), b""))
 
@@ -89,11 +80,9 @@ def mark_version(folder: Path, url: str) -> None:
 def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> Path:
     """Make ``cache_dir/version`` the folder of ``url``'s current version; return it.
 
-    The folder is created and marked as holding ``url``. The other folders of ``cache_dir``
-    marked with ``url`` hold chunks of an index ``url`` no longer has (or of another index of
-    it, given with ``index_path``): they are cleared like ``litdata cache clear`` does, so files
-    in use stay (and keep their mark) until a later claim or eviction. Folders of other URLs,
-    and folders without a mark, are left alone.
+    The folder is created and marked as holding ``url``. The other folders marked with ``url`` are
+    cleared like ``litdata cache clear`` does (files in use stay, and keep their mark); folders of
+    other URLs, and folders without a mark, are left alone.
 
     Args:
         cache_dir: the cache folder (shared by any number of datasets).
@@ -113,8 +102,7 @@ def claim_version(cache_dir: str | os.PathLike[str], version: str, url: str) -> 
         except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
             continue
         if holds == url:
-            # The cache's ledger may count the cleared bytes until its next count: too much, never too
-            # little. A folder that cannot be cleared (permissions) stays under the cap; reading goes on.
+            # The ledger may count the cleared bytes until its next count: too much, never too little.
             with contextlib.suppress(OSError):
                 clear_cache(entry.path)
                 if os.path.isdir(entry.path):

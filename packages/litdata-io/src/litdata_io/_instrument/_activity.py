@@ -1,16 +1,12 @@
 """What each DataLoader worker is doing right now, readable by the process that started it.
 
 A StreamingDataLoader with a hang watchdog creates an :class:`ActivityBoard`: a small file with
-one fixed-size slot per worker. Each worker attaches to its slot (:func:`attach_activity`) and
-the code that can block (a chunk download, a decompression, the wait for a download lock, for
-the cache's cap, for the prefetcher, the read of a chunk) marks what it does with
-:func:`activity` / :func:`activity_begin`. The slot is memory-mapped, so publishing is a few
-stores into shared memory, no syscall; it happens per chunk, never per sample. When no board is
-attached (the default), every call is one global check.
-
-The main process reads the slots when the loader has waited too long for a batch
-(:meth:`ActivityBoard.read`). A reader may see a slot half rewritten; the text is decoded
-leniently and the report is only a diagnostic, so no lock is taken across processes.
+one fixed-size slot per worker. Each worker attaches to its slot (:func:`attach_activity`) and the
+code that can block (a download, a lock wait, a chunk's read) marks what it does with
+:func:`activity_begin`. The slot is memory-mapped, so publishing is a few stores into shared memory,
+per chunk, never per sample. The main process reads the slots when the loader has waited too long
+for a batch; a slot half rewritten is decoded leniently (it is only a diagnostic), so no lock is
+taken across processes.
 """
 
 from __future__ import annotations
@@ -36,10 +32,7 @@ _HEADER = struct.Struct("<Ii")
 
 @dataclass(frozen=True)
 class Activity:
-    """One thing a worker is doing.
-
-    ``text`` (e.g. ``download s3://b/chunk-0-3.bin``) since ``since`` (``time.time()`` seconds).
-    """
+    """One thing a worker is doing: ``text`` (``download s3://b/chunk-0-3.bin``) since ``since`` (``time.time()``)."""
 
     text: str
     since: float
@@ -71,14 +64,7 @@ class _Slot:
                 self._publish()
 
     def _publish(self) -> None:
-        if not self._open:  # the usual end of a chunk's read: nothing left to show
-            _HEADER.pack_into(self._map, self._offset, 0, self._pid)
-            return
-        if len(self._open) == 1:  # the usual case: one operation (a chunk's read)
-            ((since, text),) = self._open.values()
-            lines = f"{since:.3f}\t{text}"
-        else:
-            lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
+        lines = "\n".join(f"{since:.3f}\t{text}" for since, text in self._open.values())
         data = lines.encode("utf-8", "replace")[: _SLOT - _HEADER.size]
         start = self._offset + _HEADER.size
         self._map[start : start + len(data)] = data
@@ -90,12 +76,7 @@ _slot_generation = -1
 
 
 def attach_activity(path: str | None, index: int = 0) -> None:
-    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop).
-
-    Args:
-        path: the board's file (:attr:`ActivityBoard.path`), or None to stop publishing.
-        index: this worker's slot on the board.
-    """
+    """Publish this process's activity into slot ``index`` of the board at ``path`` (None: stop)."""
     global _slot, _slot_generation
     _slot = None if path is None else _Slot(path, index)
     _slot_generation = _process.fork_generation()
@@ -104,11 +85,7 @@ def attach_activity(path: str | None, index: int = 0) -> None:
 
 
 def activity_begin(text: str) -> int:
-    """Mark the start of ``text``; returns the token :func:`activity_end` takes (0 when off).
-
-    Args:
-        text: what this worker starts doing (e.g. ``download s3://b/chunk-0-3.bin``).
-    """
+    """Mark the start of ``text`` (``download s3://b/chunk-0-3.bin``); the token :func:`activity_end` takes (0: off)."""
     slot = _slot
     if slot is None or _slot_generation != _process.fork_generation():  # a forked child publishes only once it attaches
         return 0
@@ -116,11 +93,7 @@ def activity_begin(text: str) -> int:
 
 
 def activity_end(token: int) -> None:
-    """Mark the end of what :func:`activity_begin` returned ``token`` for.
-
-    Args:
-        token: what :func:`activity_begin` returned.
-    """
+    """Mark the end of what :func:`activity_begin` returned ``token`` for."""
     slot = _slot
     if token and slot is not None and _slot_generation == _process.fork_generation():
         slot.end(token)
@@ -128,13 +101,7 @@ def activity_end(token: int) -> None:
 
 @contextlib.contextmanager
 def activity(text: str) -> Generator[None, None, None]:
-    """Publish ``text`` as what this worker does for the block's duration.
-
-    Use it as ``with activity("download s3://..."):``.
-
-    Args:
-        text: what the worker is doing.
-    """
+    """Publish ``text`` as what this worker does for the block's duration."""
     token = activity_begin(text)
     try:
         yield
@@ -146,9 +113,8 @@ class ActivityBoard:
     """The file the workers of one loader publish into: ``slots`` fixed-size slots, zeroed.
 
     Created by the main process; each worker calls ``attach_activity(board.path, worker_id)``.
-    :meth:`close` removes the file (the workers' mappings stay valid until they exit). Until then
-    the board's descriptor holds it alive (``_owned``): the board of a process killed with SIGKILL
-    is deleted by the next process that makes one.
+    The board's descriptor holds the file alive (``_owned``): the board of a process killed with
+    SIGKILL is deleted by the next process that makes one.
     """
 
     def __init__(self, slots: int) -> None:

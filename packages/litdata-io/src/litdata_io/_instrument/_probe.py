@@ -1,26 +1,18 @@
 """One call per instrumented site, fanned out to the tracer, the watchdog's activity board and listeners.
 
-A site that a trace, a hang watchdog or a profiler cares about (reading a chunk, a download, a
-wait for a lock or for the cache's cap, a batch a worker made) makes one call on :data:`probe`:
-``probe.begin`` / ``probe.end`` around an operation that does not fit a ``with`` block,
-``probe.span`` around one that does, ``probe.instant`` for a point in time. The probe hands it to
-
-- the tracer (:mod:`litdata_io._instrument._tracer`): a ``B``/``E`` pair, a complete event or an instant, when
-  the event's category is recorded;
-- the activity board (:mod:`litdata_io._instrument._activity`): what this worker is doing, when the site says
-  (``doing``) and a board is attached; the text is built only then;
-- listeners (:meth:`Probe.listen`): worker 0's profiler counts the batches it made this way.
-
-Why it costs nothing when off: every call first reads one attribute of a module-level object
-(``_SWITCHES.quiet``), which the tracer, the board and :meth:`Probe.listen` keep up to date; when
-nothing listens, the call returns at once, so the site runs exactly the code it runs untraced.
-Nothing a site does depends on whether it is traced: the probe only observes.
+A site (reading a chunk, a download, a lock wait, a batch a worker made) makes one call on
+:data:`probe`: ``begin``/``end`` around an operation that does not fit a ``with`` block, ``span``
+around one that does, ``instant`` for a point in time. The probe hands it to the tracer (when the
+category is recorded), the activity board (when the site says what it is ``doing`` and a board is
+attached) and listeners (:meth:`Probe.listen`: the loader's profiler). Off, every call reads one
+flag (``SWITCHES.quiet``) and returns; the probe only observes.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from litdata_io._instrument import _activity, _tracer
@@ -28,8 +20,7 @@ from litdata_io._instrument._switches import SWITCHES
 
 __all__ = ["Listener", "Probe", "Token", "probe"]
 
-# What a site says it does, for the activity board: the text itself, or a function building it
-# (called only while a board is attached: a file name looked up per chunk costs a microsecond).
+# What a site says it does, for the activity board: the text, or a function building it (only when shown).
 Doing = str | Callable[[], str] | None
 
 
@@ -37,27 +28,19 @@ class Listener(Protocol):
     """Told of every event the probe records (the loader's profiler listens for ``worker_batch``)."""
 
     def event(self, name: str, phase: str, args: Mapping[str, object]) -> None:
-        """One event: ``phase`` is ``B`` (begins), ``E`` (ends), ``X`` (a span ended) or ``I`` (an instant).
-
-        Args:
-            name: the event's name (``read``, ``download``, ``worker_batch``, ...).
-            phase: which kind of event.
-            args: the event's arguments, as the site gave them.
-        """
+        """Event ``name`` with the site's ``args``; ``phase``: ``B`` begins, ``E`` ends, ``X`` span, ``I`` instant."""
         ...
 
 
+@dataclass(frozen=True, slots=True)
 class Token:
     """An operation :meth:`Probe.begin` started, for :meth:`Probe.end` (None when nothing listened)."""
 
-    __slots__ = ("activity", "args", "category", "name", "traced")
-
-    def __init__(self, name: str, category: str, args: dict[str, object], traced: bool, activity: int) -> None:
-        self.name = name
-        self.category = category
-        self.args = args
-        self.traced = traced
-        self.activity = activity
+    name: str
+    category: str
+    args: dict[str, object]
+    traced: bool
+    activity: int
 
 
 def _text(doing: Doing) -> str:
@@ -70,16 +53,10 @@ class Probe:
     __slots__ = ()
 
     def begin(self, name: str, category: str, doing: Doing = None, /, **args: object) -> Token | None:
-        """An operation starts that :meth:`end` closes later in this thread (reading a chunk across batches).
+        """Operation ``name`` (tracer ``category``, event ``args``) starts; :meth:`end` closes it in this thread.
 
-        Args:
-            name: the event's name (``read``).
-            category: its tracer category (``read``; see ``TRACE_CATEGORIES``).
-            doing: what the activity board shows while it lasts (None: nothing).
-            **args: the event's arguments (``chunk=3``).
-
-        Returns:
-            What :meth:`end` takes; None when nothing listens (the usual case).
+        ``doing`` is what the activity board shows while it lasts. Returns what :meth:`end` takes
+        (None when nothing listens).
         """
         if SWITCHES.quiet:
             return None
@@ -94,11 +71,7 @@ class Probe:
         return Token(name, category, args, traced, token)
 
     def end(self, token: Token | None) -> None:
-        """The operation :meth:`begin` returned ``token`` for has ended.
-
-        Args:
-            token: what :meth:`begin` returned.
-        """
+        """The operation :meth:`begin` returned ``token`` for has ended."""
         if token is None:
             return
         if token.traced:
@@ -111,16 +84,10 @@ class Probe:
     def span(
         self, name: str, category: str, doing: Doing = None, /, **args: object
     ) -> contextlib.AbstractContextManager[_tracer.TraceSpan]:
-        """Time a block as one complete event, shown on the activity board while it runs.
+        """Time a block as one complete event, shown on the activity board (``doing``) while it runs.
 
-        Used as ``with probe.span("download", "download", f"download {url}", chunk=name) as span:``;
+        ``with probe.span("download", "download", f"download {url}", chunk=name) as span:``;
         ``span.set(bytes=n)`` adds arguments known only inside the block.
-
-        Args:
-            name: the event's name.
-            category: its tracer category.
-            doing: what the activity board shows while it lasts (None: nothing).
-            **args: the event's arguments.
         """
         if SWITCHES.quiet or (
             not SWITCHES.listeners and (doing is None or not SWITCHES.activity) and not _tracer.trace_enabled(category)
@@ -144,13 +111,7 @@ class Probe:
                 listener.event(name, "X", args)
 
     def instant(self, name: str, category: str, /, **args: object) -> None:
-        """A point in time (a batch made, a damaged chunk refetched, a lock taken over).
-
-        Args:
-            name: the event's name.
-            category: its tracer category.
-            **args: the event's arguments.
-        """
+        """A point in time (a batch made, a damaged chunk refetched, a lock taken over)."""
         if SWITCHES.quiet:
             return
         _tracer.trace_instant(name, category, **args)
@@ -158,20 +119,12 @@ class Probe:
             listener.event(name, "I", args)
 
     def listen(self, listener: Listener) -> None:
-        """Tell ``listener`` of every event from now on, in this process (until :meth:`unlisten`).
-
-        Args:
-            listener: what to tell.
-        """
+        """Tell ``listener`` of every event from now on, in this process (until :meth:`unlisten`)."""
         SWITCHES.listeners = (*SWITCHES.listeners, listener)
         SWITCHES.update()
 
     def unlisten(self, listener: Listener) -> None:
-        """Stop telling ``listener`` (a no-op when it is not listening).
-
-        Args:
-            listener: what :meth:`listen` was given.
-        """
+        """Stop telling ``listener`` (a no-op when it is not listening)."""
         SWITCHES.listeners = tuple(x for x in SWITCHES.listeners if x is not listener)
         SWITCHES.update()
 

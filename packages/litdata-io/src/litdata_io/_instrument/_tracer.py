@@ -2,8 +2,9 @@
 
 :func:`enable_tracer` chooses which categories of events are recorded and where; the emitters in
 the cache, prefetcher and stream code call :func:`trace_span`, :func:`trace_instant`,
-:func:`trace_begin`/:func:`trace_end`, :func:`trace_counter` or :func:`trace_crash`. ``litracer``
-turns the log into a Chrome/Perfetto trace.
+:func:`trace_begin`/:func:`trace_end`, :func:`trace_counter` or :func:`trace_crash`, each with the
+event's ``name`` (stable: download, read, batch, ...), its ``category`` (default: ``name``) and
+keyword arguments shown in the trace's args. ``litracer`` turns the log into a Chrome/Perfetto trace.
 
 A line (wrapped here) looks like::
 
@@ -15,20 +16,14 @@ the duration of a complete (``ph: X``) event in microseconds, ``pid``/``tid`` th
 thread ids; everything after the fixed keys is the event's ``args``. A value never contains ``;``
 or a newline, so every line parses on its own.
 
-Why the log is safe with many writers: the file is opened with ``O_APPEND`` and each line (plus the
-thread-name line that may precede it) goes out in one ``write()``, which Linux and macOS apply
-atomically to a regular file, so lines from DataLoader workers, prefetch threads and ranks never
-interleave. Nothing is buffered, so a crashing worker loses no events.
+Many writers: the file is opened with ``O_APPEND`` and each line goes out unbuffered in one
+``write()``, which Linux and macOS apply atomically to a regular file, so lines from workers,
+threads and ranks never interleave and a crashing worker loses no events. Off, every emitter is
+one ``category in <frozenset>`` test; per-sample sites guard with :func:`trace_enabled`.
 
-Why it costs nothing when off: every emitter starts with one ``category in <frozenset>`` test on a
-module global; nothing is formatted, no clock is read, no file is opened. Hot per-sample call
-sites guard with :func:`trace_enabled` so even their keyword arguments are not built.
-
-Settings reach child processes through the environment: :func:`enable_tracer` writes
-``LITDATA_LOG_FILE`` (absolute), ``LITDATA_TRACE_LEVEL`` and ``LITDATA_TRACE_CATEGORIES``, and
-importing this module reads them, so spawned DataLoader workers trace with the parent's settings;
-forked ones inherit the module state. Values of those variables that this module did not write
-itself (the user's shell, a launcher) override the arguments of :func:`enable_tracer`.
+Settings reach spawned children through ``LITDATA_LOG_FILE``, ``LITDATA_TRACE_LEVEL`` and
+``LITDATA_TRACE_CATEGORIES``, which :func:`enable_tracer` writes and importing this module reads.
+Values this module did not write itself (the user's shell, a launcher) override its arguments.
 """
 
 from __future__ import annotations
@@ -114,7 +109,6 @@ class TracerConfig:
         return bool(self.categories)
 
 
-# The hot-path state. Emitters read ``_ACTIVE`` and nothing else when tracing is off.
 _ACTIVE: frozenset[str] = frozenset()
 _CONFIG = TracerConfig("off", frozenset(), os.path.abspath(DEFAULT_LOG_FILE))
 
@@ -134,13 +128,8 @@ def _after_fork_in_child() -> None:
     _worker_context = None
 
 
-# --------------------------------------------------------------------------- configuration
-
-
 def _categories_for_level(level: str) -> frozenset[str]:
-    rank = TRACE_LEVELS.index(level)
-    if rank == 0:
-        return frozenset()
+    rank = TRACE_LEVELS.index(level)  # 0 ("off") records nothing: every category's level is above it
     return frozenset(cat for cat, lvl in TRACE_CATEGORIES.items() if TRACE_LEVELS.index(lvl) <= rank)
 
 
@@ -173,11 +162,6 @@ def _env_override(var: str) -> str | None:
     if current != _written_env.get(var):
         _external_env[var] = current
     return _external_env.get(var)
-
-
-def _write_env(var: str, value: str) -> None:
-    os.environ[var] = value
-    _written_env[var] = value
 
 
 def _apply(level: str, categories: frozenset[str], log_file: str) -> TracerConfig:
@@ -252,9 +236,9 @@ def enable_tracer(
     path: str = os.path.abspath(os.fspath(env_file or log_file))
 
     config = _apply(lvl, cats, path)
-    _write_env(ENV_LEVEL, lvl)
-    _write_env(ENV_CATEGORIES, ",".join(sorted(config.categories)))
-    _write_env(ENV_LOG_FILE, path)
+    written = {ENV_LEVEL: lvl, ENV_CATEGORIES: ",".join(sorted(config.categories)), ENV_LOG_FILE: path}
+    os.environ.update(written)
+    _written_env.update(written)
     return config
 
 
@@ -277,9 +261,6 @@ def _configure_from_env() -> None:
         return
     path = os.path.abspath(read_text(ENV_LOG_FILE) or DEFAULT_LOG_FILE)
     _apply(level, cats, path)
-
-
-# --------------------------------------------------------------------------- writing
 
 
 def _us(ns: int) -> str:
@@ -351,15 +332,8 @@ def _emit(name: str, ph: str, cat: str, ts_ns: int, dur_ns: int | None, args: Ma
         print(f"[litdata] tracer stopped: cannot write {config.log_file}: {exc}", file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------- the emitter API
-
-
 def trace_enabled(category: str) -> bool:
-    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code.
-
-    Args:
-        category: An event category (``chunk``, ``sample``, ``download``, ...).
-    """
+    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code."""
     return category in _ACTIVE
 
 
@@ -380,11 +354,7 @@ class TraceSpan:
         self._start = 0
 
     def set(self, **args: object) -> None:
-        """Add arguments known only inside the block (a byte count, a retry count).
-
-        Args:
-            **args: Shown in the trace's args, next to those given when the span began.
-        """
+        """Add arguments known only inside the block (a byte count, a retry count)."""
         self._args.update(args)
 
     def __enter__(self) -> TraceSpan:
@@ -396,7 +366,6 @@ class TraceSpan:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         dur = time.perf_counter_ns() - self._start
-        # GeneratorExit/KeyboardInterrupt/SystemExit end a span without anything having failed.
         failed = exc if isinstance(exc, Exception) else None
         args = self._args
         if failed is not None:
@@ -429,14 +398,9 @@ NO_SPAN: Final[TraceSpan] = _NoSpan("", "", {})
 
 
 def trace_span(name: str, category: str | None = None, /, **args: object) -> TraceSpan:
-    """Time a block as one complete event.
+    """Time a block as one complete event ``name`` of ``category`` (default: ``name``), ``args`` in its args.
 
     Used as ``with trace_span("download", "download", chunk=3):``.
-
-    Args:
-        name: The event name (stable: download, read, delete, batch, sample, ...).
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args (chunk/sample indexes, sizes).
     """
     cat = name if category is None else category
     if cat not in _ACTIVE:
@@ -445,13 +409,7 @@ def trace_span(name: str, category: str | None = None, /, **args: object) -> Tra
 
 
 def traced(name: str, category: str | None = None, /, **args: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """Decorate a function so each call is a :func:`trace_span` (checked per call, not at import).
-
-    Args:
-        name: The event name of each call.
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args of every call.
-    """
+    """Decorate a function so each call is a :func:`trace_span` of these arguments (checked per call)."""
     cat = name if category is None else category
 
     def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -468,28 +426,17 @@ def traced(name: str, category: str | None = None, /, **args: object) -> Callabl
 
 
 def trace_instant(name: str, category: str | None = None, /, **args: object) -> None:
-    """Record a point in time (``ph: I``), e.g. a cache hit or an eviction decision.
-
-    Args:
-        name: The event name.
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args.
-    """
+    """Record a point in time (``ph: I``), e.g. a cache hit, as :func:`trace_span` takes its arguments."""
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "I", cat, time.time_ns(), None, args)
 
 
 def trace_begin(name: str, category: str | None = None, /, **args: object) -> None:
-    """Open a duration (``ph: B``) that :func:`trace_end` closes later in the same thread.
+    """Open a duration (``ph: B``) that :func:`trace_end` closes later in the thread (arguments as :func:`trace_span`).
 
     For spans that do not fit a ``with`` block (reading a chunk across many ``__getitem__``
     calls); litracer pairs B/E per thread and name into complete events.
-
-    Args:
-        name: The event name.
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args.
     """
     cat = name if category is None else category
     if cat in _ACTIVE:
@@ -497,25 +444,16 @@ def trace_begin(name: str, category: str | None = None, /, **args: object) -> No
 
 
 def trace_end(name: str, category: str | None = None, /, **args: object) -> None:
-    """Close the latest :func:`trace_begin` of ``name`` in this thread.
-
-    Args:
-        name: The name given to :func:`trace_begin`.
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args.
-    """
+    """Close the latest :func:`trace_begin` of ``name`` in this thread."""
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "E", cat, time.time_ns(), None, args)
 
 
 def trace_counter(name: str, category: str | None = None, /, **values: float) -> None:
-    """Record counter values (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``.
+    """Record counter values by series name (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``.
 
-    Args:
-        name: The counter's name.
-        category: Its category; defaults to ``name``.
-        **values: The counted values, by series name.
+    ``category`` defaults to ``name``.
     """
     cat = name if category is None else category
     if cat in _ACTIVE:
@@ -527,10 +465,6 @@ def trace_crash(exc: BaseException, /, **args: object) -> None:
 
     Call it where an exception ends a thread or process that nobody joins (the prefetch thread);
     spans record their own crashes.
-
-    Args:
-        exc: The exception that ended the thread or process.
-        **args: Shown in the trace's args.
     """
     if "crash" in _ACTIVE:
         error = f"{type(exc).__name__}: {exc}"

@@ -1,19 +1,15 @@
 """A forkserver that loads the main script once, so the workers forked from it start in milliseconds.
 
-With ``forkserver``, each worker is forked from a server process, and asking the server to preload
-``"__main__"`` is meant to import the user's script there once. CPython 3.11 to 3.13 never pass the
-script's path to the server (python/cpython#126631), so every forked worker runs the whole script
-again: a script that imports torch costs each DataLoader worker 1-2 s, at every epoch.
-:func:`start_forkserver` starts the server with the path in ``LITDATA_FORKSERVER_MAIN`` and
-this module in its preload list; imported in the server, the module loads the script as
-``__mp_main__``, exactly as spawn would, and the forked workers then find it already loaded.
+Preloading ``"__main__"`` in the forkserver is meant to import the user's script there once, but
+CPython 3.11 to 3.13 never pass the script's path to the server (python/cpython#126631), so every
+forked worker runs the whole script again. :func:`start_forkserver` starts the server with the path
+in ``LITDATA_FORKSERVER_MAIN`` and this module in its preload list; imported in the server, the
+module loads the script as ``__mp_main__``, as spawn would.
 
 The server also exits with the process that started it, even one killed with SIGKILL
-(:func:`_exit_with_parent`): CPython's server exits only when every holder of its "alive" pipe is
-gone, and it hands that pipe to every worker it forks, while torch's DataLoader workers exit only
-when their parent, the server, is gone. A training process killed with ``kill -9`` (a
-preemption, the OOM killer) used to leave its server and its DataLoader workers running forever,
-still pinning the cached chunks they were reading.
+(:func:`_exit_with_parent`): CPython's server hands its "alive" pipe to every worker it forks, and
+torch's workers exit only when the server does, so they would outlive a killed trainer, still
+pinning the chunks they were reading.
 """
 
 from __future__ import annotations
@@ -87,10 +83,8 @@ def _exit_with_parent() -> None:
     """In the server (Linux): exit as soon as the process that started it is gone.
 
     The kernel's parent-death signal (``PR_SET_PDEATHSIG``) tells the server; its workers then see
-    their parent change and exit too (torch's worker loop checks every 5 s). The signal also comes
-    when only the thread that started the server ends, so the server exits only if its parent
-    process is gone. A real-time signal nobody else sends carries it, so the handler the workers
-    inherit never runs.
+    their parent change and exit too. The signal also comes when only the starting thread ends, so
+    the server checks that its parent process is gone.
     """
     raw = os.environ.pop(_PARENT_ENV, "")
     if not raw.isdigit() or sys.argv[:1] != ["-c"] or not sys.platform.startswith("linux"):

@@ -1,31 +1,21 @@
 """The obstore helper: a child process that runs obstore for a process that must not run it itself.
 
-A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._processes._process`) sends each
-obstore storage call here instead of running it. The helper is started lazily, on the first
-such call, with one end of a socket pair: a plain ``os.fork()`` of the process (not a
-multiprocessing process: the user's ``__main__`` is never imported again), which has everything
-imported already but obstore, and so starts in milliseconds where a fresh interpreter takes a few
-hundred (asyncio and litdata_io's own imports). Where obstore was imported in this memory, or off
-Linux, the forked child becomes a fresh interpreter, ``python -m litdata_io._processes._helper FD``, instead
-(see :func:`_fork_helper`). Either way it sees the parent's environment, so it finds every
-credential the parent would, and it runs obstore itself.
+A process whose obstore placement is ``"helper"`` (see :mod:`litdata_io._processes._process`) sends
+each obstore storage call here instead of running it. The helper is started on the first such call
+with one end of a socket pair: a plain ``os.fork()`` of the process, which has everything imported
+already but obstore and so starts in milliseconds (or a fresh interpreter where that is unsafe, see
+:func:`_fork_helper`). It sees the parent's environment, so it finds every credential the parent would.
 
-Protocol: frames of an 8-byte length and a pickle of one typed message. The client sends a
-:class:`_Call` (a call id, the storage pickled once per storage object, so the helper keeps one
-client per storage, and the call as a :class:`~litdata_io._processes._requests.Request` value: one dataclass
-per storage method, its fields the method's arguments) or a :class:`_Cancel`; the helper answers
-each call with a :class:`_Reply`. Each call runs as an asyncio task running the request against
-the same :class:`ObstoreStorage`, retries included; downloads and uploads pass file paths, so the
-helper reads and writes the local file itself and no file's bytes cross the socket.
+Protocol: frames of an 8-byte length and a pickle of one message. The client sends a :class:`_Call`
+(a call id, the storage pickled once, so the helper keeps one client per storage, and a
+:class:`~litdata_io._processes._requests.Request`) or a :class:`_Cancel`; the helper answers each
+call with a :class:`_Reply`. Downloads and uploads pass file paths: no file's bytes cross the socket.
 
-Client side. The connection lives on the process's shared loop (:func:`litdata_io._processes._loop.io_loop`):
-one helper per process, a reader task resolving the calls' futures. If the helper dies, the calls
-in flight fail with a :class:`StorageError` naming its exit code and the URL, and the next call
-starts a new helper. A forked child closes its copy of the socket at once, so the helper sees
-end-of-file only when its own parent exits or dies, and then exits. When a variable a store client
-may read changes (a notebook sets ``AWS_PROFILE``; see :func:`_environment`), the next call starts
-a helper that sees it, and the old one finishes its calls and exits; any other variable (a
-trainer setting ``LOCAL_RANK``) changes nothing.
+Client side. The connection lives on the process's shared loop. If the helper dies, the calls in
+flight fail with a :class:`StorageError` naming its exit code and the URL, and the next call starts a
+new helper. A forked child closes its copy of the socket, so the helper sees end-of-file when its
+own parent goes. When a variable a store client may read changes (see :func:`_environment`), the
+next call starts a new helper, and the old one finishes its calls and exits.
 """
 
 from __future__ import annotations
@@ -198,10 +188,9 @@ def _leave_parent(keep: int) -> None:
                 signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.set_wakeup_fd(-1)
-    # Every inherited descriptor but the socket and stdout/stderr is pointed at /dev/null rather
-    # than closed: the helper must not keep the parent's pipes, sockets (its end of this very
-    # pair) or flock-ed files open (their readers would never see end-of-file, the locks would stay
-    # held), and an inherited object still naming a descriptor must not reach a new one of the same number.
+    # Every inherited descriptor but the socket and stdout/stderr is pointed at /dev/null: the parent's
+    # pipes, sockets and flock-ed files must not stay open here, and closing them would let an
+    # inherited object still naming a descriptor reach a new one of the same number.
     null = os.open(os.devnull, os.O_RDWR)
     folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
     for fd in sorted({int(name) for name in os.listdir(folder)} - {1, 2, keep, null}):
@@ -225,11 +214,7 @@ class _Child:
         self._lock = threading.Lock()  # the reader task and the exit hook may both wait
 
     def wait(self, timeout: float | None = None) -> int:
-        """The exit code, once the helper has exited (polled: two threads may wait at once).
-
-        Raises:
-            subprocess.TimeoutExpired: it is still running after ``timeout`` seconds.
-        """
+        """The exit code, once the helper has exited (polled: two threads may wait at once), or ``TimeoutExpired``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.001
         while True:
@@ -291,9 +276,8 @@ _inherited: list[_Connection] = []  # a forked child's copies, kept so their fin
 def _drop_parent_connection() -> None:
     global _current, _starting
     if _current is not None:
-        # Close the child's copy of the socket now: the helper must see end-of-file when its
-        # parent goes, not when the last forked worker does. The objects are kept, not collected:
-        # their finalizers would touch the parent's (dead) loop.
+        # The helper must see end-of-file when its parent goes, not when the last forked worker
+        # does. The objects are kept: their finalizers would touch the parent's (dead) loop.
         with contextlib.suppress(OSError):
             os.close(_current.sock.detach())
         _inherited.append(_current)
@@ -336,17 +320,14 @@ async def _read_replies(conn: _Connection, reader: asyncio.StreamReader) -> None
 def _fork_helper(fd: int) -> _Child:
     """Fork the helper, which serves the socket ``fd``.
 
-    The child already holds everything this process imported, so it only imports obstore: that is
-    what makes the helper cheap to start. That is safe where obstore was never imported in this
-    memory (its runtime may be running, and a forked copy of it hangs) and on Linux (macOS's system
-    frameworks are not fork-safe); anywhere else the child becomes a fresh interpreter running
-    ``python -m litdata_io._processes._helper FD`` instead. Either way it never imports the user's script.
+    Serving in the fork itself is safe only on Linux (macOS's frameworks are not fork-safe) where
+    obstore was never imported in this memory (a forked copy of its runtime hangs); anywhere else
+    the child execs ``python -m litdata_io._processes._helper FD``. It never imports the user's script.
     """
     fresh = sys.platform != "linux" or "obstore" in sys.modules
     with warnings.catch_warnings():
-        # Python 3.12+ warns about forking a process with threads, as torch's fork of DataLoader
-        # workers does: the child runs none of their code, the interpreter resets its own locks at
-        # the fork, and the child swaps the stdio objects a thread may have held for fresh ones.
+        # Python 3.12+ warns about forking with threads: the child runs none of their code and
+        # swaps the stdio objects a thread may have held for fresh ones.
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
@@ -369,12 +350,10 @@ async def _start() -> _Connection:
     return conn
 
 
-# The helper sees the environment of its start. A later change of a variable a store client may
-# read (a notebook sets AWS_PROFILE, a test sets AZURITE_BLOB_STORAGE_URL) starts a new helper.
-# Those are too many to list one by one (credentials, endpoints, certificates, proxies, HOME for
-# ~/.aws, PATH for a credential_process), so a name counts when it holds one of these words; the
-# rest (a trainer's RANK, LOCAL_RANK, MASTER_PORT, CUDA_VISIBLE_DEVICES, pytest's
-# PYTEST_CURRENT_TEST) can change as often as they like.
+# A change of a variable a store client may read (a notebook sets AWS_PROFILE) starts a new helper.
+# They are too many to list (credentials, endpoints, proxies, HOME for ~/.aws, PATH for a
+# credential_process), so a name counts when it holds one of these words; the rest (RANK,
+# LOCAL_RANK, CUDA_VISIBLE_DEVICES) can change as often as they like.
 _READ_BY_CLIENTS = (
     "AWS", "BOTO", "S3_", "R2_", "AZURE", "AZURITE", "MSI_", "IDENTITY_", "IMDS", "GOOGLE", "GCS", "GCE_",
     "GCP", "CLOUDSDK", "STORAGE_EMULATOR", "OBJECT_STORE", "PROXY", "SSL_", "CERT", "CA_BUNDLE", "HOME",
@@ -382,24 +361,17 @@ _READ_BY_CLIENTS = (
 )  # fmt: skip
 
 
-def _read_by_clients(name: str) -> bool:
-    upper = name.upper()
-    return any(word in upper for word in _READ_BY_CLIENTS)
-
-
 def _environment() -> tuple[tuple[str, str], ...]:
     """The variables of this process's environment that a store client may read, sorted."""
-    return tuple(sorted((name, value) for name, value in os.environ.items() if _read_by_clients(name)))
+    read = [(name, value) for name, value in os.environ.items() if any(w in name.upper() for w in _READ_BY_CLIENTS)]
+    return tuple(sorted(read))
 
 
 async def _connection() -> _Connection:
     global _current, _starting
-    conn = _current
-    if conn is not None and not conn.closed and conn.environ == _environment():
-        return conn
     if _starting is None:
         _starting = asyncio.Lock()
-    async with _starting:
+    async with _starting:  # uncontended, it never suspends
         conn = _current
         if conn is not None and not conn.closed and conn.environ == _environment():
             return conn
@@ -435,11 +407,6 @@ async def _call(storage: bytes, request: Request[_R], url: str) -> _R:
 
 async def call_in_helper(storage: bytes, request: Request[_R], url: str) -> _R:
     """Run ``request`` against the storage pickled as ``storage`` in this process's helper; its result.
-
-    Args:
-        storage: the pickled storage (the helper keeps one client per distinct pickle).
-        request: the storage call.
-        url: the URL the call is about, for errors.
 
     Raises:
         Whatever the method raised in the helper, or StorageError if the helper died during the call.

@@ -1,11 +1,8 @@
 """Event loops in background threads: the one class for them, and this process's shared loop.
 
 A sync call (``storage.get(key)``) submits the coroutine to the process's loop, running in a
-daemon thread, and waits for it, so it works the same whether or not the caller is itself inside
-a running event loop (a Jupyter cell, an async framework). The prefetcher runs its own
-:class:`LoopThread`. Nothing is created at import: a loop and its thread start on first use, in
-the process that uses them; a forked child drops its parent's (their threads did not survive the
-fork) through :func:`litdata_io._processes._process.on_fork_in_child`.
+daemon thread, and waits for it, so it works inside a running event loop too (a Jupyter cell).
+A loop starts on first use in the process that uses it; a forked child drops its parent's.
 """
 
 from __future__ import annotations
@@ -28,12 +25,7 @@ T = TypeVar("T")
 
 
 class LoopThread:
-    """An event loop running forever in a daemon thread of the process that made it.
-
-    Args:
-        name: the thread's name.
-        fast: use uvloop when it is installed.
-    """
+    """An event loop (uvloop if ``fast`` and installed) running forever in a daemon thread named ``name``."""
 
     def __init__(self, name: str, fast: bool = False) -> None:
         self.generation = _process.fork_generation()
@@ -94,8 +86,7 @@ _runner: LoopThread | None = None
 
 @_process.on_fork_in_child
 def _forget_parent_loop() -> None:
-    # The lock may have been held by a thread that did not survive the fork; the old loop is
-    # dropped, not closed, since closing it would touch descriptors shared with the parent's.
+    # Dropped, not closed: closing would touch descriptors shared with the parent's loop.
     global _lock, _runner
     _lock = threading.Lock()
     _runner = None
@@ -106,17 +97,12 @@ _NATIVE_GRACE = 0.05
 
 
 def _stop_at_exit() -> None:
-    # Stop the loop before the interpreter finalizes: a daemon thread still inside an obstore
-    # (Rust) call while Python tears down made the process abort (exit -6) after its work was done.
+    # A daemon thread still inside an obstore (Rust) call while the interpreter finalizes aborts it.
     runner = _runner
     if runner is not None:
         runner.stop(timeout=5)
     if "obstore" in sys.modules:
-        # An async obstore call finishes on obstore's (tokio) threads a moment after its result
-        # reached Python; one still finishing when the interpreter finalizes takes the GIL from a
-        # finalizing interpreter and the process aborts (-6) or faults (-7). Measured on Azurite,
-        # short processes doing one obstore get_async then exiting: 20 of 120 died so; with a 20 ms
-        # pause, 0 of 120 (through the sync twins here, about 1 in 20 under load, without a pause).
+        # obstore's (tokio) threads finish a call a moment after its result reached Python.
         time.sleep(_NATIVE_GRACE)
 
 
@@ -130,8 +116,6 @@ def _get_runner() -> LoopThread:
         return runner
     with _lock:
         if _runner is None or not _runner.alive():
-            # uvloop when installed (litdata-io[all]): StreamingRawDataset's downloads run here, and
-            # upstream's docs promise it a faster loop; stdlib asyncio otherwise.
             _runner = LoopThread("litdata-io-loop", fast=True)
         return _runner
 
@@ -143,9 +127,6 @@ def io_loop() -> asyncio.AbstractEventLoop:
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on this process's litdata-io loop and wait for its result.
-
-    Args:
-        coro: the coroutine (of an async storage method).
 
     Raises:
         RuntimeError: when called from a coroutine already running on that loop (it would wait

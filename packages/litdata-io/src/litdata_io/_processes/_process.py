@@ -1,37 +1,26 @@
 """Per-process state: a fork hook, a cheap process identity, where obstore runs, a worker's freeze.
 
-Everything litdata-io (and the packages above it) keeps per process (clients, loop threads, the
-cache's pins and descriptors, the tracer's file, the activity slot, stream sources) starts afresh
-in a forked child. Rather than each keeping its own ``os.register_at_fork`` hook or comparing
-``os.getpid()`` on every call, they use this module: :func:`on_fork_in_child` registers a reset,
-:func:`pid` is the current process id without a system call, and :func:`fork_generation` is a number
-that changes in every forked child (compare it to a remembered one to learn "am I still the
-process that built this?"). :class:`PerProcess` is that comparison as a value: the one way a
-client, a loop, a source or any other object is built once per process.
+Everything kept per process (clients, loop threads, the cache's pins, the tracer's file, stream
+sources) starts afresh in a forked child through this module: :func:`on_fork_in_child` registers a
+reset, :func:`pid` is the process id without a system call, :func:`fork_generation` changes in
+every forked child, and :class:`PerProcess` builds a value once per process.
 
-Where obstore runs. obstore's Rust (tokio) runtime does not survive ``fork()``: once a process
-made an obstore request, any child forked from it hangs on its first request (checked again with
-obstore 0.12.1: a child of ``os.fork()``, of multiprocessing's fork context or a forked
-DataLoader worker hangs with the parent's store and with a new one; obstore's maintainers say it
-is not fork-safe, developmentseed/obstore#441). So :func:`obstore_placement` says where this
-process's obstore calls run, from what the process was declared to be, never from its ancestry:
+Where obstore runs. obstore's Rust (tokio) runtime does not survive ``fork()``: a child forked
+after its parent made an obstore request hangs on its first one (developmentseed/obstore#441). So
+:func:`obstore_placement` says where this process's obstore calls run, from what the process was
+declared to be:
 
-- ``"here"``, in this process, in a worker: a process a litdata package started to do the heavy
-  lifting, which does not fork (an optimize or map worker calls :func:`declare_worker`; a torch
-  DataLoader worker is declared by torch itself, ``torch.utils.data.get_worker_info()``, whoever
-  built the loader);
-- ``"helper"``, in a helper process (:mod:`litdata_io._processes._helper`), in every other process: a root
-  (a script, a notebook kernel, a DDP rank however it was started) keeps the runtime out of its
-  memory so that the workers it forks can run obstore themselves;
-- ``"helper"`` always where an ancestor may have started the runtime in memory this process
-  inherited (obstore was imported when it was forked): obstore would hang here.
+- ``"here"`` in a worker, which does not fork (an optimize or map worker calls
+  :func:`declare_worker`; torch declares a DataLoader worker, ``get_worker_info()``);
+- ``"helper"`` (:mod:`litdata_io._processes._helper`) in every other process: a root (a script, a
+  notebook, a DDP rank) keeps the runtime out of its memory so the workers it forks can run obstore;
+- ``"helper"`` always where obstore was imported when this process was forked: it would hang here.
 
 ``LITDATA_OBSTORE_PROCESS=here|helper`` overrides the first two rules (``here`` skips the helper
 in a root process that never forks); nothing overrides the third.
 
-A worker's freeze. :func:`freeze_inherited` is where every kind of litdata worker (optimize/map,
-Ray's actors, DataLoader workers) moves what it inherited out of the garbage collector's reach,
-once per process.
+A worker's freeze. :func:`freeze_inherited` moves what a worker inherited out of the garbage
+collector's reach, once per process.
 """
 
 from __future__ import annotations
@@ -66,9 +55,7 @@ _callbacks: list[Callable[[], None]] = []
 _placement: Placement | None = None
 _forced: Placement | None = None
 _worker = False  # declared a worker (declare_worker)
-# Whether an ancestor may have started obstore's runtime in memory this process inherited. Its
-# runtime starts at the first request, which needs obstore imported: "imported when forked" is
-# the safe test (a false alarm only costs the helper's round trip).
+# Whether obstore was imported when this process was forked (its runtime may be in this memory).
 _inherited_obstore = False
 
 
@@ -97,13 +84,7 @@ def fork_generation() -> int:
 
 
 class PerProcess(Generic[T]):
-    """A value built on first use in each process.
-
-    A forked child builds its own, and a pickled copy (a spawned worker's) carries none. The
-    holder of a client, an event loop, a chunk source or any state that must not cross a fork
-    keeps it in one of these and asks :meth:`get` with the function that builds it; the check is
-    one integer comparison, no system call.
-    """
+    """A value built on first use in each process: a forked child builds its own, a pickled copy carries none."""
 
     __slots__ = ("_generation", "_value")
 
@@ -162,17 +143,10 @@ def declare_worker() -> None:
 def freeze_inherited() -> None:
     """Once per worker process: move every object it holds now out of the garbage collector's reach.
 
-    What a worker inherited or imported before its work (torch, the user's script and ``fn``, a
-    forking parent's heap: the training process's model and lists) lives as long as the process.
-    Each full collection that the work's allocations trigger walked all of it and, in a forked
-    process, copied every page it marked out of the memory shared with the parent. Frozen, it is
-    left alone; what the process makes from here on is collected as before. An ``fn`` keeping many
-    small objects ran 3.5x faster in optimize's workers with 3.6x less private memory, a forked
-    DataLoader worker 1.5x faster with 8x less (``benchmarks/worker_gc.py``).
-
-    Called where a litdata worker starts its work: an optimize/map worker (every start method), a
-    Ray batch runner, a DataLoader worker's first pass. Never in a root process (a script, a
-    notebook, a DDP rank): its objects are the user's to collect. A forked child freezes again.
+    What a worker inherited (torch, the user's ``fn``, a forking parent's heap) lives as long as
+    the process; each full collection walked all of it and, in a forked process, copied every page
+    it marked out of the memory shared with the parent (``benchmarks/worker_gc.py``). Called where a
+    litdata worker starts its work, never in a root process: its objects are the user's to collect.
     """
     _frozen.get(_freeze)
 
@@ -206,10 +180,5 @@ def _decide() -> Placement:
     wanted = read_choice(_ENV, ("auto", "here", "helper"))
     if wanted in ("here", "helper"):
         return "here" if wanted == "here" else "helper"
-    return "here" if _worker or _in_dataloader_worker() else "helper"
-
-
-def _in_dataloader_worker() -> bool:
-    """Whether torch declared this process a DataLoader worker (looked up without importing torch)."""
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and data.get_worker_info() is not None
+    data = sys.modules.get("torch.utils.data")  # a DataLoader worker, looked up without importing torch
+    return "here" if _worker or (data is not None and data.get_worker_info() is not None) else "helper"

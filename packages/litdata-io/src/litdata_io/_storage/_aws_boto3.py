@@ -31,12 +31,8 @@ log = logging.getLogger("litdata_io")
 def obstore_expiry(expiry: object) -> dt.datetime | None:
     """``expiry`` as obstore takes it: an aware datetime in ``datetime.timezone.utc`` (None: unknown).
 
-    obstore accepts no other tzinfo, not even another UTC one: botocore's ``tzlocal()`` or
-    ``tzutc()``, or ``ZoneInfo("UTC")``, fail every request with ``ValueError: expected
-    datetime.timezone.utc``. A naive datetime has no meaning here, so it counts as unknown.
-
-    Args:
-        expiry: what botocore keeps as the credentials' expiry (a datetime, or None).
+    obstore fails every request given another tzinfo, even another UTC one (botocore's ``tzutc()``);
+    a naive datetime counts as unknown.
     """
     if not isinstance(expiry, dt.datetime) or expiry.tzinfo is None or expiry.utcoffset() is None:
         return None
@@ -47,16 +43,9 @@ class _Provider(Boto3CredentialProvider):
     """obstore's boto3 provider, telling obstore when the credentials really expire, retrying refreshes.
 
     obstore's own reports every answer as valid for a fixed ``ttl`` (30 minutes), longer than
-    temporary credentials may live. obstore calls the provider again when less than 5 minutes of
-    the expiry it was told are left; botocore refreshes refreshable credentials (assume-role, SSO,
-    ``credential_process`` with an ``Expiration``, container credentials) when less than 10-15
-    minutes are left, so that call returns new keys.
-
-    A refresh that fails transiently (the source unreachable, a timeout, a 5xx, throttling, a
-    ``credential_process`` that exits non-zero) is retried under the storage's retry policy
-    (``max_retries``, ``retry_deadline``, the same backoff). While the keys from before are still
-    valid, they are served instead (with one warning) and the refresh is tried again after the
-    next backoff. A permanent refusal (access denied, a bad token) fails at once.
+    temporary credentials may live. A refresh that fails transiently is retried under the storage's
+    retry policy; while the keys from before are still valid, they are served instead (with one
+    warning) and the refresh is tried again after the next backoff. A permanent refusal fails at once.
     """
 
     def __init__(self, session: Any, where: str, settings: IOSettings) -> None:
@@ -138,13 +127,8 @@ class _Provider(Boto3CredentialProvider):
 def is_transient_refresh_error(exc: BaseException) -> bool:
     """Whether a failed credential refresh may succeed when tried again.
 
-    Transient: no connection, a timeout, a 5xx or throttling answer, an answer that is not the
-    service's (a proxy's error page), a ``credential_process`` that
-    failed (its exit status says nothing more), a container endpoint answering 5xx or not at all.
-    Permanent: a 4xx refusal (access denied, an unknown or expired token), anything else.
-
-    Args:
-        exc: what boto3 raised.
+    Transient: no connection, a timeout, a 5xx or throttling answer, a proxy's error page, a failed
+    ``credential_process``, a container endpoint answering 5xx or not at all. Permanent: the rest.
     """
     if isinstance(exc, (OSError, botocore.exceptions.HTTPClientError)):
         return True  # connection refused/reset, timeouts (botocore's are HTTPClientErrors)
@@ -174,12 +158,8 @@ def boto3_provider(
 ) -> Boto3CredentialProvider:
     """A credential provider for obstore's S3Store from boto3's chain for ``profile`` (None: the default chain).
 
-    Args:
-        profile: the AWS profile name.
-        why: what made boto3 necessary, for the error message.
-        region: the bucket's region, for boto3's STS client when the profile names none (boto3
-            reads ``AWS_DEFAULT_REGION`` but not ``AWS_REGION``).
-        settings: the storage's retry policy, for failed refreshes (None: the defaults).
+    ``why`` made boto3 necessary (for messages); ``region`` is for boto3's STS client when the
+    profile names none (boto3 does not read ``AWS_REGION``); ``settings`` retry failed refreshes.
 
     Raises:
         ValueError: boto3 cannot resolve the profile's credentials.

@@ -1,10 +1,8 @@
 """S3 credentials for this process: the whole AWS chain, in boto3's order, handed to obstore.
 
-obstore reads most ``AWS_*`` variables itself (keys, region, endpoints, ``AWS_ENDPOINT_URL_STS``,
-web identity, container credentials with a token file, ``AWS_METADATA_ENDPOINT``) and fetches and
-refreshes temporary credentials in Rust. What it does not read is completed here, once per client,
-in the process that builds it (a worker or the obstore helper reads its own environment and files;
-keys read from a file never travel in a pickle):
+obstore reads most ``AWS_*`` variables itself and refreshes temporary credentials in Rust. The
+rest is completed here, per client, in the process that builds it (keys read from a file never
+travel in a pickle):
 
 1. keys in ``storage_options`` / ``session_options`` (or ``skip_signature``: unsigned, on request only);
 2. ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``);
@@ -59,18 +57,11 @@ def _read_ini(path: Path) -> configparser.ConfigParser:
 
 
 def read_profile(name: str, environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """The settings of AWS profile ``name`` from the shared credentials and config files.
+    """The top-level settings of AWS profile ``name`` (None: no file has it), as boto3 reads them.
 
-    Keys come from ``$AWS_SHARED_CREDENTIALS_FILE`` (default ``~/.aws/credentials``, section
-    ``[name]``) and ``$AWS_CONFIG_FILE`` (default ``~/.aws/config``, section ``[profile name]`` or
-    ``[default]``); the credentials file wins on conflicts, as in boto3.
-
-    Args:
-        name: the profile name.
-        environ: the environment (``os.environ`` by default).
-
-    Returns:
-        The profile's top-level settings (lower-case names), or None if no file has the profile.
+    ``$AWS_SHARED_CREDENTIALS_FILE`` (``~/.aws/credentials``, section ``[name]``) wins over
+    ``$AWS_CONFIG_FILE`` (``~/.aws/config``, section ``[profile name]`` or ``[default]``); ``environ``
+    is ``os.environ`` by default.
     """
     environ = os.environ if environ is None else environ
     home = Path(environ.get("HOME") or Path.home())
@@ -91,10 +82,6 @@ def read_profile(name: str, environ: Mapping[str, str] | None = None) -> dict[st
 
 def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Any]:
     """The S3Store config and credential provider (or None: obstore's own chain) for this process.
-
-    Args:
-        options: the normalized ``storage_options``.
-        environ: the environment (``os.environ`` by default).
 
     Raises:
         ValueError: a profile named explicitly or by ``AWS_PROFILE`` does not exist; a profile (or
@@ -145,7 +132,7 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
         if environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN"):
             why = "AWS_CONTAINER_CREDENTIALS_FULL_URI is set with an inline AWS_CONTAINER_AUTHORIZATION_TOKEN"
         return config, _boto3_provider(None, why, None, config, environ, options)
-    if _true(environ.get("AWS_EC2_METADATA_DISABLED")):
+    if (environ.get("AWS_EC2_METADATA_DISABLED") or "").strip().lower() in ("1", "true", "yes", "on"):
         raise ValueError(
             "no AWS credentials found (storage_options, AWS_ACCESS_KEY_ID, a profile in "
             f"{_files(environ)}, web identity, container credentials) and AWS_EC2_METADATA_DISABLED=true "
@@ -163,12 +150,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
 def ca_bundle(options: BackendOptions, environ: Mapping[str, str] | None = None) -> bytes | None:
     """The PEM certificates S3 connections trust besides the system roots, or None.
 
-    boto3's order: ``verify="/path/ca.pem"`` in ``storage_options``, else ``AWS_CA_BUNDLE``, else the
-    profile's ``ca_bundle``. The file is read in the process that connects.
-
-    Args:
-        options: the normalized ``storage_options``.
-        environ: the environment (``os.environ`` by default).
+    boto3's order: ``verify="/path/ca.pem"`` in ``options``, else ``AWS_CA_BUNDLE``, else the profile's
+    ``ca_bundle``; the file is read in the process that connects.
 
     Raises:
         ValueError: the named file cannot be read.
@@ -198,7 +181,8 @@ def _profile_name(options: BackendOptions, environ: Mapping[str, str]) -> str:
 
 def _settings_from_profile(config: dict[str, Any], profile: Mapping[str, str], environ: Mapping[str, str]) -> None:
     """Region and endpoint from the profile, where neither the options nor the environment set them."""
-    if not _has_region(config, environ) and profile.get("region"):
+    region = config.get("region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if not region and profile.get("region"):
         config["region"] = profile["region"]
     if "endpoint" not in config and not any(environ.get(var) for var in _ENV_ENDPOINTS) and profile.get("endpoint_url"):
         config["endpoint"] = profile["endpoint_url"]
@@ -235,14 +219,6 @@ def _boto3_provider(
     return boto3_provider(name, why, config.get("region") or environ.get("AWS_REGION"), options.settings)
 
 
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _has_region(config: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
-    return bool(config.get("region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"))
-
-
 def _files(environ: Mapping[str, str]) -> str:
     credentials = environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"
     config = environ.get("AWS_CONFIG_FILE") or "~/.aws/config"
@@ -250,12 +226,7 @@ def _files(environ: Mapping[str, str]) -> str:
 
 
 def endpoint_of(config: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
-    """The S3 endpoint a client will use: the configured one, else the environment's.
-
-    Args:
-        config: the S3Store config.
-        environ: the environment (``os.environ`` by default).
-    """
+    """The S3 endpoint a client with S3Store ``config`` will use: the configured one, else the environment's."""
     environ = os.environ if environ is None else environ
     if config.get("endpoint"):
         return str(config["endpoint"])

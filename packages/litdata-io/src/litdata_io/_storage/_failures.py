@@ -123,11 +123,7 @@ def _kind_of_status(status: int, text: str) -> ErrorKind:
 
 
 def classify(exc: BaseException) -> ErrorKind:
-    """Sort a backend exception into an :class:`ErrorKind`.
-
-    Args:
-        exc: what the backend raised.
-    """
+    """Sort a backend exception into an :class:`ErrorKind`."""
     if isinstance(exc, (StorageError, ReadOnlyStorageError)):
         return ErrorKind.PERMANENT
     if isinstance(exc, FileNotFoundError):
@@ -162,17 +158,9 @@ def classify(exc: BaseException) -> ErrorKind:
 def refused_signature(exc: BaseException, what: str = "") -> bool:
     """Whether the server refused a request for its credentials or signature (401, 403, a stale-key code).
 
-    Such a request may have been signed with keys that were still valid and reached the server after
-    they expired: signed, then held up while its process was paused (SIGSTOP, a suspended VM or
-    container), so signing it again with the keys held now can succeed. A credential source that
-    refused to hand out keys (obstore names it "credential provider") is not such an answer.
-
-    S3 answers a HEAD with a status and no body, so its 400 for an expired session token
-    (``ExpiredToken`` on a GET) cannot be told from other 400s: a HEAD's 400 counts as one.
-
-    Args:
-        exc: what the backend raised.
-        what: the operation (``"HEAD"``, ``"GET"``, ...).
+    Signing it again with fresh keys may succeed. A credential source that refused to hand out keys
+    (obstore's "credential provider") is not such an answer. S3 answers a HEAD with no body, so its
+    400 for an expired session token cannot be told from other 400s: a HEAD's 400 counts as one.
     """
     text = str(exc)
     if "credential provider" in text:
@@ -182,12 +170,7 @@ def refused_signature(exc: BaseException, what: str = "") -> bool:
 
 
 def short_cause(exc: BaseException, secrets: Iterable[Secret | str] = ()) -> str:
-    """A one-paragraph, secret-free description of ``exc`` for an error message.
-
-    Args:
-        exc: the backend's exception.
-        secrets: values to mask.
-    """
+    """A one-paragraph, secret-free description of ``exc`` for an error message."""
     text = str(exc).strip() or type(exc).__name__
     # obstore appends a multi-line Rust debug dump after a blank line; the first part says it all.
     text = text.split("\n\nDebug source:")[0].split("\n\n")[0].strip()
@@ -210,15 +193,8 @@ def translate(
 ) -> BaseException:
     """The error to raise for a final failure of ``what`` on ``url``.
 
-    Args:
-        exc: the backend's exception.
-        what: the operation, e.g. ``"GET"``.
-        url: the object's URL (no secrets in it).
-        kind: the failure's kind if already known.
-        attempts: how many attempts were made.
-        elapsed: seconds spent over all attempts.
-        budget: a description of the retry budget, for messages about retries running out.
-        secrets: values to mask in the message.
+    ``kind`` is the failure's kind if already known; ``attempts``, ``elapsed`` and ``budget`` (the
+    retry budget in words) say how retries ran out; ``secrets`` are masked in the message.
     """
     secrets = list(secrets)
     kind = kind or classify(exc)

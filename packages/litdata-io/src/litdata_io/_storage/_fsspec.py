@@ -1,12 +1,9 @@
 """Any fsspec filesystem as a :class:`~litdata_io.Storage`, and Hugging Face ``hf://`` (read-only).
 
-fsspec is the fallback for every scheme obstore does not serve (``memory://``, ``sftp://``,
-``abfs://``, ... whatever fsspec implementations are installed), the explicit choice with
-``storage_options={"backend": "fsspec"}`` (then the other options go to the filesystem untouched,
-e.g. gcsfs's ``project``/``token``), and the reader of ``hf://`` through ``huggingface_hub``'s
-``HfFileSystem``. Calls go through fsspec's sync API in a worker thread: fsspec runs its own IO
-loop thread and resets it after a fork, so this backend is fork-safe. The filesystem object is
-created lazily in each process and dropped from pickles.
+fsspec serves every scheme obstore does not (``memory://``, ``sftp://``, ...), any scheme with
+``storage_options={"backend": "fsspec"}`` (the other options then go to the filesystem untouched),
+and ``hf://`` through ``huggingface_hub``'s ``HfFileSystem``. Calls go through fsspec's sync API in a
+worker thread (fsspec resets its IO loop after a fork); the filesystem is built in each process.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from litdata_format.internal import atomic_file
 from litdata_io._processes._process import PerProcess
 from litdata_io._storage._interface import ObjectInfo, Storage, check_key
 from litdata_io._storage._options import BackendOptions, is_str_mapping
-from litdata_io._storage._retry import retry_call
+from litdata_io._storage._retry import retry_with_client
 from litdata_io._storage._secret import Secret
 
 __all__ = ["FsspecStorage", "HfStorage"]
@@ -73,10 +70,8 @@ def _etag(info: dict[str, Any]) -> str | None:
 def _off_google_gcs(fs_url: str, kwargs: dict[str, Any]) -> bool:
     """Whether ``fs_url`` is a gs:// URL served by an endpoint other than Google's (an emulator).
 
-    gcsfs's default class (``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT``, on unless set to false) asks the
-    storage-control gRPC API for a bucket's layout before using it, at the same host: an emulator
-    cannot answer, and each call then waits out ~30 s of retries, uncached. Such endpoints get the
-    plain class, which never asks (zonal and hierarchical buckets exist only on Google's servers).
+    gcsfs's default class asks the storage-control gRPC API for a bucket's layout, which an emulator
+    cannot answer (each call waits out its retries); such endpoints get the plain class.
     """
     endpoint = kwargs.get("endpoint_url")
     if not fs_url.startswith(("gs://", "gcs://")) or not isinstance(endpoint, str) or not endpoint:
@@ -142,26 +137,15 @@ class FsspecStorage(Storage):
         return path[len(root) :].lstrip("/") if path.startswith(root) else path
 
     async def _call(self, what: str, key: str, function: Callable[[], T]) -> T:
-        signer: list[Any] = [None]  # the filesystem the last attempt used
-
-        async def attempt() -> T:
-            signer[0] = self._filesystem()
-            return await asyncio.to_thread(function)
-
-        def renew() -> None:
-            # The server refused its keys: drop that filesystem (and the keys it holds), so the next
-            # attempt makes one that asks their source, as the obstore backend drops its client.
-            if self._fs.peek() is signer[0]:
-                self._fs.clear()
-
-        return await retry_call(
-            attempt,
+        return await retry_with_client(
+            self._fs,
+            self._opened,
+            lambda: asyncio.to_thread(function),
             what=what,
             url=self.url_for(key),
             settings=self.settings,
             secrets=self._secrets(),
             attempt_timeout=self.settings.request_timeout,
-            renew=renew,
         )
 
     def _info(self, key: str) -> ObjectInfo:

@@ -1,15 +1,12 @@
 """The storage interface every backend implements (local disk, obstore stores, fsspec filesystems).
 
 A :class:`Storage` is rooted at one URL (``s3://bucket/prefix``, ``/data/set``, ...) and takes
-keys relative to that root. Higher layers (the chunk cache, optimize's uploader) depend on this
-interface only, never on a backend SDK. Every method has an async twin; the sync ones run the
-async ones on a per-process background loop (see :mod:`litdata_io._processes._loop`), so they also work
-when called from inside a running event loop.
+keys relative to that root; higher layers depend on this interface only, never on a backend SDK.
+Every method has an async twin; the sync ones run the async ones on a per-process background loop
+(:mod:`litdata_io._processes._loop`), so they also work inside a running event loop.
 
-Downloads are atomic: :meth:`Storage.adownload` writes a temporary file next to the destination
-and publishes it with ``os.replace``, so the destination is either absent, the old file, or the
-whole new object. Objects larger than ``settings.parallel_threshold`` are fetched with
-``settings.max_concurrency`` ranged requests of ``settings.part_size`` bytes in parallel.
+Downloads are atomic (a temporary file next to the destination, then ``os.replace``). Objects
+larger than ``settings.parallel_threshold`` are fetched with parallel ranged requests.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from litdata_io._storage._failures import ReadOnlyStorageError, StorageError
 from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
-__all__ = ["ObjectInfo", "Storage", "check_key"]
+__all__ = ["ObjectInfo", "Storage", "check_key", "check_page_size"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +53,9 @@ class ObjectInfo:
 class Storage(ABC):
     """Byte operations on one root URL.
 
-    Implementations must be safe to pickle (no live client in the pickled state: clients are
-    created lazily in each process) and must never put secrets in ``repr``, errors or pickles
-    beyond what the worker needs to connect.
+    Methods take an object's ``key`` relative to the root URL. Implementations must be safe to
+    pickle (no live client in the pickled state: clients are created lazily in each process) and
+    must never put secrets in ``repr``, errors or pickles beyond what the worker needs to connect.
     """
 
     #: The root URL this storage was opened for, with no secrets in it.
@@ -69,11 +66,7 @@ class Storage(ABC):
     read_only: bool = False
 
     def url_for(self, key: str) -> str:
-        """The full URL of ``key``, for messages.
-
-        Args:
-            key: the object's key under the root URL.
-        """
+        """The full URL of ``key``, for messages."""
         return f"{self.url.rstrip('/')}/{key.lstrip('/')}" if key else self.url
 
     def __repr__(self) -> str:
@@ -94,11 +87,7 @@ class Storage(ABC):
     # -- async primitives (implement these) -----------------------------------------------------
     @abstractmethod
     async def ahead(self, key: str) -> ObjectInfo:
-        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist.
-
-        Args:
-            key: the object's key under the root URL.
-        """
+        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist."""
 
     @abstractmethod
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
@@ -117,16 +106,15 @@ class Storage(ABC):
     ) -> AsyncIterator[list[ObjectInfo]]:
         """The listing of :meth:`alist`, in pages of at most ``page_size`` objects, in key order.
 
-        Backends that can stream a listing (local folders, S3) hold about one page at a time, so a
-        prefix of millions of objects can be consumed with bounded memory; the others list
-        everything first (as :meth:`alist`) and hand it out in pages.
+        Local folders and S3 hold about one page at a time (bounded memory for millions of
+        objects); the other backends list everything first.
 
         Args:
             prefix: the start of the keys to list.
             recursive: list the whole tree under the prefix's folder rather than that folder alone.
             page_size: the most objects in one page.
         """
-        _check_page_size(page_size)
+        check_page_size(page_size)
         found = await self.alist(prefix, recursive)
         for start in range(0, len(found), page_size):
             yield found[start : start + page_size]
@@ -138,16 +126,14 @@ class Storage(ABC):
 
         Returns up to ``limit`` objects whose key sorts after ``start_after`` (``""``: from the
         start), and the ``start_after`` of the next page (``""`` when the listing is done). A page
-        may be empty while the listing is not done (every key it looked at was outside
-        ``prefix``). Backends whose store pages by key (S3) make one request per page; the
-        default lists everything and picks the page.
+        may be empty while the listing is not done (every key it looked at was outside ``prefix``).
 
         Args:
             prefix: the start of the keys to list.
             start_after: the cursor the previous page returned.
             limit: the most objects to look at.
         """
-        _check_page_size(limit)
+        check_page_size(limit)
         found = await self.alist(prefix, True)
         keys = [info.key for info in found]
         start = bisect.bisect_right(keys, start_after) if start_after else 0
@@ -156,42 +142,22 @@ class Storage(ABC):
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:
-        """The whole object.
-
-        Args:
-            key: the object's key under the root URL.
-        """
+        """The whole object."""
 
     @abstractmethod
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object.
-
-        Args:
-            key: the object's key under the root URL.
-            start: the first byte.
-            end: the byte after the last one.
-        """
+        """Bytes ``[start, end)`` of the object."""
 
     @abstractmethod
     async def aput(self, key: str, data: bytes) -> None:
-        """Create or replace ``key`` with ``data``.
-
-        Args:
-            key: the object's key under the root URL.
-            data: its new content.
-        """
+        """Create or replace ``key`` with ``data``."""
 
     async def aput_new(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if no object has that key; whether this call created it.
 
-        Backends whose store can check for itself do it in the same request, so of writers racing
-        for one key exactly one succeeds: a local folder (a hard link, which never replaces a file)
-        and S3, GCS and Azure through obstore (a conditional put, ``If-None-Match: *``). This
-        default looks first, then writes: two writers racing may both succeed.
-
-        Args:
-            key: the object's key under the root URL.
-            data: its content.
+        Of writers racing for one key exactly one succeeds on a local folder (a hard link) and on
+        S3, GCS and Azure through obstore (``If-None-Match: *``); this default looks first, then
+        writes, so two racing writers may both succeed.
         """
         if await self.aexists(key):
             return False
@@ -201,10 +167,9 @@ class Storage(ABC):
     async def areplace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
         """Replace ``key`` with ``data`` only if it is still the object ``expected`` describes; whether it did.
 
-        A compare-and-swap: of writers racing to replace one version, exactly one succeeds where
-        the store checks it in the same request: a local folder (the file is renamed aside and put
-        back if it was not that version) and S3, GCS and Azure through obstore (a conditional put,
-        ``If-Match``). This default looks first, then writes: two writers racing may both succeed.
+        A compare-and-swap: exactly one of racing writers succeeds on a local folder (the file is
+        renamed aside first) and on S3, GCS and Azure through obstore (``If-Match``); this default
+        looks first, then writes, so two racing writers may both succeed.
 
         Args:
             key: the object's key under the root URL.
@@ -222,19 +187,11 @@ class Storage(ABC):
 
     @abstractmethod
     async def adelete(self, key: str) -> None:
-        """Remove ``key`` (no error if it is already gone).
-
-        Args:
-            key: the object's key under the root URL.
-        """
+        """Remove ``key`` (no error if it is already gone)."""
 
     # -- async conveniences (backends may override with something faster) ----------------------
     async def aexists(self, key: str) -> bool:
-        """Whether ``key`` exists.
-
-        Args:
-            key: the object's key under the root URL.
-        """
+        """Whether ``key`` exists."""
         try:
             await self.ahead(key)
         except FileNotFoundError:
@@ -242,12 +199,7 @@ class Storage(ABC):
         return True
 
     async def adownload(self, key: str, destination: str | Path) -> int:
-        """Write ``key`` to the local file ``destination`` (through a temp name); return its size.
-
-        Args:
-            key: the object's key under the root URL.
-            destination: the local file to write.
-        """
+        """Write ``key`` to the local file ``destination`` (through a temp name); return its size."""
         info = await self.ahead(key)
         if info.size > self.settings.parallel_threshold:
             return await self._download_parts(key, Path(destination), info)
@@ -259,12 +211,7 @@ class Storage(ABC):
     async def adownload_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
         """:meth:`adownload`, and the file's checksum (what :func:`litdata_format.checksum_file` gives).
 
-        Backends that receive the object in pieces hash each piece as it arrives, so checking a
-        download costs no second pass over the file; this default reads the file again.
-
-        Args:
-            key: the object's key under the root URL.
-            destination: the local file to write (atomically).
+        Backends that receive the object in pieces hash each as it arrives; this default reads the file again.
 
         Returns:
             The bytes written and the file's checksum (``"xxh3_64:<hex>"``).
@@ -273,22 +220,12 @@ class Storage(ABC):
         return size, await asyncio.to_thread(checksum_file, destination)
 
     async def aupload(self, source: str | Path, key: str) -> None:
-        """Upload the local file ``source`` to ``key``.
-
-        Args:
-            source: the local file.
-            key: the object's key under the root URL.
-        """
+        """Upload the local file ``source`` to ``key``."""
         self._refuse_write("PUT", key)
         await self.aput(key, await asyncio.to_thread(Path(source).read_bytes))
 
     async def acopy(self, src_key: str, dst_key: str) -> None:
-        """Copy ``src_key`` to ``dst_key`` within this storage.
-
-        Args:
-            src_key: the key to copy.
-            dst_key: the key of the copy.
-        """
+        """Copy ``src_key`` to ``dst_key`` within this storage."""
         self._refuse_write("COPY", dst_key)
         await self.aput(dst_key, await self.aget(src_key))
 
@@ -346,7 +283,6 @@ class Storage(ABC):
         self._check_size(key, len(data), end - start)
         return data
 
-    # -- sync twins -----------------------------------------------------------------------------
     def head(self, key: str) -> ObjectInfo:
         """Sync twin of :meth:`ahead`."""
         return run_sync(self.ahead(key))
@@ -414,7 +350,7 @@ async def _next_page(pages: AsyncIterator[list[ObjectInfo]]) -> list[ObjectInfo]
     return await anext(pages, None)
 
 
-def _check_page_size(page_size: int) -> None:
+def check_page_size(page_size: int) -> None:
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1, got {page_size}")
 
@@ -433,12 +369,7 @@ def _pwrite(fd: int, data: Any, offset: int, lock: threading.Lock) -> None:
 
 
 def check_key(url: str, key: str) -> str:
-    """``key`` without a leading ``/``, refusing ``..`` segments that would escape the root.
-
-    Args:
-        url: the storage root, for the message.
-        key: the key to check.
-    """
+    """``key`` without a leading ``/``, refusing ``..`` segments that would escape the root."""
     key = key.replace("\\", "/").lstrip("/")
     if any(part == ".." for part in key.split("/")):
         raise StorageError(f"{url}: key {key!r} contains '..'; keys are relative paths inside the root", url=url)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from litdata_format.internal import atomic_file, write_file_atomic
 from litdata_io._storage._failures import StorageError
-from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key, check_page_size
 from litdata_io._storage._settings import IOSettings
 
 __all__ = ["LocalStorage"]
@@ -83,10 +83,8 @@ class LocalStorage(Storage):
     def _walk(self, folder: str, prefix: str, recursive: bool) -> Iterator[ObjectInfo]:
         """The files under ``folder`` whose key starts with ``prefix``, in key order, one at a time.
 
-        Depth first, each folder's names sorted with a ``/`` after a subfolder's name: that visits
-        the keys in the order a sort of all of them gives (a name has no ``/``, so ``a/...`` and
-        a file ``a-b`` compare as ``a/`` and ``a-b`` do), while holding one folder's names at a time
-        per level instead of the whole tree's entries.
+        Depth first, each folder's names sorted with a ``/`` after a subfolder's name: the order a
+        sort of all keys gives, holding one folder's names per level instead of the whole tree's.
         """
         path = os.path.join(self.root, folder) if folder else str(self.root)
         names: list[str] = []
@@ -122,8 +120,7 @@ class LocalStorage(Storage):
                 yield ObjectInfo(key, info.st_size, etag=f"{info.st_mtime_ns:x}-{info.st_size:x}", mtime=info.st_mtime)
 
     def list_pages(self, prefix: str = "", recursive: bool = True, page_size: int = 1000) -> Iterator[list[ObjectInfo]]:
-        if page_size < 1:
-            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        check_page_size(page_size)
         prefix = check_key(self.url, prefix)
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         page: list[ObjectInfo] = []

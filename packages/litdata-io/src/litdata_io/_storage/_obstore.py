@@ -1,15 +1,12 @@
 """S3 (and R2), GCS, Azure Blob and HTTP through obstore, the Rust ``object_store`` bindings.
 
-Clients are built lazily in the process that uses them and dropped from pickles. Retries happen
-in :mod:`litdata_io._storage._retry` only: obstore's own retries are switched off, and its timeouts are set
-from :class:`~litdata_io._storage._settings.IOSettings` (``connect_timeout`` and ``read_timeout`` =
-``timeout``, catching a stalled connection; ``timeout`` = ``request_timeout``).
+Clients are built in the process that uses them and dropped from pickles. Retries happen in
+:mod:`litdata_io._storage._retry` only (obstore's own are off); obstore's timeouts come from
+:class:`~litdata_io._storage._settings.IOSettings`.
 
-Fork. obstore runs on a process-wide tokio runtime that does not survive ``fork()``: a forked child that
-touches it hangs. Each primitive therefore runs where :func:`litdata_io._processes._process.obstore_placement`
-says: in this process, or in the obstore helper process (:mod:`litdata_io._processes._helper`), which receives
-the call as a :class:`~litdata_io._processes._requests.Request` value and runs the same method of the same
-storage there.
+Fork. obstore's tokio runtime does not survive ``fork()``, so each primitive runs where
+:func:`~litdata_io._processes._process.obstore_placement` says: here, or in the obstore helper
+process, which receives the call as a :class:`~litdata_io._processes._requests.Request`.
 """
 
 from __future__ import annotations
@@ -44,9 +41,9 @@ from litdata_io._processes._requests import (
     Upload,
 )
 from litdata_io._storage._aws_config import ca_bundle, endpoint_of, s3_client_config
-from litdata_io._storage._interface import ObjectInfo, Storage, check_key
+from litdata_io._storage._interface import ObjectInfo, Storage, check_key, check_page_size
 from litdata_io._storage._options import BackendOptions, parse_connection_string
-from litdata_io._storage._retry import retry_call
+from litdata_io._storage._retry import retry_with_client
 from litdata_io._storage._secret import Secret
 
 if TYPE_CHECKING:
@@ -88,11 +85,7 @@ def _served(
     [Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]]],
     Callable[Concatenate[ObstoreStorage, _P], CoroutineType[Any, Any, _R]],
 ]:
-    """Run the decorated primitive in this process, or send it as ``request`` to the obstore helper.
-
-    Which one is this process's placement (:func:`litdata_io._processes._process.obstore_placement`).
-    ``request`` takes the method's own arguments (its fields are named as the parameters).
-    """
+    """Run the decorated primitive here or, as ``request`` of its own arguments, in the obstore helper."""
 
     def decorate(
         method: Callable[Concatenate[ObstoreStorage, _P], Awaitable[_R]],
@@ -114,12 +107,7 @@ def _served(
 
 
 class ObstoreStorage(Storage):
-    """An object store reached through obstore.
-
-    Args:
-        url: ``s3://bucket/prefix``, ``r2://...``, ``gs://...``, ``azure://container/prefix`` or ``http(s)://...``.
-        options: the normalized ``storage_options``.
-    """
+    """An object store reached through obstore."""
 
     def __init__(self, url: str, options: BackendOptions) -> None:
         self.url = url
@@ -146,7 +134,6 @@ class ObstoreStorage(Storage):
     def _secrets(self) -> Sequence[Secret]:
         return self.options.secret_values()
 
-    # -- clients ----------------------------------------------------------------------------------
     def _client_options(self, allow_http: bool) -> dict[str, Any]:
         settings = self.settings
         client: dict[str, Any] = {
@@ -218,24 +205,11 @@ class ObstoreStorage(Storage):
         return self._store.get(self._build)
 
     async def _call(self, what: str, key: str, attempt: Callable[[], Awaitable[Any]]) -> Any:
-        signer: list[Any] = [None]  # the client the last attempt signed with
-
-        async def signed() -> Any:
-            signer[0] = self._client()
-            return await attempt()
-
-        def renew() -> None:
-            # The server refused its keys: drop that client, so the next attempt builds one that asks
-            # the source for keys (a cached client keeps its keys until their advertised end). Only if
-            # it is still the current one: requests refused at once renew it once.
-            if self._store.peek() is signer[0]:
-                self._store.clear()
-
-        return await retry_call(
-            signed, what=what, url=self.url_for(key), settings=self.settings, secrets=self._secrets(), renew=renew
+        url, secrets = self.url_for(key), self._secrets()
+        return await retry_with_client(
+            self._store, self._build, attempt, what=what, url=url, settings=self.settings, secrets=secrets
         )
 
-    # -- primitives -------------------------------------------------------------------------------
     @_served(Head)
     async def ahead(self, key: str) -> ObjectInfo:
         key = check_key(self.url, key)
@@ -262,8 +236,7 @@ class ObstoreStorage(Storage):
     async def alist_pages(
         self, prefix: str = "", recursive: bool = True, page_size: int = 1000
     ) -> AsyncIterator[list[ObjectInfo]]:
-        if page_size < 1:
-            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        check_page_size(page_size)
         if not recursive or self.options.provider != "s3":
             # GCS, Azure and HTTP stores have no "list after this key" request in object_store (it
             # would re-list from the start for every page): one whole listing, handed out in pages.
@@ -392,7 +365,6 @@ class ObstoreStorage(Storage):
 
         await self._call("DELETE", key, attempt)
 
-    # -- conveniences -----------------------------------------------------------------------------
     @_served(Upload)
     async def aupload(self, source: str | Path, key: str) -> None:
         self._refuse_write("PUT", key)

@@ -1,16 +1,11 @@
 """Normalize ``storage_options``/``session_options`` in the forms LitData users already write.
 
-The same credentials reach us spelled many ways: boto3 client kwargs (``aws_access_key_id``,
-``endpoint_url``, ``region_name``, ``config=botocore.config.Config(signature_version=UNSIGNED)``),
-upper-case environment-style keys (``AWS_ACCESS_KEY_ID``, ``S3_ENDPOINT_URL``), s3fs/gcsfs kwargs
-(``key``/``secret``/``anon``/``client_kwargs``, ``project``/``token``), Azure SDK forms
-(``account_url`` + ``credential``, a ``connection_string``) and obstore's own config names.
-:func:`normalize_options` maps them all onto obstore's vocabulary in a :class:`BackendOptions`,
-wrapping every credential in a :class:`~litdata_io._storage._secret.Secret`.
-
-Keys named after :class:`~litdata_io._storage._settings.IOSettings` fields (``max_retries``, ``timeout``,
-...) configure retries and parallelism for any backend; ``backend`` picks ``"obstore"`` (default
-for s3/r2/gs/azure/http) or ``"fsspec"`` (any fsspec filesystem, options passed through).
+Credentials arrive as boto3 client kwargs (``config=botocore.config.Config(...)`` included),
+environment-style keys (``AWS_ACCESS_KEY_ID``), s3fs/gcsfs kwargs, Azure SDK forms (``account_url``
++ ``credential``, a ``connection_string``) and obstore's own names. :func:`normalize_options` maps
+them onto obstore's vocabulary, every credential wrapped in a :class:`~litdata_io._storage._secret.Secret`.
+Keys named after :class:`~litdata_io._storage._settings.IOSettings` fields configure retries for
+any backend; ``backend`` picks ``"obstore"`` (default for s3/r2/gs/azure/http) or ``"fsspec"``.
 """
 
 from __future__ import annotations
@@ -147,11 +142,7 @@ class BackendOptions:
 
 
 def provider_of(scheme: str) -> str:
-    """The provider behind a URL scheme (``"r2"`` -> ``"s3"``, an unknown one -> ``"fsspec"``).
-
-    Args:
-        scheme: a URL scheme.
-    """
+    """The provider behind a URL scheme (``"r2"`` -> ``"s3"``, an unknown one -> ``"fsspec"``)."""
     return _PROVIDERS.get(scheme, "fsspec")
 
 
@@ -281,25 +272,8 @@ def _r2_endpoint(environ: Mapping[str, str]) -> str | None:
     return environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or environ.get("AWS_ENDPOINT")
 
 
-_GCS_ENDPOINT_NAMES = frozenset({"endpoint_url", "base_url", "google_base_url", "gcs_base_url", "endpoint"})
-_GCS_CREDENTIAL_NAMES = frozenset(
-    {
-        "token",
-        "service_account",
-        "service_account_path",
-        "google_service_account",
-        "service_account_key",
-        "google_service_account_key",
-        "application_credentials",
-        "google_application_credentials",
-        "bearer_token",
-        "access_token",
-        "google_bearer_token",
-        "anon",
-        "skip_signature",
-        "google_skip_signature",
-    }
-)
+_GCS_ENDPOINT_NAMES = frozenset(name for name, target in _GCS.items() if target == "base_url")
+_GCS_CREDENTIAL_NAMES = frozenset({"token", *_GCS}) - _GCS_ENDPOINT_NAMES  # any of them: an emulator gets them
 
 
 def _gcs_emulator(environ: Mapping[str, str]) -> str | None:
@@ -322,9 +296,6 @@ def _gcs(builder: _Builder, options: Mapping[str, Any]) -> None:
             builder.set(target, value, name, secret=target in _GCS_SECRETS)
         else:
             raise _unknown(builder.scheme, name, [*_GCS, "project", "token"])
-    base = builder.out.config.get("base_url")
-    if isinstance(base, str) and base.startswith("http://"):
-        builder.out.client["allow_http"] = True
 
 
 def _gcs_token(builder: _Builder, token: Any) -> None:
@@ -347,11 +318,7 @@ def _gcs_token(builder: _Builder, token: Any) -> None:
 
 
 def parse_connection_string(text: str) -> dict[str, str]:
-    """The parts of an Azure storage connection string, as obstore AzureConfig names.
-
-    Args:
-        text: ``"DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...;..."``.
-    """
+    """The parts of an Azure storage connection string, as obstore AzureConfig names."""
     parts: dict[str, str] = {}
     for item in text.split(";"):
         if "=" in item:
@@ -392,9 +359,6 @@ def _azure(builder: _Builder, options: Mapping[str, Any]) -> None:
             builder.set(target, cleaned, name, secret=target in _AZURE_SECRETS)
         else:
             raise _unknown(builder.scheme, name, [*_AZURE, "account_url", "credential", "connection_string"])
-    endpoint = builder.out.config.get("endpoint")
-    if isinstance(endpoint, str) and endpoint.startswith("http://"):
-        builder.out.client["allow_http"] = True
 
 
 def _azure_account_url(builder: _Builder, url: str) -> None:
@@ -467,12 +431,8 @@ def normalize_options(
 ) -> BackendOptions:
     """Normalize the options of a ``scheme://`` URL.
 
-    Args:
-        scheme: the URL scheme (``"s3"``, ``"r2"``, ``"gs"``, ``"azure"``, ``"http"``, ``"hf"``, ...).
-        storage_options: the user's options, in any of the supported spellings.
-        session_options: boto3 ``Session`` kwargs (``profile_name``, ``region_name``, credentials),
-            used for ``s3://``/``r2://`` and ignored elsewhere.
-        environ: the environment (``os.environ`` by default), for r2's endpoint and ``STORAGE_EMULATOR_HOST`` (gs).
+    ``session_options`` (boto3 ``Session`` kwargs) count for s3/r2 only; ``environ`` (default
+    ``os.environ``) gives r2's endpoint and gs's ``STORAGE_EMULATOR_HOST``.
 
     Raises:
         ValueError: an unknown key, a key given twice with different values, or a missing r2 endpoint.
@@ -516,9 +476,6 @@ def normalize_options(
                     "'https://<account_id>.r2.cloudflarestorage.com', ...} or set R2_ENDPOINT_URL or R2_ACCOUNT_ID"
                 )
             builder.out.config["endpoint"] = endpoint
-        endpoint = builder.out.config.get("endpoint")
-        if isinstance(endpoint, str) and endpoint.startswith("http://"):
-            builder.out.client["allow_http"] = True
     elif provider == "gcs":
         _gcs(builder, options)
     elif provider == "azure":
@@ -529,5 +486,8 @@ def normalize_options(
         _simple(
             builder, options, {"token": "token", "hf_token": "token", "endpoint": "endpoint", "revision": "revision"}
         )
+    endpoint = builder.out.config.get("base_url" if provider == "gcs" else "endpoint")
+    if backend == "obstore" and provider != "hf" and isinstance(endpoint, str) and endpoint.startswith("http://"):
+        builder.out.client["allow_http"] = True  # an emulator or a local server
     builder.out.settings = IOSettings.from_options(io, environ)
     return builder.out

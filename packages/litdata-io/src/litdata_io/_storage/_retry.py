@@ -7,14 +7,10 @@ first attempt. Only transient failures (5xx, 408/429 throttling, ``SlowDown``, c
 timeouts) are retried; a missing object or any other client error fails at once.
 
 A request the server refused for its credentials or signature (401, 403, S3's ``ExpiredToken`` or
-``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within the
-same budget, signed with keys fetched anew from their source: the caller's ``renew`` drops the
-client that signed it (and the keys it cached), so the next attempt builds one that asks the source.
-The keys may have been revoked or expired early (a rotated role, keys the server no longer accepts
-although they advertise hours of life, which no client replaces on its own), or the request may
-have been signed with keys that were valid then and reached the server after they expired, because
-its process was paused (SIGSTOP, a suspended VM) between signing and sending. A second refusal,
-with the fresh keys, is final.
+``RequestTimeTooSkewed``, a HEAD's 400) is tried once more, after :data:`SIGN_AGAIN_AFTER_S`, within
+the same budget: the caller's ``renew`` drops the client that signed it, so the next attempt signs
+with keys fetched anew (the keys may have been revoked early, or the request signed before its
+process was paused past their expiry). A second refusal is final.
 """
 
 from __future__ import annotations
@@ -24,13 +20,14 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from litdata_io._processes._process import PerProcess
 from litdata_io._storage._failures import ErrorKind, classify, refused_signature, short_cause, translate
 from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
-__all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call"]
+__all__ = ["SIGN_AGAIN_AFTER_S", "backoff_delay", "retry_call", "retry_with_client"]
 
 # A refused signature is signed again after this pause, not at once: a credential source that just
 # rotated its keys, or a server that just revoked them, is given a moment to agree with itself.
@@ -41,13 +38,7 @@ log = logging.getLogger("litdata_io")
 
 
 def backoff_delay(attempt: int, settings: IOSettings, rng: random.Random | None = None) -> float:
-    """Seconds to wait before retry number ``attempt`` (1-based): uniform in [cap/10, cap], cap doubling.
-
-    Args:
-        attempt: which retry this is (1 for the first retry).
-        settings: the storage's settings (``backoff_base``, ``backoff_max``).
-        rng: a random generator (tests pass a seeded one).
-    """
+    """Seconds to wait before retry number ``attempt`` (1-based): uniform in [cap/10, cap], cap doubling."""
     cap = min(settings.backoff_max, settings.backoff_base * (2 ** (attempt - 1)))
     return (rng or random).uniform(cap / 10, cap)
 
@@ -60,22 +51,13 @@ async def retry_call(
     settings: IOSettings,
     secrets: Iterable[Secret | str] = (),
     attempt_timeout: float | None = None,
-    classifier: Callable[[BaseException], ErrorKind] = classify,
     renew: Callable[[], None] | None = None,
 ) -> T:
-    """Await ``call()`` until it succeeds, retrying transient failures within the budget.
+    """Await ``call()`` (a fresh attempt each time) until it succeeds, retrying transient failures.
 
-    Args:
-        call: makes one attempt (a fresh awaitable each time).
-        what: the operation, for messages (``"GET"``, ``"PUT"``, ...).
-        url: the object's URL, for messages.
-        settings: the retry budget.
-        secrets: values to mask in error messages.
-        attempt_timeout: cancel an attempt after this many seconds (for backends without a
-            client-side timeout of their own); a timed-out attempt counts as transient.
-        classifier: sorts an exception into an :class:`ErrorKind`.
-        renew: called when the server refused the credentials, before the one attempt more: makes
-            the next attempt sign with keys fetched anew from their source.
+    ``settings`` is the retry budget; ``what`` (the operation), ``url`` and ``secrets`` (masked) are
+    for messages; an attempt longer than ``attempt_timeout`` s is a transient failure; ``renew`` is
+    called before the one attempt more a refused signature gets.
 
     Raises:
         FileNotFoundError: the object does not exist.
@@ -91,10 +73,8 @@ async def retry_call(
             if attempt_timeout is None:
                 return await call()
             return await asyncio.wait_for(call(), attempt_timeout)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
-            kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classifier(exc)
+            kind = ErrorKind.TRANSIENT if isinstance(exc, asyncio.TimeoutError) else classify(exc)
             elapsed = time.monotonic() - started
             if (
                 not signed_again
@@ -128,3 +108,24 @@ async def retry_call(
                 "%s %s: attempt %d failed (%s); retrying in %.2fs", what, url, attempt, short_cause(exc, secrets), delay
             )
             await asyncio.sleep(delay)
+
+
+async def retry_with_client(
+    clients: PerProcess[Any], build: Callable[[], Any], call: Callable[[], Awaitable[T]], **options: Any
+) -> T:
+    """:func:`retry_call` (given ``options``) of ``call``, which uses the client in ``clients``.
+
+    When the server refuses the keys, the client the attempt used is dropped, so the next attempt
+    builds one (``build``) that asks the keys' source again.
+    """
+    used: list[Any] = [None]
+
+    async def attempt() -> T:
+        used[0] = clients.get(build)
+        return await call()
+
+    def renew() -> None:
+        if clients.peek() is used[0]:
+            clients.clear()
+
+    return await retry_call(attempt, renew=renew, **options)

@@ -1,14 +1,10 @@
 """Which backend serves which URL scheme, loaded only when a URL of that scheme is opened.
 
-Built-in schemes map to ``"module:attribute"`` strings so that ``import litdata_io`` imports no
-backend: ``s3``/``r2``/``gs``/``azure``/``az``/``http``/``https`` -> obstore (or fsspec with
-``storage_options["backend"]``), ``hf`` -> ``huggingface_hub``'s
-filesystem, local paths -> :class:`~litdata_io._storage._local.LocalStorage`, anything else -> fsspec.
-Third parties add schemes with :func:`register_storage` or an entry point in the
-``litdata.storage`` group (``name = "module:factory"``).
-
-A factory is called as ``factory(url, storage_options=..., session_options=...)`` and returns a
-:class:`~litdata_io.Storage`.
+Built-in schemes map to ``"module:attribute"`` strings, so ``import litdata_io`` imports no backend:
+s3/r2/gs/azure/http(s) -> obstore (or fsspec with ``storage_options["backend"]``), hf ->
+``huggingface_hub``, local paths -> :class:`~litdata_io._storage._local.LocalStorage`, anything else
+-> fsspec. Third parties add schemes with :func:`register_storage` or an entry point in the
+``litdata.storage`` group; a factory is called as ``factory(url, storage_options=..., session_options=...)``.
 """
 
 from __future__ import annotations
@@ -130,13 +126,7 @@ def _move_userinfo_to_header(
 def open_builtin(
     url: str, storage_options: Mapping[str, Any] | None = None, session_options: Mapping[str, Any] | None = None
 ) -> Storage:
-    """Open a built-in scheme (or any fsspec protocol) with the backend ``storage_options`` asks for.
-
-    Args:
-        url: a resolved URL or a local path.
-        storage_options: the user's options.
-        session_options: boto3-style session options (s3/r2).
-    """
+    """Open a built-in scheme (or any fsspec protocol) with the backend ``storage_options`` asks for."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ("local" if url.startswith("local:") else "")
     if scheme in ("http", "https"):
         url, storage_options = _move_userinfo_to_header(url, storage_options)

@@ -23,11 +23,7 @@ _SECRET_PARAMS = re.compile(
 
 
 class Secret:
-    """A credential whose ``repr`` is ``'***'``.
-
-    Args:
-        value: the secret text.
-    """
+    """A credential whose ``repr`` is ``'***'``."""
 
     __slots__ = ("_value",)
 
@@ -62,12 +58,7 @@ class Secret:
 
 
 def redact(text: str, secrets: Iterable[Secret | str] = ()) -> str:
-    """``text`` with the given secret values and signed-URL credentials replaced by ``***``.
-
-    Args:
-        text: a message that may quote a request (a URL, a response body).
-        secrets: values known to be secret, masked wherever they occur.
-    """
+    """``text`` with the given secret values and signed-URL credentials replaced by ``***``."""
     for secret in secrets:
         value = secret.reveal() if isinstance(secret, Secret) else secret
         if value and len(value) >= 4:

@@ -65,12 +65,7 @@ class IOSettings:
     def from_options(
         cls, options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> IOSettings:
-        """Settings from the environment, overridden by ``options`` (only the names of this class).
-
-        Args:
-            options: a mapping that may hold any of :data:`IO_OPTION_NAMES`.
-            environ: the environment (``os.environ`` by default).
-        """
+        """Settings from the environment, overridden by ``options`` (only the names of this class)."""
         values: dict[str, Any] = {}
         for name in IO_OPTION_NAMES:
             if options is not None and name in options and options[name] is not None:
@@ -80,13 +75,7 @@ class IOSettings:
         return cls(**values)
 
     def allows_retry(self, attempt: int, elapsed: float, delay: float) -> bool:
-        """Whether attempt ``attempt`` may be followed by another after ``delay`` more seconds.
-
-        Args:
-            attempt: attempts made so far (the first is 1).
-            elapsed: seconds since the first attempt started.
-            delay: the backoff before the next attempt.
-        """
+        """Whether attempt ``attempt`` (1-based), ``elapsed`` s after the first began, may be retried in ``delay`` s."""
         return attempt <= self.max_retries and elapsed + delay <= self.retry_deadline
 
     def budget(self) -> str:
