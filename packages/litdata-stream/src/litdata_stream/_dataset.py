@@ -30,11 +30,9 @@ from litdata_stream._pass_plan import (
     Topology,
     WorkerPlan,
     batches_left,
-    consumed_by_rank,
-    consumed_per_worker,
+    rank_shares,
     rebase_resume,
     skip_samples,
-    split_base,
 )
 from litdata_stream._protocol import EpochsOwner, LoaderPlan, delivered_batches
 from litdata_stream._read import ReadSpec, ReadState, StreamingReader
@@ -398,15 +396,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         self.num_workers = int(num_workers or 0)
 
-    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
-        workers = self.num_workers if num_workers is None else num_workers
-        return Topology(
-            self.distributed_env.world_size,
-            max(1, workers or 1),
-            max(1, self.batch_size if batch_size is None else batch_size),
-            self.drop_last,
-        )
-
     # -- what a StreamingDataLoader asks (``_protocol.LoaderDataset``) ----------------------------
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
@@ -458,30 +447,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             return resume["base"], resume["first_worker"], resume["batches"]
         return rebase_resume(resume, reader_of(self).epoch_order(resume["epoch"])), 0, 0
 
-    def _before(self) -> tuple[int, int]:
-        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
-        resume = self._resume
-        if resume is None or resume["epoch"] != self.current_epoch:
-            return 0, 0
-        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
-
     def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
-        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
-
-        The plans are those of a pass of ``epoch`` (by default the current one).
-
-        Workers are relabelled so that the one due next in the interrupted run is asked first
-        (the DataLoader always starts at worker 0), which keeps the resumed order identical.
-
-        Args:
-            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
-            epoch: The epoch of the pass; None: the current one.
-        """
-        base, first, delivered = self._run_start(topology, self.current_epoch if epoch is None else epoch)
-        plans = split_base(base, topology)[self.distributed_env.global_rank]
-        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
-        workers = topology.num_workers
-        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+        start = self._run_start(topology, self.current_epoch if epoch is None else epoch)
+        return rank_shares(start, topology, self.distributed_env.global_rank)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
         """This process's share of a pass (see ``_epochs``).

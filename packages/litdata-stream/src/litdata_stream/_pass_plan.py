@@ -40,6 +40,8 @@ __all__ = [
     "batches_left",
     "consumed_by_rank",
     "consumed_per_worker",
+    "delivered_before",
+    "rank_shares",
     "rebase_resume",
     "remaining_base",
     "skip_samples",
@@ -123,10 +125,8 @@ class EpochOrder:
     def _all_orders(self) -> np.ndarray | None:
         """Every chunk's in-chunk order as rows of one array, when the chunks are small and alike.
 
-        The same permutations as :func:`permutation_from` (the same hashes, sorted stably), computed
-        for all chunks in a few numpy calls: a dataset of 100k chunks of 4 samples otherwise pays
-        ~5 us of Python per chunk. Only chunks of the most common length are in it (the others are
-        computed one by one); None past ``_ORDERS_AT_ONCE`` samples.
+        The same permutations as :func:`permutation_from`, in a few numpy calls for all chunks of
+        the most common length (the others are computed one by one); None past ``_ORDERS_AT_ONCE`` samples.
         """
         lengths = self.chunk_lengths
         if not len(lengths):
@@ -196,9 +196,8 @@ def _mix(value: int) -> int:
 def hashed_permutation(length: int, *key: int) -> np.ndarray:
     """A permutation of ``range(length)`` that is a pure function of ``key`` (ints).
 
-    Each position gets a 64-bit splitmix64 hash of (key, position) and the positions are sorted by
-    it. Building a numpy generator per chunk costs ~30-200 us (its seed sequence), which a dataset
-    of 100k small chunks pays 100k times per epoch; this costs a few us for a small chunk.
+    The positions sorted by a splitmix64 hash of (key, position): far cheaper per chunk than
+    seeding a numpy generator.
     """
     return permutation_from(hash_state(0x9E3779B97F4A7C15, *key), length)
 
@@ -218,12 +217,7 @@ def permutation_from(state: int, length: int) -> np.ndarray:
         keys = [_mix((i * 0x9E3779B97F4A7C15 + state) & _MASK) for i in range(length)]
         return np.array(sorted(range(length), key=keys.__getitem__), dtype=np.int64)
     x = np.arange(length, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(state)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return np.argsort(x, kind="stable")
+    return np.argsort(_mix_array(x), kind="stable")
 
 
 def _take(base: Sequence[Interval], offset: int, count: int) -> list[Interval]:
@@ -395,6 +389,28 @@ def rebase_resume(resume: Mapping[str, Any], order: EpochOrder | None = None) ->
         order: The order of the interrupted epoch (how each worker read its stretch; None: in order).
     """
     return remaining_base(*_interrupted(resume), order)
+
+
+def rank_shares(
+    start: tuple[Sequence[Interval], int, int], topology: Topology, rank: int
+) -> list[tuple[WorkerPlan, int]]:
+    """For each DataLoader worker of ``rank``: (its plan, how many of its samples are done).
+
+    ``start`` is (base, first worker, batches delivered) of the pass. Workers are relabelled so that
+    the one due next comes first (the DataLoader always starts at worker 0): the resumed order is unchanged.
+    """
+    base, first, delivered = start
+    plans = split_base(base, topology)[rank]
+    consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
+    workers = topology.num_workers
+    return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+
+
+def delivered_before(resume: Mapping[str, Any] | None, epoch: int, rank: int) -> tuple[int, int]:
+    """(batches, samples) ``rank`` delivered of ``epoch`` before the loaded state ``resume`` (else 0, 0)."""
+    if resume is None or resume["epoch"] != epoch:
+        return 0, 0
+    return resume["batches"], consumed_by_rank(resume, rank)
 
 
 def consumed_by_rank(resume: Mapping[str, Any], rank: int) -> int:

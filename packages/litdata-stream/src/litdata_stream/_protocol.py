@@ -25,7 +25,7 @@ from torch.utils.data import IterableDataset
 from litdata_stream._collate import Batching
 from litdata_stream._env import DistributedEnv, logger, notice_drop_last
 from litdata_stream._epochs import Epochs
-from litdata_stream._pass_plan import batch_count
+from litdata_stream._pass_plan import Topology, batch_count, delivered_before
 
 __all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches"]
 
@@ -155,6 +155,8 @@ class EpochsOwner:
     _epochs: Epochs
     _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
     distributed_env: DistributedEnv  # the world the passes are split over
+    num_workers: int
+    batch_size: int
     # Whether ``__iter__`` makes the batches itself when the loader asks for batches (see
     # docs/streaming.md, *Subclasses*): a subclass that defines its own ``__iter__`` yields samples,
     # which the DataLoader then batches. Such a subclass may declare it True itself.
@@ -191,10 +193,23 @@ class EpochsOwner:
             return
         self._reset_to_epoch(int(current_epoch))
 
+    def _before(self) -> tuple[int, int]:
+        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        return delivered_before(self._resume, self.current_epoch, self.distributed_env.global_rank)
+
     def _reset_to_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
         self._resume = None
         self._epochs.set(epoch)
+
+    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
+        workers = self.num_workers if num_workers is None else num_workers
+        return Topology(
+            self.distributed_env.world_size,
+            max(1, workers or 1),
+            max(1, self.batch_size if batch_size is None else batch_size),
+            self.drop_last,
+        )
 
     def _follow_world(self) -> None:
         """Split the next pass over the world this process is in now, if it changed since the dataset was made.

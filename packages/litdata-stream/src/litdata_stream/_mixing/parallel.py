@@ -39,11 +39,9 @@ from litdata_stream._pass_plan import (
     Topology,
     WorkerPlan,
     batches_left,
-    consumed_by_rank,
-    consumed_per_worker,
+    rank_shares,
     rebase_resume,
     skip_samples,
-    split_base,
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._read import StreamingReader
@@ -211,28 +209,12 @@ class ParallelStreamingDataset(MixedDataset):
         return rebase_resume(resume), 0, 0
 
     def _rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
-        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
-
-        Args:
-            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
-        """
-        base, first, delivered = self._run_start(topology)
-        plans = split_base(base, topology)[self.distributed_env.global_rank]
-        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
-        workers = topology.num_workers
-        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+        return rank_shares(self._run_start(topology), topology, self.distributed_env.global_rank)
 
     def _epoch_samples(self, topology: Topology) -> int:
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
         return self._before()[1] + sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
-
-    def _before(self) -> tuple[int, int]:
-        """(batches, tuples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
-        resume = self._resume
-        if resume is None or resume["epoch"] != self.current_epoch:
-            return 0, 0
-        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
 
     def _loader_plan(self) -> LoaderPlan:
         """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""

@@ -114,15 +114,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         for dataset in self._datasets:
             dataset.set_num_workers(num_workers)
 
-    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
-        workers = self.num_workers if num_workers is None else num_workers
-        return Topology(
-            self.distributed_env.world_size,
-            max(1, workers or 1),
-            max(1, self.batch_size if batch_size is None else batch_size),
-            self.drop_last,
-        )
-
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Samples this rank yields in the epoch with that many workers and that batch size.
