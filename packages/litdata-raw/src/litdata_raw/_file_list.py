@@ -1,12 +1,9 @@
 """A raw dataset's file list held as a few arrays instead of one Python object per file.
 
-A listing of millions of small files as ``FileMetadata`` objects costs ~200 bytes per file in
-object headers and dicts, and every DataLoader worker forked from the process touches their
-reference counts as it reads them, which copies the pages they live on into each worker. A
-:class:`FileList` keeps the paths as one UTF-8 blob (after a prefix common to all of them, the
-dataset's root) with offsets per path, and the sizes as an int64 array (stdlib ``array``s): buffers
-that a forked worker shares with its parent untouched, ~(path length + 16) bytes per file. A
-:class:`FileMetadata` is made when an entry is read.
+Millions of ``FileMetadata`` objects cost memory, and every forked DataLoader worker touching
+their reference counts copies their pages. A :class:`FileList` keeps the paths as one UTF-8 blob
+(after a prefix common to all of them) with offsets per path, and the sizes as an int64 array:
+buffers a forked worker shares untouched. A :class:`FileMetadata` is made when an entry is read.
 """
 
 from __future__ import annotations
@@ -46,11 +43,7 @@ class FileMetadata:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
-        """Read one entry of the index's ``files`` list.
-
-        Args:
-            data: the entry, decoded.
-        """
+        """Read one decoded entry of the index's ``files`` list."""
         return cls(path=str(data["path"]), size=int(data["size"]))
 
 
@@ -80,11 +73,7 @@ class FileList(Sequence[FileMetadata]):
 
     @classmethod
     def from_files(cls, files: Iterable[FileMetadata]) -> FileList:
-        """A ``FileList`` of ``files`` (a list a custom indexer returned, say).
-
-        Args:
-            files: the files, in the order to keep.
-        """
+        """A ``FileList`` of ``files``, in their order (a list a custom indexer returned, say)."""
         if isinstance(files, FileList):
             return files
         items = list(files)
@@ -121,11 +110,7 @@ class FileList(Sequence[FileMetadata]):
         return self._prefix
 
     def path(self, position: int) -> str:
-        """The path of the file at ``position`` (no ``FileMetadata`` made).
-
-        Args:
-            position: the file's place in the list (0 to ``len - 1``).
-        """
+        """The path of the file at ``position`` (no ``FileMetadata`` made)."""
         key = self._blob[self._starts[position] : self._ends[position]].decode("utf-8")
         return self._prefix + key
 
@@ -134,11 +119,7 @@ class FileList(Sequence[FileMetadata]):
             yield from map(FileMetadata, paths, sizes)
 
     def blocks(self, block: int = _BLOCK) -> Iterator[tuple[list[str], list[int]]]:
-        """The paths and sizes, ``block`` files at a time (no ``FileMetadata`` made).
-
-        Args:
-            block: the most files in one block.
-        """
+        """The paths and sizes, at most ``block`` files at a time (no ``FileMetadata`` made)."""
         prefix, blob = self._prefix, self._blob
         for first in range(0, len(self._sizes), block):
             starts = self._starts[first : first + block].tolist()
@@ -186,16 +167,11 @@ class FileList(Sequence[FileMetadata]):
         return (FileList, (self._prefix, self._blob, self._starts, self._ends, self._sizes))
 
     def suspects(self, base: str) -> list[int] | None:
-        """The positions of the paths that may not be ``base`` and a relative path inside it.
+        """The positions of the paths that may not be ``base`` (``s3://bucket/raw/``) and a relative path inside it.
 
-        Found on the buffers at C speed: a path is beyond suspicion when it starts with ``base``
-        and what follows has no NUL, no ``//`` or ``/.``, and neither starts with ``.`` or ``/``
-        nor ends with ``/`` (so no empty, ``.`` or ``..`` part). The others (hidden files such as
-        ``a/.keep`` among them) are for the caller to look at one by one. None when the prefix all
-        paths share does not pass: then every path is for the caller.
-
-        Args:
-            base: the dataset's root and its separator (``s3://bucket/raw/``).
+        Found on the buffers at C speed: a path is beyond suspicion when it starts with ``base`` and
+        what follows has no NUL, ``//`` or ``/.``, and neither starts with ``.`` or ``/`` nor ends with
+        ``/``. The others are for the caller to look at; None when the shared prefix does not pass.
         """
         if not self._prefix.startswith(base):
             return None
@@ -225,9 +201,7 @@ class FileList(Sequence[FileMetadata]):
 class FileListBuilder:
     """Collects files one by one into a :class:`FileList`, holding at most a block of them as objects.
 
-    Args:
-        prefix: a prefix every path is expected to start with (the dataset's root and its
-            separator); stored once. A path without it still works (the prefix is shortened).
+    ``prefix``: what every path is expected to start with, stored once (a path without it shortens it).
     """
 
     def __init__(self, prefix: str = "") -> None:
@@ -242,12 +216,7 @@ class FileListBuilder:
         return len(self._all_sizes) + len(self._sizes)
 
     def add(self, path: str, size: int) -> None:
-        """Append one file.
-
-        Args:
-            path: its full path or URL.
-            size: its size in bytes.
-        """
+        """Append one file: its full path or URL, and its size in bytes."""
         if not path.startswith(self._prefix):
             self._shorten_prefix(path)
         self._keys.append(path[len(self._prefix) :].encode("utf-8"))

@@ -26,8 +26,6 @@ _MIN_DOWNLOADS_PER_WORKER = 8
 # The slowest transfer rate the batch timeout allows for before it calls a batch hung.
 _SLOWEST_BYTES_PER_SECOND = 25 * 1024 * 1024
 
-Item = FileMetadata | list[FileMetadata]
-
 
 class StreamingRawDataset(Dataset[Any]):
     """Stream existing files (JPEGs, masks, audio, JSONL, anything) from a folder or a bucket.
@@ -142,11 +140,7 @@ class StreamingRawDataset(Dataset[Any]):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
 
     def _listing_version(self) -> str:
-        """The cached files' subfolder.
-
-        Named from the cached index (its bytes hold when it was made), or from the listing when a
-        custom indexer keeps none.
-        """
+        """The cached files' subfolder: named from the cached index's bytes, else (a custom indexer) the listing."""
         try:
             identity = (Path(self.cache_dir) / INDEX_FILENAME).read_bytes()
         except FileNotFoundError:
