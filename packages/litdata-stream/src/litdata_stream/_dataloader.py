@@ -138,8 +138,6 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
         self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
-        # The datasets make the batches themselves (in the worker), so torch moves whole batches:
-        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
         self._batches_in_dataset = PassReader(dataset).batches_in_workers
         in_dataset = self._batches_in_dataset
@@ -182,15 +180,11 @@ class StreamingDataLoader(DataLoader):
 
     @property
     def _loader_dataset(self) -> LoaderDataset:
-        """The dataset, as the loader talks to it."""
         return cast(LoaderDataset, self.dataset)  # checked in __init__ (torch forbids replacing it)
 
     @property
     def user_collate_fn(self) -> Callable[[list[Any]], Any]:
-        """What makes a batch of samples: the ``collate_fn`` given, or the default.
-
-        ``collate_fn`` itself may wrap it when the dataset makes the batches in the workers.
-        """
+        """What makes a batch of samples: the ``collate_fn`` given, or the default (``collate_fn`` may wrap it)."""
         return self._collate
 
     def __len__(self) -> int:
@@ -230,8 +224,7 @@ class StreamingDataLoader(DataLoader):
             )  # fmt: skip
         try:
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
-                # What torch's single-process iterator does when the dataset makes the batches,
-                # without its ~25 us of bookkeeping per batch.
+                # What torch's single-process iterator does when the dataset makes the batches, minus its bookkeeping.
                 batches: Iterator[Any] = iter(PassReader(reader.dataset, token, batching))
             else:
                 # The workers take this pass's reader (the dataset, the pass to join, how to batch)
@@ -281,16 +274,12 @@ class StreamingDataLoader(DataLoader):
         return times.stats()
 
     def _reader(self) -> PassReader:
-        """The dataset as this loader talks to it outside a pass's iteration (its plan, epochs, resume)."""
         return PassReader(cast(EpochsOwner, self.dataset))
 
     def _workers_for(self, reader: PassReader) -> Iterator[Any]:
-        """The batches of a pass read by this loader's workers (or by torch in this process): where they start.
+        """The batches of a pass read by the workers of a torch DataLoader over ``reader`` (the loader's options).
 
-        The one place the loader prepares its workers: a torch DataLoader over ``reader``, with the
-        loader's own options (``worker_init_fn``, ``multiprocessing_context``, ``pin_memory``, ...).
-        Persistent workers keep the first pass's reader and derive each later pass's token from it
-        (``_pass_tokens``), so their DataLoader is kept too.
+        Persistent workers keep the first pass's reader (``_pass_tokens``), so their DataLoader is kept too.
         """
         workers = self._workers
         if workers is None:
@@ -401,10 +390,8 @@ class StreamingDataLoader(DataLoader):
 def _widen_result_pipe(iterator: Any) -> None:
     """Let the pipe the workers send batches through hold a whole array batch (Linux: 64 KiB -> 1 MiB).
 
-    A batch bigger than the pipe is written in pieces, each waiting for the main process to read
-    the previous one: a few context switches per batch on the loader's critical path (measured:
-    stream-local with 2 workers, ~13% faster with the wider pipe). Where the pipe cannot grow
-    (another OS, the user's pipe quota spent), it stays as it is.
+    A batch bigger than the pipe is written in pieces, each waiting for the main process to read the
+    previous one. Where the pipe cannot grow (another OS, the pipe quota spent), it stays as it is.
     """
     import fcntl
 

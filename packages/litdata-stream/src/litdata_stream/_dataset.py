@@ -127,9 +127,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     _sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
 
-    # Whether a sample is exactly what the item loader reads: then reads skip ``__getitem__`` and
-    # batches of fixed-size samples may be gathered as arrays. A subclass defining its own
-    # ``__getitem__`` decides what a sample is, so there it is False (unless the subclass sets it).
+    # Whether a sample is exactly what the item loader reads (then batches may be gathered as arrays);
+    # False for a subclass defining its own ``__getitem__`` (unless it sets it).
     samples_are_items: ClassVar[bool] = True
     # Whether a subclass defines ``transform``: it then runs on every sample, ``transform=`` or not.
     _transform_overridden: ClassVar[bool] = False
@@ -192,8 +191,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._drop_last = None if drop_last is None else bool(drop_last)  # None: whether several processes read
         notice_drop_last(self.drop_last, self.distributed_env.world_size)
         _notice_small_cache(max_cache_size)
-        # Resolved once (a local path's resolution reads the mount table); the parsed index travels
-        # to the DataLoader workers with the dataset.
+        # Resolved once (a local path's resolution reads the mount table).
         resolved = resolve_dir(input_dir)
         posix = detect_posix(resolved.path if resolved.url is None else None)
         origin = locate_chunks(
@@ -213,9 +211,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
         counts = self.item_loader.item_counts(index)
         samples = int(counts.sum())
-        # What the reader reads, kept once. The one sample map (chunk prefix sums, kept items) is
-        # parsed once and inherited by forked workers; sample_bytes is the uncompressed bytes per
-        # sample on average (the chunks' offset tables included).
+        # Parsed once, inherited by forked workers; sample_bytes: uncompressed bytes per sample on average.
         self._read = ReadState(
             origin,
             SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle)),
@@ -312,11 +308,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return reader_of(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
-
-        Reads every chunk once per call: the indexes are grouped by chunk and the samples come
-        back in the order asked for.
-        """
+        """Samples ``indices`` at once, in that order, reading every chunk once (a map-style DataLoader's batch)."""
         if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
         return reader_of(self).samples(indices)
@@ -335,11 +327,9 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return sample
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
+        """Samples this rank yields in the epoch with that many workers (0: the main process) and batch size.
 
-        Args:
-            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
-            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
+        After a resume: those yielded before it and the rest.
         """
         self._follow_world()
         topology = self._topology(num_workers, batch_size)
@@ -356,11 +346,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) from the next pass on.
-
-        Args:
-            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
-        """
+        """Shuffle (or not) the samples from the next pass on."""
         self.shuffle = bool(shuffle)
 
     @property
@@ -373,48 +359,28 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._drop_last = bool(drop_last)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last partial batch.
-
-        Args:
-            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
-        """
+        """Drop (or not) each worker's last batch when it is shorter than ``batch_size``."""
         self.drop_last = bool(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
-        """The batch size the plans and resume points count in.
-
-        Args:
-            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
-        """
+        """The batch size the plans and resume points count in (a StreamingDataLoader sets its own)."""
         self.batch_size = int(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers of each rank the samples are split over.
-
-        Args:
-            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
-        """
+        """The DataLoader workers per rank the samples are split over (0 or None: the main process reads)."""
         self.num_workers = int(num_workers or 0)
 
-    # -- what a StreamingDataLoader asks (``_protocol.LoaderDataset``) ----------------------------
+    # -- the hooks of ``_protocol.EpochsOwner`` (documented there) ------------------------------
     def _loader_plan(self) -> LoaderPlan:
-        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
         left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
         return LoaderPlan(left, before=self._before()[0])
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
         reader = reader_of(self)
         return reader.sample_bytes if reader.gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
-        """The largest chunk when the chunks are read in place (a local or network-drive folder), else 0."""
         origin = self._read.origin
         if origin.directory is None:
             return 0
@@ -422,11 +388,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return int(sizes.max()) if len(sizes) else 0
 
     def _load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's).
-
-        Args:
-            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
-        """
         self.load_state_dict(state["dataset"])
 
     # -- a pass: its plan and resume point here, the reading in the reader -----------------------
@@ -452,11 +413,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return rank_shares(start, topology, self.distributed_env.global_rank)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``).
-
-        Its samples, or its batches when ``batching`` is given; ``token`` names the pass to join (a
-        StreamingDataLoader's).
-        """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -647,11 +603,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
 
 def reader_of(dataset: StreamingDataset) -> StreamingReader:
-    """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one).
-
-    The dataset hands it a value (:class:`ReadSpec`): its read state and the settings the reading
-    follows, and a subclass's own ``__getitem__`` where that decides what a sample is.
-    """
+    """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one)."""
     transformed = bool(dataset._transforms) or dataset._transform_overridden
     return StreamingReader(
         ReadSpec(
@@ -666,15 +618,7 @@ def reader_of(dataset: StreamingDataset) -> StreamingReader:
 
 
 def adopt_upstream_order(dataset: StreamingDataset, state: dict[str, Any]) -> UpstreamResume:
-    """Have ``dataset`` read the epoch of upstream's ``state`` in upstream's order; what the state says.
-
-    Args:
-        dataset: The dataset resuming (the samples, ``shuffle`` and ``seed`` the state must match).
-        state: The state dict of an upstream LitData ``StreamingDataset``.
-
-    Returns:
-        The resume point that state describes.
-    """
+    """Have ``dataset`` read the epoch of upstream's ``state`` in upstream's order; return its resume point."""
     read = dataset._read
     found = upstream_resume(state, dataset_label(dataset), read.samples.lengths.tolist(), dataset.shuffle, dataset.seed)
     read.upstream = (found.epoch, found.order_key())

@@ -19,8 +19,7 @@ One mechanism serves shuffling, DDP, worker splits, ``drop_last`` and exact resu
    A resume with another topology takes what was not consumed as the new base and splits it
    again: nothing is repeated and nothing is skipped.
 
-Positions are cheap to map to chunks: a stretch of ``S`` becomes a few ``(chunk, lo, hi)``
-pieces, each a slice of that chunk's permuted samples, so workers read whole runs of a chunk.
+A stretch of ``S`` maps to a few ``(chunk, lo, hi)`` pieces, so workers read whole runs of a chunk.
 """
 
 from __future__ import annotations
@@ -82,14 +81,7 @@ class Piece:
 
 
 class EpochOrder:
-    """The global sequence ``S`` of one epoch.
-
-    Args:
-        chunk_lengths: how many samples each chunk contributes (after subsampling).
-        seed: the shuffle seed.
-        epoch: the epoch number (1-based, as upstream counts).
-        shuffle: whether to permute chunks and samples.
-    """
+    """The global sequence ``S`` of one (1-based) epoch over chunks of ``chunk_lengths`` samples."""
 
     def __init__(self, chunk_lengths: Sequence[int] | np.ndarray, seed: int, epoch: int, shuffle: bool) -> None:
         self.chunk_lengths = np.asarray(chunk_lengths, dtype=np.int64)
@@ -147,11 +139,10 @@ class EpochOrder:
         return {**self.__dict__, "_orders": None, "_orders_tried": False}
 
     def read_order(self, intervals: Sequence[Interval]) -> list[Interval]:
-        """The intervals of ``S`` one worker's stretch is read in (its own order, here unchanged).
+        """The intervals of ``S`` one worker's stretch is read in (here unchanged).
 
-        Another order (``WindowOrder``) may permute the stretch, but only at the grain of whole
-        intervals: what a worker consumed is then always a prefix of this list, which keeps
-        resuming exact (``remaining_base``).
+        Another order (``WindowOrder``) may permute whole intervals only, so what a worker consumed
+        is a prefix of this list (``remaining_base``).
         """
         return list(intervals)
 
@@ -239,11 +230,9 @@ def _take(base: Sequence[Interval], offset: int, count: int) -> list[Interval]:
 
 
 def _shares(total: int, parts: int, batch_size: int, drop_last: bool) -> list[int]:
-    """Split ``total`` samples into ``parts`` counts made of whole batches.
+    """Split ``total`` samples into ``parts`` counts of whole batches.
 
-    With ``drop_last`` the remainder that does not fill a batch is dropped; otherwise the one
-    partial batch goes to the part after the last full one, so the whole set yields
-    ``ceil(total / batch_size)`` batches, as a plain DataLoader would.
+    Without ``drop_last`` the partial batch goes to the part after the last full one, as a plain DataLoader's.
     """
     batches, rest = divmod(total, batch_size)
     per = [batches // parts + (1 if i < batches % parts else 0) for i in range(parts)]
@@ -284,12 +273,7 @@ def split_base(base: Sequence[Interval], topology: Topology) -> list[list[Worker
 
 
 def batch_count(samples: int, batch_size: int, drop_last: bool = False) -> int:
-    """The batches ``samples`` samples make: the full ones, and the partial one unless ``drop_last``.
-
-    Every resume count goes through here: a worker's batches in an epoch, and (``drop_last``
-    False) how many batches carried the samples it already delivered, which are whole batches
-    but for the stretch's partial last one.
-    """
+    """The batches ``samples`` samples make: the full ones, and the partial one unless ``drop_last``."""
     full, rest = divmod(samples, batch_size)
     return full + (1 if rest and not drop_last else 0)
 
@@ -358,11 +342,7 @@ def consumed_per_worker(
 def remaining_base(
     plans: Sequence[Sequence[WorkerPlan]], consumed: Sequence[Sequence[int]], order: EpochOrder | None = None
 ) -> list[Interval]:
-    """What no worker of any rank has consumed, as a new base (sorted by position in ``S``).
-
-    ``order`` tells in which order each worker read its stretch (``EpochOrder.read_order``);
-    by default the stretch's own order.
-    """
+    """What no worker of any rank has consumed, as a new base; ``order`` tells how each read its stretch."""
     out: list[Interval] = []
     for rank_plans, rank_consumed in zip(plans, consumed):
         for plan, done in zip(rank_plans, rank_consumed):
@@ -382,12 +362,7 @@ def _interrupted(resume: Mapping[str, Any]) -> tuple[list[list[WorkerPlan]], lis
 
 
 def rebase_resume(resume: Mapping[str, Any], order: EpochOrder | None = None) -> list[Interval]:
-    """What an interrupted run (with its own topology) had not consumed, as a new base.
-
-    Args:
-        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
-        order: The order of the interrupted epoch (how each worker read its stretch; None: in order).
-    """
+    """What an interrupted run (a state dict's ``topology``, ``base``, ``batches``, ``first_worker``) left."""
     return remaining_base(*_interrupted(resume), order)
 
 
@@ -414,12 +389,7 @@ def delivered_before(resume: Mapping[str, Any] | None, epoch: int, rank: int) ->
 
 
 def consumed_by_rank(resume: Mapping[str, Any], rank: int) -> int:
-    """The samples rank ``rank`` of an interrupted run had consumed (0 for a rank that run did not have).
-
-    Args:
-        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
-        rank: The global rank asking.
-    """
+    """The samples rank ``rank`` of an interrupted run had consumed (0 for a rank that run did not have)."""
     consumed = _interrupted(resume)[1]
     return sum(consumed[rank]) if rank < len(consumed) else 0
 

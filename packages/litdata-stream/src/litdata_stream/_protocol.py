@@ -1,16 +1,11 @@
 """What a ``StreamingDataLoader`` needs of its dataset, and the one value it gets it through.
 
-The datasets (``StreamingDataset``, ``CombinedStreamingDataset``, ``ParallelStreamingDataset``)
-show their users only their user API: upstream LitData's, plus what docs/ promise. What the
-loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch record,
-one pass of batches) it gets from a :class:`PassReader`: a frozen value the loader builds for each
-pass, holding the dataset, the pass's token and how its workers batch.
-torch pickles that value into the DataLoader workers as their dataset, so a worker learns which
-pass to join, and how to batch, from the value it was given: nothing is set on the shared
-dataset and cleared after the workers start.
-
-A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`
-(``_iterate``, ``_loader_plan``, ``_gathered_sample_bytes``, ``_load_loader_state``).
+The datasets show their users only their user API (upstream LitData's, plus what docs/ promise).
+What the loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch
+record, one pass of batches) it gets from a :class:`PassReader`: a frozen value holding the
+dataset, the pass's token and how its workers batch. torch pickles it into the DataLoader workers
+as their dataset, so nothing is set on the shared dataset and cleared after the workers start.
+A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`.
 """
 
 from __future__ import annotations
@@ -64,10 +59,7 @@ class LoaderPlan:
 
 @runtime_checkable
 class LoaderDataset(Protocol):
-    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's).
-
-    The rest it gets through the dataset's :class:`PassReader`.
-    """
+    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's)."""
 
     @property
     def batch_size(self) -> int:
@@ -104,20 +96,9 @@ class LoaderDataset(Protocol):
 def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
     """The batches a loader delivered, as a dataset's ``state_dict`` is told them.
 
-    Without them (``dataset.state_dict()``) the state is exact only where no pass is under way:
-    then nothing of the next pass was delivered. Within a pass, or in a DataLoader worker, the
-    dataset alone cannot tell how far the loader got (torchdata's ``StatefulDataLoader`` asks so,
-    and a state at the start of the epoch would repeat samples on resume): refused, naming the
-    loader that records it.
-
-    Args:
-        owner: The dataset asked for its state.
-        num_samples_yielded: Samples the loader delivered (upstream LitData's argument).
-        batch_size: Samples per batch.
-        batches: Batches the loader delivered, when it says so (then ``num_samples_yielded`` is not read).
-
-    Raises:
-        TypeError: neither count was given, in a pass under way or in a DataLoader worker.
+    Without either count the state is exact only where no pass is under way (nothing of the next
+    pass was delivered); within a pass, or in a DataLoader worker, the dataset alone cannot tell how
+    far the loader got, so that raises a TypeError naming the loader that records it.
     """
     from torch.utils.data import get_worker_info
 
@@ -137,19 +118,17 @@ def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch
     )
 
 
-# The pass a subclass's own ``__iter__`` joins when a PassReader runs it: that ``__iter__`` calls the
-# base ``__iter__``, which takes the pass (once) from here. It is set only in a context of the pass's
-# own, in which every step of the subclass's iterator runs (``PassReader._through_own_iter``).
+# The pass a subclass's own ``__iter__`` joins when a PassReader runs it: its call of the base
+# ``__iter__`` takes it (once), in a context of the pass's own (``PassReader._through_own_iter``).
 _JOINING: contextvars.ContextVar[tuple[int | None, Batching | None] | None] = contextvars.ContextVar(
     "litdata_stream_pass", default=None
 )
 
 
 class EpochsOwner:
-    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``.
+    """A dataset that owns its epochs: ``current_epoch``, ``set_epoch``, and ``__iter__`` (one pass).
 
-    ``__iter__`` is one pass (its ``_iterate``). The other private hooks are what its
-    :class:`PassReader` asks for the loader.
+    The private hooks are what its :class:`PassReader` asks for the loader.
     """
 
     _epochs: Epochs
@@ -214,11 +193,8 @@ class EpochsOwner:
     def _follow_world(self) -> None:
         """Split the next pass over the world this process is in now, if it changed since the dataset was made.
 
-        A dataset made at the top of a script, before a Lightning ``Trainer`` (or another launcher
-        in the script) started the other processes and set up torch.distributed, saw a world of one:
-        its first ``len()`` or pass notices, and splits the epoch over the real world (``drop_last``'s
-        default follows). A DataLoader worker keeps the world its dataset was handed: it cannot see
-        the main process's torch.distributed.
+        A dataset made before a launcher (Lightning's ``Trainer``) set up torch.distributed saw a world
+        of one. A DataLoader worker keeps the world it was handed: it cannot see torch.distributed.
         """
         from torch.utils.data import get_worker_info
 
@@ -278,14 +254,9 @@ class EpochsOwner:
 class PassReader(IterableDataset[Any]):
     """A dataset as a ``StreamingDataLoader`` sees it for one pass: the loader protocol.
 
-    Iterating it is the dataset's share of the pass in this process (a DataLoader worker, or
-    the loader's process): its samples, or with ``batching`` its batches.
-
-    Attributes:
-        dataset: the dataset read.
-        token: the pass to join (a StreamingDataLoader's; in a worker, what the worker derives
-            its pass's token from). None: a pass of its own.
-        batching: how to make batches (None: yield samples, which torch batches).
+    Iterating it is the dataset's share of the pass in this process: its samples, or with ``batching``
+    its batches. ``token`` names the pass to join (in a worker, what it derives its token from; None:
+    a pass of its own).
     """
 
     dataset: EpochsOwner
@@ -303,45 +274,24 @@ class PassReader(IterableDataset[Any]):
         return self.dataset._epochs
 
     def plan(self) -> LoaderPlan:
-        """This rank's share of the pass of the current epoch (the rest of it after a resume).
-
-        Split over the world this process is in now (see ``EpochsOwner._follow_world``).
-        """
+        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
         self.dataset._follow_world()
         return self.dataset._loader_plan()
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays.
-
-        None when they are not (the loader sizes the messages of its workers by it).
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
-        """
+        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays, else None."""
         return self.dataset._gathered_sample_bytes(collate)
 
     def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
-
-        Args:
-            epoch: The epoch the next pass reads, from its first sample.
-        """
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
         self.dataset._reset_to_epoch(epoch)
 
     def load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's).
-
-        Args:
-            state: The loader's whole ``state_dict()``.
-        """
+        """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's)."""
         self.dataset._load_loader_state(state)
 
     def in_place_chunk_bytes(self) -> int:
-        """Bytes a reader of this dataset maps at least, whatever its read-ahead.
-
-        Its largest chunk read in place (local or network-drive folders), summed over a mixed
-        dataset's sub-datasets; 0 when every chunk comes through the cache.
-        """
+        """Bytes a reader maps at least: its largest chunk read in place (0 when all come through the cache)."""
         return self.dataset._in_place_chunk_bytes()
 
     def __iter__(self) -> Iterator[Any]:
@@ -350,11 +300,7 @@ class PassReader(IterableDataset[Any]):
         return self._through_own_iter()
 
     def _through_own_iter(self) -> Iterator[Any]:
-        """The pass through a subclass's own ``__iter__``, whose base ``__iter__`` joins this pass.
-
-        Each step runs in a context holding this pass: nothing is set on the dataset, and nothing
-        is left behind when the subclass never calls the base ``__iter__``.
-        """
+        """The pass through a subclass's own ``__iter__``, each step in a context holding this pass."""
         context = contextvars.copy_context()
         context.run(_JOINING.set, (self.token, self.batching))
         steps = context.run(iter, self.dataset)
@@ -372,10 +318,7 @@ class PassReader(IterableDataset[Any]):
 
 
 class SizedPass(Iterator[Any]):
-    """A pass over a dataset that also answers ``len()``: the dataset's length, as upstream's does.
-
-    Closing it (or dropping it) closes the pass, as it would the bare generator.
-    """
+    """A pass over a dataset that also answers ``len()`` (the dataset's), as upstream's does."""
 
     __slots__ = ("_dataset", "_samples")
 

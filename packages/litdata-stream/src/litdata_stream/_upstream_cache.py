@@ -1,13 +1,8 @@
 """``Cache``: the low-level writer and reader of an optimized dataset, usable inside DataLoader workers.
 
-Writing: ``cache[index] = sample`` from the main process or from DataLoader workers. Each process
-writes its own chunks (``chunk-{rank}-{n}.bin``, rank = global rank x workers + worker id) through
-a :class:`~litdata_format.BinaryWriter` created on its first sample, then ``done()`` writes its
-``{rank}.index.json``; a worker does that by itself when it exits. ``merge(num_workers)`` waits
-for that many rank indexes and merges them into ``index.json``.
-
-Reading: once ``index.json`` exists (``filled``), ``cache[i]`` is the ``i``-th sample of the merged
-dataset (the chunks of rank 0, then rank 1, ...; inside a chunk, by the index it was written at).
+Each process writes its own chunks through a :class:`~litdata_format.BinaryWriter` made on its
+first sample; ``done()`` (run by a worker as it exits) writes its ``{rank}.index.json``, and
+``merge(num_workers)`` merges them into ``index.json``. Then ``cache[i]`` reads the ``i``-th sample.
 """
 
 from __future__ import annotations
@@ -148,13 +143,9 @@ class Cache:
         return self._written
 
     def merge(self, num_workers: int = 1, node_rank: int | None = None) -> None:
-        """Wait for ``num_workers`` rank indexes and merge them into ``index.json``.
+        """Wait for ``num_workers`` rank indexes (the processes that wrote) and merge them into ``index.json``.
 
         ``node_rank`` is accepted for compatibility; every process merging sees the same files.
-
-        Args:
-            num_workers: How many rank indexes to wait for: the processes that wrote into this cache.
-            node_rank: Ignored; accepted for compatibility with upstream LitData.
         """
         self.done()
         if self._writer is not None:

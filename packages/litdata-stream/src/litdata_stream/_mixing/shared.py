@@ -16,7 +16,7 @@ from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._pass_plan import Topology, WorkerPlan, consumed_per_worker
-from litdata_stream._protocol import EpochsOwner, LoaderPlan, PassReader
+from litdata_stream._protocol import EpochsOwner, PassReader
 from litdata_stream._read import StreamingReader
 from litdata_stream._upstream_state import is_upstream_state
 
@@ -71,33 +71,18 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return all(d.drop_last for d in self._datasets)
 
     def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) every sub-dataset from the next pass on.
-
-        Args:
-            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
-        """
+        """Shuffle (or not) every sub-dataset from the next pass on."""
         for dataset in self._datasets:
             dataset.set_shuffle(shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last partial batch, in every sub-dataset too.
-
-        Args:
-            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
-        """
+        """Drop (or not) each worker's last batch when it is shorter than ``batch_size``, in every sub-dataset too."""
         self._drop_last = bool(drop_last)
         for dataset in self._datasets:
             dataset.set_drop_last(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
-        """The batch size the plans and resume points count in, for every sub-dataset too.
-
-        Args:
-            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
-
-        Raises:
-            ValueError: ``batch_size`` is not a positive int.
-        """
+        """The batch size (a positive int) the plans and resume points count in, for every sub-dataset too."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"{self._kind}: batch_size must be a positive int, got {batch_size!r}")
         self.batch_size = batch_size
@@ -105,24 +90,16 @@ class MixedDataset(EpochsOwner, IterableDataset):
             dataset.set_batch_size(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers of each rank, for every sub-dataset too.
-
-        Args:
-            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
-        """
+        """The DataLoader workers per rank (0 or None: the main process reads), for every sub-dataset too."""
         self.num_workers = int(num_workers or 0)
         for dataset in self._datasets:
             dataset.set_num_workers(num_workers)
 
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in the epoch with that many workers and that batch size.
+        """Samples this rank yields in the epoch with that many workers (0: the main process) and batch size.
 
         After a resume: those yielded before it and the rest.
-
-        Args:
-            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
-            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
         self._follow_world()
         return self._epoch_samples(self._topology(num_workers, batch_size))
@@ -139,10 +116,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         """Samples this rank yields in the epoch (a resumed pass yields those not yielded before it)."""
         raise NotImplementedError
 
-    def _loader_plan(self) -> LoaderPlan:
-        """This rank's share of the loader's pass of the current epoch (see ``_protocol``)."""
-        raise NotImplementedError
-
     def _readers(self) -> list[StreamingReader]:
         """What this dataset reads of each sub-dataset (their stretches, orders, sizes), as they are set now."""
         return [reader_of(d) for d in self._datasets]
@@ -153,21 +126,10 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return max(r.sample_bytes for r in self._readers())
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether every sub-dataset's share of a batch is gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
+        """Whether every sub-dataset's share of a batch made with ``collate`` is gathered as arrays."""
         return all(r.gathers(collate) for r in self._readers())
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
         return self._sample_bytes if self._gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
@@ -199,11 +161,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         raise NotImplementedError
 
     def _load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's).
-
-        Args:
-            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
-        """
         if isinstance(state.get("num_samples_yielded"), dict):  # upstream's: what each worker took of each dataset
             self._load_upstream_state(state)
         else:
