@@ -300,10 +300,7 @@ def concat_batches(parts: Sequence[Any]) -> Any:
     """
     first = parts[0]
     if isinstance(first, dict):
-        if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
-            return None
-        joined = {k: concat_batches([p[k] for p in parts]) for k in first}
-        return None if any(v is None for v in joined.values()) else joined
+        return _by_key(parts, concat_batches)
     if not isinstance(first, (np.ndarray, torch.Tensor)) or not all(_joinable(p, first) for p in parts):
         return None
     if len(parts) == 1:
@@ -321,25 +318,31 @@ def interleave(picks: np.ndarray, shares: Mapping[int, Any]) -> Any:
         return None
     if len(shares) == 1:
         return next(iter(shares.values()))
-    masks = {d: picks == d for d in shares}
+    masks = [picks == d for d in shares]
 
-    def merged(parts: dict[int, Any]) -> Any:
-        first = next(iter(parts.values()))
+    def merged(parts: Sequence[Any]) -> Any:  # in the order of ``shares``
+        first = parts[0]
         if isinstance(first, dict):
-            if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts.values()):
-                return None
-            joined = {k: merged({d: p[k] for d, p in parts.items()}) for k in first}
-            return None if any(v is None for v in joined.values()) else joined
+            return _by_key(parts, merged)
         if not isinstance(first, np.ndarray) or not all(
-            isinstance(p, np.ndarray) and _joinable(p, first) for p in parts.values()
+            isinstance(p, np.ndarray) and _joinable(p, first) for p in parts
         ):
             return None
         out = np.empty((len(picks), *first.shape[1:]), dtype=first.dtype)
-        for d, part in parts.items():
-            out[masks[d]] = part
+        for mask, part in zip(masks, parts):
+            out[mask] = part
         return out
 
-    return merged(dict(shares))
+    return merged(list(shares.values()))
+
+
+def _by_key(parts: Sequence[Any], join: Callable[[list[Any]], Any]) -> dict[Any, Any] | None:
+    """Dicts with the same keys joined key by key with ``join``; None unless every key joins."""
+    first = parts[0]
+    if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
+        return None
+    joined = {k: join([p[k] for p in parts]) for k in first}
+    return None if any(v is None for v in joined.values()) else joined
 
 
 def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
