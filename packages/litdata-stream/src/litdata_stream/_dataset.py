@@ -429,18 +429,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
-
-        Args:
-            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
-                only when ``batches_delivered`` is None.
-            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
-            batch_size: The batch size of that run.
-            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
-
-        Returns:
-            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
-        """
         topology = self._topology(num_workers, batch_size)
         batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         epoch = self.current_epoch

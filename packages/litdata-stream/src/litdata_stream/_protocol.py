@@ -59,38 +59,24 @@ class LoaderPlan:
 
 @runtime_checkable
 class LoaderDataset(Protocol):
-    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's)."""
+    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's; see StreamingDataset)."""
 
     @property
-    def batch_size(self) -> int:
-        """The batch size the loader set."""
-        ...
+    def batch_size(self) -> int: ...
 
     @property
-    def drop_last(self) -> bool:
-        """Whether each worker's last partial batch is dropped."""
-        ...
+    def drop_last(self) -> bool: ...
 
-    def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) from the next pass on."""
-        ...
+    def set_shuffle(self, shuffle: bool) -> None: ...
 
-    def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last partial batch."""
-        ...
+    def set_drop_last(self, drop_last: bool) -> None: ...
 
-    def set_batch_size(self, batch_size: int) -> None:
-        """The batch size the plans and resume points count in."""
-        ...
+    def set_batch_size(self, batch_size: int) -> None: ...
 
-    def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers of each rank (0: the main process reads)."""
-        ...
+    def set_num_workers(self, num_workers: int) -> None: ...
 
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
-                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches."""
-        ...
+                   batches_delivered: int | None = None) -> dict[str, Any]: ...  # fmt: skip
 
 
 def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
@@ -213,6 +199,22 @@ class EpochsOwner:
     @property
     def drop_last(self) -> bool:
         """Whether each worker's last partial batch is dropped."""
+        raise NotImplementedError
+
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
+
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
+        """
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Any]:

@@ -137,22 +137,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return sum(PassReader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
-                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
-
-        Args:
-            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
-                only when ``batches_delivered`` is None.
-            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
-            batch_size: The batch size of that run.
-            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
-
-        Returns:
-            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
-        """
-        raise NotImplementedError
-
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         raise NotImplementedError
 
