@@ -43,7 +43,11 @@ class FileMetadata:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FileMetadata:
-        """Read one decoded entry of the index's ``files`` list."""
+        """Read one entry of the index's ``files`` list.
+
+        Args:
+            data: the entry, decoded.
+        """
         return cls(path=str(data["path"]), size=int(data["size"]))
 
 
@@ -73,7 +77,11 @@ class FileList(Sequence[FileMetadata]):
 
     @classmethod
     def from_files(cls, files: Iterable[FileMetadata]) -> FileList:
-        """A ``FileList`` of ``files``, in their order (a list a custom indexer returned, say)."""
+        """A ``FileList`` of ``files`` (a list a custom indexer returned, say).
+
+        Args:
+            files: the files, in the order to keep.
+        """
         if isinstance(files, FileList):
             return files
         items = list(files)
@@ -110,7 +118,11 @@ class FileList(Sequence[FileMetadata]):
         return self._prefix
 
     def path(self, position: int) -> str:
-        """The path of the file at ``position`` (no ``FileMetadata`` made)."""
+        """The path of the file at ``position`` (no ``FileMetadata`` made).
+
+        Args:
+            position: the file's place in the list (0 to ``len - 1``).
+        """
         key = self._blob[self._starts[position] : self._ends[position]].decode("utf-8")
         return self._prefix + key
 
@@ -119,7 +131,11 @@ class FileList(Sequence[FileMetadata]):
             yield from map(FileMetadata, paths, sizes)
 
     def blocks(self, block: int = _BLOCK) -> Iterator[tuple[list[str], list[int]]]:
-        """The paths and sizes, at most ``block`` files at a time (no ``FileMetadata`` made)."""
+        """The paths and sizes, ``block`` files at a time (no ``FileMetadata`` made).
+
+        Args:
+            block: the most files in one block.
+        """
         prefix, blob = self._prefix, self._blob
         for first in range(0, len(self._sizes), block):
             starts = self._starts[first : first + block].tolist()
@@ -167,11 +183,16 @@ class FileList(Sequence[FileMetadata]):
         return (FileList, (self._prefix, self._blob, self._starts, self._ends, self._sizes))
 
     def suspects(self, base: str) -> list[int] | None:
-        """The positions of the paths that may not be ``base`` (``s3://bucket/raw/``) and a relative path inside it.
+        """The positions of the paths that may not be ``base`` and a relative path inside it.
 
-        Found on the buffers at C speed: a path is beyond suspicion when it starts with ``base`` and
-        what follows has no NUL, ``//`` or ``/.``, and neither starts with ``.`` or ``/`` nor ends with
-        ``/``. The others are for the caller to look at; None when the shared prefix does not pass.
+        Found on the buffers at C speed: a path is beyond suspicion when it starts with ``base``
+        and what follows has no NUL, no ``//`` or ``/.``, and neither starts with ``.`` or ``/``
+        nor ends with ``/`` (so no empty, ``.`` or ``..`` part). The others (hidden files such as
+        ``a/.keep`` among them) are for the caller to look at one by one. None when the prefix all
+        paths share does not pass: then every path is for the caller.
+
+        Args:
+            base: the dataset's root and its separator (``s3://bucket/raw/``).
         """
         if not self._prefix.startswith(base):
             return None

@@ -327,9 +327,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return sample
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in the epoch with that many workers (0: the main process) and batch size.
+        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
 
-        After a resume: those yielded before it and the rest.
+        Args:
+            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
+            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
         self._follow_world()
         topology = self._topology(num_workers, batch_size)
@@ -346,7 +348,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     # -- settings the loader passes -------------------------------------------------------------
     def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) the samples from the next pass on."""
+        """Shuffle (or not) from the next pass on.
+
+        Args:
+            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
+        """
         self.shuffle = bool(shuffle)
 
     @property
@@ -359,15 +365,27 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._drop_last = bool(drop_last)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last batch when it is shorter than ``batch_size``."""
+        """Drop (or not) each worker's last partial batch.
+
+        Args:
+            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
+        """
         self.drop_last = bool(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
-        """The batch size the plans and resume points count in (a StreamingDataLoader sets its own)."""
+        """The batch size the plans and resume points count in.
+
+        Args:
+            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
+        """
         self.batch_size = int(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers per rank the samples are split over (0 or None: the main process reads)."""
+        """The DataLoader workers of each rank the samples are split over.
+
+        Args:
+            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
+        """
         self.num_workers = int(num_workers or 0)
 
     # -- the hooks of ``_protocol.EpochsOwner`` (documented there) ------------------------------

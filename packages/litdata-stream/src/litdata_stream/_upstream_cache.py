@@ -143,9 +143,13 @@ class Cache:
         return self._written
 
     def merge(self, num_workers: int = 1, node_rank: int | None = None) -> None:
-        """Wait for ``num_workers`` rank indexes (the processes that wrote) and merge them into ``index.json``.
+        """Wait for ``num_workers`` rank indexes and merge them into ``index.json``.
 
         ``node_rank`` is accepted for compatibility; every process merging sees the same files.
+
+        Args:
+            num_workers: How many rank indexes to wait for: the processes that wrote into this cache.
+            node_rank: Ignored; accepted for compatibility with upstream LitData.
         """
         self.done()
         if self._writer is not None:

@@ -71,18 +71,33 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return all(d.drop_last for d in self._datasets)
 
     def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) every sub-dataset from the next pass on."""
+        """Shuffle (or not) every sub-dataset from the next pass on.
+
+        Args:
+            shuffle: Whether the samples are read in a shuffled order (else in the order stored).
+        """
         for dataset in self._datasets:
             dataset.set_shuffle(shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last batch when it is shorter than ``batch_size``, in every sub-dataset too."""
+        """Drop (or not) each worker's last partial batch, in every sub-dataset too.
+
+        Args:
+            drop_last: Whether each worker's last batch, when shorter than ``batch_size``, is left out.
+        """
         self._drop_last = bool(drop_last)
         for dataset in self._datasets:
             dataset.set_drop_last(drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
-        """The batch size (a positive int) the plans and resume points count in, for every sub-dataset too."""
+        """The batch size the plans and resume points count in, for every sub-dataset too.
+
+        Args:
+            batch_size: Samples per batch (the StreamingDataLoader sets it from its own ``batch_size``).
+
+        Raises:
+            ValueError: ``batch_size`` is not a positive int.
+        """
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"{self._kind}: batch_size must be a positive int, got {batch_size!r}")
         self.batch_size = batch_size
@@ -90,16 +105,22 @@ class MixedDataset(EpochsOwner, IterableDataset):
             dataset.set_batch_size(batch_size)
 
     def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers per rank (0 or None: the main process reads), for every sub-dataset too."""
+        """The DataLoader workers of each rank, for every sub-dataset too.
+
+        Args:
+            num_workers: DataLoader worker processes per rank (0 or None: the main process reads).
+        """
         self.num_workers = int(num_workers or 0)
         for dataset in self._datasets:
             dataset.set_num_workers(num_workers)
 
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in the epoch with that many workers (0: the main process) and batch size.
+        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
 
-        After a resume: those yielded before it and the rest.
+        Args:
+            num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
+            batch_size: Samples per batch (each worker's last partial batch counts unless ``drop_last``).
         """
         self._follow_world()
         return self._epoch_samples(self._topology(num_workers, batch_size))
