@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -261,15 +262,10 @@ def split_base(base: Sequence[Interval], topology: Topology) -> list[list[Worker
         per_rank = [(total // (batch * world)) * batch] * world
     else:
         per_rank = [total // world + (1 if r < total % world else 0) for r in range(world)]
-    plans: list[list[WorkerPlan]] = []
-    offset = 0
-    for rank in range(world):
-        rank_plans = []
-        for count in _shares(per_rank[rank], workers, batch, topology.drop_last):
-            rank_plans.append(WorkerPlan(tuple(_take(base, offset, count))))
-            offset += count
-        plans.append(rank_plans)
-    return plans
+    counts = [n for rank in range(world) for n in _shares(per_rank[rank], workers, batch, topology.drop_last)]
+    starts = [0, *accumulate(counts)]
+    plans = [WorkerPlan(tuple(_take(base, starts[i], n))) for i, n in enumerate(counts)]
+    return [plans[rank * workers : (rank + 1) * workers] for rank in range(world)]
 
 
 def batch_count(samples: int, batch_size: int, drop_last: bool = False) -> int:

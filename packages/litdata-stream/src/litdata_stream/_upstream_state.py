@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -180,16 +181,11 @@ def upstream_shares(total: int, topology: Topology) -> list[int]:
 
 def upstream_plans(length: int, topology: Topology) -> list[list[WorkerPlan]]:
     """``plans[rank][worker]``: each worker's stretch of an :class:`UpstreamOrder` of ``length``."""
-    plans: list[list[WorkerPlan]] = []
-    start = 0
     shares = upstream_shares(length, topology)
-    for rank in range(topology.world_size):
-        row = []
-        for share in shares[rank * topology.num_workers : (rank + 1) * topology.num_workers]:
-            row.append(WorkerPlan(((start, start + share),)))
-            start += share
-        plans.append(row)
-    return plans
+    starts = [0, *accumulate(shares)]
+    plans = [WorkerPlan(((starts[i], starts[i] + n),)) for i, n in enumerate(shares)]
+    workers = topology.num_workers
+    return [plans[rank * workers : (rank + 1) * workers] for rank in range(topology.world_size)]
 
 
 def resume_point(length: int, found: UpstreamResume) -> tuple[list[Interval], int, bool]:
