@@ -141,8 +141,7 @@ class StreamingDataLoader(DataLoader):
         self._collate = collate_fn
         self._batches_in_dataset = PassReader(dataset).batches_in_workers
         in_dataset = self._batches_in_dataset
-        # What torch batches when the dataset yields samples: (batch size, drop_last); None when
-        # the dataset makes the batches. The workers' own DataLoader is built with it (_workers_for).
+        # (batch size, drop_last) torch batches with when the dataset yields samples; None when it batches.
         self._torch_batching = None if in_dataset else (batch_size, dataset.drop_last)
         self._workers: DataLoader[Any] | None = None  # persistent workers: the DataLoader that keeps them
         if in_dataset:
@@ -197,8 +196,7 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self._loader_dataset
         reader = self._reader()
-        # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
-        # whether a loaded state resumes) that the plans below and the workers all use.
+        # Begun before any worker starts: it fixes the epoch (and any resume) the plans and workers use.
         source, token = self._pass_tokens()
         run = reader.epochs.begin(token)
         if self._resumes is None or run.epoch != self._resumes:
@@ -227,8 +225,7 @@ class StreamingDataLoader(DataLoader):
                 # What torch's single-process iterator does when the dataset makes the batches, minus its bookkeeping.
                 batches: Iterator[Any] = iter(PassReader(reader.dataset, token, batching))
             else:
-                # The workers take this pass's reader (the dataset, the pass to join, how to batch)
-                # as their dataset: torch pickles it into them as they start.
+                # The workers take this pass's reader as their dataset: torch pickles it into them.
                 handed = PassReader(reader.dataset, source if self.num_workers else token, batching)
                 batches = self._workers_for(handed)
             if batching is not None:
@@ -285,9 +282,8 @@ class StreamingDataLoader(DataLoader):
         if workers is None:
             context = self.multiprocessing_context
             if self.num_workers and context is not None and context.get_start_method() == "forkserver":
-                # The script, torch and the dataset's modules load once, in the server, not in every worker
-                # at every pass: `import litdata_stream` alone loads neither (its names are lazy), and a
-                # script importing litdata only under `if __name__ == "__main__":` leaves them to the workers.
+                # Torch and the dataset's modules load once, in the server, not in every worker at every pass
+                # (`import litdata_stream` alone loads neither: its names are lazy).
                 modules = (__name__, type(reader).__module__, type(self.dataset).__module__)
                 start_forkserver(list(dict.fromkeys(m for m in modules if m != "__main__")))
             sampled = self._torch_batching
@@ -319,8 +315,7 @@ class StreamingDataLoader(DataLoader):
     def _pass_tokens(self) -> tuple[int, int]:
         """(what the workers derive their token from, the token of this pass).
 
-        Persistent workers keep their dataset copy: each derives the token of its n-th pass from
-        the one it was started with, and the loader derives the same.
+        A persistent worker derives its n-th pass's token from the one it was started with, as the loader does.
         """
         if not self.num_workers:
             token = new_token()

@@ -122,12 +122,10 @@ class EpochsOwner:
     distributed_env: DistributedEnv  # the world the passes are split over
     num_workers: int
     batch_size: int
-    # Whether ``__iter__`` makes the batches itself when the loader asks for batches (see
-    # docs/streaming.md, *Subclasses*): a subclass that defines its own ``__iter__`` yields samples,
-    # which the DataLoader then batches. Such a subclass may declare it True itself.
+    # Whether ``__iter__`` makes the batches when the loader asks (docs/streaming.md, *Subclasses*): a
+    # subclass defining its own ``__iter__`` yields samples for the DataLoader to batch, unless it sets it.
     batches_in_workers: ClassVar[bool] = True
-    # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
-    # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
+    # Whether ``len(iter(dataset))`` works, as for upstream's StreamingDataset (not its mixing datasets).
     _sized_passes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

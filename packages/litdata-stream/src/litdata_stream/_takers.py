@@ -73,7 +73,6 @@ class GatheringTaker:
         self._reading: Token | None = None  # the probe's token of the chunk being read
 
     def take(self, count: int) -> tuple[list[Any], int]:
-        """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
         if self._rows is not None:
             return self._take_rows(self._rows, count)
         parts: list[Any] = []

@@ -1,15 +1,11 @@
 """``CombinedStreamingDataset``: samples drawn from several datasets by weight, resumable exactly.
 
-How it works. Every sub-dataset is split over ranks and workers exactly as a lone
-:class:`StreamingDataset` would be (``_pass_plan``), so each worker holds one stretch of each. A worker
-interleaves its stretches by seeded draws (``_draws``), from a generator seeded by
-``(seed, epoch, segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws
-exactly what upstream LitData draws for the seed. The loader counts the batches it delivered; since the
-DataLoader asks workers in turn, that count tells how many samples each worker delivered, and
-replaying a worker's draws tells how many of those came from each sub-dataset. A resume with the
-same topology continues every worker exactly where it stopped (same samples, same order). A
-resume with another topology takes what no worker consumed as each sub-dataset's new base and
-starts a new *segment* of draws on it: nothing is repeated and nothing is skipped.
+Every sub-dataset is split over ranks and workers as a lone :class:`StreamingDataset` would be
+(``_pass_plan``). A worker interleaves its stretches by draws (``_draws``) seeded by ``(seed, epoch,
+segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws what upstream LitData
+draws for the seed. The batches the loader delivered tell how many samples each worker delivered,
+and replaying its draws how many came from each sub-dataset. A resume under another topology
+takes what no worker consumed as each sub-dataset's new base and starts a new *segment* of draws.
 """
 
 from __future__ import annotations
@@ -164,8 +160,7 @@ class CombinedStreamingDataset(MixedDataset):
         return segment, bases, delivered, lengths, per_rank
 
     def _epoch_samples(self, topology: Topology) -> int:
-        # The whole segment (the epoch, unless a state dict of another topology was loaded): what
-        # was delivered before a resume counts, as in len(loader).
+        # The whole segment (delivered before a resume included, as in len(loader)).
         _, _, _, lengths, per_rank = self._progress(topology)
         batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
         return _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
@@ -308,7 +303,11 @@ class CombinedStreamingDataset(MixedDataset):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict` (under the same or another topology)."""
+        """Resume from a state recorded by :meth:`state_dict` (under the same or another topology).
+
+        Args:
+            state_dict: A dict from :meth:`state_dict`.
+        """
         fields = ("seed", "weights", "iterate_over_all", "batching_method")
         self._check_state(state_dict, fields)
         # Forced onto other draw settings, the recorded draws cannot be replayed: continue like

@@ -1,18 +1,13 @@
 """``ParallelStreamingDataset``: one sample from every dataset at each step, cycled or not.
 
-How it works. The tuples of an epoch are numbered ``0 .. G-1`` (``G`` = the shortest dataset, or
-``length`` per rank when cycling). Tuple ``p`` takes, from every sub-dataset, the sample at
-position ``P = offset + p`` of that dataset's endless sequence (its epoch 1 order, then its epoch 2
-order, ...). When cycling with ``resume=True`` the offset of an epoch is where the previous one
-ended, so a new epoch continues the datasets where they were. The tuple numbers are split over
-ranks and workers, counted and resumed exactly as a :class:`StreamingDataset`'s samples are
-(``_pass_plan``), under the same or another topology. An endless dataset (``length=float("inf")``)
-gives worker ``g`` of ``K`` the batches ``g, g + K, g + 2K, ...`` of the endless sequence and
-resumes under the same topology only.
-
-The random generators handed to ``transform`` are seeded afresh for every tuple from
-``(seed, P)``: the transformed sample at a position is the same in an uninterrupted run, after a
-resume, and whatever the number of workers.
+The tuples of an epoch are numbered ``0 .. G-1`` (``G`` = the shortest dataset, or ``length`` per
+rank when cycling). Tuple ``p`` takes from every sub-dataset the sample at position ``P = offset + p``
+of its endless sequence (its epoch 1 order, then epoch 2's, ...); cycling with ``resume=True``, an
+epoch's offset is where the previous one ended. The tuple numbers are split, counted and resumed as
+a :class:`StreamingDataset`'s samples are (``_pass_plan``). An endless dataset gives worker ``g`` of
+``K`` the batches ``g, g + K, ...`` and resumes under the same topology only. The generators handed
+to ``transform`` are seeded for every tuple from ``(seed, P)``, so a resume or another number of
+workers transforms alike.
 """
 
 from __future__ import annotations
@@ -363,7 +358,11 @@ class ParallelStreamingDataset(MixedDataset):
         )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume from a state recorded by :meth:`state_dict`."""
+        """Resume from a state recorded by :meth:`state_dict`.
+
+        Args:
+            state_dict: A dict from :meth:`state_dict`.
+        """
         self._check_state(state_dict, ("seed", "resume", "reset_rngs"))
         if state_dict["length"] != self._length_key and not self.force_override_state_dict:
             raise ValueError(

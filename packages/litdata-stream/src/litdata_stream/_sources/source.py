@@ -171,8 +171,7 @@ class LocalSource:
         return self._chunks.chunk(number)
 
     def release(self, number: int) -> None:
-        # A streaming pass is done with the chunk: unmap it, so the pages it touched leave this
-        # process's RSS (random access never releases, and keeps up to ``keep_open`` mapped).
+        # Unmapped, so the pages it touched leave this process's RSS (random access keeps ``keep_open``).
         self._chunks.release(number)
 
     def close(self) -> None:
