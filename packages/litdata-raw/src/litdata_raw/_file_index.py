@@ -75,7 +75,7 @@ def decode_index(data: bytes, name: str) -> FileList:
 def _join(root: str, key: str) -> str:
     if "://" in root or root.startswith("local:"):
         return f"{root.rstrip('/')}/{key}"
-    return os.path.join(root, *key.split("/"))  # pathlib costs ~10 us per file of a big folder
+    return os.path.join(root, *key.split("/"))  # not pathlib: this runs per file of a big folder
 
 
 class BaseIndexer(ABC):
@@ -166,13 +166,9 @@ def _read_local(local_index: Path) -> FileList | None:
 def _is_listing_of(files: FileList, root: str, listing: str) -> bool:
     """Whether every path of ``files`` is a file inside the dataset folder ``root``.
 
-    A path outside ``root`` makes it another folder's listing (a ``cache_dir`` shared by two
-    datasets): False, the folder is listed again. A path that starts with ``root`` but leaves it
-    (``root/../../etc/hostname``, ``root//abs/path``) is refused: a listing is data from the bucket
-    or a shared cache, and its paths are read and joined to the cache folder.
-
-    Raises:
-        ValueError: a path leaves ``root``; names ``listing`` and the entry.
+    A path outside ``root`` makes it another folder's listing (a shared ``cache_dir``): False. A path
+    that starts with ``root`` but leaves it (``root/../x``, ``root//abs``) raises a ValueError naming
+    ``listing`` and the entry: its paths are joined to the cache folder.
     """
     base = _join(root, "")
     suspects = files.suspects(base)  # on the buffers at C speed: most listings have none
@@ -185,11 +181,7 @@ def _is_listing_of(files: FileList, root: str, listing: str) -> bool:
 
 
 def _load_cached(local_index: Path, remote: Storage | None) -> tuple[FileList | None, str]:
-    """The cached listing (None if there is neither a local nor a remote one) and where it was read.
-
-    The local copy, unless the remote index is another object than the one it was copied from
-    (then the remote one, copied).
-    """
+    """The cached listing (None if none) and where it was read: the local copy, unless the remote one changed."""
     local = _read_local(local_index)
     if remote is None:
         return local, str(local_index)

@@ -1,12 +1,9 @@
 """Reading and writing ``index.json.zstd`` a block of files at a time.
 
 The bytes are upstream LitData's: one zstd frame of the UTF-8 JSON object
-``{"source": ..., "files": [{"path": ..., "size": ...}, ...], "created_at": ...}``. Upstream
-reads the index with python-zstd's one-shot ``zstd.decompress``, which refuses a frame that does
-not record its content size, so the writer measures the JSON first (a pass over the list that
-keeps nothing) and then streams it into a compressor told that size. The reader streams the
-frame through a decompressor and parses the ``files`` array one entry at a time, so neither side
-ever holds the whole JSON text or a dict per file.
+``{"source": ..., "files": [{"path": ..., "size": ...}, ...], "created_at": ...}``. Upstream's
+one-shot ``zstd.decompress`` refuses a frame without its content size, so the writer measures the
+JSON first, then streams it into a compressor told that size. Neither side holds the whole text.
 """
 
 from __future__ import annotations
@@ -57,13 +54,7 @@ def _pieces(files: Sequence[FileMetadata], source: str, created_at: float) -> It
 
 
 def write_index(handle: IO[bytes], files: Sequence[FileMetadata], source: str) -> None:
-    """Write the ``index.json.zstd`` listing ``files`` of the dataset at ``source`` to ``handle``.
-
-    Args:
-        handle: a binary file open for writing.
-        files: the dataset's files, in order.
-        source: the dataset's URL or folder (the index's ``source``).
-    """
+    """Write to ``handle`` the ``index.json.zstd`` listing ``files`` of the dataset at ``source`` (URL or folder)."""
     created_at = time.time()
     size = sum(len(piece) for piece in _pieces(files, source, created_at))
     compressor = zstandard.ZstdCompressor(level=_LEVEL, write_content_size=True)
@@ -161,17 +152,10 @@ class _Parser:
 
 
 def read_index(stream: IO[bytes], name: str) -> FileList:
-    """The files of the ``index.json.zstd`` read from ``stream``.
-
-    Memory beyond the returned list stays at about a MiB of text and a block of entries,
-    whatever the index's size.
-
-    Args:
-        stream: the compressed index, open for reading at its start.
-        name: the index's path or URL, for errors.
+    """The files of the ``index.json.zstd`` read from ``stream`` (memory beyond them stays about a MiB).
 
     Raises:
-        ValueError: the bytes are not a zstd-compressed index of files.
+        ValueError: the bytes are not a zstd-compressed index of files (``name`` says which).
     """
     reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True, closefd=False)
     try:

@@ -1,12 +1,9 @@
 """A raw dataset's file list held as a few arrays instead of one Python object per file.
 
-A listing of millions of small files as ``FileMetadata`` objects costs ~200 bytes per file in
-object headers and dicts, and every DataLoader worker forked from the process touches their
-reference counts as it reads them, which copies the pages they live on into each worker. A
-:class:`FileList` keeps the paths as one UTF-8 blob (after a prefix common to all of them, the
-dataset's root) with offsets per path, and the sizes as an int64 array (stdlib ``array``s): buffers
-that a forked worker shares with its parent untouched, ~(path length + 16) bytes per file. A
-:class:`FileMetadata` is made when an entry is read.
+Millions of ``FileMetadata`` objects cost memory, and every forked DataLoader worker touching
+their reference counts copies their pages. A :class:`FileList` keeps the paths as one UTF-8 blob
+(after a prefix common to all of them) with offsets per path, and the sizes as an int64 array:
+buffers a forked worker shares untouched. A :class:`FileMetadata` is made when an entry is read.
 """
 
 from __future__ import annotations
@@ -225,9 +222,7 @@ class FileList(Sequence[FileMetadata]):
 class FileListBuilder:
     """Collects files one by one into a :class:`FileList`, holding at most a block of them as objects.
 
-    Args:
-        prefix: a prefix every path is expected to start with (the dataset's root and its
-            separator); stored once. A path without it still works (the prefix is shortened).
+    ``prefix``: what every path is expected to start with, stored once (a path without it shortens it).
     """
 
     def __init__(self, prefix: str = "") -> None:
@@ -242,12 +237,7 @@ class FileListBuilder:
         return len(self._all_sizes) + len(self._sizes)
 
     def add(self, path: str, size: int) -> None:
-        """Append one file.
-
-        Args:
-            path: its full path or URL.
-            size: its size in bytes.
-        """
+        """Append one file: its full path or URL, and its size in bytes."""
         if not path.startswith(self._prefix):
             self._shorten_prefix(path)
         self._keys.append(path[len(self._prefix) :].encode("utf-8"))

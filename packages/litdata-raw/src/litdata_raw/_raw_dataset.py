@@ -26,8 +26,6 @@ _MIN_DOWNLOADS_PER_WORKER = 8
 # The slowest transfer rate the batch timeout allows for before it calls a batch hung.
 _SLOWEST_BYTES_PER_SECOND = 25 * 1024 * 1024
 
-Item = FileMetadata | list[FileMetadata]
-
 
 class StreamingRawDataset(Dataset[Any]):
     """Stream existing files (JPEGs, masks, audio, JSONL, anything) from a folder or a bucket.
@@ -142,11 +140,7 @@ class StreamingRawDataset(Dataset[Any]):
             raise TypeError(f"setup() must return a list, but returned {type(self.items).__name__}")
 
     def _listing_version(self) -> str:
-        """The cached files' subfolder.
-
-        Named from the cached index (its bytes hold when it was made), or from the listing when a
-        custom indexer keeps none.
-        """
+        """The cached files' subfolder: named from the cached index's bytes, else (a custom indexer) the listing."""
         try:
             identity = (Path(self.cache_dir) / INDEX_FILENAME).read_bytes()
         except FileNotFoundError:
@@ -188,7 +182,7 @@ class StreamingRawDataset(Dataset[Any]):
             # Local files: plain reads in this thread beat a hop to the event loop and a thread per
             # file (small files come from the page cache in microseconds).
             return [self._local_sample(i) for i in indices]
-        return run_sync(self._fetch_batch(indices))
+        return run_sync(self._fetch_batch(self._storage, indices))
 
     def _local_sample(self, index: int) -> Any:
         item = self.items[index]
@@ -237,9 +231,9 @@ class StreamingRawDataset(Dataset[Any]):
             return item
         raise TypeError(f"setup() items must be FileMetadata or list[FileMetadata], found {type(item).__name__}")
 
-    async def _fetch_batch(self, indices: list[int]) -> list[Any]:
+    async def _fetch_batch(self, storage: Storage, indices: list[int]) -> list[Any]:
         gate = asyncio.Semaphore(self._concurrency())
-        work = asyncio.gather(*(self._sample(i, gate) for i in indices))
+        work = asyncio.gather(*(self._sample(storage, i, gate) for i in indices))
         timeout = self._timeout(indices)
         try:
             return list(await asyncio.wait_for(work, timeout))
@@ -249,12 +243,12 @@ class StreamingRawDataset(Dataset[Any]):
                 "(raise download_timeout, or pass 0 to wait forever)"
             ) from None
 
-    async def _sample(self, index: int, gate: asyncio.Semaphore) -> Any:
+    async def _sample(self, storage: Storage, index: int, gate: asyncio.Semaphore) -> Any:
         item = self.items[index]
         if isinstance(item, FileMetadata):
-            data: Any = await self._fetch(item, gate)
+            data: Any = await self._fetch(storage, item, gate)
         else:
-            data = list(await asyncio.gather(*(self._fetch(f, gate) for f in self._files_of(item))))
+            data = list(await asyncio.gather(*(self._fetch(storage, f, gate) for f in self._files_of(item))))
         if self.transform is not None:
             # The transform may release the GIL (image decoders do): let it overlap other downloads.
             return await asyncio.to_thread(self._transformed, index, data)
@@ -270,21 +264,16 @@ class StreamingRawDataset(Dataset[Any]):
         # The listing was checked as loaded; setup() may have made other items.
         return check_relative_path(path[len(base) :], f"file {path}", "the path after the dataset's folder")
 
-    async def _fetch(self, meta: FileMetadata, gate: asyncio.Semaphore) -> bytes | str:
+    async def _fetch(self, storage: Storage, meta: FileMetadata, gate: asyncio.Semaphore) -> bytes | str:
         try:
-            if self._storage is None:
-                if self.item_type == "path":
-                    return meta.path
-                async with gate:
-                    return await asyncio.to_thread(Path(meta.path).read_bytes)
             key = self._key(meta.path)
             if not self.cache_files:
                 async with gate:
-                    return await self._storage.aget(key)
+                    return await storage.aget(key)
             local = Path(self._files_dir) / key
             if _kept_size(local) != meta.size:
                 async with gate:
-                    await self._storage.adownload(key, local)
+                    await storage.adownload(key, local)
             return str(local) if self.item_type == "path" else await asyncio.to_thread(local.read_bytes)
         except FileNotFoundError as err:
             raise _gone(meta, err) from None

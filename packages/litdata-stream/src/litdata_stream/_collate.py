@@ -1,13 +1,9 @@
 """``litdata_collate``, and :class:`Batching`: the one owner of a batch's form across the worker boundary.
 
-``litdata_collate``: PyTorch Geometric graphs become a ``Batch``; everything else default_collate.
-
-When a StreamingDataLoader's datasets make the batches in its workers, :class:`Batching` decides
-everything about how a batch travels: how parts gathered as arrays are joined (or their samples
-collated), whether a batch leaves a worker as numpy arrays or tensors (:class:`ArrayBatch`), how
-many batches go in one message (:class:`BatchBundle`), and how the loader turns what it receives
-back into the batches torch would have delivered one at a time. The datasets and the loader call
-its methods and decide none of it themselves.
+When a StreamingDataLoader's datasets make the batches in its workers, :class:`Batching` decides how
+gathered parts are joined, whether a batch leaves a worker as numpy arrays (:class:`ArrayBatch`), how
+many batches go in one message (:class:`BatchBundle`), and how the loader turns what it receives back
+into the batches torch would have delivered one at a time.
 """
 
 from __future__ import annotations
@@ -74,8 +70,7 @@ def _collate(batch: Sequence[Any], path: str) -> Any:
         from torch_geometric.data import Batch
 
         return Batch.from_data_list(list(batch))
-    # Same-shape numeric arrays: one stack and one tensor per batch (default_collate makes a
-    # tensor per sample first).
+    # Same-shape numeric arrays: one stack (default_collate makes a tensor per sample first).
     if (
         isinstance(first, np.ndarray)
         and first.dtype.kind in "biufc"
@@ -181,14 +176,8 @@ class Batching:
     ) -> Batching:
         """How a loader's workers make and send the batches of a pass.
 
-        Args:
-            batch_size: Samples per batch.
-            collate: The loader's ``collate_fn``.
-            drop_last: Whether each worker's last partial batch is dropped.
-            workers: The loader's ``num_workers``.
-            pin_memory: Whether the loader pins memory (torch pins tensors only: no arrays then).
-            sample_bytes: Bytes of one gathered sample, about; None when batches are not gathered.
-            endless: Whether the pass never ends (its batches are not bundled: no count to take them out by).
+        No arrays when the loader pins memory (torch pins tensors only); no bundles in an endless pass
+        (no count to take them out by) or when ``sample_bytes`` is None (batches not gathered).
         """
         arrays = not pin_memory
         bundle = 1
@@ -205,19 +194,13 @@ class Batching:
         return self.leaving(batch)
 
     def leaving(self, batch: Any) -> Any:
-        """A gathered batch as it leaves the dataset: numpy arrays or tensors.
-
-        Numpy arrays come from a worker when small enough (see :class:`ArrayBatch`) and the loader allows it.
-        """
+        """A gathered batch as it leaves the dataset: numpy arrays from a worker (:class:`ArrayBatch`) or tensors."""
         if self.arrays and get_worker_info() is not None:
             return ArrayBatch.of(batch)
         return as_tensors(batch)
 
     def sent(self, batches: Iterator[Any], worker: int) -> Iterator[Any]:
-        """``batches`` as a worker sends them: each one a ``worker_batch`` event, bundled (see BatchBundle).
-
-        The event goes to the tracer and to worker 0's profiler, which counts batches by it.
-        """
+        """``batches`` as a worker sends them: each one a ``worker_batch`` event, bundled (see BatchBundle)."""
         batches = _noting(batches, worker)
         if self.bundle > 1 and get_worker_info() is not None:
             while bundle := list(itertools.islice(batches, self.bundle)):
@@ -229,9 +212,7 @@ class Batching:
     def received(self, messages: Iterator[Any], worker_batches: Sequence[int] | None) -> Iterator[Any]:
         """The batches of the workers' messages, as torch would have delivered them one at a time.
 
-        Args:
-            messages: What the loader's torch iterator yields.
-            worker_batches: Each worker's number of batches in the pass (needed when they are bundled).
+        ``worker_batches``: each worker's number of batches in the pass (needed when they are bundled).
         """
         if self.bundle > 1 and worker_batches is not None:
             messages = _unbundled(messages, list(worker_batches))
@@ -242,10 +223,8 @@ class Batching:
 class BatchBundle(NamedTuple):
     """Consecutive batches of one DataLoader worker, sent as one message.
 
-    Each message through torch's worker queues costs the main process a poll, two reads, an
-    unpickle and a queue put for the next request, and the worker as much again: for small
-    gathered batches that bookkeeping costs more than the batch itself. The loader takes the
-    batches out again in the order torch would have delivered them one at a time.
+    For small gathered batches the per-message bookkeeping of torch's worker queues costs more than
+    the batch itself. The loader takes them out in the order torch would have delivered them.
     """
 
     worker: int
@@ -267,8 +246,7 @@ class ArrayBatch:
     """A gathered batch a worker sends as numpy arrays; the loader makes tensors of it.
 
     A small batch pickled through the worker's pipe costs far less than torch's shared-memory
-    tensors, which pass each tensor's file descriptor over a new socket connection (~0.3 ms per
-    tensor, more than decoding a whole batch). Big batches still go through shared memory.
+    tensors (a file descriptor per tensor over a new socket). Big batches still go through shared memory.
     """
 
     LIMIT = 1 << 20  # bytes; above this, copying through the pipe costs more than sharing memory
@@ -295,10 +273,7 @@ class CollatedInDataset:
 
 
 def as_tensors(batch: Any) -> Any:
-    """A batch of numpy arrays as tensors sharing their memory.
-
-    The batch is one leaf, a dict of leaves, or a ParallelStreamingDataset's list of such batches.
-    """
+    """A batch of numpy arrays (a leaf, a dict of leaves, or a list of such) as tensors sharing their memory."""
     if isinstance(batch, np.ndarray):
         return torch.from_numpy(batch)
     if isinstance(batch, Mapping):
@@ -325,10 +300,7 @@ def concat_batches(parts: Sequence[Any]) -> Any:
     """
     first = parts[0]
     if isinstance(first, dict):
-        if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
-            return None
-        joined = {k: concat_batches([p[k] for p in parts]) for k in first}
-        return None if any(v is None for v in joined.values()) else joined
+        return _by_key(parts, concat_batches)
     if not isinstance(first, (np.ndarray, torch.Tensor)) or not all(_joinable(p, first) for p in parts):
         return None
     if len(parts) == 1:
@@ -346,25 +318,31 @@ def interleave(picks: np.ndarray, shares: Mapping[int, Any]) -> Any:
         return None
     if len(shares) == 1:
         return next(iter(shares.values()))
-    masks = {d: picks == d for d in shares}
+    masks = [picks == d for d in shares]
 
-    def merged(parts: dict[int, Any]) -> Any:
-        first = next(iter(parts.values()))
+    def merged(parts: Sequence[Any]) -> Any:  # in the order of ``shares``
+        first = parts[0]
         if isinstance(first, dict):
-            if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts.values()):
-                return None
-            joined = {k: merged({d: p[k] for d, p in parts.items()}) for k in first}
-            return None if any(v is None for v in joined.values()) else joined
+            return _by_key(parts, merged)
         if not isinstance(first, np.ndarray) or not all(
-            isinstance(p, np.ndarray) and _joinable(p, first) for p in parts.values()
+            isinstance(p, np.ndarray) and _joinable(p, first) for p in parts
         ):
             return None
         out = np.empty((len(picks), *first.shape[1:]), dtype=first.dtype)
-        for d, part in parts.items():
-            out[masks[d]] = part
+        for mask, part in zip(masks, parts):
+            out[mask] = part
         return out
 
-    return merged(dict(shares))
+    return merged(list(shares.values()))
+
+
+def _by_key(parts: Sequence[Any], join: Callable[[list[Any]], Any]) -> dict[Any, Any] | None:
+    """Dicts with the same keys joined key by key with ``join``; None unless every key joins."""
+    first = parts[0]
+    if not all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
+        return None
+    joined = {k: join([p[k] for p in parts]) for k in first}
+    return None if any(v is None for v in joined.values()) else joined
 
 
 def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
@@ -372,10 +350,7 @@ def _joinable(part: Any, first: np.ndarray | torch.Tensor) -> bool:
 
 
 def unbatch(part: Any) -> list[Any]:
-    """The samples of a gathered part (a list of samples stays as it is).
-
-    Collating them gives the same batch as the part's arrays would.
-    """
+    """The samples of a gathered part (a list of samples stays as it is)."""
     if isinstance(part, list):
         return part
     if isinstance(part, (np.ndarray, torch.Tensor)):
@@ -393,9 +368,7 @@ def _noting(batches: Iterator[Any], worker: int) -> Iterator[Any]:
 def _unbundled(received: Iterator[Any], counts: list[int]) -> Iterator[Any]:
     """The batches of the workers' :class:`BatchBundle` messages, in the order torch delivers single batches.
 
-    That order is round-robin over the workers that still have some (the order the resume point is
-    computed from). ``counts`` is each worker's number of batches; as every worker's bundles but its last
-    hold the same number of batches, at most one bundle per worker waits.
+    That is round-robin over the workers that still have some; ``counts`` is each worker's number of batches.
     """
     waiting: list[deque[Any]] = [deque() for _ in counts]
     left = list(counts)

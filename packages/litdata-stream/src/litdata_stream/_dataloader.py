@@ -138,13 +138,10 @@ class StreamingDataLoader(DataLoader):
         self._delivered = 0  # batches delivered in that pass
         self._epoch_complete = False
         self._pool: tuple[int, int] | None = None  # persistent workers: (their token, passes made)
-        # The datasets make the batches themselves (in the worker), so torch moves whole batches:
-        # fixed-size samples are then read with one gather per leaf instead of a decode per sample.
         self._collate = collate_fn
         self._batches_in_dataset = PassReader(dataset).batches_in_workers
         in_dataset = self._batches_in_dataset
-        # What torch batches when the dataset yields samples: (batch size, drop_last); None when
-        # the dataset makes the batches. The workers' own DataLoader is built with it (_workers_for).
+        # (batch size, drop_last) torch batches with when the dataset yields samples; None when it batches.
         self._torch_batching = None if in_dataset else (batch_size, dataset.drop_last)
         self._workers: DataLoader[Any] | None = None  # persistent workers: the DataLoader that keeps them
         if in_dataset:
@@ -182,15 +179,11 @@ class StreamingDataLoader(DataLoader):
 
     @property
     def _loader_dataset(self) -> LoaderDataset:
-        """The dataset, as the loader talks to it."""
         return cast(LoaderDataset, self.dataset)  # checked in __init__ (torch forbids replacing it)
 
     @property
     def user_collate_fn(self) -> Callable[[list[Any]], Any]:
-        """What makes a batch of samples: the ``collate_fn`` given, or the default.
-
-        ``collate_fn`` itself may wrap it when the dataset makes the batches in the workers.
-        """
+        """What makes a batch of samples: the ``collate_fn`` given, or the default (``collate_fn`` may wrap it)."""
         return self._collate
 
     def __len__(self) -> int:
@@ -203,8 +196,7 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
         dataset = self._loader_dataset
         reader = self._reader()
-        # Begin a pass of the dataset here, before any worker starts: it fixes the epoch (and
-        # whether a loaded state resumes) that the plans below and the workers all use.
+        # Begun before any worker starts: it fixes the epoch (and any resume) the plans and workers use.
         source, token = self._pass_tokens()
         run = reader.epochs.begin(token)
         if self._resumes is None or run.epoch != self._resumes:
@@ -230,12 +222,10 @@ class StreamingDataLoader(DataLoader):
             )  # fmt: skip
         try:
             if batching is not None and self.num_workers == 0 and not self.pin_memory:
-                # What torch's single-process iterator does when the dataset makes the batches,
-                # without its ~25 us of bookkeeping per batch.
+                # What torch's single-process iterator does when the dataset makes the batches, minus its bookkeeping.
                 batches: Iterator[Any] = iter(PassReader(reader.dataset, token, batching))
             else:
-                # The workers take this pass's reader (the dataset, the pass to join, how to batch)
-                # as their dataset: torch pickles it into them as they start.
+                # The workers take this pass's reader as their dataset: torch pickles it into them.
                 handed = PassReader(reader.dataset, source if self.num_workers else token, batching)
                 batches = self._workers_for(handed)
             if batching is not None:
@@ -281,24 +271,19 @@ class StreamingDataLoader(DataLoader):
         return times.stats()
 
     def _reader(self) -> PassReader:
-        """The dataset as this loader talks to it outside a pass's iteration (its plan, epochs, resume)."""
         return PassReader(cast(EpochsOwner, self.dataset))
 
     def _workers_for(self, reader: PassReader) -> Iterator[Any]:
-        """The batches of a pass read by this loader's workers (or by torch in this process): where they start.
+        """The batches of a pass read by the workers of a torch DataLoader over ``reader`` (the loader's options).
 
-        The one place the loader prepares its workers: a torch DataLoader over ``reader``, with the
-        loader's own options (``worker_init_fn``, ``multiprocessing_context``, ``pin_memory``, ...).
-        Persistent workers keep the first pass's reader and derive each later pass's token from it
-        (``_pass_tokens``), so their DataLoader is kept too.
+        Persistent workers keep the first pass's reader (``_pass_tokens``), so their DataLoader is kept too.
         """
         workers = self._workers
         if workers is None:
             context = self.multiprocessing_context
             if self.num_workers and context is not None and context.get_start_method() == "forkserver":
-                # The script, torch and the dataset's modules load once, in the server, not in every worker
-                # at every pass: `import litdata_stream` alone loads neither (its names are lazy), and a
-                # script importing litdata only under `if __name__ == "__main__":` leaves them to the workers.
+                # Torch and the dataset's modules load once, in the server, not in every worker at every pass
+                # (`import litdata_stream` alone loads neither: its names are lazy).
                 modules = (__name__, type(reader).__module__, type(self.dataset).__module__)
                 start_forkserver(list(dict.fromkeys(m for m in modules if m != "__main__")))
             sampled = self._torch_batching
@@ -330,8 +315,7 @@ class StreamingDataLoader(DataLoader):
     def _pass_tokens(self) -> tuple[int, int]:
         """(what the workers derive their token from, the token of this pass).
 
-        Persistent workers keep their dataset copy: each derives the token of its n-th pass from
-        the one it was started with, and the loader derives the same.
+        A persistent worker derives its n-th pass's token from the one it was started with, as the loader does.
         """
         if not self.num_workers:
             token = new_token()
@@ -401,10 +385,8 @@ class StreamingDataLoader(DataLoader):
 def _widen_result_pipe(iterator: Any) -> None:
     """Let the pipe the workers send batches through hold a whole array batch (Linux: 64 KiB -> 1 MiB).
 
-    A batch bigger than the pipe is written in pieces, each waiting for the main process to read
-    the previous one: a few context switches per batch on the loader's critical path (measured:
-    stream-local with 2 workers, ~13% faster with the wider pipe). Where the pipe cannot grow
-    (another OS, the user's pipe quota spent), it stays as it is.
+    A batch bigger than the pipe is written in pieces, each waiting for the main process to read the
+    previous one. Where the pipe cannot grow (another OS, the pipe quota spent), it stays as it is.
     """
     import fcntl
 

@@ -30,11 +30,9 @@ from litdata_stream._pass_plan import (
     Topology,
     WorkerPlan,
     batches_left,
-    consumed_by_rank,
-    consumed_per_worker,
+    rank_shares,
     rebase_resume,
     skip_samples,
-    split_base,
 )
 from litdata_stream._protocol import EpochsOwner, LoaderPlan, delivered_batches
 from litdata_stream._read import ReadSpec, ReadState, StreamingReader
@@ -129,9 +127,8 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
     _sized_passes: ClassVar[bool] = True  # len(iter(ds)) == len(ds), as upstream
 
-    # Whether a sample is exactly what the item loader reads: then reads skip ``__getitem__`` and
-    # batches of fixed-size samples may be gathered as arrays. A subclass defining its own
-    # ``__getitem__`` decides what a sample is, so there it is False (unless the subclass sets it).
+    # Whether a sample is exactly what the item loader reads (then batches may be gathered as arrays);
+    # False for a subclass defining its own ``__getitem__`` (unless it sets it).
     samples_are_items: ClassVar[bool] = True
     # Whether a subclass defines ``transform``: it then runs on every sample, ``transform=`` or not.
     _transform_overridden: ClassVar[bool] = False
@@ -194,8 +191,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self._drop_last = None if drop_last is None else bool(drop_last)  # None: whether several processes read
         notice_drop_last(self.drop_last, self.distributed_env.world_size)
         _notice_small_cache(max_cache_size)
-        # Resolved once (a local path's resolution reads the mount table); the parsed index travels
-        # to the DataLoader workers with the dataset.
+        # Resolved once (a local path's resolution reads the mount table).
         resolved = resolve_dir(input_dir)
         posix = detect_posix(resolved.path if resolved.url is None else None)
         origin = locate_chunks(
@@ -215,9 +211,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         self.item_loader.setup(index, resolve_serializers(serializers), allow_pickle)
         counts = self.item_loader.item_counts(index)
         samples = int(counts.sum())
-        # What the reader reads, kept once. The one sample map (chunk prefix sums, kept items) is
-        # parsed once and inherited by forked workers; sample_bytes is the uncompressed bytes per
-        # sample on average (the chunks' offset tables included).
+        # Parsed once, inherited by forked workers; sample_bytes: uncompressed bytes per sample on average.
         self._read = ReadState(
             origin,
             SampleMap(counts, _subsample_lists(counts, self.subsample, self.seed, self.shuffle)),
@@ -314,11 +308,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return reader_of(self).stored(position)  # a key names a stored item, kept or not
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        """Samples ``indices`` at once (what a map-style DataLoader fetches for one batch).
-
-        Reads every chunk once per call: the indexes are grouped by chunk and the samples come
-        back in the order asked for.
-        """
+        """Samples ``indices`` at once, in that order, reading every chunk once (a map-style DataLoader's batch)."""
         if not self.samples_are_items:
             return [self[i] for i in indices]  # a subclass decides what one sample is
         return reader_of(self).samples(indices)
@@ -398,34 +388,17 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         """
         self.num_workers = int(num_workers or 0)
 
-    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
-        workers = self.num_workers if num_workers is None else num_workers
-        return Topology(
-            self.distributed_env.world_size,
-            max(1, workers or 1),
-            max(1, self.batch_size if batch_size is None else batch_size),
-            self.drop_last,
-        )
-
-    # -- what a StreamingDataLoader asks (``_protocol.LoaderDataset``) ----------------------------
+    # -- the hooks of ``_protocol.EpochsOwner`` (documented there) ------------------------------
     def _loader_plan(self) -> LoaderPlan:
-        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id)."""
         topology = self._topology()
         left = tuple(batches_left(plan, done, topology) for plan, done in self._rank_plans(topology))
         return LoaderPlan(left, before=self._before()[0])
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one sample, about, if batches made with ``collate`` are gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
         reader = reader_of(self)
         return reader.sample_bytes if reader.gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
-        """The largest chunk when the chunks are read in place (a local or network-drive folder), else 0."""
         origin = self._read.origin
         if origin.directory is None:
             return 0
@@ -433,11 +406,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
         return int(sizes.max()) if len(sizes) else 0
 
     def _load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (its ``"dataset"`` part, ours or upstream's).
-
-        Args:
-            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
-        """
         self.load_state_dict(state["dataset"])
 
     # -- a pass: its plan and resume point here, the reading in the reader -----------------------
@@ -458,37 +426,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
             return resume["base"], resume["first_worker"], resume["batches"]
         return rebase_resume(resume, reader_of(self).epoch_order(resume["epoch"])), 0, 0
 
-    def _before(self) -> tuple[int, int]:
-        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
-        resume = self._resume
-        if resume is None or resume["epoch"] != self.current_epoch:
-            return 0, 0
-        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
-
     def _rank_plans(self, topology: Topology, epoch: int | None = None) -> list[tuple[WorkerPlan, int]]:
-        """For each DataLoader worker of this rank: (its plan, how many of its samples are done).
-
-        The plans are those of a pass of ``epoch`` (by default the current one).
-
-        Workers are relabelled so that the one due next in the interrupted run is asked first
-        (the DataLoader always starts at worker 0), which keeps the resumed order identical.
-
-        Args:
-            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
-            epoch: The epoch of the pass; None: the current one.
-        """
-        base, first, delivered = self._run_start(topology, self.current_epoch if epoch is None else epoch)
-        plans = split_base(base, topology)[self.distributed_env.global_rank]
-        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
-        workers = topology.num_workers
-        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+        start = self._run_start(topology, self.current_epoch if epoch is None else epoch)
+        return rank_shares(start, topology, self.distributed_env.global_rank)
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``).
-
-        Its samples, or its batches when ``batching`` is given; ``token`` names the pass to join (a
-        StreamingDataLoader's).
-        """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -505,18 +447,6 @@ class StreamingDataset(EpochsOwner, IterableDataset):
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
                    batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
-
-        Args:
-            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
-                only when ``batches_delivered`` is None.
-            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
-            batch_size: The batch size of that run.
-            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
-
-        Returns:
-            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
-        """
         topology = self._topology(num_workers, batch_size)
         batches_delivered = delivered_batches(self, num_samples_yielded, topology.batch_size, batches_delivered)
         epoch = self.current_epoch
@@ -679,11 +609,7 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
 
 def reader_of(dataset: StreamingDataset) -> StreamingReader:
-    """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one).
-
-    The dataset hands it a value (:class:`ReadSpec`): its read state and the settings the reading
-    follows, and a subclass's own ``__getitem__`` where that decides what a sample is.
-    """
+    """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one)."""
     transformed = bool(dataset._transforms) or dataset._transform_overridden
     return StreamingReader(
         ReadSpec(
@@ -698,15 +624,7 @@ def reader_of(dataset: StreamingDataset) -> StreamingReader:
 
 
 def adopt_upstream_order(dataset: StreamingDataset, state: dict[str, Any]) -> UpstreamResume:
-    """Have ``dataset`` read the epoch of upstream's ``state`` in upstream's order; what the state says.
-
-    Args:
-        dataset: The dataset resuming (the samples, ``shuffle`` and ``seed`` the state must match).
-        state: The state dict of an upstream LitData ``StreamingDataset``.
-
-    Returns:
-        The resume point that state describes.
-    """
+    """Have ``dataset`` read the epoch of upstream's ``state`` in upstream's order; return its resume point."""
     read = dataset._read
     found = upstream_resume(state, dataset_label(dataset), read.samples.lengths.tolist(), dataset.shuffle, dataset.seed)
     read.upstream = (found.epoch, found.order_key())

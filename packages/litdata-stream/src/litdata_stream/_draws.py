@@ -1,17 +1,12 @@
 """Which sub-dataset each sample of a combined stream comes from.
 
-A worker of a ``CombinedStreamingDataset`` holds one stretch of every sub-dataset (``sizes``
-samples each) and interleaves them by seeded weighted draws. The draws are a pure function of
-``(sizes, weights, unit, iterate_over_all)`` and the generator's seed, made in vectorised blocks:
-one uniform number per unit (a sample, or a whole batch under ``per_stream``). So the stream can
-be replayed anywhere: its length, and how many samples each sub-dataset gave in its first ``n``,
-are known without reading a sample, which is what makes resuming exact.
-
-A draw is made the way upstream LitData makes it with ``random.Random(seed).choices(indexes,
-weights)``: the uniform ``u`` picks the first dataset whose cumulative weight exceeds
-``u * total``, with the cumulative weights summed in dataset order. :func:`python_random_state`
-seeds a Mersenne Twister exactly as ``random.Random(seed)`` does, so the same seed and weights
-pick the same datasets in the same order.
+A worker of a ``CombinedStreamingDataset`` interleaves its stretch of every sub-dataset (``sizes``
+samples each) by seeded weighted draws, one uniform per unit (a sample, or a batch under
+``per_stream``), in vectorised blocks. The draws are a pure function of their arguments and the
+seed, so a stream's length and what each sub-dataset gave in its first ``n`` are known without
+reading a sample: that makes resuming exact. A draw picks as upstream's
+``random.Random(seed).choices(indexes, weights)`` does, from the same Mersenne Twister
+(:func:`python_random_state`), so the same seed and weights pick the same datasets.
 
 Rules (upstream's):
 

@@ -83,10 +83,7 @@ def _from_local_rank(env: Mapping[str, str], world: int) -> tuple[str, int] | No
 
 @dataclass(frozen=True)
 class DistributedEnv:
-    """The global rank and world size, from an initialised torch.distributed or the environment.
-
-    See the module's docstring for which variables are read and in which order.
-    """
+    """The global rank and world size, from an initialised torch.distributed or the environment (see the module)."""
 
     world_size: int
     global_rank: int
@@ -113,13 +110,7 @@ class DistributedEnv:
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str]) -> DistributedEnv:
-        """The rank and world size the variables in ``env`` give (torch.distributed is not looked at).
-
-        Args:
-            env: The environment, e.g. ``os.environ``.
-
-        Returns:
-            The place these variables give this process.
+        """The rank and world size the variables in ``env`` (e.g. ``os.environ``) give, not torch.distributed.
 
         Raises:
             ValueError: two variables that mean the same disagree, a value is not an integer, or the
@@ -180,8 +171,7 @@ class WorkerEnv:
     def detect(cls) -> WorkerEnv:
         """This worker's place, from torch's worker info (1 and 0 outside a worker).
 
-        A worker's first call also freezes what the process holds (:func:`litdata_io.internal.freeze_inherited`);
-        the main process (``num_workers=0``) is never frozen.
+        In a worker it also freezes what the process holds (:func:`litdata_io.internal.freeze_inherited`).
         """
         from torch.utils.data import get_worker_info
 

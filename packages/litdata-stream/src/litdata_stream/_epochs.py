@@ -1,10 +1,7 @@
-"""Which epoch a pass over a dataset reads: one record per dataset.
+"""Which epoch a pass over a dataset reads: one record per dataset, shared with its DataLoader workers.
 
-The record is shared by the process that made the dataset and by every DataLoader worker holding a
-copy of it.
-
-A *pass* is one iteration over the dataset: a ``for`` loop over it, a DataLoader epoch (whose
-workers each read a share of the same pass), or a ``StreamingDataLoader`` epoch. The rules:
+A *pass* is one iteration over the dataset: a ``for`` loop, a DataLoader epoch (whose workers each
+read a share of the same pass), or a ``StreamingDataLoader`` epoch. The rules:
 
 - A pass reads the record's epoch. A pass that runs to its end moves the record to the next
   epoch: in a plain DataLoader when the last of its workers reaches the end of its share; in a
@@ -13,16 +10,12 @@ workers each read a share of the same pass), or a ``StreamingDataLoader`` epoch.
   order, as a shuffling torch ``DataLoader`` would.
 - ``set_epoch(n)`` (or a loaded state dict) makes the next pass read epoch ``n``.
 
-Why a file. A torch DataLoader copies the dataset into fresh worker processes every epoch (forked
-or pickled) and never tells the parent's copy that an epoch went by: only memory shared with the
-workers lets the parent, and the next epoch's workers, know. The record is 24 bytes in a temporary
-file (``epoch``, the pass that holds it, how many of that pass's workers finished), read and
-written under a lock on those bytes; the process that made the dataset removes it when the dataset
-goes and holds it alive until then (``litdata_io.internal.owned_file``: the record of a process
-killed with SIGKILL is deleted by the next process that makes one in the same ``TMPDIR``). Each
-worker tells which pass it belongs to by a token: the one its StreamingDataLoader chose, or else
-the seed torch gives the workers of one DataLoader iteration, and, for a persistent worker, how
-many passes it has made.
+Why a file: a torch DataLoader copies the dataset into fresh workers every epoch and never tells
+the parent's copy that an epoch went by. The record is 24 bytes in a temporary file (``epoch``, the
+pass holding it, how many of its workers finished), read and written under a lock; the process that
+made the dataset owns it (``litdata_io.internal.owned_file``). A worker tells which pass it belongs
+to by a token: its StreamingDataLoader's, or else the seed torch gives the workers of one iteration
+(and, for a persistent worker, how many passes it has made).
 """
 
 from __future__ import annotations
@@ -57,10 +50,7 @@ def worker_token(source: int, passes: int) -> int:
 
 @dataclass(frozen=True)
 class Pass:
-    """One process's part of a pass.
-
-    The epoch it reads, its token, and how many parts finish it (0: not this process's to finish).
-    """
+    """One process's part of a pass: its epoch, its token, and how many parts finish it (0: not ours to)."""
 
     epoch: int
     token: int
@@ -123,12 +113,10 @@ class Epochs:
         self._update(lambda record: (int(epoch), 0, 0))
 
     def begin(self, token: int | None = None) -> Pass:
-        """Begin this process's part of a pass, or join the pass ``token`` names.
+        """Begin this process's part of a pass, or join the pass ``token`` names (None: a new one).
 
-        In the main process ``token`` is the pass to join (None: a new one). In a DataLoader worker
-        it is the StreamingDataLoader's token for its workers (None: a plain DataLoader, named by
-        the seed torch gives the workers of one iteration); a persistent worker's later passes
-        derive new tokens from it, as its loader does.
+        In a DataLoader worker ``token`` is its StreamingDataLoader's (None: a plain DataLoader's, named
+        by torch's seed); a persistent worker's later passes derive new tokens from it.
         """
         info = get_worker_info()
         if info is None:

@@ -3,12 +3,8 @@
 The index is the one upstream LitData writes (``item_loader: "ParquetLoader"``): one chunk per
 top-level ``.parquet`` file in key order, ``chunk_bytes`` = the file's size, ``chunk_size`` = its
 rows, ``dim`` null, and ``config.data_format`` = each column's Arrow type (``str(type)``). Only
-the footers are read (one ranged GET per file, two for footers over 64 KiB), through the
-litdata-io storage of the folder, so local, ``s3://``, ``gs://``, ``hf://`` and any other
-backend work alike. Every index file is published atomically (temporary name + rename).
-
-It lives here, below litdata-prep, because ``StreamingDataset`` indexes a Parquet folder that
-has no ``index.json`` by itself on first use.
+the footers are read, through the litdata-io storage of the folder. It lives below litdata-prep
+because ``StreamingDataset`` indexes a Parquet folder that has no ``index.json`` on first use.
 """
 
 from __future__ import annotations
@@ -274,11 +270,7 @@ def select_files(index: DatasetIndex, pattern: str | None) -> DatasetIndex:
 
 def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | None = None,
                         cache_dir: Any = None) -> DatasetIndex:  # fmt: skip
-    """The index of a local dataset folder, indexing a Parquet folder that has none.
-
-    The index is written into the folder (where upstream puts it); a read-only folder's index
-    goes to its cache folder instead.
-    """
+    """The index of a local dataset folder, indexing a Parquet folder that has none (into it, else its cache folder)."""
     if index_path is not None or (directory / INDEX_FILENAME).is_file():
         return load_index(index_path if index_path is not None else directory)
     storage = get_storage(Dir(path=str(directory)))  # resolved already: no second look at the mount table
@@ -306,9 +298,8 @@ def local_dataset_index(directory: Path, index_path: str | os.PathLike[str] | No
 def remote_parquet_index(storage: Storage, cache_dir: Path) -> tuple[DatasetIndex, str]:
     """The Parquet index of a remote folder that has no ``index.json``, and its cache version.
 
-    The version (a subfolder of ``cache_dir``, where the index is kept) comes from the listing:
-    the files' names, sizes and etags, so a file rewritten in place gets a new one and its old
-    cached copy is never read. An index kept there before is reused; otherwise the footers are read.
+    The version (a subfolder of ``cache_dir``) comes from the files' names, sizes and etags, so a
+    file rewritten in place gets a new one. An index kept there before is reused.
     """
     files = parquet_files(storage)
     if not files:

@@ -19,14 +19,14 @@ One mechanism serves shuffling, DDP, worker splits, ``drop_last`` and exact resu
    A resume with another topology takes what was not consumed as the new base and splits it
    again: nothing is repeated and nothing is skipped.
 
-Positions are cheap to map to chunks: a stretch of ``S`` becomes a few ``(chunk, lo, hi)``
-pieces, each a slice of that chunk's permuted samples, so workers read whole runs of a chunk.
+A stretch of ``S`` maps to a few ``(chunk, lo, hi)`` pieces, so workers read whole runs of a chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,8 @@ __all__ = [
     "batches_left",
     "consumed_by_rank",
     "consumed_per_worker",
+    "delivered_before",
+    "rank_shares",
     "rebase_resume",
     "remaining_base",
     "skip_samples",
@@ -80,14 +82,7 @@ class Piece:
 
 
 class EpochOrder:
-    """The global sequence ``S`` of one epoch.
-
-    Args:
-        chunk_lengths: how many samples each chunk contributes (after subsampling).
-        seed: the shuffle seed.
-        epoch: the epoch number (1-based, as upstream counts).
-        shuffle: whether to permute chunks and samples.
-    """
+    """The global sequence ``S`` of one (1-based) epoch over chunks of ``chunk_lengths`` samples."""
 
     def __init__(self, chunk_lengths: Sequence[int] | np.ndarray, seed: int, epoch: int, shuffle: bool) -> None:
         self.chunk_lengths = np.asarray(chunk_lengths, dtype=np.int64)
@@ -123,10 +118,8 @@ class EpochOrder:
     def _all_orders(self) -> np.ndarray | None:
         """Every chunk's in-chunk order as rows of one array, when the chunks are small and alike.
 
-        The same permutations as :func:`permutation_from` (the same hashes, sorted stably), computed
-        for all chunks in a few numpy calls: a dataset of 100k chunks of 4 samples otherwise pays
-        ~5 us of Python per chunk. Only chunks of the most common length are in it (the others are
-        computed one by one); None past ``_ORDERS_AT_ONCE`` samples.
+        The same permutations as :func:`permutation_from`, in a few numpy calls for all chunks of
+        the most common length (the others are computed one by one); None past ``_ORDERS_AT_ONCE`` samples.
         """
         lengths = self.chunk_lengths
         if not len(lengths):
@@ -147,11 +140,10 @@ class EpochOrder:
         return {**self.__dict__, "_orders": None, "_orders_tried": False}
 
     def read_order(self, intervals: Sequence[Interval]) -> list[Interval]:
-        """The intervals of ``S`` one worker's stretch is read in (its own order, here unchanged).
+        """The intervals of ``S`` one worker's stretch is read in (here unchanged).
 
-        Another order (``WindowOrder``) may permute the stretch, but only at the grain of whole
-        intervals: what a worker consumed is then always a prefix of this list, which keeps
-        resuming exact (``remaining_base``).
+        Another order (``WindowOrder``) may permute whole intervals only, so what a worker consumed
+        is a prefix of this list (``remaining_base``).
         """
         return list(intervals)
 
@@ -196,9 +188,8 @@ def _mix(value: int) -> int:
 def hashed_permutation(length: int, *key: int) -> np.ndarray:
     """A permutation of ``range(length)`` that is a pure function of ``key`` (ints).
 
-    Each position gets a 64-bit splitmix64 hash of (key, position) and the positions are sorted by
-    it. Building a numpy generator per chunk costs ~30-200 us (its seed sequence), which a dataset
-    of 100k small chunks pays 100k times per epoch; this costs a few us for a small chunk.
+    The positions sorted by a splitmix64 hash of (key, position): far cheaper per chunk than
+    seeding a numpy generator.
     """
     return permutation_from(hash_state(0x9E3779B97F4A7C15, *key), length)
 
@@ -218,12 +209,7 @@ def permutation_from(state: int, length: int) -> np.ndarray:
         keys = [_mix((i * 0x9E3779B97F4A7C15 + state) & _MASK) for i in range(length)]
         return np.array(sorted(range(length), key=keys.__getitem__), dtype=np.int64)
     x = np.arange(length, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(state)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return np.argsort(x, kind="stable")
+    return np.argsort(_mix_array(x), kind="stable")
 
 
 def _take(base: Sequence[Interval], offset: int, count: int) -> list[Interval]:
@@ -245,11 +231,9 @@ def _take(base: Sequence[Interval], offset: int, count: int) -> list[Interval]:
 
 
 def _shares(total: int, parts: int, batch_size: int, drop_last: bool) -> list[int]:
-    """Split ``total`` samples into ``parts`` counts made of whole batches.
+    """Split ``total`` samples into ``parts`` counts of whole batches.
 
-    With ``drop_last`` the remainder that does not fill a batch is dropped; otherwise the one
-    partial batch goes to the part after the last full one, so the whole set yields
-    ``ceil(total / batch_size)`` batches, as a plain DataLoader would.
+    Without ``drop_last`` the partial batch goes to the part after the last full one, as a plain DataLoader's.
     """
     batches, rest = divmod(total, batch_size)
     per = [batches // parts + (1 if i < batches % parts else 0) for i in range(parts)]
@@ -278,24 +262,14 @@ def split_base(base: Sequence[Interval], topology: Topology) -> list[list[Worker
         per_rank = [(total // (batch * world)) * batch] * world
     else:
         per_rank = [total // world + (1 if r < total % world else 0) for r in range(world)]
-    plans: list[list[WorkerPlan]] = []
-    offset = 0
-    for rank in range(world):
-        rank_plans = []
-        for count in _shares(per_rank[rank], workers, batch, topology.drop_last):
-            rank_plans.append(WorkerPlan(tuple(_take(base, offset, count))))
-            offset += count
-        plans.append(rank_plans)
-    return plans
+    counts = [n for rank in range(world) for n in _shares(per_rank[rank], workers, batch, topology.drop_last)]
+    starts = [0, *accumulate(counts)]
+    plans = [WorkerPlan(tuple(_take(base, starts[i], n))) for i, n in enumerate(counts)]
+    return [plans[rank * workers : (rank + 1) * workers] for rank in range(world)]
 
 
 def batch_count(samples: int, batch_size: int, drop_last: bool = False) -> int:
-    """The batches ``samples`` samples make: the full ones, and the partial one unless ``drop_last``.
-
-    Every resume count goes through here: a worker's batches in an epoch, and (``drop_last``
-    False) how many batches carried the samples it already delivered, which are whole batches
-    but for the stretch's partial last one.
-    """
+    """The batches ``samples`` samples make: the full ones, and the partial one unless ``drop_last``."""
     full, rest = divmod(samples, batch_size)
     return full + (1 if rest and not drop_last else 0)
 
@@ -364,11 +338,7 @@ def consumed_per_worker(
 def remaining_base(
     plans: Sequence[Sequence[WorkerPlan]], consumed: Sequence[Sequence[int]], order: EpochOrder | None = None
 ) -> list[Interval]:
-    """What no worker of any rank has consumed, as a new base (sorted by position in ``S``).
-
-    ``order`` tells in which order each worker read its stretch (``EpochOrder.read_order``);
-    by default the stretch's own order.
-    """
+    """What no worker of any rank has consumed, as a new base; ``order`` tells how each read its stretch."""
     out: list[Interval] = []
     for rank_plans, rank_consumed in zip(plans, consumed):
         for plan, done in zip(rank_plans, rank_consumed):
@@ -388,22 +358,34 @@ def _interrupted(resume: Mapping[str, Any]) -> tuple[list[list[WorkerPlan]], lis
 
 
 def rebase_resume(resume: Mapping[str, Any], order: EpochOrder | None = None) -> list[Interval]:
-    """What an interrupted run (with its own topology) had not consumed, as a new base.
-
-    Args:
-        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
-        order: The order of the interrupted epoch (how each worker read its stretch; None: in order).
-    """
+    """What an interrupted run (a state dict's ``topology``, ``base``, ``batches``, ``first_worker``) left."""
     return remaining_base(*_interrupted(resume), order)
 
 
-def consumed_by_rank(resume: Mapping[str, Any], rank: int) -> int:
-    """The samples rank ``rank`` of an interrupted run had consumed (0 for a rank that run did not have).
+def rank_shares(
+    start: tuple[Sequence[Interval], int, int], topology: Topology, rank: int
+) -> list[tuple[WorkerPlan, int]]:
+    """For each DataLoader worker of ``rank``: (its plan, how many of its samples are done).
 
-    Args:
-        resume: A state dict's ``topology``, ``base``, ``batches`` and ``first_worker`` fields.
-        rank: The global rank asking.
+    ``start`` is (base, first worker, batches delivered) of the pass. Workers are relabelled so that
+    the one due next comes first (the DataLoader always starts at worker 0): the resumed order is unchanged.
     """
+    base, first, delivered = start
+    plans = split_base(base, topology)[rank]
+    consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
+    workers = topology.num_workers
+    return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+
+
+def delivered_before(resume: Mapping[str, Any] | None, epoch: int, rank: int) -> tuple[int, int]:
+    """(batches, samples) ``rank`` delivered of ``epoch`` before the loaded state ``resume`` (else 0, 0)."""
+    if resume is None or resume["epoch"] != epoch:
+        return 0, 0
+    return resume["batches"], consumed_by_rank(resume, rank)
+
+
+def consumed_by_rank(resume: Mapping[str, Any], rank: int) -> int:
+    """The samples rank ``rank`` of an interrupted run had consumed (0 for a rank that run did not have)."""
     consumed = _interrupted(resume)[1]
     return sum(consumed[rank]) if rank < len(consumed) else 0
 

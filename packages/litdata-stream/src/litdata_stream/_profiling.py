@@ -1,14 +1,9 @@
 """Profiling a StreamingDataLoader: a viztracer trace or cProfile stats of DataLoader worker 0.
 
-Nothing of torch's worker loop is patched. Worker 0 starts its profiler from the loader's
-``worker_init_fn`` (wrapped) and listens to the instrumentation probe
-(``litdata_io.internal.probe``) for the ``worker_batch`` event a worker records as it makes each
-batch (the dataset when it batches, else the loader's wrapped ``collate_fn``): profiling is one
-more listener of the events every run records and never changes how batches are read. It saves
-when the requested batches are done or when the worker exits (a ``multiprocessing`` finalizer,
-which runs when the loader shuts its workers down). Only global rank 0 profiles. The main
-process's cProfile starts after the workers have started, so no worker inherits an active
-profiler.
+Nothing of torch's worker loop is patched: worker 0 starts its profiler from the loader's wrapped
+``worker_init_fn`` and counts batches by the probe's ``worker_batch`` events. It saves when the
+requested batches are done or when the worker exits. Only global rank 0 profiles. The main
+process's cProfile starts after the workers, so no worker inherits an active profiler.
 """
 
 from __future__ import annotations
@@ -43,14 +38,10 @@ _INSTALL = 'pip install "litdata-stream[profile]"  (or: pip install viztracer)'
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    """What to profile.
+    """What to profile: ``kind`` ``"viztracer"`` (worker 0) or ``"cprofile"`` (main and worker 0).
 
-    Attributes:
-        kind: ``"viztracer"`` (a trace of worker 0) or ``"cprofile"`` (stats of main and worker 0).
-        batches: how many batches worker 0 traces (None: its whole life).
-        skip: batches worker 0 fetches before the trace starts.
-        directory: where the files go (absolute).
-        here: whether this process profiles (global rank 0 only).
+    ``batches``: how many worker 0 traces (None: its whole life) after ``skip``; ``here``: this process
+    profiles (global rank 0 only).
     """
 
     kind: str
@@ -149,11 +140,7 @@ class _WorkerProfiler:
 
     def event(self, name: str, phase: str, args: Mapping[str, object]) -> None:
         """A probe event (``litdata_io.internal.Listener``): a ``worker_batch`` advances the batch count."""
-        if name == "worker_batch":
-            self.batch_done()
-
-    def batch_done(self) -> None:
-        if self._finished or self.settings.kind != "viztracer":
+        if name != "worker_batch" or self._finished or self.settings.kind != "viztracer":
             return
         self.batches_done += 1
         if self._tracer is None and self.batches_done == self.settings.skip:

@@ -1,16 +1,11 @@
 """What a ``StreamingDataLoader`` needs of its dataset, and the one value it gets it through.
 
-The datasets (``StreamingDataset``, ``CombinedStreamingDataset``, ``ParallelStreamingDataset``)
-show their users only their user API: upstream LitData's, plus what docs/ promise. What the
-loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch record,
-one pass of batches) it gets from a :class:`PassReader`: a frozen value the loader builds for each
-pass, holding the dataset, the pass's token and how its workers batch.
-torch pickles that value into the DataLoader workers as their dataset, so a worker learns which
-pass to join, and how to batch, from the value it was given: nothing is set on the shared
-dataset and cleared after the workers start.
-
-A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`
-(``_iterate``, ``_loader_plan``, ``_gathered_sample_bytes``, ``_load_loader_state``).
+The datasets show their users only their user API (upstream LitData's, plus what docs/ promise).
+What the loader needs of them (the plan of a pass, resuming from its whole state dict, the epoch
+record, one pass of batches) it gets from a :class:`PassReader`: a frozen value holding the
+dataset, the pass's token and how its workers batch. torch pickles it into the DataLoader workers
+as their dataset, so nothing is set on the shared dataset and cleared after the workers start.
+A dataset class implements the reader's side through the private hooks of :class:`EpochsOwner`.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from torch.utils.data import IterableDataset
 from litdata_stream._collate import Batching
 from litdata_stream._env import DistributedEnv, logger, notice_drop_last
 from litdata_stream._epochs import Epochs
-from litdata_stream._pass_plan import batch_count
+from litdata_stream._pass_plan import Topology, batch_count, delivered_before
 
 __all__ = ["EpochsOwner", "LoaderDataset", "LoaderPlan", "PassReader", "SizedPass", "delivered_batches"]
 
@@ -64,60 +59,32 @@ class LoaderPlan:
 
 @runtime_checkable
 class LoaderDataset(Protocol):
-    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's).
-
-    The rest it gets through the dataset's :class:`PassReader`.
-    """
+    """The user API of a dataset that a ``StreamingDataLoader`` uses (upstream LitData's; see StreamingDataset)."""
 
     @property
-    def batch_size(self) -> int:
-        """The batch size the loader set."""
-        ...
+    def batch_size(self) -> int: ...
 
     @property
-    def drop_last(self) -> bool:
-        """Whether each worker's last partial batch is dropped."""
-        ...
+    def drop_last(self) -> bool: ...
 
-    def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle (or not) from the next pass on."""
-        ...
+    def set_shuffle(self, shuffle: bool) -> None: ...
 
-    def set_drop_last(self, drop_last: bool) -> None:
-        """Drop (or not) each worker's last partial batch."""
-        ...
+    def set_drop_last(self, drop_last: bool) -> None: ...
 
-    def set_batch_size(self, batch_size: int) -> None:
-        """The batch size the plans and resume points count in."""
-        ...
+    def set_batch_size(self, batch_size: int) -> None: ...
 
-    def set_num_workers(self, num_workers: int) -> None:
-        """The DataLoader workers of each rank (0: the main process reads)."""
-        ...
+    def set_num_workers(self, num_workers: int) -> None: ...
 
     def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
-                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches."""
-        ...
+                   batches_delivered: int | None = None) -> dict[str, Any]: ...  # fmt: skip
 
 
 def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch_size: int, batches: int | None) -> int:
     """The batches a loader delivered, as a dataset's ``state_dict`` is told them.
 
-    Without them (``dataset.state_dict()``) the state is exact only where no pass is under way:
-    then nothing of the next pass was delivered. Within a pass, or in a DataLoader worker, the
-    dataset alone cannot tell how far the loader got (torchdata's ``StatefulDataLoader`` asks so,
-    and a state at the start of the epoch would repeat samples on resume): refused, naming the
-    loader that records it.
-
-    Args:
-        owner: The dataset asked for its state.
-        num_samples_yielded: Samples the loader delivered (upstream LitData's argument).
-        batch_size: Samples per batch.
-        batches: Batches the loader delivered, when it says so (then ``num_samples_yielded`` is not read).
-
-    Raises:
-        TypeError: neither count was given, in a pass under way or in a DataLoader worker.
+    Without either count the state is exact only where no pass is under way (nothing of the next
+    pass was delivered); within a pass, or in a DataLoader worker, the dataset alone cannot tell how
+    far the loader got, so that raises a TypeError naming the loader that records it.
     """
     from torch.utils.data import get_worker_info
 
@@ -137,30 +104,28 @@ def delivered_batches(owner: EpochsOwner, num_samples_yielded: int | None, batch
     )
 
 
-# The pass a subclass's own ``__iter__`` joins when a PassReader runs it: that ``__iter__`` calls the
-# base ``__iter__``, which takes the pass (once) from here. It is set only in a context of the pass's
-# own, in which every step of the subclass's iterator runs (``PassReader._through_own_iter``).
+# The pass a subclass's own ``__iter__`` joins when a PassReader runs it: its call of the base
+# ``__iter__`` takes it (once), in a context of the pass's own (``PassReader._through_own_iter``).
 _JOINING: contextvars.ContextVar[tuple[int | None, Batching | None] | None] = contextvars.ContextVar(
     "litdata_stream_pass", default=None
 )
 
 
 class EpochsOwner:
-    """What a dataset that owns its epochs has: ``current_epoch``, ``set_epoch``, and ``__iter__``.
+    """A dataset that owns its epochs: ``current_epoch``, ``set_epoch``, and ``__iter__`` (one pass).
 
-    ``__iter__`` is one pass (its ``_iterate``). The other private hooks are what its
-    :class:`PassReader` asks for the loader.
+    The private hooks are what its :class:`PassReader` asks for the loader.
     """
 
     _epochs: Epochs
     _resume: dict[str, Any] | None  # where a pass of the loaded state's epoch continues from
     distributed_env: DistributedEnv  # the world the passes are split over
-    # Whether ``__iter__`` makes the batches itself when the loader asks for batches (see
-    # docs/streaming.md, *Subclasses*): a subclass that defines its own ``__iter__`` yields samples,
-    # which the DataLoader then batches. Such a subclass may declare it True itself.
+    num_workers: int
+    batch_size: int
+    # Whether ``__iter__`` makes the batches when the loader asks (docs/streaming.md, *Subclasses*): a
+    # subclass defining its own ``__iter__`` yields samples for the DataLoader to batch, unless it sets it.
     batches_in_workers: ClassVar[bool] = True
-    # Whether ``iter(dataset)`` has ``len()`` (upstream's StreamingDataset returns itself from
-    # ``__iter__``, so ``len(iter(ds))`` is its length; its Combined and Parallel datasets do not).
+    # Whether ``len(iter(dataset))`` works, as for upstream's StreamingDataset (not its mixing datasets).
     _sized_passes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -191,19 +156,29 @@ class EpochsOwner:
             return
         self._reset_to_epoch(int(current_epoch))
 
+    def _before(self) -> tuple[int, int]:
+        """(batches, samples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
+        return delivered_before(self._resume, self.current_epoch, self.distributed_env.global_rank)
+
     def _reset_to_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
         self._resume = None
         self._epochs.set(epoch)
 
+    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
+        workers = self.num_workers if num_workers is None else num_workers
+        return Topology(
+            self.distributed_env.world_size,
+            max(1, workers or 1),
+            max(1, self.batch_size if batch_size is None else batch_size),
+            self.drop_last,
+        )
+
     def _follow_world(self) -> None:
         """Split the next pass over the world this process is in now, if it changed since the dataset was made.
 
-        A dataset made at the top of a script, before a Lightning ``Trainer`` (or another launcher
-        in the script) started the other processes and set up torch.distributed, saw a world of one:
-        its first ``len()`` or pass notices, and splits the epoch over the real world (``drop_last``'s
-        default follows). A DataLoader worker keeps the world its dataset was handed: it cannot see
-        the main process's torch.distributed.
+        A dataset made before a launcher (Lightning's ``Trainer``) set up torch.distributed saw a world
+        of one. A DataLoader worker keeps the world it was handed: it cannot see torch.distributed.
         """
         from torch.utils.data import get_worker_info
 
@@ -222,6 +197,22 @@ class EpochsOwner:
     @property
     def drop_last(self) -> bool:
         """Whether each worker's last partial batch is dropped."""
+        raise NotImplementedError
+
+    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
+                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The resume point after this rank's loader delivered ``batches_delivered`` batches.
+
+        Args:
+            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
+                only when ``batches_delivered`` is None.
+            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
+            batch_size: The batch size of that run.
+            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
+
+        Returns:
+            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
+        """
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Any]:
@@ -263,14 +254,9 @@ class EpochsOwner:
 class PassReader(IterableDataset[Any]):
     """A dataset as a ``StreamingDataLoader`` sees it for one pass: the loader protocol.
 
-    Iterating it is the dataset's share of the pass in this process (a DataLoader worker, or
-    the loader's process): its samples, or with ``batching`` its batches.
-
-    Attributes:
-        dataset: the dataset read.
-        token: the pass to join (a StreamingDataLoader's; in a worker, what the worker derives
-            its pass's token from). None: a pass of its own.
-        batching: how to make batches (None: yield samples, which torch batches).
+    Iterating it is the dataset's share of the pass in this process: its samples, or with ``batching``
+    its batches. ``token`` names the pass to join (in a worker, what it derives its token from; None:
+    a pass of its own).
     """
 
     dataset: EpochsOwner
@@ -288,45 +274,24 @@ class PassReader(IterableDataset[Any]):
         return self.dataset._epochs
 
     def plan(self) -> LoaderPlan:
-        """This rank's share of the pass of the current epoch (the rest of it after a resume).
-
-        Split over the world this process is in now (see ``EpochsOwner._follow_world``).
-        """
+        """This rank's share of the pass of the current epoch (the rest of it after a resume)."""
         self.dataset._follow_world()
         return self.dataset._loader_plan()
 
     def gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays.
-
-        None when they are not (the loader sizes the messages of its workers by it).
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
-        """
+        """Bytes of one sample, about, when batches made with ``collate`` are gathered as arrays, else None."""
         return self.dataset._gathered_sample_bytes(collate)
 
     def reset_to_epoch(self, epoch: int) -> None:
-        """The next pass reads ``epoch`` from its start, whatever state dict was loaded.
-
-        Args:
-            epoch: The epoch the next pass reads, from its first sample.
-        """
+        """The next pass reads ``epoch`` from its start, whatever state dict was loaded."""
         self.dataset._reset_to_epoch(epoch)
 
     def load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's).
-
-        Args:
-            state: The loader's whole ``state_dict()``.
-        """
+        """Resume from a ``StreamingDataLoader``'s whole state dict (this library's or upstream LitData's)."""
         self.dataset._load_loader_state(state)
 
     def in_place_chunk_bytes(self) -> int:
-        """Bytes a reader of this dataset maps at least, whatever its read-ahead.
-
-        Its largest chunk read in place (local or network-drive folders), summed over a mixed
-        dataset's sub-datasets; 0 when every chunk comes through the cache.
-        """
+        """Bytes a reader maps at least: its largest chunk read in place (0 when all come through the cache)."""
         return self.dataset._in_place_chunk_bytes()
 
     def __iter__(self) -> Iterator[Any]:
@@ -335,11 +300,7 @@ class PassReader(IterableDataset[Any]):
         return self._through_own_iter()
 
     def _through_own_iter(self) -> Iterator[Any]:
-        """The pass through a subclass's own ``__iter__``, whose base ``__iter__`` joins this pass.
-
-        Each step runs in a context holding this pass: nothing is set on the dataset, and nothing
-        is left behind when the subclass never calls the base ``__iter__``.
-        """
+        """The pass through a subclass's own ``__iter__``, each step in a context holding this pass."""
         context = contextvars.copy_context()
         context.run(_JOINING.set, (self.token, self.batching))
         steps = context.run(iter, self.dataset)
@@ -357,10 +318,7 @@ class PassReader(IterableDataset[Any]):
 
 
 class SizedPass(Iterator[Any]):
-    """A pass over a dataset that also answers ``len()``: the dataset's length, as upstream's does.
-
-    Closing it (or dropping it) closes the pass, as it would the bare generator.
-    """
+    """A pass over a dataset that also answers ``len()`` (the dataset's), as upstream's does."""
 
     __slots__ = ("_dataset", "_samples")
 

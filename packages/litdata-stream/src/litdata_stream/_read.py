@@ -1,13 +1,9 @@
 """Reading a dataset's samples: what a dataset hands its reader, and the reader.
 
-A ``StreamingDataset`` keeps what it reads in one :class:`ReadState` (where the chunks are, the
-sample map, the chunk source of each process, the upstream order a loaded upstream state dict asks
-for). To read, it hands a :class:`StreamingReader` a :class:`ReadSpec`: a frozen value holding that
-state and the settings the reading follows (item loader, seed, shuffle, transform, a subclass's own
-``__getitem__``). The reader never sees the dataset: it opens the chunk source, orders an epoch,
-reads a stretch of it sample by sample or a batch's share at a time (gathered as arrays where it
-may), and reads the samples ``dataset[i]`` asks for. The mixing datasets read their sub-datasets
-through it too. The dataset keeps the plan of a pass and its resume point.
+A ``StreamingDataset`` keeps what it reads in one :class:`ReadState`. To read, it hands a
+:class:`StreamingReader` a :class:`ReadSpec`: that state and the settings the reading follows. The
+reader never sees the dataset: it opens the chunk source, orders an epoch, reads a stretch of it
+sample by sample or a batch's share at a time, and reads the samples ``dataset[i]`` asks for.
 """
 
 from __future__ import annotations
@@ -38,13 +34,8 @@ __all__ = ["ReadSpec", "ReadState", "StreamingReader"]
 class ReadState:
     """What a ``StreamingDataset`` reads, kept once on it (a copy or a subset has its own).
 
-    Attributes:
-        origin: the parsed index, where the chunks are, and the options a chunk source needs.
-        samples: the sample map: which items of each chunk are kept, and their prefix sums.
-        posix: the local file system's profile (the shuffle window it calls for).
-        sample_bytes: uncompressed bytes per sample, about (the chunks' offset tables included).
-        upstream: (epoch, key): that epoch reads upstream LitData's order (a loaded upstream state's).
-        sources: the chunk source of each process (a forked worker opens its own).
+    ``upstream`` is (epoch, key) when that epoch reads upstream LitData's order (a loaded upstream
+    state's); ``sources`` holds the chunk source of each process (a forked worker opens its own).
     """
 
     origin: ChunkOrigin
@@ -62,17 +53,8 @@ class ReadState:
 class ReadSpec(NamedTuple):
     """What a dataset hands its reader: its read state and the settings the reading follows.
 
-    A tuple, not a frozen dataclass: ``dataset[i]`` builds one per call, and a tuple is built in a
-    third of the time.
-
-    Attributes:
-        state: what the dataset reads (its chunks, sample map, chunk sources).
-        item_loader: reads an item of an opened chunk.
-        seed: the shuffle seed.
-        shuffle: whether an epoch's order is shuffled.
-        transform: applied to every sample (None: samples are what the item loader reads).
-        getitem: a subclass's own ``__getitem__``, which then decides what sample ``i`` is (None:
-            read the items directly).
+    A tuple, not a frozen dataclass: ``dataset[i]`` builds one per call, and a tuple is cheaper to build.
+    ``getitem`` is a subclass's own ``__getitem__``, which then decides what sample ``i`` is.
     """
 
     state: ReadState
@@ -113,22 +95,13 @@ class StreamingReader:
 
     # -- samples by index (``dataset[i]``, ``__getitems__``, ``get_by_key``) ----------------------
     def sample(self, index: int) -> Any:
-        """Sample ``index`` (negative counts from the end), transformed.
-
-        Args:
-            index: A global sample index of the dataset.
-        """
+        """Global sample ``index`` (negative counts from the end), transformed."""
         samples = self.spec.state.samples
         chunk, position = samples.locate(index + len(samples) if index < 0 else index)
         return self._sample_at(self.source().chunk(chunk), chunk, position, index)
 
     def samples(self, indices: Sequence[int]) -> list[Any]:
-        """Samples ``indices`` (what a map-style DataLoader fetches for one batch), in the order asked for.
-
-        They are read chunk by chunk, each chunk opened once.
-
-        Args:
-            indices: Global sample indexes of the dataset (negative ones count from the end).
+        """Global samples ``indices`` (negative count from the end) in that order, each chunk opened once.
 
         Raises:
             IndexError: an index is outside the dataset.
@@ -150,11 +123,7 @@ class StreamingReader:
         return out
 
     def stored(self, position: int) -> Any:
-        """The ``position``-th item stored in the dataset, kept by ``subsample`` or not, transformed.
-
-        Args:
-            position: The item's position among every item of the index (what the key index records).
-        """
+        """The ``position``-th item of the index (what the key index records), kept by ``subsample`` or not."""
         chunk, item = self.spec.state.samples.locate_item(position)
         opened = self.source().chunk(chunk)
         return self._loaded(self.spec.item_loader.load(opened, item), position, opened, item)
@@ -178,11 +147,7 @@ class StreamingReader:
 
     # -- stretches of an epoch (a pass's share, and the mixing datasets' sub-dataset reads) -------
     def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of the samples in a pass of ``epoch``.
-
-        Args:
-            epoch: The epoch of the pass (with ``seed``, it picks the shuffled order).
-        """
+        """The order of the samples in a pass of ``epoch``."""
         spec = self.spec
         lengths, upstream, window = spec.state.samples.lengths, spec.state.upstream, spec.state.posix.window
         if upstream is not None and upstream[0] == epoch:
@@ -192,12 +157,7 @@ class StreamingReader:
         return EpochOrder(lengths, spec.seed, epoch, spec.shuffle)
 
     def read_stretch(self, order: EpochOrder, intervals: Sequence[Interval]) -> Iterator[Any]:
-        """The samples at ``intervals`` of ``order``'s sequence, in that order.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-        """
+        """The samples at ``intervals`` (half-open ranges of positions) of ``order``'s sequence, in that order."""
         pieces = order.pieces(intervals)
         source = self.source()
         source.schedule([p.chunk for p in pieces])
@@ -230,17 +190,7 @@ class StreamingReader:
             source.release(chunk)
 
     def read_batches(self, order: EpochOrder, intervals: Sequence[Interval], batching: Batching) -> Iterator[Any]:
-        """What :meth:`read_stretch` yields, already grouped into collated batches.
-
-        A StreamingDataLoader has its workers do this, so a batch of fixed-size samples is read with one
-        gather per leaf instead of a decode per sample. The batches are exactly those the DataLoader would
-        have made from :meth:`read_stretch`.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-            batching: How batches are made (size, collate, ``drop_last``, their form).
-        """
+        """The batches the DataLoader would make of :meth:`read_stretch`, fixed-size samples gathered per leaf."""
         size = batching.batch_size
         taker = self.stretch_taker(order, intervals, batching.collate)
         while True:
@@ -252,15 +202,7 @@ class StreamingReader:
     def stretch_taker(
         self, order: EpochOrder, intervals: Sequence[Interval], collate: Callable[[list[Any]], Any]
     ) -> Taker:
-        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time.
-
-        They are gathered as arrays where :meth:`gathers`, else read one by one.
-
-        Args:
-            order: The order of the samples in the pass (from :meth:`epoch_order`).
-            intervals: Half-open ranges of positions in that order, read in the order given.
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``).
-        """
+        """Takes the samples at ``intervals`` of ``order`` a batch's share at a time (gathered if :meth:`gathers`)."""
         if self.gathers(collate):
             loader = self.spec.item_loader
             return GatheringTaker(self.source(), order, intervals, self.spec.state.samples, self._gathered, loader)
@@ -269,12 +211,7 @@ class StreamingReader:
     def gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
         """Whether batches made with ``collate`` may be gathered as arrays.
 
-        They may with the default collate, and samples that are exactly what the item loader reads (no
-        transform, no overridden ``__getitem__``).
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
+        Only with the default collate, and samples exactly what the item loader reads (no transform or ``__getitem__``).
         """
         spec = self.spec
         return (

@@ -9,10 +9,8 @@ chunks, and shuffles only locally, in a sliding window of ``window`` places:
   samples in a window-shuffled order.
 - A worker reads the chunks of its stretch in a window-shuffled order (``read_order``).
 
-A window shuffle moves every element fewer than ``window`` places from where it was, so a
-worker only ever reads near the front of its stripe. It permutes whole chunk pieces of the
-stretch, so what a worker consumed is a prefix of its read order made of intervals of ``S``:
-resuming stays exact, under the same or any other topology (see ``_pass_plan``).
+It permutes whole chunk pieces of the stretch, so what a worker consumed is a prefix of its read
+order made of intervals of ``S``: resuming stays exact, under any topology (see ``_pass_plan``).
 """
 
 from __future__ import annotations
@@ -27,11 +25,8 @@ __all__ = ["WindowOrder", "window_permutation"]
 
 
 def window_permutation(count: int, window: int, rng: np.random.Generator) -> np.ndarray:
-    """A permutation of ``range(count)`` moving each element fewer than ``window`` places.
-
-    Each position gets a key ``position + U[0, window)`` and the positions are sorted by key.
-    An element can only be overtaken by, or overtake, elements less than ``window`` away.
-    """
+    """A permutation of ``range(count)`` moving each element fewer than ``window`` places."""
+    # Positions sorted by ``position + U[0, window)``.
     positions = np.arange(count, dtype=np.int64)
     if count < 2 or window <= 1:
         return positions
@@ -40,15 +35,7 @@ def window_permutation(count: int, window: int, rng: np.random.Generator) -> np.
 
 
 class WindowOrder(EpochOrder):
-    """The epoch order of the window shuffle.
-
-    Args:
-        chunk_lengths: how many samples each chunk contributes (after subsampling).
-        seed: the shuffle seed.
-        epoch: the epoch number.
-        window: how far a chunk (in a worker's reading order) or a sample (inside its chunk)
-            may move.
-    """
+    """The epoch order of the window shuffle: ``window`` is how far a chunk or a sample may move."""
 
     def __init__(self, chunk_lengths: Sequence[int] | np.ndarray, seed: int, epoch: int, window: int) -> None:
         if window < 1:
@@ -70,11 +57,7 @@ class WindowOrder(EpochOrder):
         return order
 
     def read_order(self, intervals: Sequence[Interval]) -> list[Interval]:
-        """The stretch cut at chunk boundaries, the pieces window-shuffled.
-
-        Seeded by the stretch itself (where it starts and how long it is), so the same plan always
-        gets the same order and different workers get different ones.
-        """
+        """The stretch cut at chunk boundaries, the pieces window-shuffled (seeded by the stretch itself)."""
         pieces: list[Interval] = []
         for start, end in intervals:
             k = int(np.searchsorted(self.starts, start, side="right")) - 1

@@ -21,11 +21,10 @@ def train_test_split(
     """Split ``streaming_dataset`` into disjoint datasets holding the given fractions of its samples.
 
     Upstream LitData's choice, so the same seed puts the same samples in each split: the chunks
-    that hold samples of the dataset are put in the order of ``RandomState([seed]).permutation``
-    (index order when ``shuffle=False``), their samples laid end to end, and the splits cut as
-    consecutive runs of ``int(len * fraction)`` samples. Each split so reads about its share of
-    the chunk files. Each split is a :meth:`StreamingDataset.subset`: its samples are numbered in
-    index order (upstream numbers them in the drawn chunk order).
+    holding samples are put in the order of ``RandomState([seed]).permutation`` (index order when
+    ``shuffle=False``), their samples laid end to end, and the splits cut as consecutive runs of
+    ``int(len * fraction)`` samples. Each split is a :meth:`StreamingDataset.subset` (its samples
+    numbered in index order).
 
     Args:
         streaming_dataset: the dataset to split (it may itself be a subsample or a subset).

@@ -3,6 +3,10 @@
 A state dict is loaded from a checkpoint file that may have been edited, truncated or written by
 anything; a field of the wrong type or size must fail naming it (not with a bare ``TypeError``
 deep in the resume, nor by allocating what a million-entry list asks for).
+
+Each reader takes the state dict (or the part holding the field), the field's name, and ``where``
+(names the state's owner in errors); each raises a ValueError naming the field when it is missing
+or not what it must be.
 """
 
 from __future__ import annotations
@@ -40,19 +44,7 @@ def _is_int(value: Any) -> bool:
 def state_int(
     state: Mapping[str, Any], field: str, where: str, low: int = 0, high: int = _MAX_INT, default: int | None = None
 ) -> int:
-    """``state[field]``, an int from ``low`` to ``high``.
-
-    Args:
-        state: the state dict (or the part holding the field).
-        field: the field's name.
-        where: names the state's owner in errors.
-        low: the least value allowed.
-        high: the greatest value allowed.
-        default: the value of a missing field (None: a missing field is refused).
-
-    Raises:
-        ValueError: the field is missing, not an int, or out of range (named).
-    """
+    """``state[field]``, an int from ``low`` to ``high`` (``default`` if missing, unless None)."""
     if default is not None and isinstance(state, Mapping) and field not in state:
         return default
     value = _field(state, field, where)
@@ -62,17 +54,7 @@ def state_int(
 
 
 def state_base(state: Mapping[str, Any], field: str, where: str, samples: int) -> list[tuple[int, int]]:
-    """``state[field]``: the epoch's positions to read, as ``[start, end)`` pairs within ``samples``.
-
-    Args:
-        state: the state dict (or the part holding the field).
-        field: the field's name (``"base"``).
-        where: names the state's owner in errors.
-        samples: the samples of the epoch (positions run from 0 to it).
-
-    Raises:
-        ValueError: the field is missing, is not such a list, or holds more positions than the epoch.
-    """
+    """``state[field]``: the epoch's positions to read, as ``[start, end)`` pairs within ``samples``."""
     value = _field(state, field, where)
     should = f"a list of [start, end] pairs of positions from 0 to {samples} covering at most {samples} in all"
     if not isinstance(value, (list, tuple)) or len(value) > samples + 1:  # a long list is refused unread
@@ -93,16 +75,7 @@ def state_base(state: Mapping[str, Any], field: str, where: str, samples: int) -
 
 
 def state_topology(state: Mapping[str, Any], field: str, where: str) -> Topology:
-    """``state[field]``: the recorded ``[world_size, num_workers, batch_size, drop_last]``.
-
-    Args:
-        state: the state dict (or the part holding the field).
-        field: the field's name (``"topology"``).
-        where: names the state's owner in errors.
-
-    Raises:
-        ValueError: the field is missing or not such a list (named).
-    """
+    """``state[field]``: the recorded ``[world_size, num_workers, batch_size, drop_last]``."""
     value = _field(state, field, where)
     should = (
         f"[world_size, num_workers, batch_size, drop_last]: positive ints (at most {MAX_WORKER_SLOTS} ranks "
@@ -120,22 +93,14 @@ def state_topology(state: Mapping[str, Any], field: str, where: str) -> Topology
 
 
 def state_upstream_order(state: Mapping[str, Any], field: str, where: str) -> tuple[int, list[Any]] | None:
-    """``state[field]`` if there: the epoch read in upstream's order and what rebuilds that order.
-
-    Args:
-        state: the state dict.
-        field: the field's name (``"upstream_order"``).
-        where: names the state's owner in errors.
-
-    Raises:
-        ValueError: the field is not ``[epoch, [world_size, num_workers, batch_size, drop_last, item_window]]``.
-    """
+    """``state[field]`` if there: the epoch read in upstream's order and what rebuilds that order."""
     value = state.get(field)
     if not value:
         return None
+    should = "[epoch, [world_size, num_workers, batch_size, drop_last, item_window]]"
     if not (isinstance(value, (list, tuple)) and len(value) == 2):  # pyright: ignore[reportUnknownArgumentType]
-        raise _refuse(where, field, value, "[epoch, [world_size, num_workers, batch_size, drop_last, item_window]]")
+        raise _refuse(where, field, value, should)
     epoch, key = value  # pyright: ignore[reportUnknownVariableType]
     if not (_is_int(epoch) and epoch >= 0 and isinstance(key, (list, tuple)) and len(key) == 5):  # pyright: ignore[reportUnknownArgumentType]
-        raise _refuse(where, field, value, "[epoch, [world_size, num_workers, batch_size, drop_last, item_window]]")
+        raise _refuse(where, field, value, should)
     return epoch, list(key)  # pyright: ignore[reportUnknownArgumentType]

@@ -1,10 +1,7 @@
-"""Reading a stretch of a dataset a batch's share at a time, and sending a worker's batches.
+"""Takers: the samples of one stretch of a dataset, ``count`` at a time, as parts of a batch.
 
-A *taker* hands out the samples of one stretch (intervals of an epoch order) of one
-``StreamingDataset``, ``count`` at a time, as parts of a batch: read one by one
-(:class:`SampleTaker`), or gathered as arrays, one part per run of samples from the same chunk
-(:class:`GatheringTaker`). The dataset batches its own stretches through them, and the mixing
-datasets take every sub-dataset's share of a batch through them.
+Read one by one (:class:`SampleTaker`) or gathered as arrays, one part per run of samples from the
+same chunk (:class:`GatheringTaker`).
 """
 
 from __future__ import annotations
@@ -52,20 +49,10 @@ class SampleTaker:
 class GatheringTaker:
     """Samples gathered as arrays: one part per run of samples from the same chunk.
 
-    A chunk is released as soon as its last sample is taken (parts are copies: nothing refers to it).
-    Small chunks read in place (a local dataset of many files of at most 64 KiB, see
-    ``LocalSource.small_rows``) are not opened at all where the format can read their rows
-    straight from the files: the rows are joined into one part per batch (``SmallChunkRows``), and
-    a chunk it cannot read that way is opened and gathered as usual, in its place in the batch.
-
-    Args:
-        source: the dataset's chunk source in this process.
-        order: the epoch order the stretch is in.
-        intervals: the stretch.
-        kept: the dataset's sample map (which items of each chunk it keeps).
-        gather: items of one opened chunk, as arrays (or a list of samples).
-        loader: the item loader ``gather`` reads with, when it is the loader's own gather (None:
-            every chunk is opened).
+    A chunk is released as soon as its last sample is taken (parts are copies). Small chunks read in
+    place (``LocalSource.small_rows``) are not opened where the format can read their rows straight
+    from the files: the rows are joined into one part per batch (``SmallChunkRows``). ``loader`` is
+    the item loader ``gather`` reads with (None: every chunk is opened).
     """
 
     def __init__(self, source: ChunkSource, order: EpochOrder, intervals: Sequence[Interval],
@@ -86,7 +73,6 @@ class GatheringTaker:
         self._reading: Token | None = None  # the probe's token of the chunk being read
 
     def take(self, count: int) -> tuple[list[Any], int]:
-        """The next ``count`` samples (fewer at the end) as parts of a batch, and how many there are."""
         if self._rows is not None:
             return self._take_rows(self._rows, count)
         parts: list[Any] = []
@@ -109,8 +95,7 @@ class GatheringTaker:
     def _take_rows(self, rows: SmallChunkRows, count: int) -> tuple[list[Any], int]:
         """:meth:`take` where small chunks' rows are read straight from their files (a chunk opened only if it must be).
 
-        The hang watchdog is told once per batch (the folder of small files being read), not per
-        chunk: publishing costs as much as reading a small chunk. The tracer still sees each chunk.
+        The hang watchdog is told once per batch, not per chunk: publishing costs as much as reading a small chunk.
         """
         parts: list[Any] = []
         got = 0

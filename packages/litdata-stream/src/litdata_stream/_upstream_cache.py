@@ -1,13 +1,8 @@
 """``Cache``: the low-level writer and reader of an optimized dataset, usable inside DataLoader workers.
 
-Writing: ``cache[index] = sample`` from the main process or from DataLoader workers. Each process
-writes its own chunks (``chunk-{rank}-{n}.bin``, rank = global rank x workers + worker id) through
-a :class:`~litdata_format.BinaryWriter` created on its first sample, then ``done()`` writes its
-``{rank}.index.json``; a worker does that by itself when it exits. ``merge(num_workers)`` waits
-for that many rank indexes and merges them into ``index.json``.
-
-Reading: once ``index.json`` exists (``filled``), ``cache[i]`` is the ``i``-th sample of the merged
-dataset (the chunks of rank 0, then rank 1, ...; inside a chunk, by the index it was written at).
+Each process writes its own chunks through a :class:`~litdata_format.BinaryWriter` made on its
+first sample; ``done()`` (run by a worker as it exits) writes its ``{rank}.index.json``, and
+``merge(num_workers)`` merges them into ``index.json``. Then ``cache[i]`` reads the ``i``-th sample.
 """
 
 from __future__ import annotations

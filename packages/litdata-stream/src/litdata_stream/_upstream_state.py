@@ -1,15 +1,11 @@
-"""Resuming from a ``state_dict`` saved by upstream LitData 0.2.x.
+"""Resuming from a ``state_dict`` saved by upstream LitData 0.2.x, mid-epoch.
 
-So a training run can switch libraries in the middle of an epoch.
-
-Upstream's state of a dataset says which epoch it was in, its topology (ranks, workers, batch
-size), its shuffle settings and how many samples the loader delivered. Its epoch order is its own
-(upstream splits the chunks over the workers one after another, in an order drawn with NumPy's
-``RandomState``), so the rest of that epoch can only be told from that order. :class:`UpstreamOrder`
-rebuilds it as one sequence ``S`` (the workers' sequences one after another, rank by rank), which
-``_pass_plan`` then treats like any other epoch order: with upstream's topology the split of ``S`` is
-upstream's split, so the delivered batches tell what every worker consumed, and the rest of the
-epoch is what upstream would have given next. The epochs after it follow this library's order.
+Upstream's epoch order is its own (chunks split over the workers one after another, in an order
+drawn with NumPy's ``RandomState``), so the rest of that epoch can only be told from that order.
+:class:`UpstreamOrder` rebuilds it as one sequence ``S`` (the workers' sequences one after another,
+rank by rank), which ``_pass_plan`` then treats like any other epoch order: with upstream's topology
+the split of ``S`` is upstream's, so the delivered batches tell what every worker consumed. The
+epochs after it follow this library's order.
 
 Rebuilt: a single node, ``shuffle`` off (``NoShuffle``) or on (``FullShuffle``, with its
 ``item_shuffle_window``), and no ``subsample``. Anything else is refused with the reason.
@@ -19,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +68,9 @@ class UpstreamResume:
 
 def upstream_resume(state: dict[str, Any], where: str, lengths: Sequence[int], shuffle: bool,
                     seed: int) -> UpstreamResume:  # fmt: skip
-    """Read an upstream dataset state, refusing what cannot be resumed exactly.
+    """Read the dataset part of upstream's state dict, refusing what this dataset cannot resume exactly.
 
-    Args:
-        state: the dataset part of upstream's state dict.
-        where: names the dataset in errors.
-        lengths: this dataset's samples per chunk.
-        shuffle: this dataset's ``shuffle``.
-        seed: this dataset's ``seed``.
+    ``where`` names the dataset in errors; ``lengths`` are its samples per chunk.
     """
 
     def refuse(reason: str) -> ValueError:
@@ -138,12 +130,7 @@ def _item_window(value: Any) -> int:
 class UpstreamOrder(EpochOrder):
     """The order upstream LitData gives one epoch under one topology, as a sequence ``S``.
 
-    Args:
-        chunk_lengths: samples per chunk.
-        seed: the shuffle seed.
-        epoch: the epoch (upstream counts from 1 as this library does).
-        shuffle: whether upstream shuffled.
-        key: :meth:`UpstreamResume.order_key` (the topology and the in-chunk shuffle block).
+    ``key`` is :meth:`UpstreamResume.order_key` (the topology and the in-chunk shuffle block).
     """
 
     def __init__(self, chunk_lengths: Sequence[int] | np.ndarray, seed: int, epoch: int, shuffle: bool,
@@ -170,10 +157,7 @@ class UpstreamOrder(EpochOrder):
         self.starts = np.concatenate([[0], np.cumsum(taken[self.chunk_order])])
 
     def within(self, chunk: int) -> np.ndarray:
-        """The chunk's items upstream deals, in its order: each worker's part shuffled on its own.
-
-        They are computed when asked, as the base order's are, so a big dataset keeps no list of them.
-        """
+        """The chunk's items upstream deals, in its order: each worker's part shuffled on its own."""
         spans = []
         for lo, hi in self._parts.get(chunk, []):
             span = list(range(lo, hi))
@@ -197,16 +181,11 @@ def upstream_shares(total: int, topology: Topology) -> list[int]:
 
 def upstream_plans(length: int, topology: Topology) -> list[list[WorkerPlan]]:
     """``plans[rank][worker]``: each worker's stretch of an :class:`UpstreamOrder` of ``length``."""
-    plans: list[list[WorkerPlan]] = []
-    start = 0
     shares = upstream_shares(length, topology)
-    for rank in range(topology.world_size):
-        row = []
-        for share in shares[rank * topology.num_workers : (rank + 1) * topology.num_workers]:
-            row.append(WorkerPlan(((start, start + share),)))
-            start += share
-        plans.append(row)
-    return plans
+    starts = [0, *accumulate(shares)]
+    plans = [WorkerPlan(((starts[i], starts[i] + n),)) for i, n in enumerate(shares)]
+    workers = topology.num_workers
+    return [plans[rank * workers : (rank + 1) * workers] for rank in range(topology.world_size)]
 
 
 def resume_point(length: int, found: UpstreamResume) -> tuple[list[Interval], int, bool]:
@@ -253,10 +232,7 @@ def _assign(lengths: list[int], visit: list[int], topology: Topology) -> list[tu
 
 
 def _block_shuffle(items: list[int], window: int, rng: np.random.RandomState) -> list[int]:
-    """Upstream's in-chunk order: a full permutation, or blocks shuffled within and then among.
-
-    With ``window`` > 1, each aligned block of ``window`` items is shuffled, then the blocks shuffled.
-    """
+    """Upstream's in-chunk order: a full permutation, or (``window`` > 1) aligned blocks shuffled within, then among."""
     if len(items) < 2:
         return list(items)
     if window <= 1:
@@ -283,20 +259,9 @@ def upstream_state_fields(
 ) -> dict[str, Any]:
     """What upstream LitData 0.2.76's ``StreamingDataset`` reads from a state dict, so that it loads ours.
 
-    Upstream resumes by skipping, in each worker, as many samples of its own order of the epoch
-    as the loader delivered from that worker: the rest has the right length, and is exactly
-    the samples not yet delivered where the two orders agree (see docs/streaming.md).
-
-    Args:
-        topology: the loader's ranks, workers and batch size.
-        epoch: the epoch the state is in.
-        batches: the batches the loader delivered in it, over all workers of this rank.
-        directory: the dataset's local folder, if any.
-        url: the dataset's remote URL, if any.
-        cache_dir: the cache folder the user gave, if any.
-        block_size: a ``TokensLoader``'s block size (None for other item loaders).
-        num_canonical_nodes: the dataset's ``num_canonical_nodes`` (None: the world size).
-        num_nodes: the number of nodes the ranks run on.
+    Upstream resumes by skipping, in each worker, as many samples of its own order of the epoch as
+    the loader delivered from that worker (see docs/streaming.md). ``batches``: delivered in ``epoch``
+    by this rank's loader; ``block_size``: a ``TokensLoader``'s (None for other item loaders).
     """
     workers, world = max(topology.num_workers, 1), topology.world_size
     yielded = batches * topology.batch_size  # upstream counts whole batches from the epoch's start

@@ -1,16 +1,10 @@
 """A StreamingDataLoader's hang watchdog and its stall telemetry.
 
-The watchdog: when the training loop has waited inside ``next()`` for ``watchdog_s`` seconds, a daemon
-thread of the main process reads what every DataLoader worker publishes on its
-:class:`~litdata_io.internal.ActivityBoard` slot (the chunk download, decompression, lock or wait it is
-in; a wait for another process's download names the chunk and that process's pid) and reports it
-as a :class:`LoaderStallWarning` and a ``stall`` tracer event, again every
-``watchdog_s`` seconds while the stall lasts. The time the loop spends between batches (its
-training step, an evaluation mid-epoch) is not a stall: the clock runs only inside ``next()``.
-The loop itself only stores when it starts and stops waiting.
-
-The telemetry: the loader appends, for each batch, the seconds the training loop waited inside
-``next()``; :class:`LoaderStats` summarises a pass (``StreamingDataLoader.stats()``).
+When the training loop has waited inside ``next()`` for ``watchdog_s`` seconds (time between batches
+does not count), a daemon thread reads what every DataLoader worker publishes on its
+:class:`~litdata_io.internal.ActivityBoard` slot and reports it as a :class:`LoaderStallWarning` and a
+``stall`` tracer event, again every ``watchdog_s`` while the stall lasts. :class:`LoaderStats`
+summarises the loop's wait per batch in a pass (``StreamingDataLoader.stats()``).
 """
 
 from __future__ import annotations
@@ -42,10 +36,7 @@ DEFAULT_WATCHDOG_S = 300.0
 
 
 class LoaderStallWarning(UserWarning):
-    """No batch reached the training loop for the watchdog's time.
-
-    The message says where each worker is.
-    """
+    """No batch reached the training loop for the watchdog's time; the message says where each worker is."""
 
 
 def watchdog_seconds(value: float | None) -> float:
@@ -53,9 +44,8 @@ def watchdog_seconds(value: float | None) -> float:
     if value is None:
         setting = read_seconds(ENV_WATCHDOG)
         return DEFAULT_WATCHDOG_S if setting is None else setting
-    source = "watchdog_s"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
-        raise ValueError(f"{source}={value!r} must be a finite number of seconds >= 0 (0 turns the watchdog off)")
+        raise ValueError(f"watchdog_s={value!r} must be a finite number of seconds >= 0 (0 turns the watchdog off)")
     return float(value)
 
 
@@ -73,15 +63,9 @@ class WatchedWorkerInit:
 
 
 class Watchdog:
-    """Reports where the workers are when the loop has waited for a batch for ``seconds``.
+    """Reports where the ``workers`` (0: the main process reads) are when the loop has waited ``seconds`` for a batch.
 
     :meth:`waiting` is called when it starts to wait, :meth:`served` when the batch came.
-
-    Args:
-        seconds: the period (> 0).
-        board: the workers' activity board.
-        rank: this process's global rank (named in the report).
-        workers: the number of DataLoader workers (0: the main process reads).
     """
 
     def __init__(self, seconds: float, board: ActivityBoard, rank: int, workers: int) -> None:
@@ -238,11 +222,7 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 
 def batch_samples(batch: Any) -> int:
-    """The samples in a batch.
-
-    The leading dimension of its first array leaf, or the length of the list holding its first plain
-    leaf (a list of strings, a list of sample dicts).
-    """
+    """The samples in a batch: its first array leaf's leading dimension, else the length of the list holding it."""
     listed = 1  # the length of the innermost list met on the way down to the first leaf
     while True:
         if isinstance(batch, dict):  # checked first: the usual batch
@@ -260,11 +240,7 @@ def batch_samples(batch: Any) -> int:
 
 
 def worker_order(counts: Sequence[int] | None, workers: int) -> Any:
-    """The worker each delivered batch comes from.
-
-    Round-robin over the workers that still have batches (how torch delivers them in order); ``counts``
-    per worker when known.
-    """
+    """The worker each delivered batch comes from: round-robin over those with batches left (``counts``, if known)."""
     if not workers:
         while True:
             yield 0

@@ -1,8 +1,7 @@
 """The ``litdata`` command line (also ``python -m litdata``).
 
 Each command group registers itself in :data:`COMMANDS` (a function that adds its sub-parser and
-sets ``handler`` on the parsed namespace), so later commands such as ``litdata quickstart`` are one
-function and one list entry. Handlers return the process exit code.
+sets ``handler`` on the parsed namespace). Handlers return the process exit code.
 """
 
 from __future__ import annotations
@@ -67,10 +66,9 @@ def _add_cache(commands: Any) -> None:
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    from litdata._quickstart import main as quickstart
+    from litdata._quickstart import run  # numpy, litdata_prep: only when the command runs
 
-    argv = ["--samples", str(args.samples), "--workers", str(args.workers), "--batch-size", str(args.batch_size)]
-    return quickstart(argv + (["--output", args.output] if args.output else []))
+    return run(args)
 
 
 def _add_quickstart(commands: Any) -> None:

@@ -13,7 +13,6 @@ import argparse
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import numpy as np
 from litdata_format import Image
 from litdata_prep import optimize
 
-__all__ = ["main", "make_sample"]
+__all__ = ["make_sample", "run"]
 
 
 def make_sample(index: int) -> dict[str, Any]:
@@ -34,22 +33,12 @@ def make_sample(index: int) -> dict[str, Any]:
     return {"index": index, "image": Image(array=pixels, quality=90, format="jpeg"), "label": label}
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="litdata quickstart", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--samples", type=int, default=512, help="how many samples to make (default 512)")
-    parser.add_argument("--workers", type=int, default=2, help="optimize and loader workers (default 2)")
-    parser.add_argument("--batch-size", type=int, default=16, help="loader batch size (default 16)")
-    parser.add_argument("--output", help="keep the dataset in this folder (default: a temporary folder)")
-    return parser
-
-
 def _indexes(batch: dict[str, Any]) -> list[int]:
     return [int(i) for i in batch["index"]]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the quickstart; return 0 when every sample was seen exactly once."""
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the quickstart with ``litdata quickstart``'s options; return 0 when every sample was seen exactly once."""
     from litdata_stream import StreamingDataLoader, StreamingDataset
 
     temp = None if args.output else tempfile.mkdtemp(prefix="litdata-quickstart-")
@@ -109,7 +98,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

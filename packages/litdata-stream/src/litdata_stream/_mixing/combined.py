@@ -1,15 +1,11 @@
 """``CombinedStreamingDataset``: samples drawn from several datasets by weight, resumable exactly.
 
-How it works. Every sub-dataset is split over ranks and workers exactly as a lone
-:class:`StreamingDataset` would be (``_pass_plan``), so each worker holds one stretch of each. A worker
-interleaves its stretches by seeded draws (``_draws``), from a generator seeded by
-``(seed, epoch, segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws
-exactly what upstream LitData draws for the seed. The loader counts the batches it delivered; since the
-DataLoader asks workers in turn, that count tells how many samples each worker delivered, and
-replaying a worker's draws tells how many of those came from each sub-dataset. A resume with the
-same topology continues every worker exactly where it stopped (same samples, same order). A
-resume with another topology takes what no worker consumed as each sub-dataset's new base and
-starts a new *segment* of draws on it: nothing is repeated and nothing is skipped.
+Every sub-dataset is split over ranks and workers as a lone :class:`StreamingDataset` would be
+(``_pass_plan``). A worker interleaves its stretches by draws (``_draws``) seeded by ``(seed, epoch,
+segment, rank, worker)``; the first epoch's stream of rank 0, worker 0 draws what upstream LitData
+draws for the seed. The batches the loader delivered tell how many samples each worker delivered,
+and replaying its draws how many came from each sub-dataset. A resume under another topology
+takes what no worker consumed as each sub-dataset's new base and starts a new *segment* of draws.
 """
 
 from __future__ import annotations
@@ -135,11 +131,7 @@ class CombinedStreamingDataset(MixedDataset):
     def _rank_streams(
         self, topology: Topology, segment: int, bases: list[list[Interval]], rank: int
     ) -> tuple[list[list[WorkerPlan]], list[list[int]], list[int]]:
-        """The plans of one rank, for each sub-dataset and each worker.
-
-        Returns each sub-dataset's plans per worker, the stretch sizes per worker, and each worker's stream
-        length.
-        """
+        """One rank's plans per sub-dataset per worker, stretch sizes per worker, and each worker's stream length."""
         plans = [split_base(base, sub)[rank] for base, sub in zip(bases, self._sub_topologies(topology))]
         sizes = [[p[w].num_samples for p in plans] for w in range(topology.num_workers)]
         unit = self._unit(topology)
@@ -168,17 +160,13 @@ class CombinedStreamingDataset(MixedDataset):
         return segment, bases, delivered, lengths, per_rank
 
     def _epoch_samples(self, topology: Topology) -> int:
-        # The whole segment (the epoch, unless a state dict of another topology was loaded): what
-        # was delivered before a resume counts, as in len(loader).
+        # The whole segment (delivered before a resume included, as in len(loader)).
         _, _, _, lengths, per_rank = self._progress(topology)
         batches = [batch_count(n, topology.batch_size, topology.drop_last) for n in lengths]
         return _samples_at(round_robin(batches, per_rank)[0], lengths, topology.batch_size)
 
     def _loader_plan(self) -> LoaderPlan:
-        """The batches each DataLoader worker of this rank delivers in this run (by torch worker id).
-
-        Stopping at its first exhausted dataset on several ranks, every rank stops together.
-        """
+        # Stopping at its first exhausted dataset on several ranks, every rank stops together.
         topology = self._topology()
         run = self._run(topology)
         roles = [run.role(w) for w in range(topology.num_workers)]
@@ -190,10 +178,6 @@ class CombinedStreamingDataset(MixedDataset):
 
     # -- iteration ------------------------------------------------------------------------------
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``).
-
-        Its samples, or its batches when ``batching`` is given.
-        """
         this_pass = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -240,11 +224,7 @@ class CombinedStreamingDataset(MixedDataset):
                 yield sample
 
     def _batches(self, todo: Iterator[np.ndarray], stretch: Callable[[int], Any], batching: Batching) -> Iterator[Any]:
-        """The batches the DataLoader would make of :meth:`_samples`, made here (in the worker).
-
-        Each batch takes its share of every sub-dataset at once, gathered as arrays where the sub-dataset
-        allows it, and the shares are interleaved in the order of the draws.
-        """
+        """The batches the DataLoader would make of :meth:`_samples`: shares gathered, interleaved as drawn."""
         size, collate = batching.batch_size, batching.collate
         takers: list[Taker | None] = [None] * len(self._datasets)
 
@@ -361,16 +341,9 @@ class CombinedStreamingDataset(MixedDataset):
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
         """Resume from the whole state dict of an upstream LitData ``StreamingDataLoader``.
 
-        The loader was over a ``CombinedStreamingDataset``; its state records what each worker took of each
-        dataset.
-
         Each sub-dataset continues with exactly what upstream had not delivered of that epoch, in
-        upstream's order of it. Where this library's draws are upstream's (one rank, one worker,
-        the first epoch, the same topology) the mix continues as upstream would; elsewhere the rest
-        is mixed by new draws, and a warning says so.
-
-        Args:
-            state: The whole ``state_dict()`` of an upstream LitData ``StreamingDataLoader``.
+        upstream's order. Where this library's draws are upstream's (one rank, one worker, the first
+        epoch, the same topology) the mix continues as upstream would; elsewhere by new draws, with a warning.
         """
         subs, yielded = state["dataset"], state["num_samples_yielded"]
         if len(subs) != len(self._datasets):
@@ -435,19 +408,12 @@ class _RankRun(NamedTuple):
     due: int  # the worker the interrupted run would have asked next
 
     def role(self, worker: int) -> int:
-        """The stream torch worker ``worker`` serves.
-
-        The worker due next in the interrupted run is asked first now, so workers are relabelled to keep the
-        order.
-        """
+        """The stream torch worker ``worker`` serves (relabelled so the one due next is asked first)."""
         return (worker + self.due) % len(self.lengths)
 
 
 def _after(picks: Iterator[np.ndarray], skip: int, consumed: list[int]) -> Iterator[np.ndarray]:
-    """The blocks of ``picks`` after its first ``skip`` draws.
-
-    ``consumed`` counts, per dataset, the skipped draws (filled in before the first block is yielded).
-    """
+    """The blocks of ``picks`` after its first ``skip`` draws, counting those per dataset into ``consumed``."""
     for block in picks:
         part = block[:skip]
         if len(part):

@@ -1,18 +1,13 @@
 """``ParallelStreamingDataset``: one sample from every dataset at each step, cycled or not.
 
-How it works. The tuples of an epoch are numbered ``0 .. G-1`` (``G`` = the shortest dataset, or
-``length`` per rank when cycling). Tuple ``p`` takes, from every sub-dataset, the sample at
-position ``P = offset + p`` of that dataset's endless sequence (its epoch 1 order, then its epoch 2
-order, ...). When cycling with ``resume=True`` the offset of an epoch is where the previous one
-ended, so a new epoch continues the datasets where they were. The tuple numbers are split over
-ranks and workers, counted and resumed exactly as a :class:`StreamingDataset`'s samples are
-(``_pass_plan``), under the same or another topology. An endless dataset (``length=float("inf")``)
-gives worker ``g`` of ``K`` the batches ``g, g + K, g + 2K, ...`` of the endless sequence and
-resumes under the same topology only.
-
-The random generators handed to ``transform`` are seeded afresh for every tuple from
-``(seed, P)``: the transformed sample at a position is the same in an uninterrupted run, after a
-resume, and whatever the number of workers.
+The tuples of an epoch are numbered ``0 .. G-1`` (``G`` = the shortest dataset, or ``length`` per
+rank when cycling). Tuple ``p`` takes from every sub-dataset the sample at position ``P = offset + p``
+of its endless sequence (its epoch 1 order, then epoch 2's, ...); cycling with ``resume=True``, an
+epoch's offset is where the previous one ended. The tuple numbers are split, counted and resumed as
+a :class:`StreamingDataset`'s samples are (``_pass_plan``). An endless dataset gives worker ``g`` of
+``K`` the batches ``g, g + K, ...`` and resumes under the same topology only. The generators handed
+to ``transform`` are seeded for every tuple from ``(seed, P)``, so a resume or another number of
+workers transforms alike.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,11 +34,9 @@ from litdata_stream._pass_plan import (
     Topology,
     WorkerPlan,
     batches_left,
-    consumed_by_rank,
-    consumed_per_worker,
+    rank_shares,
     rebase_resume,
     skip_samples,
-    split_base,
 )
 from litdata_stream._protocol import LoaderPlan, delivered_batches
 from litdata_stream._read import StreamingReader
@@ -52,7 +45,6 @@ from litdata_stream._takers import Taker
 
 __all__ = ["ParallelStreamingDataset"]
 
-GeneratorName = Literal["random", "numpy", "torch"]
 _END = object()
 
 
@@ -191,13 +183,17 @@ class ParallelStreamingDataset(MixedDataset):
             return 0
         return self.current_epoch
 
-    def _locate(self, d: int, position: int) -> tuple[int, int]:
-        """(epoch of sub-dataset ``d``, position in that epoch's order) of endless position ``position``."""
-        if self.length is None:
-            return self.current_epoch, position
-        size = self._datasets[d].num_samples
-        first = self.current_epoch if self._infinite else 1
-        return first + position // size, position % size
+    def _spans(self, size: int, position: int, end: int) -> Iterator[tuple[int, int, int]]:
+        """Endless positions ``position .. end - 1`` of a sub-dataset of ``size`` samples: (epoch, start, count)."""
+        while position < end:
+            if self.length is None:
+                epoch, within = self.current_epoch, position
+            else:
+                first = self.current_epoch if self._infinite else 1
+                epoch, within = first + position // size, position % size
+            count = min(end - position, size - within)
+            yield epoch, within, count
+            position += count
 
     # -- the plan of a run (finite epochs) ------------------------------------------------------
     def _run_start(self, topology: Topology) -> tuple[list[Interval], int, int]:
@@ -211,31 +207,14 @@ class ParallelStreamingDataset(MixedDataset):
         return rebase_resume(resume), 0, 0
 
     def _rank_plans(self, topology: Topology) -> list[tuple[WorkerPlan, int]]:
-        """For each worker of this rank, relabelled so the one due next comes first: (plan, tuples done).
-
-        Args:
-            topology: The world size, workers per rank, batch size and ``drop_last`` the pass is split by.
-        """
-        base, first, delivered = self._run_start(topology)
-        plans = split_base(base, topology)[self.distributed_env.global_rank]
-        consumed, due = consumed_per_worker(plans, topology.batch_size, topology.drop_last, delivered, first)
-        workers = topology.num_workers
-        return [(plans[(i + due) % workers], consumed[(i + due) % workers]) for i in range(workers)]
+        return rank_shares(self._run_start(topology), topology, self.distributed_env.global_rank)
 
     def _epoch_samples(self, topology: Topology) -> int:
         if self._infinite:
             raise TypeError("an endless ParallelStreamingDataset (length=float('inf')) has no len()")
         return self._before()[1] + sum(plan.num_samples - done for plan, done in self._rank_plans(topology))
 
-    def _before(self) -> tuple[int, int]:
-        """(batches, tuples) this rank delivered of the current epoch before the loaded state dict (else 0, 0)."""
-        resume = self._resume
-        if resume is None or resume["epoch"] != self.current_epoch:
-            return 0, 0
-        return resume["batches"], consumed_by_rank(resume, self.distributed_env.global_rank)
-
     def _loader_plan(self) -> LoaderPlan:
-        """The batches each DataLoader worker of this rank delivers in this run (None when endless)."""
         if self._infinite:
             return LoaderPlan(None)
         topology = self._topology()
@@ -248,11 +227,6 @@ class ParallelStreamingDataset(MixedDataset):
         return sum(r.sample_bytes for r in self._readers())
 
     def _iterate(self, token: int | None, batching: Batching | None) -> Iterator[Any]:
-        """This process's share of a pass (see ``_epochs``).
-
-        Its tuples, or its batches when ``batching`` is given (what torch would make of the tuples:
-        ``batch_size`` of this worker's tuples at a time, collated).
-        """
         run = self._epochs.begin(token)
         worker = WorkerEnv.detect()
         topology = self._topology(num_workers=worker.world_size)
@@ -280,24 +254,17 @@ class ParallelStreamingDataset(MixedDataset):
             readers = [self._positions(d, sub, offset + start, offset + end, orders[d]) for d, sub in enumerate(subs)]
             for p in range(start, end):
                 samples = tuple(_next(reader, d) for d, reader in enumerate(readers))
-                if self._transform_args == 1:
-                    assert self.transform is not None
-                    yield self.transform(samples)
-                elif generators is not None:
-                    assert self.transform is not None
-                    key = p if self.reset_rngs else offset + p
-                    yield self.transform(samples, generators.at(lane, key))
-                else:
+                if self.transform is None:
                     yield samples
+                elif generators is None:
+                    yield self.transform(samples)
+                else:
+                    yield self.transform(samples, generators.at(lane, p if self.reset_rngs else offset + p))
 
     def _gathered(self, stretches: Iterator[Interval], offset: int, batching: Batching) -> Iterator[Any]:
-        """The batches of :meth:`_tuples` (without a transform).
-
-        Each sub-dataset's share of a batch is gathered as arrays: a batch is the list of the sub-datasets'
-        batches, as collating the tuples gives.
-        """
+        """The batches of :meth:`_tuples` (without a transform): the list of each sub-dataset's gathered share."""
         size = batching.batch_size
-        takers = [_SpanTaker(self, d, reader, offset, batching.collate) for d, reader in enumerate(self._readers())]
+        takers = [_SpanTaker(self, reader, offset, batching.collate) for reader in self._readers()]
 
         def batch_of(count: int) -> Any:
             shares = []
@@ -327,16 +294,12 @@ class ParallelStreamingDataset(MixedDataset):
         self, d: int, dataset: StreamingReader, start: int, end: int, orders: dict[int, EpochOrder]
     ) -> Iterator[Any]:
         """Sub-dataset ``d``'s samples (read by ``dataset``) at endless positions ``start .. end - 1``."""
-        position = start
-        while position < end:
-            epoch, within = self._locate(d, position)
-            count = min(end - position, dataset.num_samples - within)
+        for epoch, within, count in self._spans(dataset.num_samples, start, end):
             order = orders.get(epoch)
             if order is None:
                 orders.clear()  # one epoch order at a time: cycling moves forward
                 order = orders[epoch] = dataset.epoch_order(epoch)
             yield from dataset.read_stretch(order, [(within, within + count)])
-            position += count
 
     def _endless_stretches(self, topology: Topology, worker: int) -> Iterator[Interval]:
         """This worker's batches of the endless sequence: batch ``g + i * K`` for global worker ``g`` of ``K``."""
@@ -387,14 +350,7 @@ class ParallelStreamingDataset(MixedDataset):
         return "inf" if self._infinite else self.length
 
     def _load_upstream_state(self, state: dict[str, Any]) -> None:
-        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here.
-
-        Args:
-            state: The whole ``state_dict()`` of an upstream LitData ``StreamingDataLoader``.
-
-        Raises:
-            ValueError: always; the message says how to switch libraries between epochs.
-        """
+        """Refuse an upstream LitData loader state dict: its resume point cannot be rebuilt here."""
         raise ValueError(
             "an upstream LitData state dict of a ParallelStreamingDataset cannot be resumed here: upstream counts "
             "each worker's samples and cycles in its own order of the datasets, which this library does not "
@@ -432,26 +388,17 @@ class ParallelStreamingDataset(MixedDataset):
 
 
 class _SpanTaker:
-    """Takes sub-dataset ``d``'s samples at the endless positions added to it (``add``).
+    """Takes a sub-dataset's samples at the endless positions added to it, a batch's share at a time."""
 
-    A batch's share at a time, gathered as arrays (see ``StreamingReader.stretch_taker``).
-    """
-
-    def __init__(self, parallel: ParallelStreamingDataset, d: int, reader: StreamingReader, offset: int,
-                 collate: Any) -> None:  # fmt: skip
-        self._parallel, self._d, self._offset, self._collate = parallel, d, offset, collate
+    def __init__(self, parallel: ParallelStreamingDataset, reader: StreamingReader, offset: int, collate: Any) -> None:
+        self._parallel, self._offset, self._collate = parallel, offset, collate
         self._sub = reader
         self._spans: deque[tuple[int, int, int]] = deque()  # (epoch, first position in its order, count)
         self._taker: Taker | None = None
         self._order: EpochOrder | None = None
 
     def add(self, start: int, end: int) -> None:
-        position, end = self._offset + start, self._offset + end
-        while position < end:
-            epoch, within = self._parallel._locate(self._d, position)
-            count = min(end - position, self._sub.num_samples - within)
-            self._spans.append((epoch, within, count))
-            position += count
+        self._spans.extend(self._parallel._spans(self._sub.num_samples, self._offset + start, self._offset + end))
 
     def take(self, count: int) -> tuple[list[Any], int]:
         parts: list[Any] = []
@@ -466,10 +413,9 @@ class _SpanTaker:
             if not self._spans:
                 break
             epoch, within, length = self._spans.popleft()
-            dataset = self._sub
             if self._order is None or self._order.epoch != epoch:
-                self._order = dataset.epoch_order(epoch)
-            self._taker = dataset.stretch_taker(self._order, [(within, within + length)], self._collate)
+                self._order = self._sub.epoch_order(epoch)
+            self._taker = self._sub.stretch_taker(self._order, [(within, within + length)], self._collate)
         return parts, got
 
 

@@ -16,7 +16,7 @@ from litdata_stream._env import DistributedEnv
 from litdata_stream._epochs import Epochs
 from litdata_stream._errors import NotAStreamingDatasetError
 from litdata_stream._pass_plan import Topology, WorkerPlan, consumed_per_worker
-from litdata_stream._protocol import EpochsOwner, LoaderPlan, PassReader
+from litdata_stream._protocol import EpochsOwner, PassReader
 from litdata_stream._read import StreamingReader
 from litdata_stream._upstream_state import is_upstream_state
 
@@ -114,20 +114,9 @@ class MixedDataset(EpochsOwner, IterableDataset):
         for dataset in self._datasets:
             dataset.set_num_workers(num_workers)
 
-    def _topology(self, num_workers: int | None = None, batch_size: int | None = None) -> Topology:
-        workers = self.num_workers if num_workers is None else num_workers
-        return Topology(
-            self.distributed_env.world_size,
-            max(1, workers or 1),
-            max(1, self.batch_size if batch_size is None else batch_size),
-            self.drop_last,
-        )
-
     # -- what the loader asks -------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Samples this rank yields in the epoch with that many workers and that batch size.
-
-        After a resume: those yielded before it and the rest.
+        """Samples this rank yields in the epoch (after a resume: those yielded before it and the rest).
 
         Args:
             num_workers: DataLoader workers per rank the samples are split over (0: the main process reads).
@@ -148,10 +137,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         """Samples this rank yields in the epoch (a resumed pass yields those not yielded before it)."""
         raise NotImplementedError
 
-    def _loader_plan(self) -> LoaderPlan:
-        """This rank's share of the loader's pass of the current epoch (see ``_protocol``)."""
-        raise NotImplementedError
-
     def _readers(self) -> list[StreamingReader]:
         """What this dataset reads of each sub-dataset (their stretches, orders, sizes), as they are set now."""
         return [reader_of(d) for d in self._datasets]
@@ -162,21 +147,10 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return max(r.sample_bytes for r in self._readers())
 
     def _gathers(self, collate: Callable[[list[Any]], Any]) -> bool:
-        """Whether every sub-dataset's share of a batch is gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
+        """Whether every sub-dataset's share of a batch made with ``collate`` is gathered as arrays."""
         return all(r.gathers(collate) for r in self._readers())
 
     def _gathered_sample_bytes(self, collate: Callable[[list[Any]], Any]) -> float | None:
-        """Uncompressed bytes of one item, about, if batches made with ``collate`` are gathered as arrays.
-
-        Args:
-            collate: The function that makes a batch of samples (the loader's ``collate_fn``); only the
-                default :func:`litdata_collate` lets batches be gathered.
-        """
         return self._sample_bytes if self._gathers(collate) else None
 
     def _in_place_chunk_bytes(self) -> int:
@@ -184,22 +158,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         return sum(PassReader(dataset).in_place_chunk_bytes() for dataset in self._datasets)
 
     # -- state ----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int | None = None, num_workers: int = 0, batch_size: int = 1,
-                   batches_delivered: int | None = None) -> dict[str, Any]:  # fmt: skip
-        """The resume point after this rank's loader delivered ``batches_delivered`` batches in this run.
-
-        Args:
-            num_samples_yielded: Samples the loader delivered in this pass; upstream LitData's argument, used
-                only when ``batches_delivered`` is None.
-            num_workers: DataLoader workers per rank of the run being recorded (0: the main process reads).
-            batch_size: The batch size of that run.
-            batches_delivered: Batches this rank's loader delivered in its pass of the current epoch.
-
-        Returns:
-            A dict of plain values (ints, lists, strings) to save and give to :meth:`load_state_dict`.
-        """
-        raise NotImplementedError
-
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -208,11 +166,6 @@ class MixedDataset(EpochsOwner, IterableDataset):
         raise NotImplementedError
 
     def _load_loader_state(self, state: dict[str, Any]) -> None:
-        """Resume from a StreamingDataLoader's whole state dict (this library's, or upstream LitData's).
-
-        Args:
-            state: A ``StreamingDataLoader``'s whole ``state_dict()``, this library's or upstream LitData's.
-        """
         if isinstance(state.get("num_samples_yielded"), dict):  # upstream's: what each worker took of each dataset
             self._load_upstream_state(state)
         else:

@@ -1,10 +1,7 @@
 """Where a dataset's chunks come from, resolved once, when the dataset is made.
 
-A ``ChunkOrigin`` (``source``) is a small frozen record: the parsed index, the local folder read
-in place or the URL read through the chunk cache (with its cache folder and the index's version),
-and the options a chunk source needs. It is part of the dataset, so it travels to every DataLoader worker
-with it (forked or pickled): a worker opens its own source from it (:func:`open_source`) and
-never downloads or parses ``index.json`` again.
+The :class:`ChunkOrigin` travels with the dataset to every DataLoader worker, which opens its own
+source from it (:func:`open_source`) and never downloads or parses ``index.json`` again.
 """
 
 from __future__ import annotations
@@ -29,18 +26,10 @@ def locate_chunks(
     file_pattern: str | None = None,
     **options: Any,
 ) -> ChunkOrigin:
-    """Read the index of ``input_dir`` (fetching it into the cache folder for a URL).
+    """Read the index of ``input_dir`` (``resolved`` by the dataset), fetching it into the cache folder for a URL.
 
-    Args:
-        input_dir: a local folder, a URL or a ``Dir``, as given (for messages).
-        resolved: what :func:`~litdata_io.resolve_dir` made of ``input_dir``; the dataset resolves
-            it once (a local path's resolution reads the mount table).
-        in_place: read a local folder in place (False: copy its chunks through the cache, as a
-            ``local:`` network drive is).
-        cache_dir: the cache root or folder the user chose (a ``Dir`` counts by its path).
-        file_pattern: keep only the chunks whose file name matches this shell pattern.
-        **options: the other fields of :class:`ChunkOrigin` (``index_path``, ``storage_options``,
-            ``encryption``, ...), kept on it as given.
+    ``in_place`` False copies a local folder's chunks through the cache (as a ``local:`` network drive's);
+    ``options`` are the other fields of :class:`ChunkOrigin`, kept on it as given.
 
     Raises:
         FileNotFoundError: a local ``input_dir`` is not a directory.

@@ -43,12 +43,7 @@ def _unescape(field: str) -> str:
 
 
 def filesystem_of(path: str, mounts: str | None = None) -> str | None:
-    """The filesystem type of the mount holding ``path`` (from ``/proc/mounts``), or None if unknown.
-
-    Args:
-        path: an absolute local path.
-        mounts: the text of ``/proc/mounts`` (read from the system when None).
-    """
+    """The filesystem type of the mount holding ``path`` (from ``mounts``, else ``/proc/mounts``), or None."""
     if mounts is None:
         try:
             with open("/proc/mounts", encoding="utf-8") as handle:
@@ -84,12 +79,7 @@ class PosixProfile:
 
 
 def detect_posix(path: str | None, mounts: str | None = None) -> PosixProfile:
-    """The profile for a dataset at local ``path`` (None: a URL, always read through the cache).
-
-    Args:
-        path: the dataset's local folder, or None for an object-store or ``local:`` URL.
-        mounts: the text of ``/proc/mounts`` (read from the system when None).
-    """
+    """The profile for a dataset at local ``path`` (None: a URL, always read through the cache)."""
     if path is None:
         return PosixProfile(in_place=False, window=None, filesystem=None)
     setting = posix_fast_setting()

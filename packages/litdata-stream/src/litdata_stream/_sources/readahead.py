@@ -1,15 +1,10 @@
 """Read-ahead of the next chunks of a dataset read in place, capped by the memory it may take.
 
-A local or network-drive dataset is mapped where it lies (``posix``), so the first touch of each
-chunk waits for the disk. While a chunk is read, the next ones in this reader's order are asked
-into the page cache with ``posix_fadvise(POSIX_FADV_WILLNEED)``, which starts the kernel's reads
-and returns at once. The pages asked for must not crowd out the training's memory: all readers of
-the node together (DataLoader workers times ranks on the node) may ask for at most half of
-``MemAvailable`` (``/proc/meminfo``; the kernel leaves the hugetlb pool out of it, free or not, so
-idle hugepages never count). When that cap shortens the read-ahead, one log line says so. When
-even one chunk per reader does not fit (huge chunks, many workers, little memory), the
-``StreamingDataLoader`` starts fewer workers (:func:`worker_cap`), also with one log line.
-``LITDATA_POSIX_FAST=0`` (no in-place reads) turns read-ahead off too.
+A dataset mapped where it lies waits for the disk at the first touch of each chunk, so the next
+chunks in this reader's order are asked into the page cache (``posix_fadvise(POSIX_FADV_WILLNEED)``).
+All readers of the node together (DataLoader workers times ranks) may ask for at most half of
+``MemAvailable``; when even one chunk per reader does not fit, the ``StreamingDataLoader`` starts
+fewer workers (:func:`worker_cap`). Either cap is logged once. ``LITDATA_POSIX_FAST=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -37,12 +32,8 @@ def _meminfo_file() -> str:
 def available_memory(meminfo: str | os.PathLike[str] | None = None) -> int | None:
     """The bytes of memory available to new work, from a ``/proc/meminfo``-format file (None: unknown).
 
-    ``MemAvailable`` when the kernel gives it (3.14 and later), else ``MemFree + Cached``; both
-    leave out hugetlb pages (``HugePages_Free`` are reserved for programs that map hugepages, and
-    page cache cannot use them).
-
-    Args:
-        meminfo: the file to read (default: ``$LITDATA_MEMINFO`` or ``/proc/meminfo``).
+    ``MemAvailable`` when the kernel gives it, else ``MemFree + Cached`` (both leave out hugetlb pages).
+    ``meminfo`` defaults to ``$LITDATA_MEMINFO`` or ``/proc/meminfo``.
     """
     try:
         text = Path(meminfo or _meminfo_file()).read_text(encoding="utf-8", errors="replace")
@@ -82,16 +73,9 @@ def _fitting(unit_bytes: int, meminfo: str | os.PathLike[str] | None) -> tuple[i
 def readahead_depth(
     wanted: int, chunk_bytes: int, readers: int, meminfo: str | os.PathLike[str] | None = None
 ) -> tuple[int, str | None]:
-    """How many chunks each reader may ask ahead, and the notice to log when memory shortened it.
+    """``(depth, notice)``: chunks (``0 .. wanted``) each of the node's ``readers`` may ask ahead, and the notice.
 
-    Args:
-        wanted: the read-ahead asked for (chunks per reader).
-        chunk_bytes: the size of one chunk (the dataset's largest).
-        readers: the node's readers (:func:`readers_on_node`).
-        meminfo: the ``/proc/meminfo``-format file to read (default: :func:`available_memory`'s).
-
-    Returns:
-        ``(depth, notice)``: ``depth`` in ``0 .. wanted``; ``notice`` is None unless the cap bit.
+    ``chunk_bytes`` is the dataset's largest chunk; ``notice`` is None unless the memory cap shortened it.
     """
     if wanted <= 0 or posix_fast_setting() is False:
         return 0, None
@@ -107,19 +91,10 @@ def readahead_depth(
 
 
 def worker_cap(workers: int, chunk_bytes: int, meminfo: str | os.PathLike[str] | None = None) -> tuple[int, str | None]:
-    """How many DataLoader workers may read in place, and the notice to log when memory capped them.
+    """``(workers, notice)``: how many of ``workers`` (per rank) may read in place, and the notice if capped.
 
-    Each worker maps at least the chunk it reads (read-ahead can shrink to nothing, that chunk
-    cannot), so the node's readers times ``chunk_bytes`` must stay under half of ``MemAvailable``.
-
-    Args:
-        workers: the workers asked for (per rank).
-        chunk_bytes: what one worker maps at least (the largest chunk read in place; 0: nothing
-            is read in place, no cap).
-        meminfo: the ``/proc/meminfo``-format file to read (default: :func:`available_memory`'s).
-
-    Returns:
-        ``(workers, notice)``: at least 1 when ``workers`` was; ``notice`` is None unless the cap bit.
+    Each worker maps at least ``chunk_bytes`` (the largest chunk read in place; 0: no cap), so the node's
+    readers times that must stay under half of ``MemAvailable``. At least 1 when ``workers`` was.
     """
     if workers <= 1 or chunk_bytes <= 0 or posix_fast_setting() is False:
         return workers, None
@@ -145,13 +120,7 @@ def capped_workers(workers: int, chunk_bytes: int) -> int:
 
 
 class ReadAhead:
-    """Asks the page cache for the chunks that follow the one being read, in the reader's order.
-
-    Args:
-        directory: the dataset folder.
-        filename: the chunk file of a chunk number.
-        depth: chunks to ask ahead (0: none).
-    """
+    """Asks the page cache for the ``depth`` chunks that follow the one being read, in the reader's order."""
 
     def __init__(self, directory: Path, filename: Callable[[int], str], depth: int) -> None:
         self.directory = directory

@@ -1,10 +1,8 @@
 """Chunks of a remote dataset (object store, ``local:`` network drive), through the io cache.
 
-The index is fetched into the dataset's cache folder, in the subfolder of its version (a digest
-of the URL and the index's bytes, so a dataset rewritten at the same URL, or another dataset
-sharing the folder, never reads these chunks). Every process of one dataset object reads the
-version the first one found (``origin``). Chunks are fetched ahead of the reader by the io
-prefetcher, pinned while read, and marked consumed afterwards so the byte-capped cache can evict them.
+The index is fetched into the subfolder of its version (a digest of the URL and the index's bytes,
+so a dataset rewritten at the same URL never reads these chunks). Chunks are prefetched, pinned while
+read, and marked consumed afterwards so the byte-capped cache can evict them.
 """
 
 from __future__ import annotations
@@ -42,8 +40,8 @@ class RemoteSource:
     def open(cls, origin: ChunkOrigin, opener: ChunkOpener = open_chunk) -> RemoteSource:
         """The source for ``origin`` (a URL), in this process.
 
-        The index comes with ``origin``; only when its copy in the cache folder is gone (the cache
-        was cleared) is the index fetched again, to tell whether the dataset was rewritten since.
+        Only when the index's copy in the cache folder is gone is it fetched again, to tell whether the
+        dataset was rewritten since.
         """
         assert origin.url is not None and origin.cache_dir is not None and origin.version is not None
         storage = get_storage(origin.url, origin.storage_options, origin.session_options)
@@ -93,13 +91,11 @@ class RemoteSource:
 def fetch_index(storage: Storage, cache_dir: Path, index_path: str | None) -> tuple[DatasetIndex, str, str]:
     """Fetch the index of the dataset at ``storage`` into its version's subfolder of ``cache_dir``.
 
-    The index is downloaded into a file of ``cache_dir`` and read from there as a local one is,
-    window by window, so the open never holds the whole file (~125 MB at a million chunks). The
-    file is kept only if it parses: a damaged index is not cached.
+    Read from a downloaded file as a local one is (never whole in memory), kept only if it parses. A
+    folder of Parquet files without an index gets one built from their footers.
 
     Returns:
-        The index, its version, and where it was read from (for messages). A folder of Parquet
-        files without an index gets one built from the files' footers.
+        The index, its version, and where it was read from (for messages).
     """
     make_cache_folder(cache_dir)  # not through another user's link, nor in a folder anyone can swap
     # A hidden name, as a temporary file of atomic_file's is named: the cache's listings skip it.

@@ -35,21 +35,11 @@ ChunkOpener = Callable[[str | os.PathLike[str], ChunkInfo, DatasetIndex, Any], C
 
 @dataclass(frozen=True, eq=False)
 class ChunkOrigin:
-    """Where a dataset's chunks come from (see ``origin``).
+    """Where a dataset's chunks come from (see ``origin``), and the options a chunk source needs.
 
-    Attributes:
-        index: the dataset's parsed index (its file pattern applied).
-        directory: the local folder read in place, or None when the chunks come through the cache.
-        url: the URL the chunks are fetched from (``s3://...``, ``local:/drive``), or None.
-        cache_dir: the folder the fetched chunks are kept in (a URL's only).
-        version: the subfolder of ``cache_dir`` holding this index's chunks (a URL's only).
-        index_path: where the index was read from, when not from the dataset's folder.
-        storage_options: credentials and endpoint for the object store.
-        session_options: boto3-style session options.
-        max_cache_size: the byte cap of the chunk cache.
-        max_pre_download: chunks fetched ahead of the one being read.
-        encryption: the key for encrypted datasets.
-        verify: check local chunks against their recorded checksums when first opened.
+    Either ``directory``, the local folder read in place, or ``url`` (``s3://...``, ``local:/drive``)
+    fetched into ``cache_dir``, in its subfolder ``version`` for this index. The other fields are the
+    dataset's options of the same names (``verify``: ``verify_chunks``).
     """
 
     index: DatasetIndex
@@ -69,11 +59,8 @@ class ChunkOrigin:
 def check_verifiable(index: DatasetIndex) -> None:
     """What ``verify_chunks=True`` promises, said up front for the whole index (once, in the process that builds it).
 
-    A malformed checksum, or one of an algorithm this version cannot check, is an error naming
-    the chunk (the user asked for verification, and it cannot be done). Chunks that record no
-    checksum at all (upstream LitData writes none) are read unverified, with one warning naming
-    them: that is what the index allows, and the user can make it an error with
-    ``warnings.filterwarnings("error", message="verify_chunks")``.
+    A malformed checksum, or one of an unknown algorithm, is an error naming the chunk; chunks that
+    record none (upstream LitData writes none) are read unverified, after one warning naming them.
     """
     missing = check_checksum_fields(index.chunks, index.source)
     if not missing:
@@ -116,14 +103,12 @@ class LocalSource:
 
     Args:
         directory: the dataset directory.
-        index: its index (already loaded).
+        index: its index (loaded from ``directory`` when None).
         encryption: the key for encrypted datasets.
-        keep_open: how many chunks stay mapped at once (a mapping costs address space, not
-            memory, so random access over a few dozen chunks does not reopen them).
+        keep_open: how many chunks stay mapped at once (random access over a few does not reopen them).
         opener: how chunks are opened.
         verify: check each chunk against its recorded checksum when this process first opens it.
-        readahead: chunks to ask into the page cache ahead of the one being read (``readahead``;
-            capped by memory; none when every chunk file is at most 64 KiB).
+        readahead: chunks to ask into the page cache ahead of the one being read (capped by memory).
     """
 
     def __init__(self, directory: str | os.PathLike[str], index: DatasetIndex | None = None, encryption: Any = None,
@@ -142,15 +127,13 @@ class LocalSource:
         self._verify = verify
         self._verified: set[int] = set()
         largest = int(table.chunk_bytes.max()) if len(table.chunk_bytes) else 1
-        if largest <= SMALL_CHUNK:
-            # Such a file is read whole in one call when opened; asking the page cache for it
-            # first would cost as much again (open, fadvise, close) and save next to nothing.
+        if largest <= SMALL_CHUNK:  # read whole in one call when opened: asking ahead costs as much again
             readahead = 0
         self._ahead = ReadAhead.for_reader(self.directory, table.filename, largest, readahead)
 
     def _open_file(self, number: int) -> Chunk:
         index = self.index
-        path = os.path.join(self._folder, index.table.filename(number))  # a str: a Path per chunk costs ~10 us
+        path = os.path.join(self._folder, index.table.filename(number))  # a str: cheaper than a Path per chunk
         if self._listed and not self._verify:
             found = open_listed_chunk(path, index, number, self.encryption)
             if self._ahead.depth:
@@ -178,11 +161,7 @@ class LocalSource:
     def small_rows(self, loader: BaseItemLoader) -> SmallChunkRows | None:
         """A reader of the rows of this folder's small chunks straight from their files, when ``loader`` allows it.
 
-        Such chunks are never opened as chunk objects (see ``small_chunk_rows``); none when chunks
-        are verified, or opened by a loader's own ``open_chunk``.
-
-        Args:
-            loader: the dataset's item loader (set up).
+        None when chunks are verified, or opened by a loader's own ``open_chunk``.
         """
         if not self._listed or self._verify:
             return None
@@ -192,8 +171,7 @@ class LocalSource:
         return self._chunks.chunk(number)
 
     def release(self, number: int) -> None:
-        # A streaming pass is done with the chunk: unmap it, so the pages it touched leave this
-        # process's RSS (random access never releases, and keeps up to ``keep_open`` mapped).
+        # Unmapped, so the pages it touched leave this process's RSS (random access keeps ``keep_open``).
         self._chunks.release(number)
 
     def close(self) -> None:
