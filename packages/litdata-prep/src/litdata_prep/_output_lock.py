@@ -1,34 +1,21 @@
 """The output's lock: one job writes an output folder or prefix at a time.
 
-The jobs that hold it: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index`` and a
-``dataset_update`` commit.
+The jobs: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index``, a ``dataset_update`` commit.
 
-Two jobs writing one output at once would each publish an index naming its own chunks only, or
+Two jobs writing one output at once would each publish an index naming only its own chunks, or
 chunks the other deleted, and both report success. So a job holds ``.litdata-lock`` at the output's
-root while it works, whatever the output is (a local folder or a bucket prefix): the lock is
-created with :meth:`~litdata_io.Storage.put_new`, which only one of racing writers wins (a hard link
-locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). A stale lock is taken over
-with :meth:`~litdata_io.Storage.replace_if`, which replaces only the version the taker judged
-stale (``If-Match``), so of two jobs taking over one stale lock one wins and the other waits. The
-lock names its holder (host, pid, the process's start, when the job started) and is rewritten
-every :data:`HEARTBEAT_S` seconds.
+root: created with :meth:`~litdata_io.Storage.put_new` (a hard link locally, ``If-None-Match: *`` in
+a bucket), which one racing writer wins, and taken over when stale with
+:meth:`~litdata_io.Storage.replace_if` (``If-Match``), so of two takers one wins. The lock names its
+holder (host, pid, the process's start, pid namespace).
 
-A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
-released, or when it is stale: its holder ran on this host, in this pid namespace (not another
-container's), and that process is gone (or the pid now names another process), or, in a bucket,
-it was not rewritten for :data:`STALE_S` seconds of watching (a holder on another machine that
-crashed or lost the network). A local output's lock is not rewritten (that would take a thread,
-and a thread in this process makes its workers start from a forkserver rather than by a fork of
-it): a holder on another machine (or in another container) sharing the folder is waited for until
-it releases the lock, and the message names the file to delete if it is gone.
-
-A holder checks the lock is still its own before it publishes the index; one whose lock was taken
-meanwhile (it was stopped longer than :data:`STALE_S`) fails, naming the job that took it, rather
-than publish over it.
-
-Several nodes of one multi-node job write the output together: the lock names the job (its inputs'
-fingerprint and node count, the same on every node), a node that finds its own job's lock joins it,
-every node rewrites it, and the node that merges the index releases it.
+A waiting job takes the lock when it is released or stale: its holder ran on this host and pid
+namespace and that process is gone, or, in a bucket, it was not rewritten (every
+:data:`HEARTBEAT_S`) for :data:`STALE_S` seconds. A local output's lock is not rewritten (the thread
+would make the workers start from a forkserver instead of a fork): a holder on another machine is
+waited for, and the message names the file to delete if it is gone. A holder confirms the lock is
+still its own before it publishes the index. The nodes of one multi-node job share one lock, named
+by the job (its inputs' fingerprint and node count); the node that merges the index releases it.
 """
 
 from __future__ import annotations
@@ -48,7 +35,7 @@ from typing import Any
 from litdata_prep._checkpoint import fingerprint
 from litdata_prep._output import Output
 
-__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity"]
+__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity", "process_alive"]
 
 LOCK_KEY = ".litdata-lock"
 HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
@@ -91,8 +78,8 @@ def _process_start(pid: int) -> str:
         return ""
 
 
-def _alive(pid: int, started: str) -> bool:
-    """Whether process ``pid`` of this host runs, and is the one that started at ``started``."""
+def process_alive(pid: int, started: str = "") -> bool:
+    """Whether process ``pid`` of this host runs (and, given ``started``, is the one that started then)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -204,7 +191,7 @@ class OutputLock:
 
 def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
     if current.pid_checkable():
-        return not _alive(current.pid, current.pid_start)
+        return not process_alive(current.pid, current.pid_start)
     return beating and unchanged_for >= STALE_S
 
 

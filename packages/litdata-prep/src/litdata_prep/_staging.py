@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from litdata_prep._output import PROBE_PREFIX, Output
+from litdata_prep._output_lock import process_alive
 
 __all__ = [
     "RAY_STAGING",
@@ -76,7 +77,7 @@ def temp_staging(what: str) -> Path:
     """A fresh staging folder in the temporary directory, named by this process; killed jobs' are removed first."""
     for path in Path(tempfile.gettempdir()).glob("litdata-*"):
         match = _TEMP_STAGING.match(path.name)
-        if match and path.is_dir() and not _alive(int(match[1])):
+        if match and path.is_dir() and not process_alive(int(match[1])):
             shutil.rmtree(path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-{os.getpid()}-"))
 
@@ -84,13 +85,3 @@ def temp_staging(what: str) -> Path:
 def update_staging(dataset: Path) -> Path:
     """A fresh folder inside the local ``dataset`` for the chunks ``dataset_update`` rewrites (then renamed into it)."""
     return Path(tempfile.mkdtemp(prefix=".litdata-update-", dir=dataset))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
