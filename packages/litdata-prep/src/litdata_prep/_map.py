@@ -11,7 +11,6 @@ from litdata_io import Dir
 from litdata_prep._checks import prepare_map
 from litdata_prep._inputs import Numbered
 from litdata_prep._job import Job
-from litdata_prep._output_lock import hold_output, lock_identity
 from litdata_prep._ray.executor import RayExecutor, RayPlan, run_on_ray
 from litdata_prep._staging import make_staging
 from litdata_prep._worker import MapTask
@@ -87,9 +86,7 @@ def map(
 
 def _map(job: Job) -> None:
     """``map`` of a checked job, holding its output's lock (another job writing it, or its staging folder, waits)."""
-    nodes = job.nodes
-    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
-    with hold_output(job.output, identity, last=nodes.is_last, what="map"):
+    with job.hold_output():
         _map_holding(job)
 
 
