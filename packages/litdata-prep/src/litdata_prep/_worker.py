@@ -106,7 +106,6 @@ class WorkerSpec:
         items: the static slice (ordered mode) or None (shared queue).
         reader: a :class:`~litdata_prep.BaseReader` applied to each input.
         input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
-        storage_options: credentials for ``input_dir``.
         upload_threads: concurrent uploads.
         downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
         env: environment variables to set in the worker.
@@ -120,7 +119,6 @@ class WorkerSpec:
     items: Numbered | None = None
     reader: Any = None
     input_dir: Dir | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict[str, Any])
     upload_threads: int = 2
     downloaders: int = 2
     env: dict[str, str] = field(default_factory=dict[str, str])
@@ -229,7 +227,7 @@ class _Inputs:
         if url:
             from litdata_io import get_storage  # only a remote input folder needs the storage layer
 
-            self.storage = get_storage(url, spec.storage_options)
+            self.storage = get_storage(url, spec.output.storage_options)  # the job's one set
         self.reader = spec.reader
         self.active = self.storage is not None or self.reader is not None  # else inputs go to fn as they are
         self.ahead = spec.downloaders if self.storage is not None else 0
