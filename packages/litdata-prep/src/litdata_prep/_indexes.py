@@ -51,13 +51,9 @@ def next_chunk_indexes(existing: DatasetIndex | None, ranks: list[int]) -> dict[
 def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ranks: list[int]) -> list[DatasetIndex]:
     """The chunks of the shared queue's workers as one-chunk parts, ordered by the inputs they hold.
 
-    Args:
-        parts: each worker's index (its chunks in the order written), in rank order.
-        firsts: for each worker, the position of the input each of its chunks' first sample came
-            from (what its ``Done`` carries). A worker's chunks never mix two runs of consecutive
-            inputs, so listing every chunk by that position (a worker's own chunks keep their
-            order, which is already by position) lists the samples in input order.
-        ranks: the workers' ranks, for messages.
+    ``firsts`` holds, per worker, the position of the input each of its chunks' first sample came from
+    (its ``Done.chunk_inputs``). A worker's chunks never mix two runs of consecutive inputs, so listing
+    every chunk by that position lists the samples in input order.
 
     Raises:
         RuntimeError: a worker's positions do not match its chunks.
@@ -75,21 +71,14 @@ def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ra
     return [entry[3] for entry in entries]
 
 
-def merge_timeout() -> float:
-    """Seconds the last node waits for the other nodes (``LITDATA_NODE_MERGE_TIMEOUT``, default 6 h)."""
-    value = read_seconds("LITDATA_NODE_MERGE_TIMEOUT")
-    return 6 * 3600.0 if value is None else value
-
-
-def wait_for_node_indexes(
-    output: Output, num_nodes: int, job: str, timeout: float | None = None
-) -> list[tuple[DatasetIndex, dict[str, Any]]]:
+def wait_for_node_indexes(output: Output, num_nodes: int, job: str) -> list[tuple[DatasetIndex, dict[str, Any]]]:
     """The per-node indexes of job ``job`` from the output, waiting until every node published its own.
 
-    Each comes with the JSON object it was read from, which also holds what a node adds to its
-    index (the keys its workers computed with ``key_fn``).
+    Each comes with the JSON object it was read from, which also holds the keys its workers computed
+    (``key_fn``). The wait ends after ``LITDATA_NODE_MERGE_TIMEOUT`` seconds (default 6 h).
     """
-    timeout = merge_timeout() if timeout is None else timeout
+    timeout = read_seconds("LITDATA_NODE_MERGE_TIMEOUT")
+    timeout = 6 * 3600.0 if timeout is None else timeout
     deadline = time.monotonic() + timeout
     found: dict[int, tuple[DatasetIndex, dict[str, Any]]] = {}
     delay = 0.1

@@ -98,18 +98,6 @@ def _dataset_dir(input_dir: str | os.PathLike[str], what: str) -> Path:
     return path
 
 
-def key_shard(key: str | int, num_shards: int) -> int:
-    """The shard of ``key`` in a key index of ``num_shards`` files (upstream's hash, so the layouts agree)."""
-    if num_shards <= 1:
-        return 0
-    digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % num_shards
-
-
-def _shard_name(shard: int) -> str:
-    return f"{KEYS_DIR}shard-{shard:05d}.parquet"
-
-
 def build_keys_index(
     input_dir: str | os.PathLike[str],
     key_fn: Callable[[Any], Any],
@@ -150,7 +138,6 @@ def build_keys_index(
 def _build_keys_index(
     source: Path, target: Path, key_fn: Callable[[Any], Any], overwrite: bool, verbose: bool, num_shards: int
 ) -> str:
-    """:func:`build_keys_index`, holding ``target``'s lock."""
     if not overwrite and ((target / KEYS_FILE).is_file() or (target / "keys.parquet").is_file()):
         raise FileExistsError(f"build_keys_index: {target} already has a key index; pass overwrite=True to replace it")
     reader = DatasetReader(source)
@@ -166,13 +153,14 @@ def _build_keys_index(
     sizes = [chunk.chunk_size for chunk in reader.index.chunks]
     keys_parquet(pairs, sizes)  # checks uniqueness and one key type across every shard
     by_shard: list[list[tuple[str | int, int]]] = [[] for _ in range(num_shards)]
-    for key, position in pairs:
-        by_shard[key_shard(key, num_shards)].append((key, position))
+    for key, position in pairs:  # upstream's hash, so the layouts agree
+        digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=8).digest()
+        by_shard[int.from_bytes(digest, "little") % num_shards].append((key, position))
     shutil.rmtree(target / KEYS_DIR, ignore_errors=True)
     (target / "keys.parquet").unlink(missing_ok=True)  # upstream's older single file, now replaced
     (target / KEYS_DIR).mkdir(parents=True)
     for shard, part in enumerate(by_shard):
-        write_file_atomic(target / _shard_name(shard), keys_parquet(part, sizes))
+        write_file_atomic(target / f"{KEYS_DIR}shard-{shard:05d}.parquet", keys_parquet(part, sizes))
     index_path = target / INDEX_FILENAME
     if index_path.is_file():
         index = json.loads(index_path.read_text())

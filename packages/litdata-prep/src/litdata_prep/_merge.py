@@ -21,11 +21,11 @@ from litdata_prep._staging import make_staging
 __all__ = ["merge_datasets"]
 
 
-def _read_index(source: Output, what: str) -> DatasetIndex:
+def _read_index(source: Output) -> DatasetIndex:
     index = source.read_index()
     if index is None:
         raise ValueError(
-            f"merge_datasets: {what} {source.url} has no index.json; is it an optimized dataset (and there)?"
+            f"merge_datasets: input_dir {source.url} has no index.json; is it an optimized dataset (and there)?"
         )
     return index
 
@@ -63,7 +63,7 @@ def merge_datasets(
     for source in sources:
         if source.url == target.url:
             raise ValueError(f"merge_datasets: output_dir {target.url} is also one of the input_dirs")
-    indexes = [_read_index(s, "input_dir") for s in sources]
+    indexes = [_read_index(s) for s in sources]
     with hold_output(target, None, what="merge_datasets") as lock:  # another job writing it is waited for
         _merge(target, sources, indexes, max_workers, lock)
 

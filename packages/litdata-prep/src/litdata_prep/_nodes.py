@@ -29,13 +29,7 @@ LAUNCH_HELP = (
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """This process's place in a multi-node job.
-
-    Attributes:
-        num_nodes: how many machines run the job (1 = a single-machine job).
-        node_rank: this machine's number, ``0 .. num_nodes - 1``.
-        source: which environment said so (``"DATA_OPTIMIZER"``, ``"torchrun"``, ``"SLURM"`` or ``"single"``).
-    """
+    """This process's place in a multi-node job (``source``: the environment that said so, or ``"single"``)."""
 
     num_nodes: int = 1
     node_rank: int = 0
@@ -101,10 +95,9 @@ def detect_nodes(env: Mapping[str, str] | None = None) -> NodeInfo:
 
 
 def check_node_request(num_nodes: int | None, machine: Any, info: NodeInfo) -> None:
-    """Refuse ``num_nodes``/``machine`` that the environment cannot honour, before any work starts.
+    """Refuse ``num_nodes``/``machine`` that the environment's multi-node launch (if any) cannot honour.
 
-    Upstream launches a cloud job for these; here the machines are started by the user, so the
-    arguments only make sense when the environment already describes a multi-node launch.
+    Upstream launches a cloud job for these; here the user starts the machines.
     """
     if num_nodes is None and machine is None:
         return

@@ -104,13 +104,7 @@ class LitDataDatasource(Datasource):
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
     ) -> list[ReadTask]:
-        """One task per run of chunks: about ``parallelism`` tasks, never one chunk split in two.
-
-        Args:
-            parallelism: the number of tasks Ray Data asks for.
-            per_task_row_limit: Ray Data's row limit per task, passed on to each ``ReadTask``.
-            data_context: Ray Data's context (not used).
-        """
+        """One task per run of chunks: about ``parallelism`` tasks, never one chunk split in two."""
         chunks = self.index.chunks
         count = max(1, min(parallelism, len(chunks)))
         tasks = []
