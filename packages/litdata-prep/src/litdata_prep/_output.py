@@ -40,15 +40,12 @@ class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
 class Output:
     """One output location of ``optimize``/``map``/``merge_datasets``: a storage rooted at it.
 
-    As fsspec's ``DirFileSystem`` is a filesystem over a folder of another, an output answers the
-    calls of a :class:`~litdata_io.Storage` that jobs make (``exists``, ``get``, ``put``,
-    ``put_new``, ``delete``, ``download``, ``url_for``) over the local folder (a ``LocalStorage``
-    that lists dot-files too: the job's ``.checkpoints/`` and leftover temporary files, which a
-    bucket lists like any key) or the bucket prefix, so callers read and write it without asking
-    which it is. What differs stays here: :meth:`publish` renames a local file into a local folder
-    and uploads it into a bucket, a write into a local folder refuses a sub-folder that is a link,
-    and deleting leaves no empty folder. It is not a subclass of ``Storage``: that class brings
-    asyncio into every spawned worker, which a worker that only renames its chunks never loads.
+    As fsspec's ``DirFileSystem`` is a filesystem over a folder, an output answers the
+    :class:`~litdata_io.Storage` calls jobs make over a local folder (dot-files listed too, as a bucket
+    lists them) or a bucket prefix, so callers do not ask which it is. What differs stays here:
+    :meth:`publish` renames into a local folder and uploads into a bucket, a local write refuses a
+    sub-folder that is a link, and deleting leaves no empty folder. Not a ``Storage`` subclass: that
+    brings asyncio into every spawned worker.
 
     Args:
         location: the resolved output (a local ``path`` or a ``url``).
@@ -81,8 +78,7 @@ class Output:
         return self._storage.get(self._open)
 
     def _open(self) -> Storage:
-        # Imported here: a worker that only renames its chunks into a local folder never loads
-        # the storage layer (nor asyncio), which its start-up would pay for.
+        # Imported here: a worker that only renames its chunks into a local folder never loads asyncio.
         if self.folder is not None:
             from litdata_io.internal import LocalStorage
 

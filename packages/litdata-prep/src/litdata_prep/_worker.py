@@ -65,25 +65,18 @@ def describe_input(item: Any, limit: int = 200) -> str:
 class OptimizeTask:
     """What an ``optimize`` worker does besides running ``fn``: write chunks.
 
-    Attributes:
-        writer: the checked :class:`BinaryWriter` options.
-        encryption: the encryption those options were checked with, or None.
-        key_fn: optimize's ``key_fn``: each sample's key goes back to the parent with the index.
-        chunk_index: the number of this worker's first chunk (append mode).
-        checkpoint: where to resume (``use_checkpoint``), else None.
-        keep_order: the shared queue's batches are runs of consecutive inputs: end a chunk where a
-            batch does not continue the last one, and report each chunk's first input position
-            (``Done.chunk_inputs``) so the index can list the chunks in input order.
+    With ``keep_order`` (the shared queue's batches are runs of consecutive inputs) a chunk ends where
+    a batch does not continue the last one, and ``Done.chunk_inputs`` gives each chunk's first input
+    position, so the index can list the chunks in input order.
     """
 
     writer: WriterOptions
-    encryption: Any = None
-    key_fn: Callable[[Any], Any] | None = None
-    chunk_index: int = 0
-    checkpoint: WorkerCheckpoint | None = None
+    encryption: Any = None  # the encryption the writer options were checked with
+    key_fn: Callable[[Any], Any] | None = None  # each sample's key goes back to the parent with the index
+    chunk_index: int = 0  # the number of this worker's first chunk (append mode)
+    checkpoint: WorkerCheckpoint | None = None  # where to resume (use_checkpoint)
     keep_order: bool = False
-    #: The job's name in messages.
-    what: ClassVar[str] = "optimize"
+    what: ClassVar[str] = "optimize"  # the job's name in messages
 
 
 @dataclass(frozen=True)
@@ -95,33 +88,19 @@ class MapTask:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """Everything one worker process needs (pickled to it under spawn), built whole by the parent.
-
-    Attributes:
-        task: what kind of job this is and what that kind needs (:class:`OptimizeTask`, :class:`MapTask`).
-        fn: the user's function.
-        rank: the global worker number (it names chunk files).
-        staging: this worker's local staging folder.
-        output: the destination.
-        items: the static slice (ordered mode) or None (shared queue).
-        reader: a :class:`~litdata_prep.BaseReader` applied to each input.
-        input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
-        upload_threads: concurrent uploads.
-        downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
-        env: environment variables to set in the worker.
-    """
+    """Everything one worker process needs (pickled to it under spawn), built whole by the parent."""
 
     task: OptimizeTask | MapTask
     fn: Callable[..., Any]
-    rank: int
-    staging: str
+    rank: int  # the global worker number (it names chunk files)
+    staging: str  # this worker's local staging folder
     output: Output
-    items: Numbered | None = None
+    items: Numbered | None = None  # the static slice, or None: the shared queue
     reader: Any = None
-    input_dir: Dir | None = None
+    input_dir: Dir | None = None  # a remote input folder whose files are downloaded before fn sees them
     upload_threads: int = 2
-    downloaders: int = 2
-    env: dict[str, str] = field(default_factory=dict[str, str])
+    downloaders: int = 2  # inputs whose files are downloaded ahead of fn (num_downloaders)
+    env: dict[str, str] = field(default_factory=dict[str, str])  # set in the worker
 
 
 @dataclass(frozen=True)
@@ -134,35 +113,18 @@ class Progress:
 
 @dataclass(frozen=True)
 class Done:
-    """A worker finished all its inputs.
-
-    Attributes:
-        rank: the worker's global rank.
-        summary: counts of what it wrote.
-        index: an optimize worker's index (its chunks, in the order written), else None.
-        keys: with ``key_fn``, the key of each sample it wrote, in sample order, else None.
-        chunk_inputs: with ``OptimizeTask.keep_order``, for each chunk of ``index`` the position of
-            the input its first sample came from, else None.
-    """
+    """A worker finished all its inputs."""
 
     rank: int
-    summary: dict[str, Any]
-    index: DatasetIndex | None = None
-    keys: list[Any] | None = None
-    chunk_inputs: list[int] | None = None
+    summary: dict[str, Any]  # counts of what it wrote
+    index: DatasetIndex | None = None  # an optimize worker's chunks, in the order written
+    keys: list[Any] | None = None  # with key_fn, each sample's key in sample order
+    chunk_inputs: list[int] | None = None  # with keep_order, per chunk the input of its first sample
 
 
 @dataclass(frozen=True)
 class Failed:
-    """A worker failed: on input ``input`` at ``position`` when ``fn`` raised, else on no input in particular.
-
-    Attributes:
-        rank: the worker's global rank.
-        headline: the one-line error for the user.
-        position: the input's position, if an input is to blame.
-        input: a short ``repr`` of that input.
-        traceback: the worker's formatted traceback.
-    """
+    """A worker failed: on input ``input`` (a short repr) at ``position`` when ``fn`` raised, else on none."""
 
     rank: int
     headline: str
@@ -252,17 +214,12 @@ class _Inputs:
     def ahead_of(self, numbered: Iterator[tuple[int, int, Any]]) -> Iterator[tuple[int, int, Any, Future[Any] | None]]:
         """The inputs of ``numbered``, each with the download of its files already started (or None)."""
         pool = self._pool
-        if pool is None:
-            for i, pos, item in numbered:
-                yield i, pos, item, None
-            return
         window: deque[tuple[int, int, Any, Future[Any] | None]] = deque()
         for i, pos, item in numbered:
-            window.append((i, pos, item, pool.submit(self.download, pos, item)))
+            window.append((i, pos, item, pool.submit(self.download, pos, item) if pool is not None else None))
             if len(window) > self.ahead:
                 yield window.popleft()
-        while window:
-            yield window.popleft()
+        yield from window
 
     def prepare(self, pos: int, item: Any, fetched: Future[Any] | None) -> tuple[Any, list[Path]]:
         item, local = fetched.result() if fetched is not None else self.download(pos, item)
@@ -530,9 +487,7 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
     would otherwise see the environment of the moment the server started.
     """
-    # What this process inherited or imported before the job (torch, the script, the forking parent's
-    # heap: ~190k objects in a torch script's forkserver) goes out of the collector's reach.
-    freeze_inherited()
+    freeze_inherited()  # what it inherited or imported before the job goes out of the collector's reach
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -547,6 +502,4 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     events.put(result)
     if isinstance(result, Failed):
         sys.exit(1)
-    # Nothing this process made is garbage the OS would not reclaim anyway: keep the interpreter's
-    # exit from walking every object (20-40 ms the parent spends joining us, measured).
-    gc.freeze()
+    gc.freeze()  # the OS reclaims it all: keep the interpreter's exit from walking every object
