@@ -82,12 +82,7 @@ class InputStream:
     """Inputs given as an iterator (a generator): numbered as they arrive and never held whole.
 
     The parent's feeder pulls them for the node's shared queue one batch at a time, so the parent holds
-    only the batches in flight. One pass only.
-
-    Args:
-        source: the user's iterator.
-        batch_size: group inputs into lists of this many (``optimize``'s ``batch_size``).
-        limit: take at most this many inputs (``fast_dev_run``), or None for all.
+    only the batches in flight. One pass only; ``limit`` (``fast_dev_run``) takes at most that many.
     """
 
     def __init__(self, source: Iterator[Any], batch_size: int | None = None, limit: int | None = None) -> None:

@@ -59,9 +59,7 @@ def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple
 def publish_keys(
     output: Output, index: DatasetIndex, existing: DatasetIndex | None, rank_keys: dict[int, list[Any]]
 ) -> dict[str, Any]:
-    """Write the key index of ``index``'s new chunks (and of the dataset appended to).
-
-    Returns the ``"keys"`` entry of ``index.json`` that names it.
+    """Write the key index of ``index``'s new chunks (and of the dataset appended to); its ``index.json`` entry.
 
     Raises:
         ValueError: two samples share a key, keys mix str and int, or a rank's keys do not match its chunks.
@@ -282,10 +280,7 @@ class DatasetUpdate:
     def _rewrite(
         self, reader: DatasetReader, number: int, updates: dict[int, tuple[str | int, Any]]
     ) -> tuple[int, Path, dict[str, Any]]:
-        """Chunk ``number`` with ``updates`` applied, written to a folder next to the dataset.
-
-        Returns the chunk's number, the new file and its ``index.json`` entry.
-        """
+        """Chunk ``number`` with ``updates`` applied, in a folder next to the dataset: its number, file and entry."""
         info = self._index.chunks[number]
         parsed = parse_chunk_name(info.filename)
         if parsed is None:

@@ -87,29 +87,20 @@ def map(
 def _map(job: Job) -> None:
     """``map`` of a checked job, holding its output's lock (another job writing it, or its staging folder, waits)."""
     with job.hold_output():
-        _map_holding(job)
-
-
-def _map_holding(job: Job) -> None:
-    if job.ray is not None:
-        items = job.cluster_inputs()
-        plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
-        specs = lambda rank, batch: job.spec(rank, "", batch, MapTask())  # noqa: E731  (one attempt's spec)
-        run_on_ray(job.ray, plan, items, job.num_workers, specs, job.output, "map", job.verbose, False)
-        return
-    slices = job.ordered_slices() if job.ordered else None
-    shared = None if slices is not None else job.shared_inputs()
-    total = (
-        sum(len(s) for s in slices) if slices is not None else (len(shared) if isinstance(shared, Numbered) else None)
-    )
-    staging = make_staging(job.output, job.nodes.node_rank, "map")
-    try:
-        # The staging folder goes while the workers exit (see run_workers); again here if the job failed.
-        job.run(
-            job.worker_specs(staging, slices, lambda rank: MapTask()),
-            shared,
-            total,
-            lambda done: shutil.rmtree(staging, ignore_errors=True),
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if job.ray is not None:
+            items = job.cluster_inputs()
+            plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
+            specs = lambda rank, batch: job.spec(rank, "", batch, MapTask())  # noqa: E731  (one attempt's spec)
+            run_on_ray(job.ray, plan, items, job.num_workers, specs, job.output, "map", job.verbose, False)
+            return
+        slices = job.ordered_slices() if job.ordered else None
+        shared = None if slices is not None else job.shared_inputs()
+        total = sum(len(s) for s in slices) if slices is not None else None
+        total = len(shared) if isinstance(shared, Numbered) else total
+        staging = make_staging(job.output, job.nodes.node_rank, "map")
+        try:
+            # The staging folder goes while the workers exit (see run_workers); again here if the job failed.
+            specs = job.worker_specs(staging, slices, lambda rank: MapTask())
+            job.run(specs, shared, total, lambda done: shutil.rmtree(staging, ignore_errors=True))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

@@ -40,11 +40,7 @@ __all__ = ["is_dataset_file", "optimize"]
 
 
 def is_dataset_file(key: str) -> bool:
-    """Whether ``key`` is something optimize writes, or the temporary file of such a write.
-
-    Optimize writes chunks, index files, checkpoints and staging folders; a killed run may leave
-    the temporary file of such a write behind.
-    """
+    """Whether ``key`` is a chunk, index, key index, checkpoint or staged file optimize writes, or its temp file."""
     folder, _, name = key.rpartition("/")
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
@@ -85,10 +81,7 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
 
 
 def _leftover_temp(key: str) -> bool:
-    """Whether ``key`` is the temporary file of a dataset file's write that a killed run interrupted.
-
-    Staging folders are not looked into: their runs remove them whole.
-    """
+    """Whether ``key`` is the temporary file of a dataset file's write a killed run interrupted (not in staging)."""
     is_temp = temp_target(key.rpartition("/")[2]) is not None
     return is_temp and is_dataset_file(key) and not key.startswith(STAGING_PREFIX)
 
@@ -310,11 +303,7 @@ def _optimize_on_ray(job: OptimizeJob, executor: RayExecutor, lock: OutputLock) 
 
 
 def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
-    """Delete the chunks this node's workers wrote for a job that failed (a full disk, fn raising).
-
-    Chunks an index in the output names (the dataset appended to, or this job's own index if it
-    was written before the failure) stay.
-    """
+    """Delete the chunks this node's workers wrote for a job that failed, but those an index in the output names."""
     try:
         keep: set[str] = set()
         for key in (INDEX_FILENAME, node_index_key(node_rank)):

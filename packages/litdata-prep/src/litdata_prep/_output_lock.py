@@ -199,11 +199,8 @@ def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
 def hold_output(output: Output, job: str | None, last: bool = True, what: str = "optimize") -> Iterator[OutputLock]:
     """Hold ``output``'s lock for the block, waiting for another job's to be released or stale.
 
-    Args:
-        output: the job's output.
-        job: the identity the job's nodes share (multi-node), None for a job of one node.
-        last: this node releases the lock when done (one node, or a multi-node job's merging node).
-        what: the job's kind for messages (``"optimize"``, ``"map"``, ``"merge_datasets"``, ...).
+    ``job`` is the identity a multi-node job's nodes share (None: one node); the ``last`` node releases
+    the lock; ``what`` names the job in messages.
     """
     me = Holder(
         job=job or uuid.uuid4().hex,

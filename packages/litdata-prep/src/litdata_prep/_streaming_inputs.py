@@ -20,20 +20,6 @@ from litdata_prep._readers import BaseReader
 __all__ = ["StreamingInputReader", "streaming_inputs"]
 
 
-def _kind(inputs: Any) -> str | None:
-    """``"dataset"``, ``"loader"``, ``"mixed"`` (Combined / Parallel), or None for other inputs."""
-    stream = sys.modules.get("litdata_stream")
-    if stream is None:
-        return None
-    if isinstance(inputs, stream.StreamingDataLoader):
-        return "loader"
-    if isinstance(inputs, stream.StreamingDataset):
-        return "dataset"
-    if isinstance(inputs, (stream.CombinedStreamingDataset, stream.ParallelStreamingDataset)):
-        return "mixed"
-    return None
-
-
 def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any,
                      weights: Any) -> tuple[Any, Any]:  # fmt: skip
     """``(inputs, reader)`` to run with.
@@ -41,11 +27,12 @@ def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any
     A StreamingDataset or StreamingDataLoader becomes the positions of its samples or batches and
     the reader that reads them; other inputs pass as given.
     """
-    kind = _kind(inputs)
-    if kind is None:
+    stream = sys.modules.get("litdata_stream")
+    mixed = (stream.CombinedStreamingDataset, stream.ParallelStreamingDataset) if stream is not None else ()
+    if stream is None or not isinstance(inputs, (stream.StreamingDataLoader, stream.StreamingDataset, *mixed)):
         return inputs, reader
     name = type(inputs).__name__
-    if kind == "mixed":
+    if isinstance(inputs, mixed):
         raise ValueError(
             f"{what}: inputs={name} is not supported: give each StreamingDataset in turn (mode='append' adds to "
             "the output), or a StreamingDataLoader over one StreamingDataset"
@@ -56,33 +43,25 @@ def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any
                 f"{what}: {option} cannot be combined with inputs={name}"
                 + (": the loader's own batch_size makes the batches fn receives" if option == "batch_size" else "")
             )
-    if kind == "dataset":
+    if isinstance(inputs, stream.StreamingDataset):
         source = StreamingInputReader(inputs)
+    elif isinstance(inputs.dataset, stream.StreamingDataset):
+        source = StreamingInputReader(inputs.dataset, inputs.batch_size, inputs.user_collate_fn, inputs.drop_last)
     else:
-        dataset = inputs.dataset
-        if not isinstance(dataset, sys.modules["litdata_stream"].StreamingDataset):
-            raise ValueError(
-                f"{what}: inputs=StreamingDataLoader over a {type(dataset).__name__} is not supported: the loader "
-                "must read one StreamingDataset"
-            )
-        source = StreamingInputReader(dataset, inputs.batch_size, inputs.user_collate_fn, inputs.drop_last)
-    count = source.count
-    if count == 0:
+        raise ValueError(
+            f"{what}: inputs=StreamingDataLoader over a {type(inputs.dataset).__name__} is not supported: the loader "
+            "must read one StreamingDataset"
+        )
+    if source.count == 0:
         raise ValueError(f"{what}: inputs={name} is empty; there is nothing to process")
-    return range(count), source
+    return range(source.count), source
 
 
 class StreamingInputReader(BaseReader):
-    """Reads sample ``i`` of a StreamingDataset, or batch ``i`` (collated) for a loader's batches.
+    """Reads sample ``i`` of a StreamingDataset, or batch ``i`` (``collate``-d) for a loader's batches.
 
     The samples are taken in the dataset's stored order (its ``shuffle`` is not applied), and with
     its ``transform``.
-
-    Args:
-        dataset: the source.
-        batch_size: give ``fn`` batches of this many samples (None: single samples).
-        collate: how a batch's samples become one value.
-        drop_last: leave out a last batch of fewer than ``batch_size`` samples.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = None, collate: Any = None,

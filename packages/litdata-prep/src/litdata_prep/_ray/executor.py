@@ -93,19 +93,14 @@ class RayExecutor:
             raise ValueError(f"RayExecutor: num_nodes must be at least 1, got {self.num_nodes}")
 
     def connect(self) -> Any:
-        """The ``ray`` module, connected to the cluster.
-
-        Raises:
-            ValueError: ``num_nodes`` or ``machine`` is asked for but no cluster is named (no
-                ``address``, no ``RAY_ADDRESS``, Ray not initialised): the message says how to start one.
-        """
+        """The ``ray`` module, connected to the cluster (see :meth:`check_named` for the error without one)."""
         ray = self.check_named()
         if not ray.is_initialized():
             ray.init(address=self.address)
         return ray
 
     def check_named(self) -> Any:
-        """The ``ray`` module, once a cluster is named if ``num_nodes``/``machine`` need one (see :meth:`connect`)."""
+        """The ``ray`` module; a ValueError saying how to start a cluster if ``num_nodes``/``machine`` need one."""
         ray = import_ray()
         named = self.address is not None or os.environ.get("RAY_ADDRESS") or ray.is_initialized()
         if not named and (self.num_nodes or self.machine):
