@@ -379,7 +379,7 @@ def _prepare(
         for name, value in {"fn": fn, "reader": reader, **spawnable}.items():
             _check_spawnable(name, value, method)
     input_dir = resolve_dir(a["input_dir"]) if a["input_dir"] is not None else None
-    # The one question of the input: the workers download the files a URL names; local files weigh their inputs.
+    # Why it must know: the workers download the files a URL names; a local folder's files weigh their inputs.
     remote_input = input_dir if input_dir is not None and input_dir.url else None
     sized_by = input_dir.path if input_dir is not None and a["reorder_files"] else None
     items: Sequence[Any] | InputStream = []

@@ -11,8 +11,8 @@ from litdata_io import Dir
 from litdata_prep._checks import prepare_map
 from litdata_prep._inputs import Numbered
 from litdata_prep._job import Job
+from litdata_prep._output import make_staging
 from litdata_prep._ray.executor import RayExecutor, RayPlan, run_on_ray
-from litdata_prep._staging import make_staging
 from litdata_prep._worker import MapTask
 
 __all__ = ["map"]

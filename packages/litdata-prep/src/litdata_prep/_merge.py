@@ -14,9 +14,8 @@ from litdata_format import INDEX_FILENAME, DatasetIndex, merge_indexes
 from litdata_format.internal import chunk_name, plain_chunk_name
 from litdata_io import Dir
 from litdata_prep._checks import open_output
-from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._output import DatasetExistsError, Output, make_staging
 from litdata_prep._output_lock import hold_output
-from litdata_prep._staging import make_staging
 
 __all__ = ["merge_datasets"]
 

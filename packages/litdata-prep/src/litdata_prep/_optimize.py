@@ -30,10 +30,10 @@ from litdata_prep._inputs import InputStream, Numbered
 from litdata_prep._job import OptimizeJob
 from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
-from litdata_prep._output import DatasetExistsError, Output
+from litdata_prep._output import DatasetExistsError, Output, make_staging, remove_staging
 from litdata_prep._output_lock import OutputLock
 from litdata_prep._ray.executor import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
-from litdata_prep._staging import STAGING_PREFIX, is_staged, make_staging, remove_staging
+from litdata_prep._staging import STAGING_PREFIX, is_staged
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]

@@ -34,8 +34,9 @@ from typing import Any
 
 from litdata_prep._checkpoint import fingerprint
 from litdata_prep._output import Output
+from litdata_prep._staging import process_alive, process_start
 
-__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity", "process_alive"]
+__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity"]
 
 LOCK_KEY = ".litdata-lock"
 HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
@@ -66,27 +67,6 @@ if hasattr(os, "register_at_fork"):
 
 class OutputLockLostError(RuntimeError):
     """Another job took this job's output lock (this one looked dead); the index was not published."""
-
-
-def _process_start(pid: int) -> str:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            # the command name (field 2) may hold spaces and parentheses: count from its end
-            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-
-
-def process_alive(pid: int, started: str = "") -> bool:
-    """Whether process ``pid`` of this host runs (and, given ``started``, is the one that started then)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's: it exists
-    return not started or _process_start(pid) in ("", started)
 
 
 @dataclass(frozen=True)
@@ -206,12 +186,11 @@ def hold_output(output: Output, job: str | None, last: bool = True, what: str = 
         job=job or uuid.uuid4().hex,
         host=HOST,
         pid=os.getpid(),
-        pid_start=_process_start(os.getpid()),
+        pid_start=process_start(os.getpid()),
         pid_ns=PID_NS,
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
-    # The lock's one question of the output: a bucket's holders rewrite it, a local folder's are judged
-    # by their pid (a thread would make this job's workers start from a forkserver; see the module docstring).
+    # Why it must know: a bucket's holder rewrites the lock; a local one is judged by pid (a thread would stop forks).
     beating = output.folder is None
     lock = _acquire(output, me, beating, what)
     if beating:

@@ -401,8 +401,7 @@ class _Worker:
     def map(self, work: Any) -> Done:
         spec = self.spec
         params = _parameters(spec.fn)
-        # The one question a worker asks of the output: fn writes straight into a local folder (upstream's
-        # fn gets the output_dir it was given); a bucket's files are written to staging, then uploaded.
+        # Why it must know: fn writes straight into a local output_dir (as documented); a bucket's go through staging.
         local = spec.output.folder
         files = 0
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):

@@ -31,9 +31,9 @@ from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._inputs import Numbered, contiguous_bins
-from litdata_prep._output import Output
+from litdata_prep._output import Output, ray_staging
 from litdata_prep._ray.machine import Machine, as_machine
-from litdata_prep._staging import ray_staging, temp_staging
+from litdata_prep._staging import temp_staging
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
 
 __all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RayExecutor", "import_ray", "ray_executor"]
