@@ -109,15 +109,6 @@ def _check_inputs(inputs: Any, what: str) -> Sequence[Any]:
     return inputs if isinstance(inputs, (list, tuple, range)) else list(inputs)
 
 
-def _peeked(inputs: Iterator[Any], what: str) -> Iterator[Any]:
-    """``inputs`` again, after checking it yields something."""
-    try:
-        first = next(inputs)
-    except StopIteration:
-        raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
-    return itertools.chain((first,), inputs)
-
-
 def _pickled_modules(data: bytes) -> set[str]:
     """The modules a pickle imports when it is loaded."""
     modules: set[str] = set()
@@ -231,7 +222,11 @@ def _prepare_items(
     arrival order); otherwise it is read into a list first.
     """
     if isinstance(inputs, Iterator) and not isinstance(inputs, Sequence):
-        checked = _peeked(cast("Iterator[Any]", inputs), what)
+        try:
+            first = next(inputs)
+        except StopIteration:
+            raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
+        checked = itertools.chain((first,), cast("Iterator[Any]", inputs))
         if stream and reader is None and weights is None and not sized_by:
             return InputStream(checked, batch_size), None
         inputs = list(checked)  # slices, weights or a reader need the whole list

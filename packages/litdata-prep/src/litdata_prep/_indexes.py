@@ -1,12 +1,9 @@
 """Putting a job's index together: worker ranks -> node -> ``index.json``, published last.
 
-Every worker sends its index to the parent in its ``Done`` message. The node concatenates
-them in rank order (each rank's chunks in the order written; with the shared queue, every chunk
-by the first input it holds, see :func:`in_input_order`) after the chunks of an existing
-dataset (``mode="append"``) with :func:`litdata_format.merge_indexes`. On one node that is
-``index.json``; with several nodes each node publishes ``{node_rank}-index.json`` to the output
-and the last node waits for all of them, merges them and publishes ``index.json``, so readers
-never see a half-written dataset.
+A node concatenates its workers' indexes in rank order (with the shared queue, every chunk by the
+first input it holds: :func:`in_input_order`) after an existing dataset's chunks (``mode="append"``).
+With several nodes each publishes ``{node_rank}-index.json`` and the last one merges them into
+``index.json``, so readers never see a half-written dataset.
 """
 
 from __future__ import annotations

@@ -99,18 +99,14 @@ class InputStream:
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         items: Iterator[Any] = self.source
         if self.batch_size is not None:
-            items = _grouped(items, self.batch_size)
+            source, size = items, self.batch_size
+            items = iter(lambda: list(itertools.islice(source, size)), [])
         if self.limit is not None:
             items = itertools.islice(items, self.limit)
         return enumerate(items)
 
     def __repr__(self) -> str:
         return f"InputStream({self.source!r})"
-
-
-def _grouped(source: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    while batch := list(itertools.islice(source, size)):
-        yield batch
 
 
 def contiguous_bins(

@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 from litdata_format.internal import WriterOptions
 from litdata_io import Dir
-from litdata_prep._checkpoint import WorkerCheckpoint
+from litdata_prep._checkpoint import WorkerCheckpoint, fingerprint
 from litdata_prep._engine import default_start_method, run_workers
 from litdata_prep._inputs import InputStream, Numbered, node_share, worker_slices
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import Output
-from litdata_prep._output_lock import OutputLock, hold_output, lock_identity
+from litdata_prep._output_lock import OutputLock, hold_output
 from litdata_prep._ray.executor import RayExecutor
 from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
@@ -58,7 +58,8 @@ class Job:
     def hold_output(self) -> AbstractContextManager[OutputLock]:
         """Hold the output's lock for the job (its nodes share it; the merging node releases it)."""
         nodes = self.nodes
-        identity = lock_identity(self.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
+        # Every node of a multi-node job gives the lock one identity: the inputs' fingerprint and the node count.
+        identity = fingerprint(enumerate(self.listed))[:16] + f"-{nodes.num_nodes}" if nodes.num_nodes > 1 else None
         return hold_output(self.output, identity, last=nodes.is_last, what=self.what)
 
     @property

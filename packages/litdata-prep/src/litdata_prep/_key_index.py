@@ -1,16 +1,10 @@
 """The key index of a dataset (``keys/shard-NNNNN.parquet``, upstream's layout): written, built, used.
 
-``optimize(key_fn=...)``: each worker returns the keys of its samples in its own sample order with
-its index (``Done.keys``). A worker's samples fill its chunks in that order, so once the index is
-merged a key's sample position follows from where the rank's chunks landed: no sample is read back
-(:func:`publish_keys`).
-
-``build_keys_index(dir, key_fn)`` reads an optimized dataset once and writes the key index that
-``optimize(key_fn=...)`` would have written (``keys/shard-NNNNN.parquet`` and the ``"keys"`` entry
-of ``index.json``), so samples can be looked up by key and replaced with ``dataset_update``.
-``dataset_update(dir)`` opens a session that replaces whole samples by key: ``commit()``
-rewrites each chunk holding one of them (same file name, same layout) and then ``index.json``.
-These two work on a local dataset folder, as upstream's do.
+``optimize(key_fn=...)``: each worker returns its samples' keys in its sample order, so once the
+index is merged each key's position follows from where the rank's chunks landed (:func:`publish_keys`).
+``build_keys_index(dir, key_fn)`` reads a dataset once and writes the key index ``key_fn`` would have.
+``dataset_update(dir)`` replaces whole samples by key: ``commit()`` rewrites each chunk holding one
+(same file name, same layout), then ``index.json``. These two work on a local folder, as upstream's do.
 """
 
 from __future__ import annotations

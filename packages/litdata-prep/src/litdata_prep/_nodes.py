@@ -1,12 +1,9 @@
 """Which machine (node) of a multi-node ``optimize``/``map`` this process is.
 
-A multi-node job is the same script started once per machine. Each node learns its rank and the
-node count from the environment, processes its share of the inputs, and the last node merges
-the per-node indexes through the output storage. Three launchers are understood, in this order:
-
-- ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK`` (upstream LitData's variables);
-- torchrun (``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``), one process per node;
-- SLURM (``SLURM_NNODES`` / ``SLURM_NODEID``), one task per node.
+A multi-node job is the same script started once per machine; each node learns its rank and the node
+count from the environment, in this order: ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK``
+(upstream's), torchrun (``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``), SLURM (``SLURM_NNODES`` /
+``SLURM_NODEID``), one process per node. The last node merges the per-node indexes.
 """
 
 from __future__ import annotations

@@ -30,13 +30,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from litdata_prep._checkpoint import fingerprint
 from litdata_prep._output import Output
 from litdata_prep._staging import process_alive, process_start
 
-__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity"]
+__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output"]
 
 LOCK_KEY = ".litdata-lock"
 HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
@@ -245,8 +243,3 @@ def _acquire(output: Output, me: Holder, beating: bool, what: str) -> OutputLock
                 flush=True,
             )
         time.sleep(POLL_S)
-
-
-def lock_identity(items: Any, num_nodes: int) -> str:
-    """The identity every node of a multi-node job gives its lock: the inputs' fingerprint and node count."""
-    return fingerprint(enumerate(items))[:16] + f"-{num_nodes}"

@@ -1,13 +1,9 @@
 """An optimized dataset as the inputs of ``optimize`` / ``map``: re-chunk, re-compress or filter it.
 
-``inputs=StreamingDataset(...)`` gives ``fn`` each sample; ``inputs=StreamingDataLoader(...)``
-gives it each batch (as upstream LitData does). Either becomes the positions ``0..n-1`` (of
-samples, or of batches) read by a :class:`StreamingInputReader` in the workers, so the work is
-split, ordered and checkpointed like any list of inputs: ``use_checkpoint`` resumes by position,
-and every worker reads a contiguous stretch of the source, chunk after chunk.
-
-This package does not depend on ``litdata_stream`` (nor on torch): a dataset given as inputs
-means that package is imported already, so its classes are looked up in ``sys.modules``.
+``inputs=StreamingDataset(...)`` gives ``fn`` each sample, ``inputs=StreamingDataLoader(...)`` each
+batch (as upstream does): the positions ``0..n-1`` read by a :class:`StreamingInputReader` in the
+workers, so the work is split, ordered and checkpointed like any list of inputs. Its classes are
+looked up in ``sys.modules``: a dataset given as inputs means ``litdata_stream`` is imported already.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Ray Data both ways: read an optimized dataset as a ``ray.data.Dataset``, write one as a LitData dataset.
 
-:class:`LitDataDatasource` splits a dataset (a local folder or a bucket URL) by chunk: each read
-task fetches its own chunks and turns their samples into rows. :class:`LitDataDatasink` writes
-each write task's rows with a :class:`~litdata_format.BinaryWriter` under the task's number (its
-rank), and the driver merges the tasks' indexes into ``index.json`` once every task finished, in
-task order, so a reader never sees a half-written dataset; chunk files the index does not name
-(left by a failed attempt of a task) are deleted then.
+:class:`LitDataDatasource` splits a dataset by chunk: each read task fetches its own chunks.
+:class:`LitDataDatasink` writes each write task's rows under the task's number (its rank); the
+driver merges the tasks' indexes into ``index.json`` once every task finished, in task order, and
+deletes the chunk files the index does not name (a failed attempt's).
 
 A sample that is a dict with string keys is one row with those columns; any other sample is the
 row ``{"item": sample}``, and a row whose only column is ``item`` is written back as that value.
@@ -153,11 +151,7 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
         if chunk_size is None and chunk_bytes is None:
             chunk_bytes = "64MB"
         self.output = Output.at(output_dir, storage_options)
-        self.options: dict[str, Any] = {
-            "chunk_size": chunk_size,
-            "chunk_bytes": chunk_bytes,
-            "compression": compression,
-        }
+        self.options: dict[str, Any] = dict(chunk_size=chunk_size, chunk_bytes=chunk_bytes, compression=compression)
         with tempfile.TemporaryDirectory() as tmp:
             BinaryWriter(tmp, **self.options)  # bad sizes or compression fail here, on the driver
         self.mode = mode

@@ -244,6 +244,8 @@ def run_on_ray(
             started on a worker, or its workers died ``max_attempts`` times.
     """
     ray = executor.connect()
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
     options: dict[str, Any] = {"num_cpus": executor.num_cpus, "max_restarts": 0, "max_task_retries": 0}
     if executor.runtime_env is not None:
         options["runtime_env"] = executor.runtime_env
@@ -271,7 +273,9 @@ def run_on_ray(
         nonlocal started
         placed = actor_class
         if nodes is not None:  # round-robin over the job's nodes (an actor redone goes where the next is due)
-            strategy = _placement_strategy(nodes, started % len(nodes.bundle_specs))
+            strategy = PlacementGroupSchedulingStrategy(
+                placement_group=nodes, placement_group_bundle_index=started % len(nodes.bundle_specs)
+            )
             placed = actor_class.options(scheduling_strategy=strategy)
         started += 1
         actor = placed.remote()
@@ -379,12 +383,6 @@ def _place_nodes(ray: Any, executor: RayExecutor, num_workers: int, what: str) -
         f"free, and it could not place them in {executor.placement_timeout:g} s; its live nodes have {have}. Add "
         f"nodes (`ray start --address=<head-ip>:6379` on each), or lower num_nodes or the machine"
     )
-
-
-def _placement_strategy(group: Any, bundle: int) -> Any:
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=bundle)
 
 
 def finished_parts(plan: RayPlan, source: str) -> tuple[list[DatasetIndex], dict[int, list[Any]]]:
