@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from litdata_format import INDEX_FILENAME
@@ -53,9 +53,6 @@ class WorkerCheckpoint:
     def key(self) -> str:
         return f"{CHECKPOINT_DIR}/checkpoint-{self.rank}.json"
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_json(cls, obj: Any, source: str) -> WorkerCheckpoint:
         try:
@@ -92,11 +89,7 @@ def save_node_config(output: Output, node_rank: int, slices: list[Numbered], ran
 def load_checkpoints(
     output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]
 ) -> list[WorkerCheckpoint]:
-    """The checkpoints of this node's workers (fresh ones when there are none).
-
-    Raises:
-        ValueError: the checkpoints were written for another worker count or other inputs.
-    """
+    """The checkpoints of this node's workers (fresh ones when none); a ValueError if of other workers or inputs."""
     config = output.read_json(_node_key(node_rank))
     if config is None:
         return [WorkerCheckpoint(rank) for rank in ranks]
@@ -120,10 +113,7 @@ def load_checkpoints(
 
 
 def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
-    """Whether this job (the same workers and inputs) already completed its dataset.
-
-    That is, it published ``index.json`` and was stopped before it removed its checkpoints.
-    """
+    """Whether this job (same workers and inputs) published ``index.json``, then stopped before removing checkpoints."""
     if not output.exists(INDEX_FILENAME) or output.read_json(_node_key(node_rank)) is None:
         return False
     try:

@@ -8,6 +8,7 @@ resolved values: nothing after them reads an argument as the caller gave it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing as mp
 import multiprocessing.queues
@@ -92,11 +93,7 @@ def _resolve_start_method(start_method: str | None) -> str:
 
 
 def _check_inputs(inputs: Any, what: str) -> Sequence[Any]:
-    """``inputs`` as a sequence (a list, tuple or range as given; other sequences as a list); it must not be empty.
-
-    Raises:
-        ValueError: ``inputs`` is empty, a string, or not a sequence.
-    """
+    """``inputs`` as a non-empty sequence (a list, tuple or range as given; other sequences as a list)."""
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
         raise ValueError(
@@ -155,14 +152,9 @@ def _importable_elsewhere(module: str) -> str | None:
     if top in sys.builtin_module_names:
         return None
     for finder in sys.meta_path:
-        find_spec = getattr(finder, "find_spec", None)
-        if find_spec is None:
-            continue
-        try:
-            if find_spec(top, None) is not None:
+        with contextlib.suppress(Exception):  # a finder without find_spec, or one that fails
+            if finder.find_spec(top, None) is not None:
                 return None
-        except Exception:
-            continue
     return f"its module {module!r} cannot be imported from sys.path (it was loaded some other way)"
 
 

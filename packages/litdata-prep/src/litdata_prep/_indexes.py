@@ -80,9 +80,7 @@ def wait_for_node_indexes(output: Output, num_nodes: int, job: str) -> list[tupl
     found: dict[int, tuple[DatasetIndex, dict[str, Any]]] = {}
     delay = 0.1
     while True:
-        for node in range(num_nodes):
-            if node in found:
-                continue
+        for node in (n for n in range(num_nodes) if n not in found):
             key = node_index_key(node)
             obj = output.read_json(key)
             if obj is not None and obj.get("job") == job:

@@ -143,11 +143,7 @@ def contiguous_bins(
     else:
         base, extra = divmod(count, num_bins)
         sizes = [base + (1 if b >= num_bins - extra else 0) for b in range(num_bins)]
-    out, start = [], 0
-    for size in sizes:
-        out.append(range(start, start + size))
-        start += size
-    return out
+    return [range(stop - size, stop) for size, stop in zip(sizes, itertools.accumulate(sizes))]
 
 
 def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
@@ -156,11 +152,8 @@ def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
     sizes = []
     for item in items:
         leaves, _ = tree_flatten(item)
-        total = 0
-        for leaf in leaves:
-            if isinstance(leaf, str) and os.path.abspath(leaf).startswith(root) and os.path.isfile(leaf):
-                total += os.path.getsize(leaf)
-        sizes.append(max(total, 1))
+        files = [x for x in leaves if isinstance(x, str) and os.path.abspath(x).startswith(root) and os.path.isfile(x)]
+        sizes.append(max(sum(map(os.path.getsize, files)), 1))
     return sizes
 
 

@@ -26,7 +26,7 @@ from litdata_prep._indexes import (
     node_index_key,
     wait_for_node_indexes,
 )
-from litdata_prep._inputs import InputStream, Numbered
+from litdata_prep._inputs import Numbered
 from litdata_prep._job import OptimizeJob
 from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
@@ -201,12 +201,8 @@ def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> DatasetIndex | N
     """``optimize`` with this machine's worker processes, holding the output's ``lock``."""
     queue, mode, use_checkpoint = job.queue, job.mode, job.use_checkpoint
     output, nodes, ranks = job.output, job.nodes, job.ranks
-    slices: list[Numbered] | None = None
-    shared: Numbered | InputStream | None = None
-    if queue is None and job.ordered:
-        slices = job.ordered_slices(job.align)
-    elif queue is None:
-        shared = job.shared_inputs()
+    slices = job.ordered_slices(job.align) if queue is None and job.ordered else None
+    shared = job.shared_inputs() if queue is None and slices is None else None
     if (
         use_checkpoint
         and mode is None

@@ -28,13 +28,7 @@ def upload_backlog() -> int:
 
 
 class Publisher:
-    """Publishes a worker's files to ``output`` in submission order of effect.
-
-    Args:
-        output: where files go.
-        threads: concurrent uploads.
-        backlog: files that may wait for upload before :meth:`put_file` blocks.
-    """
+    """Publishes a worker's files to ``output``, ``threads`` at a time; ``backlog`` may wait before a put blocks."""
 
     def __init__(self, output: Output, threads: int = 2, backlog: int | None = None) -> None:
         self.output = output

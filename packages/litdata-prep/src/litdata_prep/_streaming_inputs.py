@@ -18,11 +18,7 @@ __all__ = ["StreamingInputReader", "streaming_inputs"]
 
 def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any,
                      weights: Any) -> tuple[Any, Any]:  # fmt: skip
-    """``(inputs, reader)`` to run with.
-
-    A StreamingDataset or StreamingDataLoader becomes the positions of its samples or batches and
-    the reader that reads them; other inputs pass as given.
-    """
+    """``(inputs, reader)`` to run with: a StreamingDataset's or StreamingDataLoader's positions and reader."""
     stream = sys.modules.get("litdata_stream")
     mixed = (stream.CombinedStreamingDataset, stream.ParallelStreamingDataset) if stream is not None else ()
     if stream is None or not isinstance(inputs, (stream.StreamingDataLoader, stream.StreamingDataset, *mixed)):
@@ -67,11 +63,8 @@ class StreamingInputReader(BaseReader):
         self.batch_size = batch_size
         self.collate = collate
         self.samples = dataset.num_samples
-        if batch_size is None:
-            self.count = self.samples
-        else:
-            full, rest = divmod(self.samples, batch_size)
-            self.count = full + (1 if rest and not drop_last else 0)
+        full, rest = divmod(self.samples, batch_size or 1)
+        self.count = full + (1 if rest and not drop_last else 0)
 
     def remap_items(self, items: Any, num_workers: int) -> list[Any]:
         return list(items)

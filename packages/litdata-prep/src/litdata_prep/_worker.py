@@ -21,7 +21,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import GeneratorType
 from typing import Any, ClassVar
@@ -158,10 +158,7 @@ class FnFailed(Exception):
 
 
 def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
-    """What to tell the user when ``err`` is a failure to write one of the job's files, else None.
-
-    A full disk, a quota or a read-only folder: the sample being written is not to blame.
-    """
+    """What to tell the user when ``err`` failed to write one of the job's files (no sample to blame), else None."""
     if not isinstance(err, OSError) or not err.filename or err.errno is None:
         return None
     path = Path(os.fsdecode(err.filename))
@@ -329,7 +326,7 @@ class _Worker:
             state.chunks = [c.to_json() for c in writer.chunks]
             state.config = writer.index_config()
             state.writer = writer.resume_state()
-            self.publisher.put_json(state.key, state.to_json())
+            self.publisher.put_json(state.key, asdict(state))
 
         chunk_inputs: list[int] = []  # per chunk this run writes, the position of its first sample's input
         opened: int | None = None  # that position for the chunk being filled
@@ -481,11 +478,7 @@ def run_spec(spec: WorkerSpec, events: Any, work: Any) -> Done | Failed:
 
 
 def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str]) -> None:
-    """Entry point of a worker process.
-
-    ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
-    would otherwise see the environment of the moment the server started.
-    """
+    """Entry point of a worker process; ``environ`` is the parent's when the job started (not the forkserver's)."""
     freeze_inherited()  # what it inherited or imported before the job goes out of the collector's reach
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     torch = sys.modules.get("torch")

@@ -12,6 +12,7 @@ row ``{"item": sample}``, and a row whose only column is ``item`` is written bac
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -68,9 +69,7 @@ def _read_chunks(source: Output, index: DatasetIndex, numbers: list[int]) -> Ite
     """One block per chunk of ``numbers`` (read where they are, or from a local copy of a bucket's)."""
     with source.local_copy([INDEX_FILENAME, *(index.chunks[n].filename for n in numbers)]) as folder:
         reader = DatasetReader(folder)
-        starts = [0]
-        for chunk in reader.index.chunks:
-            starts.append(starts[-1] + reader.item_loader.items_in_chunk(chunk))
+        starts = [0, *itertools.accumulate(reader.item_loader.items_in_chunk(c) for c in reader.index.chunks)]
         try:
             for n in numbers:
                 yield pandas.DataFrame([_row(reader[i]) for i in range(starts[n], starts[n + 1])])
@@ -102,7 +101,13 @@ class LitDataDatasource(Datasource):
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
     ) -> list[ReadTask]:
-        """One task per run of chunks: about ``parallelism`` tasks, never one chunk split in two."""
+        """One task per run of chunks: about ``parallelism`` tasks, never one chunk split in two.
+
+        Args:
+            parallelism: the number of tasks Ray Data asks for.
+            per_task_row_limit: Ray Data's row limit per task, passed on to each ``ReadTask``.
+            data_context: Ray Data's context (not used).
+        """
         chunks = self.index.chunks
         count = max(1, min(parallelism, len(chunks)))
         tasks = []

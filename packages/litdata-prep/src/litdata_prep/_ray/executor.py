@@ -121,7 +121,11 @@ class RayExecutor:
         return max(1, int(cpus // self.num_cpus))
 
     def total_workers(self, num_workers: int) -> int:
-        """The worker actors of a job of ``num_workers`` (per node with ``num_nodes``)."""
+        """The worker actors of a job.
+
+        Args:
+            num_workers: the workers asked for (per node with ``num_nodes``).
+        """
         return num_workers * (self.num_nodes or 1)
 
 

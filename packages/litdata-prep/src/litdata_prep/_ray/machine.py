@@ -70,7 +70,11 @@ class Machine:
         return found
 
     def ray_resources(self, workers: int) -> dict[str, Any]:
-        """The Ray options of one of the ``workers`` actors sharing a node: its part of the machine."""
+        """The Ray options of one of the worker actors sharing a node: its part of the machine.
+
+        Args:
+            workers: how many worker actors share the node.
+        """
         workers = max(1, workers)
         options: dict[str, Any] = {"num_cpus": self.cpus / workers}
         if self.gpus:
