@@ -19,8 +19,7 @@ import pytest
 from litdata_format import DatasetReader, FernetEncryption, Image, TokensLoader, checksum_file, load_index
 from litdata_io import Dir
 from litdata_prep import ALL_DONE, WorkerError, optimize
-from litdata_prep._output import Output
-from litdata_prep._staging import make_staging
+from litdata_prep._output import Output, make_staging
 
 fns: Any = importlib.import_module("prep_fns")
 FORK = {"start_method": "fork", "verbose": False}

@@ -1,22 +1,20 @@
 """Checkpoints of ``optimize(..., use_checkpoint=True)``: a killed job resumes where it stopped.
 
-Each worker processes a static, ordered slice of inputs. Whenever one of its chunks reaches the
-output, the worker publishes ``.checkpoints/checkpoint-{rank}.json`` saying which chunks it has
-and where the next unwritten sample starts: input ``next_input`` of its slice, after skipping
-``skip_samples`` samples of it (a generator ``fn`` may have put its first samples in the chunk
-already). Samples still buffered in memory are lost with the process and produced again on
-resume, so a resumed job writes exactly the samples of an uninterrupted one, provided ``fn`` is
-deterministic. With ``key_fn``, the keys of each published chunk go to
-``.checkpoints/keys-{chunk file}.json`` before the checkpoint that names the chunk, so a resumed
-run builds the same key index. ``.checkpoints/node-{node_rank}.json`` pins the worker count and a fingerprint of
-each worker's slice; a resume with different inputs or workers is refused.
+Whenever one of a worker's chunks reaches the output, the worker publishes
+``.checkpoints/checkpoint-{rank}.json``: its chunks, and where the next unwritten sample starts (input
+``next_input`` of its slice, after ``skip_samples`` samples a generator ``fn`` already put in a chunk).
+Samples buffered in memory are produced again on resume, so a resumed job writes exactly the samples
+of an uninterrupted one, provided ``fn`` is deterministic. With ``key_fn``, each published chunk's keys
+go to ``.checkpoints/keys-{chunk file}.json`` before the checkpoint naming the chunk.
+``.checkpoints/node-{node_rank}.json`` pins the worker count and each slice's fingerprint, so a resume
+with other inputs or workers is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from litdata_format import INDEX_FILENAME
@@ -39,35 +37,21 @@ CHECKPOINT_DIR = ".checkpoints"
 
 @dataclass
 class WorkerCheckpoint:
-    """Where one worker is: the chunks it published and the first sample it has not.
-
-    Attributes:
-        rank: the worker's global rank (it names its chunks).
-        next_input: position, in the worker's slice, of the input to process next.
-        skip_samples: samples of that input already inside published chunks.
-        next_sample: the sample number the next sample gets.
-        next_chunk_index: the number of the next chunk file.
-        chunks: the ``index.json`` entries of the published chunks.
-        config: the writer's ``config`` once it wrote a sample (None before).
-        writer: the writer's ``resume_state()`` after its last published chunk, so the resumed
-            writer cuts the chunks an uninterrupted one would (None before a chunk).
-    """
+    """Where one worker is: the chunks it published and the first sample it has not."""
 
     rank: int
-    next_input: int = 0
-    skip_samples: int = 0
+    next_input: int = 0  # position, in the worker's slice, of the input to process next
+    skip_samples: int = 0  # samples of that input already inside published chunks
     next_sample: int = 0
     next_chunk_index: int = 0
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] | None = None
+    chunks: list[dict[str, Any]] = field(default_factory=list)  # index.json entries of the published chunks
+    config: dict[str, Any] | None = None  # the writer's config once it wrote a sample
+    # The writer's resume_state() after its last published chunk: the resumed writer cuts the same chunks.
     writer: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
         return f"{CHECKPOINT_DIR}/checkpoint-{self.rank}.json"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, obj: Any, source: str) -> WorkerCheckpoint:
@@ -105,15 +89,11 @@ def save_node_config(output: Output, node_rank: int, slices: list[Numbered], ran
 def load_checkpoints(
     output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]
 ) -> list[WorkerCheckpoint]:
-    """The checkpoints of this node's workers (fresh ones when there are none).
-
-    Raises:
-        ValueError: the checkpoints were written for another worker count or other inputs.
-    """
+    """The checkpoints of this node's workers (fresh ones when none); a ValueError if of other workers or inputs."""
     config = output.read_json(_node_key(node_rank))
     if config is None:
         return [WorkerCheckpoint(rank) for rank in ranks]
-    where = f"{output.url_for(_node_key(node_rank))}"
+    where = output.url_for(_node_key(node_rank))
     if config.get("num_workers") != len(slices) or config.get("ranks") != ranks:
         raise ValueError(
             f"{where}: the interrupted run used num_workers={config.get('num_workers')}, this one uses "
@@ -133,10 +113,7 @@ def load_checkpoints(
 
 
 def published_before_cleanup(output: Output, node_rank: int, slices: list[Numbered], ranks: list[int]) -> bool:
-    """Whether this job (the same workers and inputs) already completed its dataset.
-
-    That is, it published ``index.json`` and was stopped before it removed its checkpoints.
-    """
+    """Whether this job (same workers and inputs) published ``index.json``, then stopped before removing checkpoints."""
     if not output.exists(INDEX_FILENAME) or output.read_json(_node_key(node_rank)) is None:
         return False
     try:

@@ -8,6 +8,7 @@ resolved values: nothing after them reads an argument as the caller gave it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing as mp
 import multiprocessing.queues
@@ -29,16 +30,7 @@ from litdata_prep._ray.executor import ray_executor
 from litdata_prep._staging import is_staged
 from litdata_prep._streaming_inputs import streaming_inputs
 
-__all__ = [
-    "check_inputs",
-    "check_knobs",
-    "check_spawnable",
-    "open_output",
-    "prepare_items",
-    "prepare_map",
-    "prepare_optimize",
-    "resolve_start_method",
-]
+__all__ = ["check_knobs", "open_output", "prepare_map", "prepare_optimize"]
 
 _READ_ONLY_SCHEMES = ("http://", "https://", "hf://")
 
@@ -82,13 +74,12 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=5)  # the caller of optimize/map (via _prepare)
 
 
-def resolve_start_method(start_method: str | None) -> str:
+def _resolve_start_method(start_method: str | None) -> str:
     """The start method of worker processes; by default ``fork`` in a notebook, ``forkserver`` on Linux, else ``spawn``.
 
     A notebook's functions cannot be imported by other processes, so it forks (as upstream does).
-    Elsewhere, the arguments are checked by the rules of upstream's ``spawn`` (a process that loads the
-    script under ``__mp_main__``); on Linux the workers are then forked from this process when no other
-    thread runs in it, else from a ``forkserver``, decided when they start (:func:`default_start_method`).
+    Elsewhere the arguments are checked by ``spawn``'s rules; on Linux whether the workers fork or use
+    a forkserver is decided when they start (:func:`default_start_method`).
     """
     if start_method is None:
         if "ipykernel" in sys.modules:
@@ -101,12 +92,8 @@ def resolve_start_method(start_method: str | None) -> str:
     return start_method
 
 
-def check_inputs(inputs: Any, what: str) -> Sequence[Any]:
-    """``inputs`` as a sequence (a list, tuple or range as given; other sequences as a list); it must not be empty.
-
-    Raises:
-        ValueError: ``inputs`` is empty, a string, or not a sequence.
-    """
+def _check_inputs(inputs: Any, what: str) -> Sequence[Any]:
+    """``inputs`` as a non-empty sequence (a list, tuple or range as given; other sequences as a list)."""
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         hint = " (pass list(...) of it, or feed a multiprocessing queue)" if hasattr(inputs, "__iter__") else ""
         raise ValueError(
@@ -115,18 +102,8 @@ def check_inputs(inputs: Any, what: str) -> Sequence[Any]:
         )
     if len(inputs) == 0:
         raise ValueError(f"{what}: The provided inputs should be non empty. Found []: there is nothing to process")
-    # A list, tuple or range is used as it is (a range of 10M inputs stays a range); other sequences
-    # are copied once, so the workers get a plain list whatever the user's type pickles as.
+    # A range of 10M inputs stays a range; other sequences become a list, whatever their type pickles as.
     return inputs if isinstance(inputs, (list, tuple, range)) else list(inputs)
-
-
-def _peeked(inputs: Iterator[Any], what: str) -> Iterator[Any]:
-    """``inputs`` again, after checking it yields something."""
-    try:
-        first = next(inputs)
-    except StopIteration:
-        raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
-    return itertools.chain((first,), inputs)
 
 
 def _pickled_modules(data: bytes) -> set[str]:
@@ -175,18 +152,13 @@ def _importable_elsewhere(module: str) -> str | None:
     if top in sys.builtin_module_names:
         return None
     for finder in sys.meta_path:
-        find_spec = getattr(finder, "find_spec", None)
-        if find_spec is None:
-            continue
-        try:
-            if find_spec(top, None) is not None:
+        with contextlib.suppress(Exception):  # a finder without find_spec, or one that fails
+            if finder.find_spec(top, None) is not None:
                 return None
-        except Exception:
-            continue
     return f"its module {module!r} cannot be imported from sys.path (it was loaded some other way)"
 
 
-def check_spawnable(name: str, obj: Any, start_method: str) -> None:
+def _check_spawnable(name: str, obj: Any, start_method: str) -> None:
     """Make sure ``obj`` reaches spawned workers: it pickles, and the modules it needs import there."""
     if obj is None or start_method == "fork":
         return
@@ -198,17 +170,17 @@ def check_spawnable(name: str, obj: Any, start_method: str) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as err:
         raise TypeError(
-            f"{name} {describe(obj)} cannot be sent to {start_method} worker processes: {err}. Fix: {fix}"
+            f"{name} {_describe(obj)} cannot be sent to {start_method} worker processes: {err}. Fix: {fix}"
         ) from None
     for module in sorted(_pickled_modules(data)):
         reason = _importable_elsewhere(module)
         if reason is not None:
             raise TypeError(
-                f"{name} {describe(obj)} cannot be loaded in {start_method} worker processes: {reason}. Fix: {fix}"
+                f"{name} {_describe(obj)} cannot be loaded in {start_method} worker processes: {reason}. Fix: {fix}"
             )
 
 
-def describe(obj: Any) -> str:
+def _describe(obj: Any) -> str:
     qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     module = getattr(obj, "__module__", None) or type(obj).__module__
     return f"{module}.{qualname}"
@@ -225,39 +197,32 @@ def open_output(output_dir: str | os.PathLike[str] | Dir, storage_options: dict[
     return output
 
 
-def prepare_items(
+def _prepare_items(
     what: str,
     inputs: Any,
     batch_size: int | None,
     reader: Any,
     weights: list[int] | None,
     num_workers: int,
-    input_dir: Dir | None,
-    reorder_files: bool,
+    sized_by: str | None,
     stream: bool,
 ) -> tuple[Sequence[Any] | InputStream, list[int] | None]:
     """The work items (batched, remapped by ``reader``) and their weights, checked.
 
-    Args:
-        what: ``"optimize"`` or ``"map"``, for messages.
-        inputs: the user's inputs.
-        batch_size: group inputs into lists of this many.
-        reader: a reader whose ``remap_items`` reshapes the inputs (e.g. Parquet row groups).
-        weights: one positive weight per input, or None.
-        num_workers: workers on this machine (readers split work by it).
-        input_dir: the resolved ``input_dir``; with a local path and ``reorder_files``, inputs
-            are weighted by the size of the files they name.
-        reorder_files: weight inputs by file size.
-        stream: an iterator may stay one (the job feeds one shared queue, in arrival order); else
-            it is read into a list first.
+    With ``sized_by`` (a local ``input_dir``, ``reorder_files``) and no ``weights``, each input weighs the size
+    of the files under it that it names. With ``stream``, an iterator stays one (fed to one shared queue in
+    arrival order); otherwise it is read into a list first.
     """
     if isinstance(inputs, Iterator) and not isinstance(inputs, Sequence):
-        checked = _peeked(cast("Iterator[Any]", inputs), what)
-        local_files = reorder_files and input_dir is not None and input_dir.path
-        if stream and reader is None and weights is None and not local_files:
+        try:
+            first = next(inputs)
+        except StopIteration:
+            raise ValueError(f"{what}: The provided inputs should be non empty: the iterator yielded nothing") from None
+        checked = itertools.chain((first,), cast("Iterator[Any]", inputs))
+        if stream and reader is None and weights is None and not sized_by:
             return InputStream(checked, batch_size), None
         inputs = list(checked)  # slices, weights or a reader need the whole list
-    items = check_inputs(inputs, what)
+    items = _check_inputs(inputs, what)
     if batch_size is not None and batch_size > 1:
         items = batched(items, batch_size)
     if weights is not None and (len(weights) != len(items) or any(w <= 0 for w in weights)):
@@ -266,21 +231,16 @@ def prepare_items(
             f"number per input ({len(items)}), got {len(weights)}"
         )
     if reader is not None:
-        items = check_inputs(reader.remap_items(items, num_workers), f"{what} (after reader.remap_items)")
-    if weights is None and reorder_files and input_dir is not None and input_dir.path and items:
-        weights = file_sizes(items, input_dir.path)
+        items = _check_inputs(reader.remap_items(items, num_workers), f"{what} (after reader.remap_items)")
+    if weights is None and sized_by and items:
+        weights = file_sizes(items, sized_by)
     return items, weights
 
 
 def prepare_optimize(a: Mapping[str, Any]) -> OptimizeJob:
     """``optimize``'s arguments ``a`` (its ``locals()``) checked, as the job to run."""
-    queue, key_fn, mode, use_checkpoint, align = (
-        a["queue"],
-        a["key_fn"],
-        a["mode"],
-        a["use_checkpoint"],
-        a["align_chunking"],
-    )
+    queue, key_fn, mode = a["queue"], a["key_fn"], a["mode"]
+    use_checkpoint, align = a["use_checkpoint"], a["align_chunking"]
     if key_fn is not None and not callable(key_fn):
         raise TypeError(f"optimize: key_fn must be callable (a sample -> its str or int key), got {key_fn!r}")
     if (queue is None) == (a["inputs"] is None):
@@ -373,13 +333,8 @@ def _prepare(
 ) -> dict[str, Any]:
     """The arguments both jobs take, checked in the order a user fixes them, and the opened output: the job's fields.
 
-    Args:
-        kind: ``"optimize"`` or ``"map"``, for messages.
-        a: the caller's arguments.
-        spawnable: other arguments the workers must be able to load, by name (for messages).
-        queue: the inputs come from the user's queue (``a["inputs"]`` is not used).
-        ordered: the workers take static ordered slices (an iterator of inputs is read into a list); None:
-            slices of a list, while an iterator stays one, streamed through the shared queue.
+    ``spawnable`` names other arguments the workers must load; with ``queue`` the inputs come from the user's
+    queue. ``ordered``: the workers take static slices; None: slices of a list, an iterator streams.
     """
     fn, reader, weights, batch_size, num_workers = a["fn"], a["reader"], a["weights"], a["batch_size"], a["num_workers"]
     if not callable(fn):
@@ -406,17 +361,18 @@ def _prepare(
     workers = (os.cpu_count() or 1) if num_workers is None else max(1, _count(kind, "num_workers", num_workers))
     if ray is not None:
         workers = ray.default_workers() if num_workers is None else ray.total_workers(workers)
-    method = resolve_start_method(a["start_method"])
+    method = _resolve_start_method(a["start_method"])
     if ray is None:  # Ray ships functions by value (cloudpickle): no import check applies
         for name, value in {"fn": fn, "reader": reader, **spawnable}.items():
-            check_spawnable(name, value, method)
+            _check_spawnable(name, value, method)
     input_dir = resolve_dir(a["input_dir"]) if a["input_dir"] is not None else None
+    # Why it must know: the workers download the files a URL names; a local folder's files weigh their inputs.
+    remote_input = input_dir if input_dir is not None and input_dir.url else None
+    sized_by = input_dir.path if input_dir is not None and a["reorder_files"] else None
     items: Sequence[Any] | InputStream = []
     if not queue:
         stream = not ordered and ray is None and nodes.num_nodes == 1
-        items, weights = prepare_items(
-            kind, inputs, batch_size, reader, weights, workers, input_dir, a["reorder_files"], stream
-        )
+        items, weights = _prepare_items(kind, inputs, batch_size, reader, weights, workers, sized_by, stream)
     output = open_output(a["output_dir"], a["storage_options"], kind)
     return {
         "what": kind,
@@ -429,7 +385,7 @@ def _prepare(
         "weights": weights,
         "limit": limit_for_dev_run(a["fast_dev_run"]),
         "reader": reader,
-        "input_dir": input_dir if input_dir is not None and input_dir.url else None,
+        "input_dir": remote_input,
         "downloaders": downloaders,
         "uploaders": a["num_uploaders"] or 2,
         "output": output,

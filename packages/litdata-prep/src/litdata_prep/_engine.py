@@ -90,13 +90,9 @@ _STREAM_BATCH_BYTES = 1 << 20
 def batch_bounds(total: int, num_workers: int) -> list[tuple[int, int]]:
     """The shared queue's batches of ``total`` inputs: contiguous ``[start, stop)`` runs, shrinking.
 
-    Each batch is a run of consecutive inputs, and each worker ends a chunk where a batch does not
-    continue its last one (so the index can list chunks in input order): the fewer batches, the
-    fewer extra chunks. Batches therefore start large (a share of what is left) and shrink to a
-    floor, as in guided scheduling: a slow worker holds at most a small last batch, and a job cuts
-    into ~10-25 batches per worker rather than a fixed 16+ per worker of at most 512 inputs.
-    One pickle and one queue message per batch, not per input (each costs ~0.1 ms of the parent's
-    and workers' time: 200k tiny inputs in batches of 64 instead of 512 made optimize ~20% slower).
+    A worker ends a chunk where a batch does not continue its last one, so the fewer batches, the
+    fewer extra chunks (and queue messages). Batches start large (a share of what is left) and shrink
+    to a floor, as in guided scheduling, so a slow worker holds at most a small last batch.
     """
     floor = max(1, min(_MIN_BATCH_CAP, total // (num_workers * 16)))
     bounds: list[tuple[int, int]] = []
@@ -151,15 +147,11 @@ class _Feeder(threading.Thread):
         return payload
 
     def _stream_payloads(self, stream: InputStream) -> Iterator[bytes]:
-        """An iterator's inputs in batches: one input first, then doubling.
+        """An iterator's inputs in runs of consecutive inputs: one input first, then doubling.
 
-        Its length is unknown: small batches first start the workers at once and spread a short
-        stream over them, larger ones cost fewer messages and chunks on long streams.
-
-        Each batch is a run of consecutive inputs like a sequence's, so the workers keep input order
-        the same way. The growth stops at ``_STREAM_BATCH`` inputs, so a slow worker holds at most that
-        many at the end, and at ``_STREAM_BATCH_BYTES`` of pickle, so the batches in flight (the queue
-        holds a few per worker) stay small whatever one input weighs: the parent never holds the stream.
+        Its length is unknown: small batches start the workers at once, larger ones cost fewer messages
+        and chunks. The growth stops at ``_STREAM_BATCH`` inputs and ``_STREAM_BATCH_BYTES`` of pickle, so
+        the batches in flight stay small whatever one input weighs.
         """
         inputs, size = iter(stream), 1
         while pairs := list(itertools.islice(inputs, size)):
@@ -233,7 +225,6 @@ class ProgressBar:
         """Open the bar (called once the workers are started, so tqdm's import overlaps their start-up)."""
         if not self.verbose:
             return
-        # tqdm.auto (a widget in notebooks) costs twice the import of the plain bar, asyncio included.
         if "ipykernel" in sys.modules:
             from tqdm.auto import tqdm
         else:
@@ -255,10 +246,8 @@ class ProgressBar:
 def _native_threads() -> list[str]:
     """The names of this process's threads that Python did not start and that were given a name.
 
-    A thread a C/Rust library starts keeps the process's name unless the library names it: the
-    worker pools of OpenMP, BLAS and torch (idle between operations; torch's DataLoader forks over
-    them) are unnamed, an async runtime's threads are named (obstore's ``tokio-rt-worker``, gRPC's
-    ``grpc_global_tim``, ...) and may be inside a call, holding a lock, at any moment.
+    The idle pools of OpenMP, BLAS and torch keep the process's name; an async runtime's threads are
+    named (obstore's ``tokio-rt-worker``, ...) and may hold a lock at any moment.
     """
     tasks = "/proc/self/task"
     try:
@@ -279,11 +268,9 @@ def _native_threads() -> list[str]:
 
 
 def _stop_progress_monitors() -> None:
-    """Stop tqdm's monitor threads, so that a script that showed a progress bar (optimize's own among them) can fork.
+    """Stop tqdm's monitor threads (they never end), so that a script that showed a progress bar can fork.
 
-    Every tqdm bar starts a thread that wakes every 10 s to adjust the bars and never ends; it holds
-    tqdm's lock while it does. Stopped here the way tqdm stops it (``TMonitor.exit``: a flag, then a
-    join of a thread that waits on that flag); the next bar starts a new one.
+    Stopped the way tqdm stops them (``TMonitor.exit``); the next bar starts a new one.
     """
     monitor_class = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
     if monitor_class is None:
@@ -300,17 +287,11 @@ def _stop_progress_monitors() -> None:
 def default_start_method() -> tuple[str, str]:
     """How the default workers on Linux start, ``"fork"`` or ``"forkserver"``, and why (for the job's log line).
 
-    Forking is as safe here as torch's ``DataLoader`` makes it (it forks its workers by default):
-    the decision looks at what runs in this process, not at what it imported. A forked worker
-    inherits every lock as it was; one held by another thread stays held forever in the worker.
-    So this process forks when no other Python thread is alive and no named native thread runs
-    (an async runtime such as obstore's, see :func:`_native_threads`); torch's idle thread pools
-    are no obstacle, and each worker then runs torch with one thread, as torch's workers do. A
-    forkserver already running (an earlier job's, a DataLoader's) is used as it is: its workers
-    start warm. Otherwise a forkserver, a new interpreter that imports the script and litdata
-    again before the first worker (0.3-3 s when the script imports torch), gives the workers a
-    process with no threads. ``fn`` is checked by the forkserver's rules either way, so what a
-    script may pass does not depend on which one ran.
+    A forked worker inherits every lock as it was, and one another thread held stays held forever.
+    So this process forks, as torch's ``DataLoader`` does, when no other Python thread is alive and
+    no named native thread runs (:func:`_native_threads`; torch's idle pools do not count). A
+    forkserver already running is used as it is (its workers start warm); otherwise a new one gives
+    the workers a process with no threads. ``fn`` is checked by the forkserver's rules either way.
     """
     if forkserver_running():
         return "forkserver", "the forkserver this process started already runs (its workers start warm)"
@@ -345,9 +326,8 @@ def run_workers(
     """Run one process per spec until all finish; return what ``then`` makes of what each rank reported.
 
     ``then`` (publishing the job's results) runs once every worker reported that it finished, while
-    the worker processes exit: the exit of a process forked from one that holds torch takes ~10-30 ms
-    (its copy of the parent's page tables is torn down), which the parent would otherwise wait for
-    first. The processes are reaped before this returns, whatever ``then`` does.
+    the worker processes exit (slow for a process forked from one that holds torch). The processes
+    are reaped before this returns, whatever ``then`` does.
 
     Args:
         specs: the workers.

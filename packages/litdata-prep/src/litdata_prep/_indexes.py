@@ -1,12 +1,9 @@
 """Putting a job's index together: worker ranks -> node -> ``index.json``, published last.
 
-Every worker sends its index to the parent in its ``Done`` message. The node concatenates
-them in rank order (each rank's chunks in the order written; with the shared queue, every chunk
-by the first input it holds, see :func:`in_input_order`) after the chunks of an existing
-dataset (``mode="append"``) with :func:`litdata_format.merge_indexes`. On one node that is
-``index.json``; with several nodes each node publishes ``{node_rank}-index.json`` to the output
-and the last node waits for all of them, merges them and publishes ``index.json``, so readers
-never see a half-written dataset.
+A node concatenates its workers' indexes in rank order (with the shared queue, every chunk by the
+first input it holds: :func:`in_input_order`) after an existing dataset's chunks (``mode="append"``).
+With several nodes each publishes ``{node_rank}-index.json`` and the last one merges them into
+``index.json``, so readers never see a half-written dataset.
 """
 
 from __future__ import annotations
@@ -51,13 +48,9 @@ def next_chunk_indexes(existing: DatasetIndex | None, ranks: list[int]) -> dict[
 def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ranks: list[int]) -> list[DatasetIndex]:
     """The chunks of the shared queue's workers as one-chunk parts, ordered by the inputs they hold.
 
-    Args:
-        parts: each worker's index (its chunks in the order written), in rank order.
-        firsts: for each worker, the position of the input each of its chunks' first sample came
-            from (what its ``Done`` carries). A worker's chunks never mix two runs of consecutive
-            inputs, so listing every chunk by that position (a worker's own chunks keep their
-            order, which is already by position) lists the samples in input order.
-        ranks: the workers' ranks, for messages.
+    ``firsts`` holds, per worker, the position of the input each of its chunks' first sample came from
+    (its ``Done.chunk_inputs``). A worker's chunks never mix two runs of consecutive inputs, so listing
+    every chunk by that position lists the samples in input order.
 
     Raises:
         RuntimeError: a worker's positions do not match its chunks.
@@ -75,28 +68,19 @@ def in_input_order(parts: list[DatasetIndex], firsts: list[list[int] | None], ra
     return [entry[3] for entry in entries]
 
 
-def merge_timeout() -> float:
-    """Seconds the last node waits for the other nodes (``LITDATA_NODE_MERGE_TIMEOUT``, default 6 h)."""
-    value = read_seconds("LITDATA_NODE_MERGE_TIMEOUT")
-    return 6 * 3600.0 if value is None else value
-
-
-def wait_for_node_indexes(
-    output: Output, num_nodes: int, job: str, timeout: float | None = None
-) -> list[tuple[DatasetIndex, dict[str, Any]]]:
+def wait_for_node_indexes(output: Output, num_nodes: int, job: str) -> list[tuple[DatasetIndex, dict[str, Any]]]:
     """The per-node indexes of job ``job`` from the output, waiting until every node published its own.
 
-    Each comes with the JSON object it was read from, which also holds what a node adds to its
-    index (the keys its workers computed with ``key_fn``).
+    Each comes with the JSON object it was read from, which also holds the keys its workers computed
+    (``key_fn``). The wait ends after ``LITDATA_NODE_MERGE_TIMEOUT`` seconds (default 6 h).
     """
-    timeout = merge_timeout() if timeout is None else timeout
+    timeout = read_seconds("LITDATA_NODE_MERGE_TIMEOUT")
+    timeout = 6 * 3600.0 if timeout is None else timeout
     deadline = time.monotonic() + timeout
     found: dict[int, tuple[DatasetIndex, dict[str, Any]]] = {}
     delay = 0.1
     while True:
-        for node in range(num_nodes):
-            if node in found:
-                continue
+        for node in (n for n in range(num_nodes) if n not in found):
             key = node_index_key(node)
             obj = output.read_json(key)
             if obj is not None and obj.get("job") == job:

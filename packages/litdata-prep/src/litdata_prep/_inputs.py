@@ -1,18 +1,13 @@
 """Who processes what: this node's share of the inputs, split over its workers.
 
-Inputs are numbered once (their position in the user's sequence, after ``batch_size`` grouping
-and the reader's remapping), and the numbers travel with them, so errors can name the input and
-checkpoints can say where a worker stopped.
+Inputs are numbered once (their position after ``batch_size`` grouping and the reader's remapping)
+and the numbers travel with them, so errors can name the input and checkpoints where a worker stopped.
 
-- Static ordered slices (the default for a sequence of inputs, and ``keep_data_ordered=True``):
-  ``num_nodes * num_workers`` contiguous slices; worker ``w`` of node ``n`` takes slice
-  ``n * num_workers + w``, so listing the workers' chunks in rank order lists the samples in
-  input order. Equal counts by default (the remainder goes to the last workers, like upstream),
-  equal shares of ``weights`` (or of the file sizes when ``reorder_files`` and ``input_dir`` point
-  at local files) when given, and with ``align_chunking`` every slice but the last holds whole
-  chunks so the chunk layout equals a single worker's.
-- The shared queue (``keep_data_ordered=False``, or an iterator of inputs): ``num_nodes`` slices;
-  the node's slice goes through one queue that every worker of the node pulls from.
+- Static ordered slices: ``num_nodes * num_workers`` contiguous slices, worker ``w`` of node ``n``
+  taking slice ``n * num_workers + w``, so the workers' chunks in rank order hold the samples in
+  input order. Equal counts (the remainder to the last workers, like upstream), or equal shares of
+  the weights; with ``align_chunking`` every slice but the last holds whole chunks.
+- The shared queue: ``num_nodes`` slices; each node's goes through one queue its workers pull from.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ from typing import Any, overload
 from litdata_format.internal import tree_flatten
 
 __all__ = [
-    "DEFAULT_FAST_DEV_RUN_ITEMS",
     "InputStream",
     "Numbered",
     "batched",
@@ -38,17 +32,12 @@ __all__ = [
     "worker_slices",
 ]
 
-#: Inputs per worker under ``fast_dev_run=True`` (upstream's number).
-DEFAULT_FAST_DEV_RUN_ITEMS = 10
-
 
 class Numbered(Sequence[tuple[int, Any]]):
     """Inputs and their positions in the user's sequence: a sequence of ``(position, input)``.
 
-    Kept as two parallel sequences, the positions a ``range`` when they are contiguous (always,
-    without ``weights``), so a share of 200k inputs costs no 200k pairs to build, pickle for the
-    workers and unpickle there (~0.1 s of a 1 s job on two cores, measured). Slices are
-    ``Numbered`` too.
+    Kept as two parallel sequences, the positions a ``range`` when contiguous, so a share of 200k inputs
+    costs no 200k pairs to build and pickle for the workers. Slices are ``Numbered`` too.
     """
 
     __slots__ = ("positions", "values")
@@ -92,13 +81,8 @@ def batched(inputs: Sequence[Any], batch_size: int | None) -> list[Any]:
 class InputStream:
     """Inputs given as an iterator (a generator): numbered as they arrive and never held whole.
 
-    The parent's feeder pulls them for the node's shared queue one batch at a time, so a stream of
-    10M inputs costs the parent the batches in flight, not 10M objects. One pass only.
-
-    Args:
-        source: the user's iterator.
-        batch_size: group inputs into lists of this many (``optimize``'s ``batch_size``).
-        limit: take at most this many inputs (``fast_dev_run``), or None for all.
+    The parent's feeder pulls them for the node's shared queue one batch at a time, so the parent holds
+    only the batches in flight. One pass only; ``limit`` (``fast_dev_run``) takes at most that many.
     """
 
     def __init__(self, source: Iterator[Any], batch_size: int | None = None, limit: int | None = None) -> None:
@@ -115,18 +99,14 @@ class InputStream:
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         items: Iterator[Any] = self.source
         if self.batch_size is not None:
-            items = _grouped(items, self.batch_size)
+            source, size = items, self.batch_size
+            items = iter(lambda: list(itertools.islice(source, size)), [])
         if self.limit is not None:
             items = itertools.islice(items, self.limit)
         return enumerate(items)
 
     def __repr__(self) -> str:
         return f"InputStream({self.source!r})"
-
-
-def _grouped(source: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    while batch := list(itertools.islice(source, size)):
-        yield batch
 
 
 def contiguous_bins(
@@ -163,11 +143,7 @@ def contiguous_bins(
     else:
         base, extra = divmod(count, num_bins)
         sizes = [base + (1 if b >= num_bins - extra else 0) for b in range(num_bins)]
-    out, start = [], 0
-    for size in sizes:
-        out.append(range(start, start + size))
-        start += size
-    return out
+    return [range(stop - size, stop) for size, stop in zip(sizes, itertools.accumulate(sizes))]
 
 
 def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
@@ -176,11 +152,8 @@ def file_sizes(items: Sequence[Any], input_dir: str) -> list[int]:
     sizes = []
     for item in items:
         leaves, _ = tree_flatten(item)
-        total = 0
-        for leaf in leaves:
-            if isinstance(leaf, str) and os.path.abspath(leaf).startswith(root) and os.path.isfile(leaf):
-                total += os.path.getsize(leaf)
-        sizes.append(max(total, 1))
+        files = [x for x in leaves if isinstance(x, str) and os.path.abspath(x).startswith(root) and os.path.isfile(x)]
+        sizes.append(max(sum(map(os.path.getsize, files)), 1))
     return sizes
 
 
@@ -224,7 +197,7 @@ def node_share(
 def limit_for_dev_run(fast_dev_run: bool | int) -> int | None:
     """How many inputs per worker ``fast_dev_run`` keeps (None = all)."""
     if fast_dev_run is True:
-        return DEFAULT_FAST_DEV_RUN_ITEMS
+        return 10  # upstream's number
     if fast_dev_run is False or fast_dev_run is None:
         return None
     if not isinstance(fast_dev_run, int) or fast_dev_run < 1:

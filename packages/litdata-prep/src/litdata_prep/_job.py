@@ -1,23 +1,24 @@
-"""The :class:`Job` of ``optimize`` or ``map`` on this node: its values checked and resolved.
+"""The :class:`Job` of ``optimize`` or ``map`` on this node, built by ``_checks.prepare_optimize``/``prepare_map``.
 
-``_checks.prepare_optimize`` / ``prepare_map`` build it from the caller's arguments; it splits
-this node's inputs between its workers, describes the workers and runs them.
+It splits this node's inputs between its workers, describes the workers and runs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from litdata_format.internal import WriterOptions
 from litdata_io import Dir
-from litdata_prep._checkpoint import WorkerCheckpoint
+from litdata_prep._checkpoint import WorkerCheckpoint, fingerprint
 from litdata_prep._engine import default_start_method, run_workers
 from litdata_prep._inputs import InputStream, Numbered, node_share, worker_slices
 from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import Output
+from litdata_prep._output_lock import OutputLock, hold_output
 from litdata_prep._ray.executor import RayExecutor
 from litdata_prep._worker import Done, MapTask, OptimizeTask, WorkerSpec
 
@@ -28,51 +29,38 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Job:
-    """One run of ``optimize`` or ``map`` on this node, every value checked and resolved.
+    """One run of ``optimize`` or ``map`` on this node, every value checked and resolved."""
 
-    Attributes:
-        what: ``"optimize"`` or ``"map"``, for messages.
-        fn: the user's function.
-        nodes: this machine's place among the job's machines.
-        num_workers: worker processes on this machine.
-        start_method: how they are started.
-        start_method_given: the caller chose it (else a ``forkserver`` is decided when the workers start).
-        items: every node's work items (batched and remapped), in order; empty when fed by a queue;
-            an :class:`InputStream` for an iterator fed to one node's shared queue.
-        weights: one weight per item to balance the workers, or None.
-        limit: ``fast_dev_run``'s inputs per worker, or None for all.
-        reader: applied by the workers to each input.
-        input_dir: a remote input folder whose files the workers download, else None.
-        downloaders: inputs whose files each worker downloads ahead of ``fn`` (``num_downloaders``).
-        uploaders: concurrent uploads per worker (``num_uploaders``).
-        output: where the results go.
-        ray: the Ray cluster that runs the workers (``executor="ray"``), or None for processes here.
-        ordered: the workers take static ordered slices (``keep_data_ordered``), else a shared queue.
-        verbose: show a progress bar and a summary.
-    """
-
-    what: str
+    what: str  # "optimize" or "map", for messages
     fn: Callable[..., Any]
     nodes: NodeInfo
-    num_workers: int
+    num_workers: int  # worker processes on this machine
     start_method: str
-    start_method_given: bool
+    start_method_given: bool  # else a forkserver is decided when the workers start
+    # Every node's work items (batched, remapped) in order; empty for a queue; an iterator's for one node.
     items: Sequence[Any] | InputStream
     weights: list[int] | None
-    limit: int | None
+    limit: int | None  # fast_dev_run's inputs per worker
     reader: Any
-    input_dir: Dir | None
-    downloaders: int
-    uploaders: int
+    input_dir: Dir | None  # a remote input folder whose files the workers download
+    downloaders: int  # num_downloaders
+    uploaders: int  # num_uploaders
     output: Output
-    ray: RayExecutor | None
-    ordered: bool
+    ray: RayExecutor | None  # the Ray cluster that runs the workers, or None for processes here
+    ordered: bool  # static ordered slices, else a shared queue
     verbose: bool
 
     @property
     def ranks(self) -> list[int]:
         """The global ranks of this node's workers (they name chunk files)."""
         return [self.nodes.node_rank * self.num_workers + w for w in range(self.num_workers)]
+
+    def hold_output(self) -> AbstractContextManager[OutputLock]:
+        """Hold the output's lock for the job (its nodes share it; the merging node releases it)."""
+        nodes = self.nodes
+        # Every node of a multi-node job gives the lock one identity: the inputs' fingerprint and the node count.
+        identity = fingerprint(enumerate(self.listed))[:16] + f"-{nodes.num_nodes}" if nodes.num_nodes > 1 else None
+        return hold_output(self.output, identity, last=nodes.is_last, what=self.what)
 
     @property
     def listed(self) -> Sequence[Any]:
@@ -121,7 +109,6 @@ class Job:
             items=items,
             reader=self.reader,
             input_dir=self.input_dir,
-            storage_options=self.output.storage_options,  # the job's one set, for input_dir too
             upload_threads=self.uploaders,
             downloaders=self.downloaders,
             env=self.nodes.worker_env(rank, self.num_workers),
@@ -157,28 +144,18 @@ class Job:
 
 @dataclass(frozen=True)
 class OptimizeJob(Job):
-    """An ``optimize`` job: what its workers write besides running ``fn``, and how the output is treated.
+    """An ``optimize`` job: what its workers write besides running ``fn``, and how the output is treated."""
 
-    Attributes:
-        queue: the user's ``multiprocessing.Queue`` of inputs, or None.
-        writer: the checked writer options.
-        encryption: the encryption they were checked with, or None.
-        key_fn: ``sample -> key`` for the key index, or None.
-        mode: None, ``"append"`` or ``"overwrite"``.
-        use_checkpoint: record progress so a killed run resumes.
-        align: ``chunk_size`` under ``align_chunking`` (slices hold whole chunks), else None.
-    """
-
-    queue: Any
+    queue: Any  # the user's multiprocessing.Queue of inputs, or None
     writer: WriterOptions
-    encryption: Any
+    encryption: Any  # the encryption the writer options were checked with
     key_fn: Callable[[Any], Any] | None
     mode: str | None
     use_checkpoint: bool
-    align: int | None
+    align: int | None  # chunk_size under align_chunking (slices hold whole chunks)
 
     def task(
         self, chunk_index: int, checkpoint: WorkerCheckpoint | None = None, keep_order: bool = False
     ) -> OptimizeTask:
-        """What worker ``rank`` writes, from chunk number ``chunk_index`` (see :class:`OptimizeTask`)."""
+        """What a worker writes, from chunk number ``chunk_index`` (see :class:`OptimizeTask`)."""
         return OptimizeTask(self.writer, self.encryption, self.key_fn, chunk_index, checkpoint, keep_order)

@@ -1,20 +1,15 @@
 """The key index of a dataset (``keys/shard-NNNNN.parquet``, upstream's layout): written, built, used.
 
-``optimize(key_fn=...)``: each worker returns the keys of its samples in its own sample order with
-its index (``Done.keys``). A worker's samples fill its chunks in that order, so once the index is
-merged a key's sample position follows from where the rank's chunks landed: no sample is read back
-(:func:`publish_keys`).
-
-``build_keys_index(dir, key_fn)`` reads an optimized dataset once and writes the key index that
-``optimize(key_fn=...)`` would have written (``keys/shard-NNNNN.parquet`` and the ``"keys"`` entry
-of ``index.json``), so samples can be looked up by key and replaced with ``dataset_update``.
-``dataset_update(dir)`` opens a session that replaces whole samples by key: ``commit()``
-rewrites each chunk holding one of them (same file name, same layout) and then ``index.json``.
-These two work on a local dataset folder, as upstream's do.
+``optimize(key_fn=...)``: each worker returns its samples' keys in its sample order, so once the
+index is merged each key's position follows from where the rank's chunks landed (:func:`publish_keys`).
+``build_keys_index(dir, key_fn)`` reads a dataset once and writes the key index ``key_fn`` would have.
+``dataset_update(dir)`` replaces whole samples by key: ``commit()`` rewrites each chunk holding one
+(same file name, same layout), then ``index.json``. These two work on a local folder, as upstream's do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,23 +40,10 @@ _SECTION = {"version": 1, "num_shards": 1, "sharding": "none"}
 _ARROW_ROWS_MAGIC = b"LDARW01\x00"
 
 
-def _existing_pairs(output: Output, existing: DatasetIndex | None) -> list[tuple[Any, int]]:
-    """The keys of the dataset appended to, when it has a key index."""
-    if existing is None:
-        return []
-    try:
-        data = output.get(KEYS_FILE)
-    except FileNotFoundError:
-        return []
-    return list(read_keys([data], output.url_for(KEYS_FILE)).items())
-
-
 def publish_keys(
     output: Output, index: DatasetIndex, existing: DatasetIndex | None, rank_keys: dict[int, list[Any]]
 ) -> dict[str, Any]:
-    """Write the key index of ``index``'s new chunks (and of the dataset appended to).
-
-    Returns the ``"keys"`` entry of ``index.json`` that names it.
+    """Write the key index of ``index``'s new chunks (and of the dataset appended to); its ``index.json`` entry.
 
     Raises:
         ValueError: two samples share a key, keys mix str and int, or a rank's keys do not match its chunks.
@@ -74,7 +56,10 @@ def publish_keys(
         if chunk.filename not in old and parsed is not None and parsed[0] in positions:
             positions[parsed[0]].extend(range(start, start + chunk.chunk_size))
         start += chunk.chunk_size
-    pairs = _existing_pairs(output, existing)
+    pairs: list[tuple[Any, int]] = []
+    if existing is not None:  # the keys of the dataset appended to, when it has a key index
+        with contextlib.suppress(FileNotFoundError):
+            pairs = list(read_keys([output.get(KEYS_FILE)], output.url_for(KEYS_FILE)).items())
     for rank, keys in rank_keys.items():
         if len(keys) != len(positions[rank]):
             raise RuntimeError(
@@ -96,18 +81,6 @@ def _dataset_dir(input_dir: str | os.PathLike[str], what: str) -> Path:
     if not (path / INDEX_FILENAME).is_file():
         raise FileNotFoundError(f"{what}: {path} has no {INDEX_FILENAME}; give the folder optimize wrote")
     return path
-
-
-def key_shard(key: str | int, num_shards: int) -> int:
-    """The shard of ``key`` in a key index of ``num_shards`` files (upstream's hash, so the layouts agree)."""
-    if num_shards <= 1:
-        return 0
-    digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % num_shards
-
-
-def _shard_name(shard: int) -> str:
-    return f"{KEYS_DIR}shard-{shard:05d}.parquet"
 
 
 def build_keys_index(
@@ -144,41 +117,37 @@ def build_keys_index(
     source = _dataset_dir(input_dir, "build_keys_index")
     target = Path(output_dir) if output_dir is not None else source
     with hold_output(Output(Dir(path=str(target)), None), None, what="build_keys_index"):
-        return _build_keys_index(source, target, key_fn, overwrite, verbose, num_shards)
+        if not overwrite and ((target / KEYS_FILE).is_file() or (target / "keys.parquet").is_file()):
+            raise FileExistsError(
+                f"build_keys_index: {target} already has a key index; pass overwrite=True to replace it"
+            )
+        reader = DatasetReader(source)
+        try:
+            samples: Any = range(len(reader))
+            if verbose:
+                from tqdm.auto import tqdm
 
-
-def _build_keys_index(
-    source: Path, target: Path, key_fn: Callable[[Any], Any], overwrite: bool, verbose: bool, num_shards: int
-) -> str:
-    """:func:`build_keys_index`, holding ``target``'s lock."""
-    if not overwrite and ((target / KEYS_FILE).is_file() or (target / "keys.parquet").is_file()):
-        raise FileExistsError(f"build_keys_index: {target} already has a key index; pass overwrite=True to replace it")
-    reader = DatasetReader(source)
-    try:
-        samples: Any = range(len(reader))
-        if verbose:
-            from tqdm.auto import tqdm
-
-            samples = tqdm(samples, desc="Building keys index", unit="sample")
-        pairs = [(normalize_key(key_fn(reader[i]), f"key_fn on sample {i}"), i) for i in samples]
-    finally:
-        reader.close()
-    sizes = [chunk.chunk_size for chunk in reader.index.chunks]
-    keys_parquet(pairs, sizes)  # checks uniqueness and one key type across every shard
-    by_shard: list[list[tuple[str | int, int]]] = [[] for _ in range(num_shards)]
-    for key, position in pairs:
-        by_shard[key_shard(key, num_shards)].append((key, position))
-    shutil.rmtree(target / KEYS_DIR, ignore_errors=True)
-    (target / "keys.parquet").unlink(missing_ok=True)  # upstream's older single file, now replaced
-    (target / KEYS_DIR).mkdir(parents=True)
-    for shard, part in enumerate(by_shard):
-        write_file_atomic(target / _shard_name(shard), keys_parquet(part, sizes))
-    index_path = target / INDEX_FILENAME
-    if index_path.is_file():
-        index = json.loads(index_path.read_text())
-        index["keys"] = {"version": 1, "num_shards": num_shards, "sharding": "hash" if num_shards > 1 else "none"}
-        write_json_atomic(index_path, index)
-    return str(target / KEYS_DIR)
+                samples = tqdm(samples, desc="Building keys index", unit="sample")
+            pairs = [(normalize_key(key_fn(reader[i]), f"key_fn on sample {i}"), i) for i in samples]
+        finally:
+            reader.close()
+        sizes = [chunk.chunk_size for chunk in reader.index.chunks]
+        keys_parquet(pairs, sizes)  # checks uniqueness and one key type across every shard
+        by_shard: list[list[tuple[str | int, int]]] = [[] for _ in range(num_shards)]
+        for key, position in pairs:  # upstream's hash, so the layouts agree
+            digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=8).digest()
+            by_shard[int.from_bytes(digest, "little") % num_shards].append((key, position))
+        shutil.rmtree(target / KEYS_DIR, ignore_errors=True)
+        (target / "keys.parquet").unlink(missing_ok=True)  # upstream's older single file, now replaced
+        (target / KEYS_DIR).mkdir(parents=True)
+        for shard, part in enumerate(by_shard):
+            write_file_atomic(target / f"{KEYS_DIR}shard-{shard:05d}.parquet", keys_parquet(part, sizes))
+        index_path = target / INDEX_FILENAME
+        if index_path.is_file():
+            index = json.loads(index_path.read_text())
+            index["keys"] = {"version": 1, "num_shards": num_shards, "sharding": "hash" if num_shards > 1 else "none"}
+            write_json_atomic(index_path, index)
+        return str(target / KEYS_DIR)
 
 
 def dataset_update(input_dir: str | os.PathLike[str]) -> DatasetUpdate:
@@ -254,50 +223,43 @@ class DatasetUpdate:
         # Another job writing the dataset (an append, another commit) is waited for, and what it wrote is kept.
         with hold_output(Output(Dir(path=str(self._dir)), None), None, what="dataset_update"):
             self._index = load_index(self._dir)
-            self._commit()
-
-    def _commit(self) -> None:
-        """:meth:`commit`, holding the dataset's lock."""
-        config = self._index.config
-        if config.get("encryption") or self._index.item_loader != "PyTreeLoader" or config.get("format") == "mds":
-            what = "encrypted" if config.get("encryption") else f"read with {self._index.item_loader}"
-            raise ValueError(
-                f"dataset_update: {self._dir} is {what}; only PyTree datasets without encryption can be updated"
-            )
-        positions = read_keys([path.read_bytes() for path in self._key_files], f"{self._dir}/{KEYS_DIR}")
-        missing = [key for key in self._pending if key not in positions]
-        if missing:
-            raise KeyError(f"dataset_update: unknown key {missing[0]!r} (not in the key index of {self._dir})")
-        reader = DatasetReader(self._dir)
-        rewritten: list[tuple[int, Path, dict[str, Any]]] = []
-        try:
-            by_chunk: dict[int, dict[int, tuple[str | int, Any]]] = {}
-            for key, sample in self._pending.items():
-                number, offset = reader.locate(positions[key])
-                by_chunk.setdefault(number, {})[offset] = (key, sample)
-            for number, updates in sorted(by_chunk.items()):
-                rewritten.append(self._rewrite(reader, number, updates))
-        except BaseException:
-            for _, path, _ in rewritten:  # nothing of the dataset changed yet
+            config = self._index.config
+            if config.get("encryption") or self._index.item_loader != "PyTreeLoader" or config.get("format") == "mds":
+                what = "encrypted" if config.get("encryption") else f"read with {self._index.item_loader}"
+                raise ValueError(
+                    f"dataset_update: {self._dir} is {what}; only PyTree datasets without encryption can be updated"
+                )
+            positions = read_keys([path.read_bytes() for path in self._key_files], f"{self._dir}/{KEYS_DIR}")
+            missing = [key for key in self._pending if key not in positions]
+            if missing:
+                raise KeyError(f"dataset_update: unknown key {missing[0]!r} (not in the key index of {self._dir})")
+            reader = DatasetReader(self._dir)
+            rewritten: list[tuple[int, Path, dict[str, Any]]] = []
+            try:
+                by_chunk: dict[int, dict[int, tuple[str | int, Any]]] = {}
+                for key, sample in self._pending.items():
+                    number, offset = reader.locate(positions[key])
+                    by_chunk.setdefault(number, {})[offset] = (key, sample)
+                for number, updates in sorted(by_chunk.items()):
+                    rewritten.append(self._rewrite(reader, number, updates))
+            except BaseException:
+                for _, path, _ in rewritten:  # nothing of the dataset changed yet
+                    shutil.rmtree(path.parent, ignore_errors=True)
+                raise
+            finally:
+                reader.close()
+            data = json.loads((self._dir / INDEX_FILENAME).read_text())
+            for number, path, entry in rewritten:
+                os.replace(path, self._dir / entry["filename"])  # same name: the chunk is replaced whole
                 shutil.rmtree(path.parent, ignore_errors=True)
-            raise
-        finally:
-            reader.close()
-        data = json.loads((self._dir / INDEX_FILENAME).read_text())
-        for number, path, entry in rewritten:
-            os.replace(path, self._dir / entry["filename"])  # same name: the chunk is replaced whole
-            shutil.rmtree(path.parent, ignore_errors=True)
-            data["chunks"][number] = entry
-        write_json_atomic(self._dir / INDEX_FILENAME, data)
-        self._pending.clear()
+                data["chunks"][number] = entry
+            write_json_atomic(self._dir / INDEX_FILENAME, data)
+            self._pending.clear()
 
     def _rewrite(
         self, reader: DatasetReader, number: int, updates: dict[int, tuple[str | int, Any]]
     ) -> tuple[int, Path, dict[str, Any]]:
-        """Chunk ``number`` with ``updates`` applied, written to a folder next to the dataset.
-
-        Returns the chunk's number, the new file and its ``index.json`` entry.
-        """
+        """Chunk ``number`` with ``updates`` applied, in a folder next to the dataset: its number, file and entry."""
         info = self._index.chunks[number]
         parsed = parse_chunk_name(info.filename)
         if parsed is None:

@@ -11,9 +11,8 @@ from litdata_io import Dir
 from litdata_prep._checks import prepare_map
 from litdata_prep._inputs import Numbered
 from litdata_prep._job import Job
-from litdata_prep._output_lock import hold_output, lock_identity
+from litdata_prep._output import make_staging
 from litdata_prep._ray.executor import RayExecutor, RayPlan, run_on_ray
-from litdata_prep._staging import make_staging
 from litdata_prep._worker import MapTask
 
 __all__ = ["map"]
@@ -87,32 +86,21 @@ def map(
 
 def _map(job: Job) -> None:
     """``map`` of a checked job, holding its output's lock (another job writing it, or its staging folder, waits)."""
-    nodes = job.nodes
-    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
-    with hold_output(job.output, identity, last=nodes.is_last, what="map"):
-        _map_holding(job)
-
-
-def _map_holding(job: Job) -> None:
-    if job.ray is not None:
-        items = job.cluster_inputs()
-        plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
-        specs = lambda rank, batch: job.spec(rank, "", batch, MapTask())  # noqa: E731  (one attempt's spec)
-        run_on_ray(job.ray, plan, items, job.num_workers, specs, job.output, "map", job.verbose, False)
-        return
-    slices = job.ordered_slices() if job.ordered else None
-    shared = None if slices is not None else job.shared_inputs()
-    total = (
-        sum(len(s) for s in slices) if slices is not None else (len(shared) if isinstance(shared, Numbered) else None)
-    )
-    staging = make_staging(job.output, job.nodes.node_rank, "map")
-    try:
-        # The staging folder goes while the workers exit (see run_workers); again here if the job failed.
-        job.run(
-            job.worker_specs(staging, slices, lambda rank: MapTask()),
-            shared,
-            total,
-            lambda done: shutil.rmtree(staging, ignore_errors=True),
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with job.hold_output():
+        if job.ray is not None:
+            items = job.cluster_inputs()
+            plan = RayPlan.make(items, job.num_workers, job.ray.batches_per_worker, first_rank=0)
+            specs = lambda rank, batch: job.spec(rank, "", batch, MapTask())  # noqa: E731  (one attempt's spec)
+            run_on_ray(job.ray, plan, items, job.num_workers, specs, job.output, "map", job.verbose, False)
+            return
+        slices = job.ordered_slices() if job.ordered else None
+        shared = None if slices is not None else job.shared_inputs()
+        total = sum(len(s) for s in slices) if slices is not None else None
+        total = len(shared) if isinstance(shared, Numbered) else total
+        staging = make_staging(job.output, job.nodes.node_rank, "map")
+        try:
+            # The staging folder goes while the workers exit (see run_workers); again here if the job failed.
+            specs = job.worker_specs(staging, slices, lambda rank: MapTask())
+            job.run(specs, shared, total, lambda done: shutil.rmtree(staging, ignore_errors=True))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

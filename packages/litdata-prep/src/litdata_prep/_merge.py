@@ -14,18 +14,17 @@ from litdata_format import INDEX_FILENAME, DatasetIndex, merge_indexes
 from litdata_format.internal import chunk_name, plain_chunk_name
 from litdata_io import Dir
 from litdata_prep._checks import open_output
-from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._output_lock import OutputLock, hold_output
-from litdata_prep._staging import make_staging
+from litdata_prep._output import DatasetExistsError, Output, make_staging
+from litdata_prep._output_lock import hold_output
 
 __all__ = ["merge_datasets"]
 
 
-def _read_index(source: Output, what: str) -> DatasetIndex:
+def _read_index(source: Output) -> DatasetIndex:
     index = source.read_index()
     if index is None:
         raise ValueError(
-            f"merge_datasets: {what} {source.url} has no index.json; is it an optimized dataset (and there)?"
+            f"merge_datasets: input_dir {source.url} has no index.json; is it an optimized dataset (and there)?"
         )
     return index
 
@@ -63,38 +62,33 @@ def merge_datasets(
     for source in sources:
         if source.url == target.url:
             raise ValueError(f"merge_datasets: output_dir {target.url} is also one of the input_dirs")
-    indexes = [_read_index(s, "input_dir") for s in sources]
+    indexes = [_read_index(s) for s in sources]
     with hold_output(target, None, what="merge_datasets") as lock:  # another job writing it is waited for
-        _merge(target, sources, indexes, max_workers, lock)
-
-
-def _merge(
-    target: Output, sources: list[Output], indexes: list[DatasetIndex], max_workers: int | None, lock: OutputLock
-) -> None:
-    """Copy the chunks of ``sources`` into ``target``, holding its lock, and publish the merged index."""
-    if target.exists(INDEX_FILENAME):
-        raise DatasetExistsError(
-            f"merge_datasets: output_dir {target.url} already holds an optimized dataset; choose a new output_dir"
+        if target.exists(INDEX_FILENAME):
+            raise DatasetExistsError(
+                f"merge_datasets: output_dir {target.url} already holds an optimized dataset; choose a new output_dir"
+            )
+        copies: list[tuple[Output, str, str]] = []
+        renamed = []
+        for source, index in zip(sources, indexes):
+            chunks = []
+            for chunk in index.chunks:
+                # A whole-file compressed chunk keeps its suffix; an uncompressed one or one with
+                # compressed frames inside (upstream's compression_level="sample") gets none.
+                whole_file = plain_chunk_name(chunk, index.compression) != chunk.filename
+                new = chunk_name(0, len(copies), index.compression if whole_file else None)
+                copies.append((source, chunk.filename, new))
+                chunks.append(dataclasses.replace(chunk, filename=new))
+            renamed.append(DatasetIndex(chunks, index.config, index.updated_at, source.url))
+        merged = merge_indexes(
+            renamed, f"merge_datasets: {target.url}", "Only datasets of the same layout can be merged."
         )
-    copies: list[tuple[Output, str, str]] = []
-    renamed = []
-    for source, index in zip(sources, indexes):
-        chunks = []
-        for chunk in index.chunks:
-            # A whole-file compressed chunk keeps its suffix; an uncompressed one or one with
-            # compressed frames inside (upstream's compression_level="sample") gets none.
-            whole_file = plain_chunk_name(chunk, index.compression) != chunk.filename
-            new = chunk_name(0, len(copies), index.compression if whole_file else None)
-            copies.append((source, chunk.filename, new))
-            chunks.append(dataclasses.replace(chunk, filename=new))
-        renamed.append(DatasetIndex(chunks, index.config, index.updated_at, source.url))
-    merged = merge_indexes(renamed, f"merge_datasets: {target.url}", "Only datasets of the same layout can be merged.")
-    staging = make_staging(target, 0, "merge_datasets")
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
-            for future in [pool.submit(_copy, s, old, target, new, staging) for s, old, new in copies]:
-                future.result()
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    lock.confirm()
-    target.write_json(INDEX_FILENAME, merged.to_json())
+        staging = make_staging(target, 0, "merge_datasets")
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, max_workers or 1)) as pool:
+                for future in [pool.submit(_copy, s, old, target, new, staging) for s, old, new in copies]:
+                    future.result()
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        lock.confirm()
+        target.write_json(INDEX_FILENAME, merged.to_json())

@@ -1,12 +1,9 @@
 """Which machine (node) of a multi-node ``optimize``/``map`` this process is.
 
-A multi-node job is the same script started once per machine. Each node learns its rank and the
-node count from the environment, processes its share of the inputs, and the last node merges
-the per-node indexes through the output storage. Three launchers are understood, in this order:
-
-- ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK`` (upstream LitData's variables);
-- torchrun (``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``), one process per node;
-- SLURM (``SLURM_NNODES`` / ``SLURM_NODEID``), one task per node.
+A multi-node job is the same script started once per machine; each node learns its rank and the node
+count from the environment, in this order: ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK``
+(upstream's), torchrun (``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``), SLURM (``SLURM_NNODES`` /
+``SLURM_NODEID``), one process per node. The last node merges the per-node indexes.
 """
 
 from __future__ import annotations
@@ -29,13 +26,7 @@ LAUNCH_HELP = (
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """This process's place in a multi-node job.
-
-    Attributes:
-        num_nodes: how many machines run the job (1 = a single-machine job).
-        node_rank: this machine's number, ``0 .. num_nodes - 1``.
-        source: which environment said so (``"DATA_OPTIMIZER"``, ``"torchrun"``, ``"SLURM"`` or ``"single"``).
-    """
+    """This process's place in a multi-node job (``source``: the environment that said so, or ``"single"``)."""
 
     num_nodes: int = 1
     node_rank: int = 0
@@ -101,10 +92,9 @@ def detect_nodes(env: Mapping[str, str] | None = None) -> NodeInfo:
 
 
 def check_node_request(num_nodes: int | None, machine: Any, info: NodeInfo) -> None:
-    """Refuse ``num_nodes``/``machine`` that the environment cannot honour, before any work starts.
+    """Refuse ``num_nodes``/``machine`` that the environment's multi-node launch (if any) cannot honour.
 
-    Upstream launches a cloud job for these; here the machines are started by the user, so the
-    arguments only make sense when the environment already describes a multi-node launch.
+    Upstream launches a cloud job for these; here the user starts the machines.
     """
     if num_nodes is None and machine is None:
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from litdata_format import INDEX_FILENAME, BaseItemLoader, DatasetIndex, merge_indexes
@@ -26,25 +26,21 @@ from litdata_prep._indexes import (
     node_index_key,
     wait_for_node_indexes,
 )
-from litdata_prep._inputs import InputStream, Numbered
+from litdata_prep._inputs import Numbered
 from litdata_prep._job import OptimizeJob
 from litdata_prep._key_index import KEYS_DIR, publish_keys
 from litdata_prep._nodes import NodeInfo
-from litdata_prep._output import DatasetExistsError, Output
-from litdata_prep._output_lock import OutputLock, hold_output, lock_identity
+from litdata_prep._output import DatasetExistsError, Output, make_staging, remove_staging
+from litdata_prep._output_lock import OutputLock
 from litdata_prep._ray.executor import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
-from litdata_prep._staging import STAGING_PREFIX, is_staged, make_staging, remove_staging
+from litdata_prep._staging import STAGING_PREFIX, is_staged
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
 
 
 def is_dataset_file(key: str) -> bool:
-    """Whether ``key`` is something optimize writes, or the temporary file of such a write.
-
-    Optimize writes chunks, index files, checkpoints and staging folders; a killed run may leave
-    the temporary file of such a write behind.
-    """
+    """Whether ``key`` is a chunk, index, key index, checkpoint or staged file optimize writes, or its temp file."""
     folder, _, name = key.rpartition("/")
     name = temp_target(name) or name
     key = f"{folder}/{name}" if folder else name
@@ -85,10 +81,7 @@ def _prepare_output(output: Output, mode: str | None, use_checkpoint: bool, node
 
 
 def _leftover_temp(key: str) -> bool:
-    """Whether ``key`` is the temporary file of a dataset file's write that a killed run interrupted.
-
-    Staging folders are not looked into: their runs remove them whole.
-    """
+    """Whether ``key`` is the temporary file of a dataset file's write a killed run interrupted (not in staging)."""
     is_temp = temp_target(key.rpartition("/")[2]) is not None
     return is_temp and is_dataset_file(key) and not key.startswith(STAGING_PREFIX)
 
@@ -197,25 +190,19 @@ def optimize(
 
 def _optimize(job: OptimizeJob) -> None:
     """``optimize`` of a checked job, holding the output's lock."""
-    nodes = job.nodes
-    identity = lock_identity(job.listed, nodes.num_nodes) if nodes.num_nodes > 1 else None
-    with hold_output(job.output, identity, last=nodes.is_last) as lock:
-        if job.ray is not None:
-            _optimize_on_ray(job, job.ray, lock)
-        else:
-            _optimize_on_machine(job, lock)
+    with job.hold_output() as lock:
+        index = _optimize_on_ray(job, job.ray, lock) if job.ray is not None else _optimize_on_machine(job, lock)
+    if job.verbose and index is not None:
+        samples = sum(c.dim or c.chunk_size for c in index.chunks)
+        print(f"optimize: {job.output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
-def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> None:
+def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> DatasetIndex | None:
     """``optimize`` with this machine's worker processes, holding the output's ``lock``."""
     queue, mode, use_checkpoint = job.queue, job.mode, job.use_checkpoint
     output, nodes, ranks = job.output, job.nodes, job.ranks
-    slices: list[Numbered] | None = None
-    shared: Numbered | InputStream | None = None
-    if queue is None and job.ordered:
-        slices = job.ordered_slices(job.align)
-    elif queue is None:
-        shared = job.shared_inputs()
+    slices = job.ordered_slices(job.align) if queue is None and job.ordered else None
+    shared = job.shared_inputs() if queue is None and slices is None else None
     if (
         use_checkpoint
         and mode is None
@@ -229,7 +216,7 @@ def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> None:
         _collect_unreferenced(output, output.read_index())
         if job.verbose:
             print(f"optimize: {output.url} already holds this job's dataset (its run stopped before cleaning up)")
-        return
+        return None
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     chunk_starts = next_chunk_indexes(existing, ranks)
     checkpoints: dict[int, WorkerCheckpoint] = {}
@@ -254,26 +241,21 @@ def _optimize_on_machine(job: OptimizeJob, lock: OutputLock) -> None:
         if shared is not None:  # the queue's batches went to whichever worker was free: list them in input order
             parts = in_input_order(parts, [done[rank].chunk_inputs for rank in ranks], ranks)
         rank_keys = {rank: done[rank].keys or [] for rank in ranks} if job.key_fn is not None else None
-        items = job.listed if nodes.num_nodes > 1 else ()  # several nodes recognise their job by its inputs
-        published = _finish(
-            output, nodes, existing, parts, items, rank_keys, gc=use_checkpoint or mode == "overwrite", lock=lock
-        )
+        gc = use_checkpoint or mode == "overwrite"
+        published = _finish(output, nodes, existing, parts, rank_keys, gc, lock)
         if use_checkpoint:
             clear_checkpoints(output, nodes.node_rank, ranks)
         shutil.rmtree(staging, ignore_errors=True)
         return published
 
     try:
-        index = job.run(job.worker_specs(staging, slices, task), shared, total, publish, source=queue)
+        return job.run(job.worker_specs(staging, slices, task), shared, total, publish, source=queue)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, what was published is the next run's head start
             _remove_unpublished_chunks(output, nodes.node_rank, ranks, failure)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # a failed job's (publish removed it otherwise)
-    if job.verbose and index is not None:
-        samples = sum(c.dim or c.chunk_size for c in index.chunks)
-        print(f"optimize: {output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
 
 
 def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
@@ -283,7 +265,7 @@ def _rank_index(done: dict[int, Done], rank: int) -> DatasetIndex:
     return index
 
 
-def _optimize_on_ray(job: OptimizeJob, executor: RayExecutor, lock: OutputLock) -> None:
+def _optimize_on_ray(job: OptimizeJob, executor: RayExecutor, lock: OutputLock) -> DatasetIndex | None:
     """``optimize`` with its batches on a Ray cluster (see ``_ray``): the index is merged here, once."""
     output, nodes, mode, use_checkpoint = job.output, job.nodes, job.mode, job.use_checkpoint
     items = job.cluster_inputs()
@@ -294,39 +276,30 @@ def _optimize_on_ray(job: OptimizeJob, executor: RayExecutor, lock: OutputLock) 
             # The run that wrote this dataset was stopped after publishing it: only clean up.
             _collect_unreferenced(output, output.read_index())
             output.delete(RAY_CHECKPOINT)
-            return
+            return None
     existing = _prepare_output(output, mode, use_checkpoint, nodes)
     if use_checkpoint:
         plan.save(output)
     first_rank = plan.next_rank
 
-    def make_spec(rank: int, batch: Numbered) -> WorkerSpec:
-        return job.spec(
-            rank, "", batch, job.task(next_chunk_indexes(existing, [rank])[rank])
-        )  # each actor stages in a folder of its own node
+    def make_spec(rank: int, batch: Numbered) -> WorkerSpec:  # each actor stages in a folder of its own node
+        return job.spec(rank, "", batch, job.task(next_chunk_indexes(existing, [rank])[rank]))
 
     try:
         run_on_ray(executor, plan, items, job.num_workers, make_spec, output, "optimize", job.verbose, use_checkpoint)
         parts, rank_keys = finished_parts(plan, output.url)
-        keys = rank_keys if job.key_fn is not None else None
-        index = _finish(output, nodes, existing, parts, items, keys, gc=True, lock=lock)
+        index = _finish(output, nodes, existing, parts, rank_keys if job.key_fn is not None else None, True, lock)
     except BaseException as failure:
         if not use_checkpoint:  # with checkpoints, the finished batches are the next run's head start
             _remove_unpublished_chunks(output, nodes.node_rank, list(range(first_rank, plan.next_rank)), failure)
         raise
     if use_checkpoint:
         output.delete(RAY_CHECKPOINT)
-    if job.verbose and index is not None:
-        samples = sum(c.dim or c.chunk_size for c in index.chunks)
-        print(f"optimize: {output.url} holds {samples} samples in {len(index.chunks)} chunks", flush=True)
+    return index
 
 
 def _remove_unpublished_chunks(output: Output, node_rank: int, ranks: list[int], failure: BaseException) -> None:
-    """Delete the chunks this node's workers wrote for a job that failed (a full disk, fn raising).
-
-    Chunks an index in the output names (the dataset appended to, or this job's own index if it
-    was written before the failure) stay.
-    """
+    """Delete the chunks this node's workers wrote for a job that failed, but those an index in the output names."""
     try:
         keep: set[str] = set()
         for key in (INDEX_FILENAME, node_index_key(node_rank)):
@@ -350,7 +323,6 @@ def _finish(
     nodes: NodeInfo,
     existing: DatasetIndex | None,
     parts: list[DatasetIndex],
-    items: Sequence[Any],
     rank_keys: dict[int, list[Any]] | None,
     gc: bool,
     lock: OutputLock,
@@ -360,31 +332,25 @@ def _finish(
     With ``rank_keys`` (``key_fn``) the key index is published just before ``index.json``, which names it.
     ``lock`` is checked to be still the job's just before.
     """
+    if nodes.num_nodes > 1:
+        job = lock.holder.job  # the same on every node of the job
+        node_key = node_index_key(nodes.node_rank)
+        node_index = merge_indexes(parts, output.url_for(node_key), LAYOUT_HINT)
+        node_keys = {"rank_keys": rank_keys} if rank_keys is not None else {}  # the last node writes every node's
+        output.write_json(node_key, {**node_index.to_json(), **node_keys, "job": job})
+        if not nodes.is_last:
+            return None
+        node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
+        parts = [part for part, _ in node_parts]
+        if rank_keys is not None:
+            rank_keys = {int(rank): ks for _, obj in node_parts for rank, ks in obj.get("rank_keys", {}).items()}
     before = [existing] if existing is not None else []
-    if nodes.num_nodes == 1:
-        index = merge_indexes(before + parts, output.url_for(INDEX_FILENAME), LAYOUT_HINT)
-        keys = {"keys": publish_keys(output, index, existing, rank_keys)} if rank_keys is not None else {}
-        lock.confirm()
-        output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
-        if gc:
-            _collect_unreferenced(output, index)
-        return index
-    job = lock_identity(items, nodes.num_nodes)
-    node_key = node_index_key(nodes.node_rank)
-    node_index = merge_indexes(parts, output.url_for(node_key), LAYOUT_HINT)
-    # The last node writes the key index of every node's samples.
-    node_keys = {"rank_keys": rank_keys} if rank_keys is not None else {}
-    output.write_json(node_key, {**node_index.to_json(), **node_keys, "job": job})
-    if not nodes.is_last:
-        return None
-    node_parts = wait_for_node_indexes(output, nodes.num_nodes, job)
-    index = merge_indexes(before + [part for part, _ in node_parts], output.url_for(INDEX_FILENAME), LAYOUT_HINT)
-    keys: dict[str, Any] = {}
-    if rank_keys is not None:
-        every = {int(rank): ks for _, obj in node_parts for rank, ks in obj.get("rank_keys", {}).items()}
-        keys["keys"] = publish_keys(output, index, existing, every)
+    index = merge_indexes(before + parts, output.url_for(INDEX_FILENAME), LAYOUT_HINT)
+    keys = {"keys": publish_keys(output, index, existing, rank_keys)} if rank_keys is not None else {}
     lock.confirm()
     output.write_json(INDEX_FILENAME, {**index.to_json(), **keys})
-    output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
-    _collect_unreferenced(output, index)
+    if nodes.num_nodes > 1:
+        output.delete_many([node_index_key(n) for n in range(nodes.num_nodes)])
+    if gc or nodes.num_nodes > 1:
+        _collect_unreferenced(output, index)
     return index

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -19,14 +20,12 @@ from typing import TYPE_CHECKING, Any
 from litdata_format import INDEX_FILENAME, DatasetIndex, parse_index
 from litdata_io import Dir, resolve_dir
 from litdata_io.internal import PerProcess, check_own_folders
+from litdata_prep._staging import PROBE_PREFIX, RAY_STAGING, STAGING_PREFIX, temp_staging
 
 if TYPE_CHECKING:
     from litdata_io import ObjectInfo, Storage
 
-__all__ = ["PROBE_PREFIX", "DatasetExistsError", "Output"]
-
-#: The object :meth:`Output.check_writable` creates and removes at once.
-PROBE_PREFIX = ".litdata-write-probe-"
+__all__ = ["DatasetExistsError", "Output", "make_staging", "ray_staging", "remove_staging"]
 
 
 class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
@@ -40,15 +39,12 @@ class DatasetExistsError(FileExistsError, RuntimeError, ValueError):
 class Output:
     """One output location of ``optimize``/``map``/``merge_datasets``: a storage rooted at it.
 
-    As fsspec's ``DirFileSystem`` is a filesystem over a folder of another, an output answers the
-    calls of a :class:`~litdata_io.Storage` that jobs make (``exists``, ``get``, ``put``,
-    ``put_new``, ``delete``, ``download``, ``url_for``) over the local folder (a ``LocalStorage``
-    that lists dot-files too: the job's ``.checkpoints/`` and leftover temporary files, which a
-    bucket lists like any key) or the bucket prefix, so callers read and write it without asking
-    which it is. What differs stays here: :meth:`publish` renames a local file into a local folder
-    and uploads it into a bucket, a write into a local folder refuses a sub-folder that is a link,
-    and deleting leaves no empty folder. It is not a subclass of ``Storage``: that class brings
-    asyncio into every spawned worker, which a worker that only renames its chunks never loads.
+    As fsspec's ``DirFileSystem`` is a filesystem over a folder, an output answers the
+    :class:`~litdata_io.Storage` calls jobs make over a local folder (dot-files listed too, as a bucket
+    lists them) or a bucket prefix, so callers do not ask which it is. What differs stays here:
+    :meth:`publish` renames into a local folder and uploads into a bucket, a local write refuses a
+    sub-folder that is a link, and deleting leaves no empty folder. Not a ``Storage`` subclass: that
+    brings asyncio into every spawned worker.
 
     Args:
         location: the resolved output (a local ``path`` or a ``url``).
@@ -81,8 +77,7 @@ class Output:
         return self._storage.get(self._open)
 
     def _open(self) -> Storage:
-        # Imported here: a worker that only renames its chunks into a local folder never loads
-        # the storage layer (nor asyncio), which its start-up would pay for.
+        # Imported here: a worker that only renames its chunks into a local folder never loads asyncio.
         if self.folder is not None:
             from litdata_io.internal import LocalStorage
 
@@ -220,3 +215,31 @@ class Output:
             raise PermissionError(f"output_dir {self.url} is not writable: {err}; {fix}") from err
         except Exception as err:
             raise PermissionError(f"output_dir {self.url} is not writable: {err}; {fix}") from err
+
+
+# Where a job's files wait before :meth:`Output.publish`: inside a local output, so publishing is a rename on one
+# filesystem (and the next run of a node replaces what a killed one left); a bucket's in the temporary directory.
+def _in_output(output: Output, name: str) -> Path | None:
+    return None if output.folder is None else output.folder / name
+
+
+def make_staging(output: Output, node_rank: int, what: str) -> Path:
+    """A fresh local folder for this node's unpublished files."""
+    folder = _in_output(output, f"{STAGING_PREFIX}{node_rank}")
+    if folder is None:
+        return temp_staging(what)
+    shutil.rmtree(folder, ignore_errors=True)  # left by a run that was killed
+    folder.mkdir(parents=True)
+    return folder
+
+
+def remove_staging(output: Output, node_rank: int) -> None:
+    """Remove the local staging folder a killed run left in the output folder (if any)."""
+    folder = _in_output(output, f"{STAGING_PREFIX}{node_rank}")
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def ray_staging(output: Output) -> Path | None:
+    """The staging root the Ray attempts of every node share in a local output; None: each stages on its node."""
+    return _in_output(output, RAY_STAGING)

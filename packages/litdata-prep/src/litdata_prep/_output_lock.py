@@ -1,34 +1,21 @@
 """The output's lock: one job writes an output folder or prefix at a time.
 
-The jobs that hold it: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index`` and a
-``dataset_update`` commit.
+The jobs: ``optimize``, ``map``, ``merge_datasets``, ``build_keys_index``, a ``dataset_update`` commit.
 
-Two jobs writing one output at once would each publish an index naming its own chunks only, or
+Two jobs writing one output at once would each publish an index naming only its own chunks, or
 chunks the other deleted, and both report success. So a job holds ``.litdata-lock`` at the output's
-root while it works, whatever the output is (a local folder or a bucket prefix): the lock is
-created with :meth:`~litdata_io.Storage.put_new`, which only one of racing writers wins (a hard link
-locally; a conditional put, ``If-None-Match: *``, on S3, GCS and Azure). A stale lock is taken over
-with :meth:`~litdata_io.Storage.replace_if`, which replaces only the version the taker judged
-stale (``If-Match``), so of two jobs taking over one stale lock one wins and the other waits. The
-lock names its holder (host, pid, the process's start, when the job started) and is rewritten
-every :data:`HEARTBEAT_S` seconds.
+root: created with :meth:`~litdata_io.Storage.put_new` (a hard link locally, ``If-None-Match: *`` in
+a bucket), which one racing writer wins, and taken over when stale with
+:meth:`~litdata_io.Storage.replace_if` (``If-Match``), so of two takers one wins. The lock names its
+holder (host, pid, the process's start, pid namespace).
 
-A job that finds the lock held waits, saying once which job holds it, and takes the lock when it is
-released, or when it is stale: its holder ran on this host, in this pid namespace (not another
-container's), and that process is gone (or the pid now names another process), or, in a bucket,
-it was not rewritten for :data:`STALE_S` seconds of watching (a holder on another machine that
-crashed or lost the network). A local output's lock is not rewritten (that would take a thread,
-and a thread in this process makes its workers start from a forkserver rather than by a fork of
-it): a holder on another machine (or in another container) sharing the folder is waited for until
-it releases the lock, and the message names the file to delete if it is gone.
-
-A holder checks the lock is still its own before it publishes the index; one whose lock was taken
-meanwhile (it was stopped longer than :data:`STALE_S`) fails, naming the job that took it, rather
-than publish over it.
-
-Several nodes of one multi-node job write the output together: the lock names the job (its inputs'
-fingerprint and node count, the same on every node), a node that finds its own job's lock joins it,
-every node rewrites it, and the node that merges the index releases it.
+A waiting job takes the lock when it is released or stale: its holder ran on this host and pid
+namespace and that process is gone, or, in a bucket, it was not rewritten (every
+:data:`HEARTBEAT_S`) for :data:`STALE_S` seconds. A local output's lock is not rewritten (the thread
+would make the workers start from a forkserver instead of a fork): a holder on another machine is
+waited for, and the message names the file to delete if it is gone. A holder confirms the lock is
+still its own before it publishes the index. The nodes of one multi-node job share one lock, named
+by the job (its inputs' fingerprint and node count); the node that merges the index releases it.
 """
 
 from __future__ import annotations
@@ -43,12 +30,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from litdata_prep._checkpoint import fingerprint
 from litdata_prep._output import Output
+from litdata_prep._staging import process_alive, process_start
 
-__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output", "lock_identity"]
+__all__ = ["LOCK_KEY", "OutputLock", "OutputLockLostError", "hold_output"]
 
 LOCK_KEY = ".litdata-lock"
 HEARTBEAT_S = 5.0  # how often a holder rewrites its lock
@@ -79,27 +65,6 @@ if hasattr(os, "register_at_fork"):
 
 class OutputLockLostError(RuntimeError):
     """Another job took this job's output lock (this one looked dead); the index was not published."""
-
-
-def _process_start(pid: int) -> str:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            # the command name (field 2) may hold spaces and parentheses: count from its end
-            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-
-
-def _alive(pid: int, started: str) -> bool:
-    """Whether process ``pid`` of this host runs, and is the one that started at ``started``."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's: it exists
-    return not started or _process_start(pid) in ("", started)
 
 
 @dataclass(frozen=True)
@@ -204,7 +169,7 @@ class OutputLock:
 
 def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
     if current.pid_checkable():
-        return not _alive(current.pid, current.pid_start)
+        return not process_alive(current.pid, current.pid_start)
     return beating and unchanged_for >= STALE_S
 
 
@@ -212,22 +177,18 @@ def _stale(current: Holder, unchanged_for: float, beating: bool) -> bool:
 def hold_output(output: Output, job: str | None, last: bool = True, what: str = "optimize") -> Iterator[OutputLock]:
     """Hold ``output``'s lock for the block, waiting for another job's to be released or stale.
 
-    Args:
-        output: the job's output.
-        job: the identity the job's nodes share (multi-node), None for a job of one node.
-        last: this node releases the lock when done (one node, or a multi-node job's merging node).
-        what: the job's kind for messages (``"optimize"``, ``"map"``, ``"merge_datasets"``, ...).
+    ``job`` is the identity a multi-node job's nodes share (None: one node); the ``last`` node releases
+    the lock; ``what`` names the job in messages.
     """
     me = Holder(
         job=job or uuid.uuid4().hex,
         host=HOST,
         pid=os.getpid(),
-        pid_start=_process_start(os.getpid()),
+        pid_start=process_start(os.getpid()),
         pid_ns=PID_NS,
         started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     )
-    # The lock's one question of the output: a bucket's holders rewrite it, a local folder's are judged
-    # by their pid (a thread would make this job's workers start from a forkserver; see the module docstring).
+    # Why it must know: a bucket's holder rewrites the lock; a local one is judged by pid (a thread would stop forks).
     beating = output.folder is None
     lock = _acquire(output, me, beating, what)
     if beating:
@@ -282,8 +243,3 @@ def _acquire(output: Output, me: Holder, beating: bool, what: str) -> OutputLock
                 flush=True,
             )
         time.sleep(POLL_S)
-
-
-def lock_identity(items: Any, num_nodes: int) -> str:
-    """The identity every node of a multi-node job gives its lock: the inputs' fingerprint and node count."""
-    return fingerprint(enumerate(items))[:16] + f"-{num_nodes}"

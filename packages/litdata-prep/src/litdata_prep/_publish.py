@@ -1,11 +1,9 @@
 """The upload pipeline of one worker: finished files go to the output while the worker goes on.
 
-Each worker writes a chunk into its local staging folder and hands it to its :class:`Publisher`.
-A small thread pool publishes it (:meth:`Output.publish`: an upload to a bucket, a rename into a
-local folder) while the worker goes on; the files waiting are bounded (``LITDATA_UPLOAD_BACKLOG``,
-default 4 per worker), so a worker that outruns the network blocks instead of filling the disk. A
-JSON record (a checkpoint) is published only after every file submitted before it, so a
-checkpoint never names a chunk that is not in the output yet.
+A small thread pool publishes each staged file (:meth:`Output.publish`) while the worker goes on; the
+files waiting are bounded (``LITDATA_UPLOAD_BACKLOG``, default 4 per worker), so a worker that outruns
+the network blocks instead of filling the disk. A JSON record (a checkpoint) is published only after
+every file submitted before it, so it never names a chunk that is not in the output yet.
 """
 
 from __future__ import annotations
@@ -30,13 +28,7 @@ def upload_backlog() -> int:
 
 
 class Publisher:
-    """Publishes a worker's files to ``output`` in submission order of effect.
-
-    Args:
-        output: where files go.
-        threads: concurrent uploads.
-        backlog: files that may wait for upload before :meth:`put_file` blocks.
-    """
+    """Publishes a worker's files to ``output``, ``threads`` at a time; ``backlog`` may wait before a put blocks."""
 
     def __init__(self, output: Output, threads: int = 2, backlog: int | None = None) -> None:
         self.output = output

@@ -47,15 +47,6 @@ class BaseReader(ABC):
         """
 
 
-def _pyarrow() -> Any:
-    try:
-        import pyarrow
-        import pyarrow.parquet
-    except ImportError:
-        raise ImportError(f"ParquetReader needs pyarrow: {_PARQUET_INSTALL}") from None
-    return pyarrow
-
-
 class ParquetReader(BaseReader):
     """Split Parquet files into shards of at most ``num_rows`` rows, cached under ``cache_folder``.
 
@@ -78,7 +69,10 @@ class ParquetReader(BaseReader):
         super().__init__()
         if not isinstance(num_rows, int) or num_rows < 1:
             raise ValueError(f"ParquetReader: num_rows must be a positive int, got {num_rows!r}")
-        _pyarrow()
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ImportError(f"ParquetReader needs pyarrow: {_PARQUET_INSTALL}") from None
         self.cache_folder = str(cache_folder)
         self.num_rows = num_rows
         self.to_pandas = to_pandas

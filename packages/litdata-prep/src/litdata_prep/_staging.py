@@ -1,11 +1,9 @@
-"""Staging: where a job's files wait before they are published, and the names a job removes itself.
+"""Staging: the names of what a job removes itself, and staging folders in the temporary directory.
 
-A worker writes each file into its staging folder and publishes it from there
-(:meth:`~litdata_prep._output.Output.publish`). For a local output the node's staging folder is
-``.litdata-staging-{node_rank}`` inside the output, so publishing is a rename on one filesystem,
-and what a killed run left is removed by the next run of that node. For a bucket it is
-``litdata-{what}-{pid}-*`` in the temporary directory, and the next job on the machine removes
-those whose process is gone.
+A worker writes each file into a staging folder and publishes it from there. The output decides
+where that folder is (:func:`~litdata_prep._output.make_staging`): inside a local output, a bucket's
+in the temporary directory as ``litdata-{what}-{pid}-*``, which the next job on the machine removes
+once their process is gone.
 """
 
 from __future__ import annotations
@@ -16,19 +14,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from litdata_prep._output import PROBE_PREFIX, Output
-
 __all__ = [
+    "PROBE_PREFIX",
     "RAY_STAGING",
     "STAGING_PREFIX",
     "is_staged",
-    "make_staging",
-    "ray_staging",
-    "remove_staging",
+    "process_alive",
+    "process_start",
     "temp_staging",
     "update_staging",
 ]
 
+#: The object :meth:`~litdata_prep._output.Output.check_writable` creates and removes at once.
+PROBE_PREFIX = ".litdata-write-probe-"
+#: The staging folder of node ``n`` in a local output is ``{STAGING_PREFIX}{n}``.
 STAGING_PREFIX = ".litdata-staging-"
 #: The staging root of a Ray job's attempts in a local output (``rank-{rank}`` each).
 RAY_STAGING = f"{STAGING_PREFIX}ray"
@@ -41,42 +40,32 @@ def is_staged(key: str) -> bool:
     return key.startswith((STAGING_PREFIX, PROBE_PREFIX))
 
 
-def _in_output(output: Output, name: str) -> Path | None:
-    # The one question staging asks of the output: a local output keeps its staging folders inside
-    # (publishing is then a rename on one filesystem); a bucket's files wait in the temporary directory.
-    return None if output.folder is None else output.folder / name
+def process_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            # the command name (field 2) may hold spaces and parentheses: count from its end
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
 
 
-def make_staging(output: Output, node_rank: int, what: str) -> Path:
-    """A fresh local folder for this node's unpublished files (see the module docstring)."""
-    folder = _in_output(output, f"{STAGING_PREFIX}{node_rank}")
-    if folder is None:
-        return temp_staging(what)
-    shutil.rmtree(folder, ignore_errors=True)  # left by a run that was killed
-    folder.mkdir(parents=True)
-    return folder
-
-
-def remove_staging(output: Output, node_rank: int) -> None:
-    """Remove the local staging folder a killed run left in the output folder (if any)."""
-    folder = _in_output(output, f"{STAGING_PREFIX}{node_rank}")
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def ray_staging(output: Output) -> Path | None:
-    """The staging root the Ray attempts of every node share (in a local output), or None (then each uses its node's).
-
-    None for a bucket: each attempt stages in its node's temporary directory (:func:`temp_staging`).
-    """
-    return _in_output(output, RAY_STAGING)
+def process_alive(pid: int, started: str = "") -> bool:
+    """Whether process ``pid`` of this host runs (and, given ``started``, is the one that started then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's: it exists
+    return not started or process_start(pid) in ("", started)
 
 
 def temp_staging(what: str) -> Path:
     """A fresh staging folder in the temporary directory, named by this process; killed jobs' are removed first."""
     for path in Path(tempfile.gettempdir()).glob("litdata-*"):
         match = _TEMP_STAGING.match(path.name)
-        if match and path.is_dir() and not _alive(int(match[1])):
+        if match and path.is_dir() and not process_alive(int(match[1])):
             shutil.rmtree(path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"litdata-{what}-{os.getpid()}-"))
 
@@ -84,13 +73,3 @@ def temp_staging(what: str) -> Path:
 def update_staging(dataset: Path) -> Path:
     """A fresh folder inside the local ``dataset`` for the chunks ``dataset_update`` rewrites (then renamed into it)."""
     return Path(tempfile.mkdtemp(prefix=".litdata-update-", dir=dataset))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

@@ -1,13 +1,9 @@
 """An optimized dataset as the inputs of ``optimize`` / ``map``: re-chunk, re-compress or filter it.
 
-``inputs=StreamingDataset(...)`` gives ``fn`` each sample; ``inputs=StreamingDataLoader(...)``
-gives it each batch (as upstream LitData does). Either becomes the positions ``0..n-1`` (of
-samples, or of batches) read by a :class:`StreamingInputReader` in the workers, so the work is
-split, ordered and checkpointed like any list of inputs: ``use_checkpoint`` resumes by position,
-and every worker reads a contiguous stretch of the source, chunk after chunk.
-
-This package does not depend on ``litdata_stream`` (nor on torch): a dataset given as inputs
-means that package is imported already, so its classes are looked up in ``sys.modules``.
+``inputs=StreamingDataset(...)`` gives ``fn`` each sample, ``inputs=StreamingDataLoader(...)`` each
+batch (as upstream does): the positions ``0..n-1`` read by a :class:`StreamingInputReader` in the
+workers, so the work is split, ordered and checkpointed like any list of inputs. Its classes are
+looked up in ``sys.modules``: a dataset given as inputs means ``litdata_stream`` is imported already.
 """
 
 from __future__ import annotations
@@ -20,32 +16,15 @@ from litdata_prep._readers import BaseReader
 __all__ = ["StreamingInputReader", "streaming_inputs"]
 
 
-def _kind(inputs: Any) -> str | None:
-    """``"dataset"``, ``"loader"``, ``"mixed"`` (Combined / Parallel), or None for other inputs."""
-    stream = sys.modules.get("litdata_stream")
-    if stream is None:
-        return None
-    if isinstance(inputs, stream.StreamingDataLoader):
-        return "loader"
-    if isinstance(inputs, stream.StreamingDataset):
-        return "dataset"
-    if isinstance(inputs, (stream.CombinedStreamingDataset, stream.ParallelStreamingDataset)):
-        return "mixed"
-    return None
-
-
 def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any,
                      weights: Any) -> tuple[Any, Any]:  # fmt: skip
-    """``(inputs, reader)`` to run with.
-
-    A StreamingDataset or StreamingDataLoader becomes the positions of its samples or batches and
-    the reader that reads them; other inputs pass as given.
-    """
-    kind = _kind(inputs)
-    if kind is None:
+    """``(inputs, reader)`` to run with: a StreamingDataset's or StreamingDataLoader's positions and reader."""
+    stream = sys.modules.get("litdata_stream")
+    mixed = (stream.CombinedStreamingDataset, stream.ParallelStreamingDataset) if stream is not None else ()
+    if stream is None or not isinstance(inputs, (stream.StreamingDataLoader, stream.StreamingDataset, *mixed)):
         return inputs, reader
     name = type(inputs).__name__
-    if kind == "mixed":
+    if isinstance(inputs, mixed):
         raise ValueError(
             f"{what}: inputs={name} is not supported: give each StreamingDataset in turn (mode='append' adds to "
             "the output), or a StreamingDataLoader over one StreamingDataset"
@@ -56,33 +35,25 @@ def streaming_inputs(what: str, inputs: Any, batch_size: int | None, reader: Any
                 f"{what}: {option} cannot be combined with inputs={name}"
                 + (": the loader's own batch_size makes the batches fn receives" if option == "batch_size" else "")
             )
-    if kind == "dataset":
+    if isinstance(inputs, stream.StreamingDataset):
         source = StreamingInputReader(inputs)
+    elif isinstance(inputs.dataset, stream.StreamingDataset):
+        source = StreamingInputReader(inputs.dataset, inputs.batch_size, inputs.user_collate_fn, inputs.drop_last)
     else:
-        dataset = inputs.dataset
-        if not isinstance(dataset, sys.modules["litdata_stream"].StreamingDataset):
-            raise ValueError(
-                f"{what}: inputs=StreamingDataLoader over a {type(dataset).__name__} is not supported: the loader "
-                "must read one StreamingDataset"
-            )
-        source = StreamingInputReader(dataset, inputs.batch_size, inputs.user_collate_fn, inputs.drop_last)
-    count = source.count
-    if count == 0:
+        raise ValueError(
+            f"{what}: inputs=StreamingDataLoader over a {type(inputs.dataset).__name__} is not supported: the loader "
+            "must read one StreamingDataset"
+        )
+    if source.count == 0:
         raise ValueError(f"{what}: inputs={name} is empty; there is nothing to process")
-    return range(count), source
+    return range(source.count), source
 
 
 class StreamingInputReader(BaseReader):
-    """Reads sample ``i`` of a StreamingDataset, or batch ``i`` (collated) for a loader's batches.
+    """Reads sample ``i`` of a StreamingDataset, or batch ``i`` (``collate``-d) for a loader's batches.
 
     The samples are taken in the dataset's stored order (its ``shuffle`` is not applied), and with
     its ``transform``.
-
-    Args:
-        dataset: the source.
-        batch_size: give ``fn`` batches of this many samples (None: single samples).
-        collate: how a batch's samples become one value.
-        drop_last: leave out a last batch of fewer than ``batch_size`` samples.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = None, collate: Any = None,
@@ -92,11 +63,8 @@ class StreamingInputReader(BaseReader):
         self.batch_size = batch_size
         self.collate = collate
         self.samples = dataset.num_samples
-        if batch_size is None:
-            self.count = self.samples
-        else:
-            full, rest = divmod(self.samples, batch_size)
-            self.count = full + (1 if rest and not drop_last else 0)
+        full, rest = divmod(self.samples, batch_size or 1)
+        self.count = full + (1 if rest and not drop_last else 0)
 
     def remap_items(self, items: Any, num_workers: int) -> list[Any]:
         return list(items)

@@ -21,7 +21,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import GeneratorType
 from typing import Any, ClassVar
@@ -65,25 +65,18 @@ def describe_input(item: Any, limit: int = 200) -> str:
 class OptimizeTask:
     """What an ``optimize`` worker does besides running ``fn``: write chunks.
 
-    Attributes:
-        writer: the checked :class:`BinaryWriter` options.
-        encryption: the encryption those options were checked with, or None.
-        key_fn: optimize's ``key_fn``: each sample's key goes back to the parent with the index.
-        chunk_index: the number of this worker's first chunk (append mode).
-        checkpoint: where to resume (``use_checkpoint``), else None.
-        keep_order: the shared queue's batches are runs of consecutive inputs: end a chunk where a
-            batch does not continue the last one, and report each chunk's first input position
-            (``Done.chunk_inputs``) so the index can list the chunks in input order.
+    With ``keep_order`` (the shared queue's batches are runs of consecutive inputs) a chunk ends where
+    a batch does not continue the last one, and ``Done.chunk_inputs`` gives each chunk's first input
+    position, so the index can list the chunks in input order.
     """
 
     writer: WriterOptions
-    encryption: Any = None
-    key_fn: Callable[[Any], Any] | None = None
-    chunk_index: int = 0
-    checkpoint: WorkerCheckpoint | None = None
+    encryption: Any = None  # the encryption the writer options were checked with
+    key_fn: Callable[[Any], Any] | None = None  # each sample's key goes back to the parent with the index
+    chunk_index: int = 0  # the number of this worker's first chunk (append mode)
+    checkpoint: WorkerCheckpoint | None = None  # where to resume (use_checkpoint)
     keep_order: bool = False
-    #: The job's name in messages.
-    what: ClassVar[str] = "optimize"
+    what: ClassVar[str] = "optimize"  # the job's name in messages
 
 
 @dataclass(frozen=True)
@@ -95,35 +88,19 @@ class MapTask:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """Everything one worker process needs (pickled to it under spawn), built whole by the parent.
-
-    Attributes:
-        task: what kind of job this is and what that kind needs (:class:`OptimizeTask`, :class:`MapTask`).
-        fn: the user's function.
-        rank: the global worker number (it names chunk files).
-        staging: this worker's local staging folder.
-        output: the destination.
-        items: the static slice (ordered mode) or None (shared queue).
-        reader: a :class:`~litdata_prep.BaseReader` applied to each input.
-        input_dir: a remote input folder whose files are downloaded before ``fn`` sees them.
-        storage_options: credentials for ``input_dir``.
-        upload_threads: concurrent uploads.
-        downloaders: how many inputs' files are downloaded ahead of ``fn`` (``num_downloaders``).
-        env: environment variables to set in the worker.
-    """
+    """Everything one worker process needs (pickled to it under spawn), built whole by the parent."""
 
     task: OptimizeTask | MapTask
     fn: Callable[..., Any]
-    rank: int
-    staging: str
+    rank: int  # the global worker number (it names chunk files)
+    staging: str  # this worker's local staging folder
     output: Output
-    items: Numbered | None = None
+    items: Numbered | None = None  # the static slice, or None: the shared queue
     reader: Any = None
-    input_dir: Dir | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict[str, Any])
+    input_dir: Dir | None = None  # a remote input folder whose files are downloaded before fn sees them
     upload_threads: int = 2
-    downloaders: int = 2
-    env: dict[str, str] = field(default_factory=dict[str, str])
+    downloaders: int = 2  # inputs whose files are downloaded ahead of fn (num_downloaders)
+    env: dict[str, str] = field(default_factory=dict[str, str])  # set in the worker
 
 
 @dataclass(frozen=True)
@@ -136,35 +113,18 @@ class Progress:
 
 @dataclass(frozen=True)
 class Done:
-    """A worker finished all its inputs.
-
-    Attributes:
-        rank: the worker's global rank.
-        summary: counts of what it wrote.
-        index: an optimize worker's index (its chunks, in the order written), else None.
-        keys: with ``key_fn``, the key of each sample it wrote, in sample order, else None.
-        chunk_inputs: with ``OptimizeTask.keep_order``, for each chunk of ``index`` the position of
-            the input its first sample came from, else None.
-    """
+    """A worker finished all its inputs."""
 
     rank: int
-    summary: dict[str, Any]
-    index: DatasetIndex | None = None
-    keys: list[Any] | None = None
-    chunk_inputs: list[int] | None = None
+    summary: dict[str, Any]  # counts of what it wrote
+    index: DatasetIndex | None = None  # an optimize worker's chunks, in the order written
+    keys: list[Any] | None = None  # with key_fn, each sample's key in sample order
+    chunk_inputs: list[int] | None = None  # with keep_order, per chunk the input of its first sample
 
 
 @dataclass(frozen=True)
 class Failed:
-    """A worker failed: on input ``input`` at ``position`` when ``fn`` raised, else on no input in particular.
-
-    Attributes:
-        rank: the worker's global rank.
-        headline: the one-line error for the user.
-        position: the input's position, if an input is to blame.
-        input: a short ``repr`` of that input.
-        traceback: the worker's formatted traceback.
-    """
+    """A worker failed: on input ``input`` (a short repr) at ``position`` when ``fn`` raised, else on none."""
 
     rank: int
     headline: str
@@ -198,10 +158,7 @@ class FnFailed(Exception):
 
 
 def _write_failure(err: BaseException, spec: WorkerSpec) -> str | None:
-    """What to tell the user when ``err`` is a failure to write one of the job's files, else None.
-
-    A full disk, a quota or a read-only folder: the sample being written is not to blame.
-    """
+    """What to tell the user when ``err`` failed to write one of the job's files (no sample to blame), else None."""
     if not isinstance(err, OSError) or not err.filename or err.errno is None:
         return None
     path = Path(os.fsdecode(err.filename))
@@ -229,7 +186,7 @@ class _Inputs:
         if url:
             from litdata_io import get_storage  # only a remote input folder needs the storage layer
 
-            self.storage = get_storage(url, spec.storage_options)
+            self.storage = get_storage(url, spec.output.storage_options)  # the job's one set
         self.reader = spec.reader
         self.active = self.storage is not None or self.reader is not None  # else inputs go to fn as they are
         self.ahead = spec.downloaders if self.storage is not None else 0
@@ -254,17 +211,12 @@ class _Inputs:
     def ahead_of(self, numbered: Iterator[tuple[int, int, Any]]) -> Iterator[tuple[int, int, Any, Future[Any] | None]]:
         """The inputs of ``numbered``, each with the download of its files already started (or None)."""
         pool = self._pool
-        if pool is None:
-            for i, pos, item in numbered:
-                yield i, pos, item, None
-            return
         window: deque[tuple[int, int, Any, Future[Any] | None]] = deque()
         for i, pos, item in numbered:
-            window.append((i, pos, item, pool.submit(self.download, pos, item)))
+            window.append((i, pos, item, pool.submit(self.download, pos, item) if pool is not None else None))
             if len(window) > self.ahead:
                 yield window.popleft()
-        while window:
-            yield window.popleft()
+        yield from window
 
     def prepare(self, pos: int, item: Any, fetched: Future[Any] | None) -> tuple[Any, list[Path]]:
         item, local = fetched.result() if fetched is not None else self.download(pos, item)
@@ -374,7 +326,7 @@ class _Worker:
             state.chunks = [c.to_json() for c in writer.chunks]
             state.config = writer.index_config()
             state.writer = writer.resume_state()
-            self.publisher.put_json(state.key, state.to_json())
+            self.publisher.put_json(state.key, asdict(state))
 
         chunk_inputs: list[int] = []  # per chunk this run writes, the position of its first sample's input
         opened: int | None = None  # that position for the chunk being filled
@@ -446,8 +398,7 @@ class _Worker:
     def map(self, work: Any) -> Done:
         spec = self.spec
         params = _parameters(spec.fn)
-        # The one question a worker asks of the output: fn writes straight into a local folder (upstream's
-        # fn gets the output_dir it was given); a bucket's files are written to staging, then uploaded.
+        # Why it must know: fn writes straight into a local output_dir (as documented); a bucket's go through staging.
         local = spec.output.folder
         files = 0
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
@@ -527,14 +478,8 @@ def run_spec(spec: WorkerSpec, events: Any, work: Any) -> Done | Failed:
 
 
 def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str]) -> None:
-    """Entry point of a worker process.
-
-    ``environ`` is the parent's environment when the job started: a worker forked from a forkserver
-    would otherwise see the environment of the moment the server started.
-    """
-    # What this process inherited or imported before the job (torch, the script, the forking parent's
-    # heap: ~190k objects in a torch script's forkserver) goes out of the collector's reach.
-    freeze_inherited()
+    """Entry point of a worker process; ``environ`` is the parent's when the job started (not the forkserver's)."""
+    freeze_inherited()  # what it inherited or imported before the job goes out of the collector's reach
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -549,6 +494,4 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     events.put(result)
     if isinstance(result, Failed):
         sys.exit(1)
-    # Nothing this process made is garbage the OS would not reclaim anyway: keep the interpreter's
-    # exit from walking every object (20-40 ms the parent spends joining us, measured).
-    gc.freeze()
+    gc.freeze()  # the OS reclaims it all: keep the interpreter's exit from walking every object

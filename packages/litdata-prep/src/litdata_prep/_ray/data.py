@@ -1,11 +1,9 @@
 """Ray Data both ways: read an optimized dataset as a ``ray.data.Dataset``, write one as a LitData dataset.
 
-:class:`LitDataDatasource` splits a dataset (a local folder or a bucket URL) by chunk: each read
-task fetches its own chunks and turns their samples into rows. :class:`LitDataDatasink` writes
-each write task's rows with a :class:`~litdata_format.BinaryWriter` under the task's number (its
-rank), and the driver merges the tasks' indexes into ``index.json`` once every task finished, in
-task order, so a reader never sees a half-written dataset; chunk files the index does not name
-(left by a failed attempt of a task) are deleted then.
+:class:`LitDataDatasource` splits a dataset by chunk: each read task fetches its own chunks.
+:class:`LitDataDatasink` writes each write task's rows under the task's number (its rank); the
+driver merges the tasks' indexes into ``index.json`` once every task finished, in task order, and
+deletes the chunk files the index does not name (a failed attempt's).
 
 A sample that is a dict with string keys is one row with those columns; any other sample is the
 row ``{"item": sample}``, and a row whose only column is ``item`` is written back as that value.
@@ -14,6 +12,7 @@ row ``{"item": sample}``, and a row whose only column is ``item`` is written bac
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -70,9 +69,7 @@ def _read_chunks(source: Output, index: DatasetIndex, numbers: list[int]) -> Ite
     """One block per chunk of ``numbers`` (read where they are, or from a local copy of a bucket's)."""
     with source.local_copy([INDEX_FILENAME, *(index.chunks[n].filename for n in numbers)]) as folder:
         reader = DatasetReader(folder)
-        starts = [0]
-        for chunk in reader.index.chunks:
-            starts.append(starts[-1] + reader.item_loader.items_in_chunk(chunk))
+        starts = [0, *itertools.accumulate(reader.item_loader.items_in_chunk(c) for c in reader.index.chunks)]
         try:
             for n in numbers:
                 yield pandas.DataFrame([_row(reader[i]) for i in range(starts[n], starts[n + 1])])
@@ -159,11 +156,7 @@ class LitDataDatasink(Datasink[dict[str, Any]]):
         if chunk_size is None and chunk_bytes is None:
             chunk_bytes = "64MB"
         self.output = Output.at(output_dir, storage_options)
-        self.options: dict[str, Any] = {
-            "chunk_size": chunk_size,
-            "chunk_bytes": chunk_bytes,
-            "compression": compression,
-        }
+        self.options: dict[str, Any] = dict(chunk_size=chunk_size, chunk_bytes=chunk_bytes, compression=compression)
         with tempfile.TemporaryDirectory() as tmp:
             BinaryWriter(tmp, **self.options)  # bad sizes or compression fail here, on the driver
         self.mode = mode

@@ -1,30 +1,24 @@
 """``optimize``/``map`` with ``executor="ray"``: the inputs' batches run on a Ray cluster's worker actors.
 
-The driver (the process calling ``optimize``) splits the inputs into contiguous batches and keeps
-``num_workers`` actors busy: whichever actor is free, on any node, takes the next batch, so a slow
-node does not hold the job back. Each batch is one attempt of one worker of the local engine
-(:func:`~litdata_prep._worker.run_spec`) under a rank of its own, handed out once by the driver:
-two attempts never write the same chunk file, even when a dead attempt had already published
-some. Only the chunks of the attempts that finished are named by the index (merged once, on the
-driver, in batch order, so samples keep the inputs' order); every other chunk file of the job is
-deleted at the end. A batch whose actor or node died is redone by another actor, so the dataset
-is the one a clean run writes.
+The driver splits the inputs into contiguous batches and keeps ``num_workers`` actors busy: whichever
+actor is free takes the next batch, so a slow node does not hold the job back. Each batch is one
+attempt of a local worker (:func:`~litdata_prep._worker.run_spec`) under a rank of its own, so two
+attempts never write the same chunk file. The index (merged once, on the driver, in batch order)
+names only the chunks of finished attempts; every other chunk file of the job is deleted at the end.
+A batch whose actor or node died is redone elsewhere. With ``use_checkpoint=True`` the driver
+records each finished batch in ``.checkpoints/ray.json`` and a killed driver resumes from there.
 
-With ``use_checkpoint=True`` the driver records each finished batch in ``.checkpoints/ray.json``;
-a driver that was killed resumes from there, redoing only the unfinished batches.
-
-Each attempt stages its files in a folder of its own. For a local output (a filesystem every node
-shares) that folder is under :data:`~litdata_prep._staging.RAY_STAGING` in the output, a root the
-driver makes when the job starts and removes when it ends, so the folders of actors that were
-killed (which cannot clean up after themselves) go too, whichever node they ran on, and a batch an
-actor starts after the job stopped fails instead of writing. For a remote output it is in the
-node's temporary directory.
+Each attempt stages in a folder of its own: for a local output (shared by every node) under
+:data:`~litdata_prep._staging.RAY_STAGING`, a root the driver makes and removes, so killed actors'
+folders go too and a batch started after the job stopped fails instead of writing; for a bucket, in
+the node's temporary directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,9 +31,9 @@ from litdata_io.internal import declare_worker, freeze_inherited
 from litdata_prep._checkpoint import CHECKPOINT_DIR, fingerprint
 from litdata_prep._engine import ProgressBar, WorkerError
 from litdata_prep._inputs import Numbered, contiguous_bins
-from litdata_prep._output import Output
+from litdata_prep._output import Output, ray_staging
 from litdata_prep._ray.machine import Machine, as_machine
-from litdata_prep._staging import ray_staging, temp_staging
+from litdata_prep._staging import temp_staging
 from litdata_prep._worker import Failed, WorkerSpec, run_spec
 
 __all__ = ["RAY_CHECKPOINT", "RAY_CLUSTER_HELP", "RayExecutor", "import_ray", "ray_executor"]
@@ -99,19 +93,14 @@ class RayExecutor:
             raise ValueError(f"RayExecutor: num_nodes must be at least 1, got {self.num_nodes}")
 
     def connect(self) -> Any:
-        """The ``ray`` module, connected to the cluster.
-
-        Raises:
-            ValueError: ``num_nodes`` or ``machine`` is asked for but no cluster is named (no
-                ``address``, no ``RAY_ADDRESS``, Ray not initialised): the message says how to start one.
-        """
+        """The ``ray`` module, connected to the cluster (see :meth:`check_named` for the error without one)."""
         ray = self.check_named()
         if not ray.is_initialized():
             ray.init(address=self.address)
         return ray
 
     def check_named(self) -> Any:
-        """The ``ray`` module, once a cluster is named if ``num_nodes``/``machine`` need one (see :meth:`connect`)."""
+        """The ``ray`` module; a ValueError saying how to start a cluster if ``num_nodes``/``machine`` need one."""
         ray = import_ray()
         named = self.address is not None or os.environ.get("RAY_ADDRESS") or ray.is_initialized()
         if not named and (self.num_nodes or self.machine):
@@ -172,13 +161,6 @@ def ray_executor(executor: Any, what: str, num_nodes: int | None = None, machine
     return executor
 
 
-class _Events:
-    """The ``events`` queue of a batch: progress is counted by the driver per finished batch instead."""
-
-    def put(self, event: Any) -> None:
-        pass
-
-
 class _BatchRunner:
     """A worker actor: runs batches, each in a fresh staging folder (``spec.staging``, else of its node)."""
 
@@ -186,25 +168,19 @@ class _BatchRunner:
         return True
 
     def run(self, spec: WorkerSpec) -> dict[str, Any]:
-        # The actor lives for many batches: what it imported before its first (Ray, torch, fn's
-        # module, unpickled with the spec) goes out of the collector's reach, as in any worker.
-        freeze_inherited()
-        # It uploads and downloads and forks nothing, as optimize's workers: obstore runs here, not
-        # in a helper process of its own.
+        freeze_inherited()  # as in any worker (the actor lives for many batches)
         declare_worker()
         if spec.staging:  # under the driver's staging root (a local output): it goes at the job's end
             staging = spec.staging
-            # Not its parents: the root is the driver's, made when the job starts and removed when it
-            # stops. ray.kill can report an actor dead before its process is gone, and a batch pushed
-            # to it just then may still start: it fails here instead of writing into the output after
-            # the driver cleaned it up.
+            # Not its parents: a batch pushed to an actor ray.kill reported dead may still start after
+            # the driver removed the root; it fails here instead of writing into the output.
             Path(staging).mkdir()
         else:
             staging = str(temp_staging(spec.task.what))  # if this actor is killed, the node's next job removes it
         try:
             os.environ.update(spec.env)
             spec = replace(spec, staging=staging)
-            result = run_spec(spec, _Events(), None)
+            result = run_spec(spec, queue.SimpleQueue(), None)  # the driver counts progress per finished batch
             if isinstance(result, Failed):
                 return {"failed": result}
             out: dict[str, Any] = {"summary": result.summary}
@@ -219,19 +195,12 @@ class _BatchRunner:
 
 @dataclass
 class RayPlan:
-    """The batches of a Ray job and what the finished ones left (the part of the checkpoint that resumes).
+    """The batches of a Ray job and what the finished ones left (the part of the checkpoint that resumes)."""
 
-    Attributes:
-        job: a fingerprint of the inputs, to recognise the same job again.
-        bounds: each batch's ``[start, stop)`` among the inputs.
-        done: per finished batch (by number), its rank and what its attempt returned.
-        next_rank: the rank the next attempt gets.
-    """
-
-    job: str
-    bounds: list[tuple[int, int]]
-    done: dict[int, dict[str, Any]] = field(default_factory=dict)
-    next_rank: int = 0
+    job: str  # a fingerprint of the inputs, to recognise the same job again
+    bounds: list[tuple[int, int]]  # each batch's [start, stop) among the inputs
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)  # per finished batch: its rank, its result
+    next_rank: int = 0  # the rank the next attempt gets
 
     @classmethod
     def make(cls, items: Sequence[Any], num_workers: int, per_worker: int, first_rank: int) -> RayPlan:
@@ -270,24 +239,17 @@ def run_on_ray(
     verbose: bool,
     checkpoint: bool,
 ) -> RayPlan:
-    """Run the unfinished batches of ``plan`` on the cluster; the plan with every batch done.
+    """Run the unfinished batches of ``plan`` on the cluster (``make_spec(rank, batch)`` is an attempt's spec).
 
-    Args:
-        executor: the cluster and how to use it.
-        plan: the batches (some may be done already, when resuming).
-        items: every input, numbered by position.
-        num_workers: worker actors across the cluster.
-        make_spec: ``(rank, batch) -> WorkerSpec`` of one attempt.
-        output: where the job writes (the checkpoint goes there too).
-        what: ``"optimize"`` or ``"map"``, for messages.
-        verbose: show one progress bar on the driver.
-        checkpoint: record each finished batch in :data:`RAY_CHECKPOINT`.
+    With ``checkpoint``, each finished batch is recorded in :data:`RAY_CHECKPOINT`. Returns the plan, every batch done.
 
     Raises:
         WorkerError: ``fn`` raised (with the input and the remote traceback), a batch could not be
             started on a worker, or its workers died ``max_attempts`` times.
     """
     ray = executor.connect()
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
     options: dict[str, Any] = {"num_cpus": executor.num_cpus, "max_restarts": 0, "max_task_retries": 0}
     if executor.runtime_env is not None:
         options["runtime_env"] = executor.runtime_env
@@ -315,7 +277,9 @@ def run_on_ray(
         nonlocal started
         placed = actor_class
         if nodes is not None:  # round-robin over the job's nodes (an actor redone goes where the next is due)
-            strategy = _placement_strategy(nodes, started % len(nodes.bundle_specs))
+            strategy = PlacementGroupSchedulingStrategy(
+                placement_group=nodes, placement_group_bundle_index=started % len(nodes.bundle_specs)
+            )
             placed = actor_class.options(scheduling_strategy=strategy)
         started += 1
         actor = placed.remote()
@@ -379,9 +343,7 @@ def run_on_ray(
         return plan
     except WorkerError:
         if running:
-            # ray.kill reports an actor dead before its process is gone: one killed mid-batch could
-            # still publish a chunk after the driver removed the failed job's. A batch that ends by
-            # itself has published all it will; only the ones still going after this are killed.
+            # A batch that ends by itself has published all it will; only those still going are killed (below).
             finished, _ = ray.wait(list(running), num_returns=len(running), timeout=FINISH_WAIT_S)
             for call in finished:
                 idle.append(running.pop(call)[0])
@@ -392,8 +354,8 @@ def run_on_ray(
         for actor in [*idle, *starting.values(), *(a for a, _, _ in running.values())]:
             ray.kill(actor)
         if running:
-            # ray.kill only asks: a batch in flight could still publish a chunk after the driver
-            # removed the failed job's. Its call ends (with the actor's death) once its process is gone.
+            # ray.kill only asks: a batch in flight could still publish a chunk after the driver removed the
+            # failed job's. Its call ends (with the actor's death) once its process is gone.
             ray.wait(list(running), num_returns=len(running), timeout=KILL_WAIT_S)
         if root is not None:  # with the folders of attempts whose actor or node died mid-batch
             shutil.rmtree(root, ignore_errors=True)
@@ -425,12 +387,6 @@ def _place_nodes(ray: Any, executor: RayExecutor, num_workers: int, what: str) -
         f"free, and it could not place them in {executor.placement_timeout:g} s; its live nodes have {have}. Add "
         f"nodes (`ray start --address=<head-ip>:6379` on each), or lower num_nodes or the machine"
     )
-
-
-def _placement_strategy(group: Any, bundle: int) -> Any:
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=bundle)
 
 
 def finished_parts(plan: RayPlan, source: str) -> tuple[list[DatasetIndex], dict[int, list[Any]]]:

@@ -1,10 +1,8 @@
 """``Machine``: what one node of a multi-node ``optimize``/``map`` reserves on a Ray cluster.
 
-Upstream LitData's ``machine=`` names a Lightning cloud instance type for the hosted job it starts.
-Here the nodes are a Ray cluster's, so a machine is the resources a node's share of the job
-reserves there: CPUs, GPUs and memory. The named machines keep upstream's names; their sizes
-are those of the instance types upstream's names stand for (per node), and any other size is
-``Machine("name", cpus=..., gpus=..., memory_gb=...)``.
+Upstream's ``machine=`` names a Lightning cloud instance type; here a machine is the CPUs, GPUs and
+memory a node's share of the job reserves on the Ray cluster. The named machines keep upstream's
+names and the sizes of the instance types they stand for.
 """
 
 from __future__ import annotations
