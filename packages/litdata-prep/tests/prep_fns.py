@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,12 @@ def every_thousandth(i: int) -> int | None:
 def worker_pid(i: int) -> dict[str, int]:
     """The input and the pid of the worker process that ran fn on it."""
     return {"i": i, "pid": os.getpid()}
+
+
+def leave_a_thread(i: int) -> dict[str, int]:
+    """``worker_pid``, leaving a non-daemon thread that never ends: the worker process cannot exit by itself."""
+    threading.Thread(target=threading.Event().wait, name="never-ends").start()
+    return worker_pid(i)
 
 
 class PidAndLockRemover:

@@ -9,6 +9,7 @@ thread, so an input that cannot be pickled is an error too, never a silently dro
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import multiprocessing as mp
 import os
@@ -326,8 +327,9 @@ def run_workers(
     """Run one process per spec until all finish; return what ``then`` makes of what each rank reported.
 
     ``then`` (publishing the job's results) runs once every worker reported that it finished, while
-    the worker processes exit (slow for a process forked from one that holds torch). The processes
-    are reaped before this returns, whatever ``then`` does.
+    the worker processes exit (slow for a process forked from one that holds torch). This returns once
+    ``then`` did: workers still exiting are reaped by the next job or at the interpreter's exit
+    (:func:`_leave_exiting`); after a failure, every worker is stopped and reaped before the error is raised.
 
     Args:
         specs: the workers.
@@ -342,6 +344,7 @@ def run_workers(
     Raises:
         WorkerError: a worker failed or died; the other workers are stopped first.
     """
+    _reap_exiting()
     ctx: Any = mp.get_context(start_method)
     if start_method == "forkserver":
         start_forkserver([worker_main.__module__])  # the script and the worker's modules load once
@@ -434,8 +437,8 @@ def run_workers(
         if expected is not None and processed != expected:
             raise WorkerError(f"{desc}: {expected} inputs were handed out but {processed} were processed", -1)
         result = then(summaries)
-        for proc in procs.values():  # exited meanwhile, or exiting: reaped, never left as zombies
-            proc.join(timeout=_JOIN_S)
+        # Each worker reported its last file: the ones still exiting are reaped later (see _leave_exiting).
+        _leave_exiting([proc for proc in procs.values() if proc.exitcode is None])
         finished = True
         return result
     finally:
@@ -446,7 +449,8 @@ def run_workers(
                 # Stopped before the user's queue ended: its producer may be blocked on the full queue, and the
                 # interpreter's exit joins that process. Reading the queue to its ALL_DONE lets it finish.
                 threading.Thread(target=_drain, args=(source,), name="litdata-drain", daemon=True).start()
-        _stop(list(procs.values()))
+        if not finished:
+            _stop(list(procs.values()))
         for q in (work, events):
             if q is not None:
                 if not finished:  # a dead worker may have left the queue full: do not wait to flush it
@@ -467,7 +471,39 @@ def _drain(source: Any) -> None:
             return
 
 
-def _stop(procs: list[Any]) -> None:
+# The workers of finished jobs that were still exiting when their job returned (a forked child has none).
+_EXITING: list[Any] = []
+os.register_at_fork(after_in_child=_EXITING.clear)
+
+
+def _leave_exiting(procs: list[Any]) -> None:
+    """Let ``procs``, which reported everything and only exit, finish exiting after the job returns.
+
+    A forked worker's exit tears down its copy of the parent's page tables: 10-30 ms for a process
+    that holds torch, which the call would otherwise wait for. They are reaped by the next job's
+    start or at the interpreter's exit (before multiprocessing joins its children), as :func:`_stop`
+    does: one that cannot exit within ``_JOIN_S`` (a non-daemon thread of ``fn`` that never ends) is
+    terminated.
+    """
+    if procs and not _EXITING:
+        atexit.register(_reap_exiting)  # registered after multiprocessing's own: runs before it
+    _EXITING.extend(procs)
+
+
+def _reap_exiting() -> None:
+    if _EXITING:
+        atexit.unregister(_reap_exiting)
+        procs = _EXITING[:]
+        _EXITING.clear()
+        _stop(procs, wait=True)
+
+
+def _stop(procs: list[Any], wait: bool = False) -> None:
+    """End ``procs``: terminated now, or given ``_JOIN_S`` to exit first (``wait``); killed if that fails."""
+    if wait:
+        deadline = time.monotonic() + _JOIN_S
+        for proc in procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
     alive = [p for p in procs if p.is_alive()]
     for proc in alive:
         proc.terminate()
