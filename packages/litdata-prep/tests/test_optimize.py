@@ -511,6 +511,18 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -
     assert sorted(s["i"] for s in read(out)) == list(range(12))
 
 
+def test_the_write_probe_of_a_job_not_yet_holding_the_lock_is_left_alone(tmp_path: Path) -> None:
+    # Another job checks the output is writable before it waits for the lock: its probe's temporary file,
+    # there for an instant, must not be removed by this job's cleanup (its rename then failed: "not writable").
+    out = tmp_path / "out"
+    out.mkdir()
+    probe = out / "..litdata-write-probe-0123456789abcdef.k3j_9x0a.tmp"
+    probe.write_bytes(b"")
+    optimize(fns.square, list(range(12)), out, chunk_size=2, num_workers=2, **FORK)
+    assert probe.exists()
+    assert sorted(s["i"] for s in read(out)) == list(range(12))
+
+
 def test_remote_staging_of_a_killed_job_is_removed_by_the_next_job(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
     orphan = Path(tempfile.mkdtemp(prefix=f"litdata-optimize-{int(dead.stdout)}-"))  # its process is gone

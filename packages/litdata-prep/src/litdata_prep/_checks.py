@@ -209,9 +209,7 @@ def _prepare_items(
 ) -> tuple[Sequence[Any] | InputStream, list[int] | None]:
     """The work items (batched, remapped by ``reader``) and their weights, checked.
 
-    With ``sized_by`` (a local ``input_dir``, ``reorder_files``) and no ``weights``, each input weighs the size
-    of the files under it that it names. With ``stream``, an iterator stays one (fed to one shared queue in
-    arrival order); otherwise it is read into a list first.
+    Without ``weights``, each input weighs its files under ``sized_by``. With ``stream`` an iterator stays one.
     """
     if isinstance(inputs, Iterator) and not isinstance(inputs, Sequence):
         try:

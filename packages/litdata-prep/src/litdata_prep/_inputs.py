@@ -114,10 +114,9 @@ def contiguous_bins(
 ) -> list[range]:
     """Split ``range(count)`` into ``num_bins`` contiguous ranges.
 
-    Without ``align`` or ``weights`` the sizes differ by at most one and the larger ranges come
-    last. With ``align`` every range but the last holds a multiple of ``align`` items. With
-    ``weights`` (one per item) each range ends where its running total comes closest to an equal
-    share of the whole weight.
+    Without ``align`` or ``weights`` the sizes differ by at most one, the larger ranges last. With ``align``
+    every range but the last holds a multiple of ``align`` items. With ``weights`` (one per item) each
+    range ends where its running total comes closest to an equal share of the whole weight.
     """
     if weights is not None:
         prefix = list(itertools.accumulate(weights))

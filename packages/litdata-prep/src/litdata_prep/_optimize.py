@@ -33,7 +33,7 @@ from litdata_prep._nodes import NodeInfo
 from litdata_prep._output import DatasetExistsError, Output, make_staging, remove_staging
 from litdata_prep._output_lock import OutputLock
 from litdata_prep._ray.executor import RAY_CHECKPOINT, RayExecutor, RayPlan, finished_parts, run_on_ray
-from litdata_prep._staging import STAGING_PREFIX, is_staged
+from litdata_prep._staging import PROBE_PREFIX, STAGING_PREFIX, is_staged
 from litdata_prep._worker import Done, OptimizeTask, WorkerSpec
 
 __all__ = ["is_dataset_file", "optimize"]
@@ -42,7 +42,10 @@ __all__ = ["is_dataset_file", "optimize"]
 def is_dataset_file(key: str) -> bool:
     """Whether ``key`` is a chunk, index, key index, checkpoint or staged file optimize writes, or its temp file."""
     folder, _, name = key.rpartition("/")
-    name = temp_target(name) or name
+    target = temp_target(name)
+    if target is not None and target.startswith(PROBE_PREFIX):  # another job's, not holding the lock yet
+        return False
+    name = target or name
     key = f"{folder}/{name}" if folder else name
     return (
         parse_chunk_name(key) is not None
