@@ -92,6 +92,14 @@ def write_text(i: int, output_dir: str) -> None:
     (sub / f"{i}.txt").write_text(str(i * 2))
 
 
+def write_then_fail_on_three(i: int, output_dir: str) -> None:
+    with open(os.path.join(output_dir, f"{i}.txt"), "w") as f:
+        f.write("half")
+        if i == 3:
+            raise ValueError("fn failed halfway through its file")
+        f.write(" and whole")
+
+
 def write_and_return(i: int, output_dir: str) -> int:
     return i
 

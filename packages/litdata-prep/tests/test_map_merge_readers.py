@@ -23,6 +23,15 @@ def test_map_writes_files_into_output_dir(tmp_path: Path, ordered: bool) -> None
     assert not list((tmp_path / "out").glob(".litdata-staging-*"))
 
 
+def test_map_publishes_only_what_fn_finished_writing(tmp_path: Path) -> None:
+    # fn gets a folder of its own, as upstream's temporary one, even for a local output: a file it
+    # was writing when it failed never reaches output_dir
+    with pytest.raises(WorkerError, match="halfway"):
+        map(fns.write_then_fail_on_three, [0, 1, 2, 3], tmp_path / "out", num_workers=1, **FORK)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0.txt", "1.txt", "2.txt"]
+    assert {p.read_text() for p in (tmp_path / "out").iterdir()} == {"half and whole"}
+
+
 def test_map_fn_must_return_none(tmp_path: Path) -> None:
     with pytest.raises(WorkerError, match="must write its files into output_dir and return None"):
         map(fns.write_and_return, [1, 2], tmp_path / "out", num_workers=1, **FORK)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -70,15 +71,19 @@ class Publisher:
 
     def put_json(self, key: str, obj: Any) -> None:
         """Publish ``obj`` at ``key`` once every file submitted so far is in the output."""
+        self.after(lambda: self.output.write_json(key, obj))
+
+    def after(self, then: Callable[[], None]) -> None:
+        """Run ``then`` in the pool once every file submitted so far is published (not if one failed)."""
         self._raise_if_failed()
         before = list(self._pending)
 
-        def publish() -> None:
+        def run() -> None:
             wait(before)
             if all(f.exception() is None for f in before):
-                self.output.write_json(key, obj)
+                then()
 
-        self._pending.append(self._pool.submit(publish))
+        self._pending.append(self._pool.submit(run))
 
     def close(self) -> None:
         """Wait for every upload; raise the first failure."""

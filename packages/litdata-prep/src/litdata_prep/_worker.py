@@ -10,6 +10,7 @@ of the original exception.
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import os
@@ -398,11 +399,11 @@ class _Worker:
     def map(self, work: Any) -> Done:
         spec = self.spec
         params = _parameters(spec.fn)
-        # Why it must know: fn writes straight into a local output_dir (as documented); a bucket's go through staging.
-        local = spec.output.folder
         files = 0
         for i, pos, item, fetched in self.inputs.ahead_of(self.numbered_inputs(work)):
-            out_dir = local or Path(spec.staging) / f"map-{pos}"
+            # fn writes into a fresh folder of its own (as upstream's temporary one); what it wrote is
+            # published as a whole file each, so a killed job leaves no half-written file in the output
+            out_dir = Path(spec.staging) / f"map-{pos}"
             out_dir.mkdir(parents=True, exist_ok=True)
             kwargs: dict[str, Any] = {}
             if "is_last" in params:
@@ -411,10 +412,10 @@ class _Worker:
                 kwargs["device"] = _device(spec.rank)
             for _ in self.call(pos, item, fetched, str(out_dir), **kwargs):
                 raise FnFailed(pos, item, "map's fn must write its files into output_dir and return None")
-            if local is None:
-                for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
-                    self.publisher.put_file(path, str(path.relative_to(out_dir)).replace(os.sep, "/"))
-                    files += 1
+            for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+                self.publisher.put_file(path, str(path.relative_to(out_dir)).replace(os.sep, "/"))
+                files += 1
+            self.publisher.after(functools.partial(shutil.rmtree, out_dir, ignore_errors=True))
             self.done_inputs += 1
             self.report()
         self.publisher.close()
