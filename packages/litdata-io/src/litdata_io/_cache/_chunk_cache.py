@@ -251,7 +251,11 @@ class ChunkCache:
         return run_sync(self.aacquire(info))
 
     def release(self, info: ChunkInfo) -> None:
-        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it.
+
+        Args:
+            info: the chunk given to :meth:`acquire`.
+        """
         name = self.name_for(info)
         state = self._state
         with state.lock:
