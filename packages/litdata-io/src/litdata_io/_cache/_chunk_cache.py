@@ -153,8 +153,7 @@ class ChunkCache:
     """Chunk files of one dataset, fetched from ``storage`` into ``cache_dir`` under a byte cap.
 
     Safe to share between threads and between processes that use the same ``cache_dir`` (see the
-    module docstring for how). Picklable: a copy in another process starts with no pins. Methods
-    take a chunk as ``info``, its entry in the index.
+    module docstring for how). Picklable: a copy in another process starts with no pins.
 
     Args:
         cache_dir: the local folder for this dataset's chunks (created if missing).
@@ -210,23 +209,39 @@ class ChunkCache:
         self._state = _ProcessState()
 
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version)."""
+        """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
-        """Where ``info`` is (or will be) in the cache."""
+        """Where ``info`` is (or will be) in the cache.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         try:
             return _intact(info, self.path_for(info).stat().st_size)
         except (FileNotFoundError, NotADirectoryError):
             return False
 
     async def aensure(self, info: ChunkInfo) -> Path:
-        """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`)."""
+        """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.path_for(info)
         if self.is_cached(info):
             return path
@@ -238,7 +253,11 @@ class ChunkCache:
         return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
-        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         if self._pin_present(info):
             return self.path_for(info)
         await self._afetch(info, pin=True)
@@ -271,7 +290,11 @@ class ChunkCache:
 
     @contextlib.contextmanager
     def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
-        """``with cache.use(info) as path:`` acquire the chunk for the block."""
+        """``with cache.use(info) as path:`` acquire the chunk for the block.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.acquire(info)
         try:
             yield path
@@ -545,6 +568,9 @@ class ChunkCache:
         """Say the chunk has been read: it is evicted first, once no process uses it.
 
         Evicts at once if the cache is over its cap.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path_for(info), ns=(0, 0), follow_symlinks=False)

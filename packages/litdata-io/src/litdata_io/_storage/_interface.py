@@ -53,9 +53,9 @@ class ObjectInfo:
 class Storage(ABC):
     """Byte operations on one root URL.
 
-    Methods take an object's ``key`` relative to the root URL. Implementations must be safe to
-    pickle (no live client in the pickled state: clients are created lazily in each process) and
-    must never put secrets in ``repr``, errors or pickles beyond what the worker needs to connect.
+    Implementations must be safe to pickle (no live client in the pickled state: clients are
+    created lazily in each process) and must never put secrets in ``repr``, errors or pickles
+    beyond what the worker needs to connect.
     """
 
     #: The root URL this storage was opened for, with no secrets in it.
@@ -66,7 +66,11 @@ class Storage(ABC):
     read_only: bool = False
 
     def url_for(self, key: str) -> str:
-        """The full URL of ``key``, for messages."""
+        """The full URL of ``key``, for messages.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         return f"{self.url.rstrip('/')}/{key.lstrip('/')}" if key else self.url
 
     def __repr__(self) -> str:
@@ -87,7 +91,11 @@ class Storage(ABC):
     # -- async primitives (implement these) -----------------------------------------------------
     @abstractmethod
     async def ahead(self, key: str) -> ObjectInfo:
-        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist."""
+        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
@@ -142,15 +150,30 @@ class Storage(ABC):
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:
-        """The whole object."""
+        """The whole object.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+        """Bytes ``[start, end)`` of the object.
+
+        Args:
+            key: the object's key under the root URL.
+            start: the first byte.
+            end: the byte after the last one.
+        """
 
     @abstractmethod
     async def aput(self, key: str, data: bytes) -> None:
-        """Create or replace ``key`` with ``data``."""
+        """Create or replace ``key`` with ``data``.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its new content.
+        """
 
     async def aput_new(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if no object has that key; whether this call created it.
@@ -158,6 +181,10 @@ class Storage(ABC):
         Of writers racing for one key exactly one succeeds on a local folder (a hard link) and on
         S3, GCS and Azure through obstore (``If-None-Match: *``); this default looks first, then
         writes, so two racing writers may both succeed.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its content.
         """
         if await self.aexists(key):
             return False
@@ -187,11 +214,19 @@ class Storage(ABC):
 
     @abstractmethod
     async def adelete(self, key: str) -> None:
-        """Remove ``key`` (no error if it is already gone)."""
+        """Remove ``key`` (no error if it is already gone).
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     # -- async conveniences (backends may override with something faster) ----------------------
     async def aexists(self, key: str) -> bool:
-        """Whether ``key`` exists."""
+        """Whether ``key`` exists.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         try:
             await self.ahead(key)
         except FileNotFoundError:
@@ -199,7 +234,12 @@ class Storage(ABC):
         return True
 
     async def adownload(self, key: str, destination: str | Path) -> int:
-        """Write ``key`` to the local file ``destination`` (through a temp name); return its size."""
+        """Write ``key`` to the local file ``destination`` (through a temp name); return its size.
+
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write.
+        """
         info = await self.ahead(key)
         if info.size > self.settings.parallel_threshold:
             return await self._download_parts(key, Path(destination), info)
@@ -213,6 +253,10 @@ class Storage(ABC):
 
         Backends that receive the object in pieces hash each as it arrives; this default reads the file again.
 
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write (atomically).
+
         Returns:
             The bytes written and the file's checksum (``"xxh3_64:<hex>"``).
         """
@@ -220,12 +264,22 @@ class Storage(ABC):
         return size, await asyncio.to_thread(checksum_file, destination)
 
     async def aupload(self, source: str | Path, key: str) -> None:
-        """Upload the local file ``source`` to ``key``."""
+        """Upload the local file ``source`` to ``key``.
+
+        Args:
+            source: the local file.
+            key: the object's key under the root URL.
+        """
         self._refuse_write("PUT", key)
         await self.aput(key, await asyncio.to_thread(Path(source).read_bytes))
 
     async def acopy(self, src_key: str, dst_key: str) -> None:
-        """Copy ``src_key`` to ``dst_key`` within this storage."""
+        """Copy ``src_key`` to ``dst_key`` within this storage.
+
+        Args:
+            src_key: the key to copy.
+            dst_key: the key of the copy.
+        """
         self._refuse_write("COPY", dst_key)
         await self.aput(dst_key, await self.aget(src_key))
 
