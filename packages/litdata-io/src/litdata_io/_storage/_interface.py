@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from litdata_format import checksum_file
 from litdata_format.internal import Checksum, atomic_file, write_file_atomic
@@ -29,6 +30,10 @@ from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
 __all__ = ["ObjectInfo", "Storage", "check_key", "check_page_size"]
+
+_S = TypeVar("_S", bound="Storage")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,20 @@ class ObjectInfo:
     etag: str | None = None
     mtime: float | None = None
     version: str | None = None
+
+
+def _sync_twin(method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]) -> Callable[Concatenate[_S, _P], _R]:
+    """The sync twin of the async storage ``method``: runs the storage's own (overridden) one on its loop."""
+    name = method.__name__
+
+    @functools.wraps(method, assigned=("__module__",), updated=())  # not __isabstractmethod__
+    def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return run_sync(getattr(self, name)(*args, **kwargs))
+
+    twin.__name__ = name[1:]
+    twin.__qualname__ = f"Storage.{name[1:]}"
+    twin.__doc__ = f"Sync twin of :meth:`{name}`."
+    return twin
 
 
 class Storage(ABC):
@@ -337,18 +356,6 @@ class Storage(ABC):
         self._check_size(key, len(data), end - start)
         return data
 
-    def head(self, key: str) -> ObjectInfo:
-        """Sync twin of :meth:`ahead`."""
-        return run_sync(self.ahead(key))
-
-    def exists(self, key: str) -> bool:
-        """Sync twin of :meth:`aexists`."""
-        return run_sync(self.aexists(key))
-
-    def list(self, prefix: str = "", recursive: bool = True) -> Sequence[ObjectInfo]:
-        """Sync twin of :meth:`alist`."""
-        return run_sync(self.alist(prefix, recursive))
-
     def list_pages(self, prefix: str = "", recursive: bool = True, page_size: int = 1000) -> Iterator[list[ObjectInfo]]:
         """Sync twin of :meth:`alist_pages`: each page is fetched when the iteration reaches it."""
         pages = self.alist_pages(prefix, recursive, page_size)
@@ -359,45 +366,19 @@ class Storage(ABC):
             if isinstance(pages, AsyncGenerator):  # close the backend's listing if the caller stopped early
                 run_sync(pages.aclose())
 
-    def get(self, key: str) -> bytes:
-        """Sync twin of :meth:`aget`."""
-        return run_sync(self.aget(key))
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Sync twin of :meth:`aget_range`."""
-        return run_sync(self.aget_range(key, start, end))
-
-    def put(self, key: str, data: bytes) -> None:
-        """Sync twin of :meth:`aput`."""
-        run_sync(self.aput(key, data))
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        """Sync twin of :meth:`aput_new`."""
-        return run_sync(self.aput_new(key, data))
-
-    def replace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
-        """Sync twin of :meth:`areplace_if`."""
-        return run_sync(self.areplace_if(key, data, expected))
-
-    def delete(self, key: str) -> None:
-        """Sync twin of :meth:`adelete`."""
-        run_sync(self.adelete(key))
-
-    def download(self, key: str, destination: str | Path) -> int:
-        """Sync twin of :meth:`adownload`."""
-        return run_sync(self.adownload(key, destination))
-
-    def download_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
-        """Sync twin of :meth:`adownload_hashed`."""
-        return run_sync(self.adownload_hashed(key, destination))
-
-    def upload(self, source: str | Path, key: str) -> None:
-        """Sync twin of :meth:`aupload`."""
-        run_sync(self.aupload(source, key))
-
-    def copy(self, src_key: str, dst_key: str) -> None:
-        """Sync twin of :meth:`acopy`."""
-        run_sync(self.acopy(src_key, dst_key))
+    head = _sync_twin(ahead)
+    exists = _sync_twin(aexists)
+    list = _sync_twin(alist)
+    get = _sync_twin(aget)
+    get_range = _sync_twin(aget_range)
+    put = _sync_twin(aput)
+    put_new = _sync_twin(aput_new)
+    replace_if = _sync_twin(areplace_if)
+    delete = _sync_twin(adelete)
+    download = _sync_twin(adownload)
+    download_hashed = _sync_twin(adownload_hashed)
+    upload = _sync_twin(aupload)
+    copy = _sync_twin(acopy)
 
 
 async def _next_page(pages: AsyncIterator[list[ObjectInfo]]) -> list[ObjectInfo] | None:
