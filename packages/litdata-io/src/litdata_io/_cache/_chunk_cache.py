@@ -387,11 +387,7 @@ class ChunkCache:
             return
 
     async def _download(self, info: ChunkInfo, name: str) -> int:
-        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result.
-
-        Raises:
-            Superseded: another process published the chunk first (it took this download over).
-        """
+        """Fetch ``info`` under the cross-process lock; a descriptor pinning it (:class:`Superseded`: taken over)."""
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         check_own_folders(self.cache_dir, final.parent)
@@ -615,10 +611,9 @@ class ChunkCache:
         return entries, sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
 
     def _shrink(self, entries: list[tuple[Path, int, int, bool]], total: int, budget: int, margin: int) -> int:
-        """Delete unpinned chunks among ``entries`` until ``total`` is within ``budget``, then ``margin`` more.
+        """Under the ledger's lock, delete unpinned chunks (consumed, then oldest) to ``budget``; the bytes freed.
 
-        Consumed (mtime 0) then oldest first; past the budget only chunks that fit in the margin go.
-        Called under the ledger's lock. Returns the bytes freed.
+        Past the budget, only chunks that fit in ``margin`` more go.
         """
         if total <= budget:
             return 0

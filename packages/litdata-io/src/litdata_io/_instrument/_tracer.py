@@ -421,13 +421,7 @@ def trace_span(name: str, category: str | None = None, /, **args: object) -> Tra
 
 
 def traced(name: str, category: str | None = None, /, **args: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """Decorate a function so each call is a :func:`trace_span` (checked per call, not at import).
-
-    Args:
-        name: The event name of each call.
-        category: Its category; defaults to ``name``.
-        **args: Shown in the trace's args of every call.
-    """
+    """Decorate a function so each call is a :func:`trace_span` of these arguments (checked per call, not at import)."""
     cat = name if category is None else category
 
     def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:

@@ -129,8 +129,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on this process's litdata-io loop and wait for its result.
 
     Raises:
-        RuntimeError: when called from a coroutine already running on that loop (it would wait
-            for itself forever); await the async method there instead.
+        RuntimeError: called from a coroutine on that loop (it would wait for itself forever).
     """
     runner = _get_runner()
     if threading.current_thread() is runner.thread:

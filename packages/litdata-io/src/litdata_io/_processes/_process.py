@@ -131,10 +131,9 @@ def serve_obstore_here() -> None:
 
 
 def declare_worker() -> None:
-    """Declare this process a worker a litdata package started: it runs obstore itself.
+    """Declare this process a worker a litdata package started, which does not fork: it runs obstore itself.
 
-    For processes that do the heavy lifting and do not fork (optimize and map workers). A child
-    forked from this process later is not a worker unless it is declared too.
+    A child forked from it later is not a worker unless it is declared too.
     """
     global _worker, _placement
     _worker, _placement = True, None

@@ -84,9 +84,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
     """The S3Store config and credential provider (or None: obstore's own chain) for this process.
 
     Raises:
-        ValueError: a profile named explicitly or by ``AWS_PROFILE`` does not exist; a profile (or
-            container setting) needs boto3 and it is not installed, or names a source profile that
-            does not exist; no credential source is configured and instance metadata is disabled.
+        ValueError: a profile named does not exist (or its source profile), boto3 is needed and
+            missing, or no credential source is configured and instance metadata is disabled.
     """
     environ = os.environ if environ is None else environ
     config = options.merged()
