@@ -137,11 +137,8 @@ def make_cache_folder(folder: Path) -> None:
 
     Every part of its path, from ``/`` down, is checked before and after the mkdir: a symbolic link
     must be this user's (or root's), and a folder must not be writable by everyone without the
-    sticky bit, where anyone could swap the folders the cache checked for links.
-
-    Raises:
-        PermissionError: a part of the path is another user's link or an unsticky world-writable
-            folder (the message names it).
+    sticky bit, where anyone could swap the folders the cache checked for links (a
+    ``PermissionError`` naming the part).
     """
     _check_cache_path(folder)
     folder.mkdir(parents=True, exist_ok=True)

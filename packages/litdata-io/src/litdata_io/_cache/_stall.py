@@ -212,11 +212,8 @@ async def lock_download(
 ) -> int:
     """A descriptor holding the download lock ``lock_path`` of chunk ``final``, taking over a stalled holder.
 
-    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the
-    cache folder takes around a takeover.
-
-    Raises:
-        DownloadStalledError: the holder made no progress and this filesystem cannot take it over.
+    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the cache
+    folder takes around a takeover. :class:`DownloadStalledError` if this filesystem cannot take over.
     """
     while True:
         fd = lock_exclusive(lock_path, blocking=False)

@@ -160,9 +160,7 @@ def boto3_provider(
 
     ``why`` made boto3 necessary (for messages); ``region`` is for boto3's STS client when the
     profile names none (boto3 does not read ``AWS_REGION``); ``settings`` retry failed refreshes.
-
-    Raises:
-        ValueError: boto3 cannot resolve the profile's credentials.
+    A ValueError when boto3 cannot resolve the profile's credentials.
     """
     where = f"AWS profile {profile!r}" if profile else f"AWS credentials ({why})"
     try:

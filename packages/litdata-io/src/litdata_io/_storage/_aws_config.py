@@ -150,10 +150,7 @@ def ca_bundle(options: BackendOptions, environ: Mapping[str, str] | None = None)
     """The PEM certificates S3 connections trust besides the system roots, or None.
 
     boto3's order: ``verify="/path/ca.pem"`` in ``options``, else ``AWS_CA_BUNDLE``, else the profile's
-    ``ca_bundle``; the file is read in the process that connects.
-
-    Raises:
-        ValueError: the named file cannot be read.
+    ``ca_bundle``; the file is read in the process that connects (a ValueError if it cannot be).
     """
     environ = os.environ if environ is None else environ
     if options.client.get("ca_bundle"):
