@@ -478,12 +478,11 @@ class ChunkCache:
         return fd
 
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
-        """Download ``info`` to ``fetched`` and check it against the index's size and checksum.
+        """Download ``info`` to ``fetched`` and check it against the index's size (if ``plain``) and checksum.
 
-        A download that disagrees with the index is weighed against a HEAD of the object: a body
-        cut short in transit is fetched again within the retry budget, an object whose own size is
-        not the index's was rewritten, and a checksum mismatch is fetched once more, then fails
-        naming both hashes. Only a ``plain`` (not compressed) download has the index's size to check.
+        A download that disagrees is weighed against a HEAD: a body cut short in transit is fetched
+        again within the retry budget, an object of another size was rewritten, and a checksum
+        mismatch is fetched once more, then fails naming both hashes.
         """
         expected = expected_checksum(info)
         settings = self.storage.settings
@@ -640,10 +639,8 @@ class ChunkCache:
         The lowered cap (its files, its downloads so far and the free space) is in the ledger, so
         every process makes room before its own downloads instead of taking what this one freed.
         With too little room to make, it waits for readers to release chunks for ``_ROOM_WAIT_S``
-        since ``stuck``, then raises a :class:`ChunkDownloadError`.
-
-        Returns:
-            Since when there has been no room (None: there is room now), for the next call.
+        since ``stuck``, then raises a :class:`ChunkDownloadError`. Returns the ``stuck`` of the next
+        call: since when there has been no room (None: there is room now).
         """
         url = self.storage.url_for(info.filename)
         # A whole-file compressed chunk is in its staging folder twice while it is inflated.

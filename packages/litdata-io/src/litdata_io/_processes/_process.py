@@ -159,11 +159,7 @@ _frozen: PerProcess[bool] = PerProcess()  # built (the freeze done) once in each
 
 
 def obstore_placement() -> Placement:
-    """Where this process's obstore calls run: ``"here"`` or ``"helper"`` (see the module docstring).
-
-    Raises:
-        ValueError: ``LITDATA_OBSTORE_PROCESS`` is set to something else than auto, here or helper.
-    """
+    """Where this process's obstore calls run: ``"here"`` or ``"helper"`` (see the module docstring)."""
     global _placement
     placement = _placement
     if placement is None:
