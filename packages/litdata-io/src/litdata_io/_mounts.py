@@ -52,14 +52,9 @@ _STUDIO_FIELDS = {
 
 @dataclass(frozen=True)
 class MountEntry:
-    """One line of a ``/proc/<pid>/mountinfo`` table.
+    """One line of a ``/proc/<pid>/mountinfo`` table (``root``: ``/`` unless a bind mount of a subfolder).
 
-    Attributes:
-        root: the folder of the filesystem mounted here (``/`` unless a bind mount of a subfolder).
-        mountpoint: where it is mounted.
-        fstype: the filesystem type (``fuse``, ``fuse.gcsfuse``, ``ext4``, ...).
-        source: the mount source (a device, a bucket name, ``remote:path``, a tool name).
-        options: the per-superblock options.
+    ``source`` is a device, a bucket name, ``remote:path`` or a tool name, by ``fstype`` (``fuse.gcsfuse``).
     """
 
     root: str
@@ -171,12 +166,7 @@ def _notice_once(key: str, message: str) -> None:
 
 
 def bucket_url_for(path: str, mountinfo: str | None = None) -> str | None:
-    """The bucket URL a local path shows through a mount, or None when it is not on a known bucket mount.
-
-    Args:
-        path: an absolute local path.
-        mountinfo: the mount table's file (default: ``$LITDATA_MOUNTINFO`` or ``/proc/self/mountinfo``).
-    """
+    """The bucket URL a local ``path`` shows through a mount (mount table: ``mountinfo``), or None."""
     path = _norm(path)
     best: tuple[str, str] | None = None
     for mount, url in registered_mounts().items():

@@ -68,12 +68,10 @@ def _same_file(fd: int, path: str) -> bool:
 def owned_file(prefix: str, directory: str | None = None) -> tuple[int, str]:
     """Make a file ``{directory}/{prefix}XXXXXXXX`` (default: the temp folder) held alive by this process.
 
-    The descriptor holds the file's lifetime lock (where :func:`lifetime_locks`): keep it open
-    while the file is in use and close it only after deleting the file. Orphans of the same prefix
-    in the folder are swept first, once per process (:func:`sweep_orphans`).
-
-    Returns:
-        A read-write descriptor of the new, empty file (not inherited by ``exec``) and its path.
+    Returns a read-write descriptor (not inherited by ``exec``) and the path. The descriptor holds
+    the file's lifetime lock (where :func:`lifetime_locks`): keep it open while the file is in use
+    and close it only after deleting the file. Orphans of the same prefix in the folder are swept
+    first, once per process (:func:`sweep_orphans`).
     """
     folder = directory if directory is not None else tempfile.gettempdir()
     if (folder, prefix) not in _swept:

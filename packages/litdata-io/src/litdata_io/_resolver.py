@@ -57,12 +57,7 @@ class Dir:
 
 
 def expand_time_template(text: str, now: datetime.datetime | None = None) -> str:
-    """Replace each ``{%...}`` strftime template in ``text`` with the current time.
-
-    Args:
-        text: e.g. ``"s3://bucket/run_{%Y-%m-%d}"``.
-        now: the time to use (default: now, local time).
-    """
+    """Replace each ``{%...}`` strftime template in ``text`` (``"s3://b/run_{%Y-%m-%d}"``) with ``now`` (local time)."""
     if "{%" not in text:
         return text
     moment = now or datetime.datetime.now()

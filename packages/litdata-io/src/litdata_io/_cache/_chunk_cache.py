@@ -153,8 +153,7 @@ class ChunkCache:
     """Chunk files of one dataset, fetched from ``storage`` into ``cache_dir`` under a byte cap.
 
     Safe to share between threads and between processes that use the same ``cache_dir`` (see the
-    module docstring for how). Picklable: a copy in another process starts with no pins. Methods
-    take a chunk as ``info``, its entry in the index.
+    module docstring for how). Picklable: a copy in another process starts with no pins.
 
     Args:
         cache_dir: the local folder for this dataset's chunks (created if missing).
@@ -210,23 +209,39 @@ class ChunkCache:
         self._state = _ProcessState()
 
     def name_for(self, info: ChunkInfo) -> str:
-        """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version)."""
+        """The file name ``info`` has in the cache, relative to ``cache_dir`` (decompressed, under its version).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         name = plain_chunk_name(info, self.compression)
         return name if self.version is None else f"{self.version}/{name}"
 
     def path_for(self, info: ChunkInfo) -> Path:
-        """Where ``info`` is (or will be) in the cache."""
+        """Where ``info`` is (or will be) in the cache.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         return self.cache_dir / self.name_for(info)
 
     def is_cached(self, info: ChunkInfo) -> bool:
-        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired)."""
+        """Whether the chunk is in the cache right now, whole (it may be evicted later unless acquired).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         try:
             return _intact(info, self.path_for(info).stat().st_size)
         except (FileNotFoundError, NotADirectoryError):
             return False
 
     async def aensure(self, info: ChunkInfo) -> Path:
-        """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`)."""
+        """Make the chunk present in the cache and return its path, without pinning it (see :meth:`aacquire`).
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.path_for(info)
         if self.is_cached(info):
             return path
@@ -238,7 +253,11 @@ class ChunkCache:
         return self.path_for(info) if self.is_cached(info) else run_sync(self.aensure(info))
 
     async def aacquire(self, info: ChunkInfo) -> Path:
-        """Make the chunk present and pin it until a matching :meth:`release`; return its path."""
+        """Make the chunk present and pin it until a matching :meth:`release`; return its path.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         if self._pin_present(info):
             return self.path_for(info)
         await self._afetch(info, pin=True)
@@ -251,7 +270,11 @@ class ChunkCache:
         return run_sync(self.aacquire(info))
 
     def release(self, info: ChunkInfo) -> None:
-        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it."""
+        """Undo one :meth:`acquire`; the chunk can be evicted once no process uses it.
+
+        Args:
+            info: the chunk given to :meth:`acquire`.
+        """
         name = self.name_for(info)
         state = self._state
         with state.lock:
@@ -267,7 +290,11 @@ class ChunkCache:
 
     @contextlib.contextmanager
     def use(self, info: ChunkInfo) -> Generator[Path, None, None]:
-        """``with cache.use(info) as path:`` acquire the chunk for the block."""
+        """``with cache.use(info) as path:`` acquire the chunk for the block.
+
+        Args:
+            info: the chunk's entry in the index.
+        """
         path = self.acquire(info)
         try:
             yield path
@@ -360,11 +387,7 @@ class ChunkCache:
             return
 
     async def _download(self, info: ChunkInfo, name: str) -> int:
-        """Fetch ``info`` under the cross-process lock; return a descriptor pinning the result.
-
-        Raises:
-            Superseded: another process published the chunk first (it took this download over).
-        """
+        """Fetch ``info`` under the cross-process lock; a descriptor pinning it (:class:`Superseded`: taken over)."""
         final = self.cache_dir / name
         final.parent.mkdir(parents=True, exist_ok=True)
         check_own_folders(self.cache_dir, final.parent)
@@ -455,12 +478,11 @@ class ChunkCache:
         return fd
 
     async def _fetch_verified(self, info: ChunkInfo, fetched: Path, url: str, plain: bool) -> None:
-        """Download ``info`` to ``fetched`` and check it against the index's size and checksum.
+        """Download ``info`` to ``fetched`` and check it against the index's size (if ``plain``) and checksum.
 
-        A download that disagrees with the index is weighed against a HEAD of the object: a body
-        cut short in transit is fetched again within the retry budget, an object whose own size is
-        not the index's was rewritten, and a checksum mismatch is fetched once more, then fails
-        naming both hashes. Only a ``plain`` (not compressed) download has the index's size to check.
+        A download that disagrees is weighed against a HEAD: a body cut short in transit is fetched
+        again within the retry budget, an object of another size was rewritten, and a checksum
+        mismatch is fetched once more, then fails naming both hashes.
         """
         expected = expected_checksum(info)
         settings = self.storage.settings
@@ -541,6 +563,9 @@ class ChunkCache:
         """Say the chunk has been read: it is evicted first, once no process uses it.
 
         Evicts at once if the cache is over its cap.
+
+        Args:
+            info: the chunk's entry in the index.
         """
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.path_for(info), ns=(0, 0), follow_symlinks=False)
@@ -585,10 +610,9 @@ class ChunkCache:
         return entries, sum(entry[1] for entry in entries) + sum(reservation(lock) for lock in locks)
 
     def _shrink(self, entries: list[tuple[Path, int, int, bool]], total: int, budget: int, margin: int) -> int:
-        """Delete unpinned chunks among ``entries`` until ``total`` is within ``budget``, then ``margin`` more.
+        """Under the ledger's lock, delete unpinned chunks (consumed, then oldest) to ``budget``; the bytes freed.
 
-        Consumed (mtime 0) then oldest first; past the budget only chunks that fit in the margin go.
-        Called under the ledger's lock. Returns the bytes freed.
+        Past the budget, only chunks that fit in ``margin`` more go.
         """
         if total <= budget:
             return 0
@@ -615,10 +639,8 @@ class ChunkCache:
         The lowered cap (its files, its downloads so far and the free space) is in the ledger, so
         every process makes room before its own downloads instead of taking what this one freed.
         With too little room to make, it waits for readers to release chunks for ``_ROOM_WAIT_S``
-        since ``stuck``, then raises a :class:`ChunkDownloadError`.
-
-        Returns:
-            Since when there has been no room (None: there is room now), for the next call.
+        since ``stuck``, then raises a :class:`ChunkDownloadError`. Returns the ``stuck`` of the next
+        call: since when there has been no room (None: there is room now).
         """
         url = self.storage.url_for(info.filename)
         # A whole-file compressed chunk is in its staging folder twice while it is inflated.

@@ -96,11 +96,7 @@ def _link_or_kind(path: Path) -> str:
 
 
 def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
-    """``os.open(path, flags, mode)`` of the cache's own file, without following a link.
-
-    Raises:
-        OSError: ``path`` is a symbolic link, FIFO, device or folder (``errno.ELOOP``, naming the path).
-    """
+    """``os.open(path, flags, mode)`` of the cache's own file; ``ELOOP`` naming a link, FIFO, device or folder."""
     try:
         fd = os.open(path, flags | _OWN_FLAGS, mode)
     except OSError as err:
@@ -118,11 +114,7 @@ def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
 
 
 def check_own_folders(root: Path, folder: Path) -> None:
-    """Refuse ``folder`` unless it and every folder between it and ``root`` (which may be a link) is a real folder.
-
-    Raises:
-        OSError: one of them is a link or not a folder (the message names it).
-    """
+    """An OSError naming the part unless ``folder`` and every folder up to ``root`` (which may be a link) is real."""
     parts = folder.relative_to(root).parts
     current = root
     for part in parts:
@@ -137,11 +129,8 @@ def make_cache_folder(folder: Path) -> None:
 
     Every part of its path, from ``/`` down, is checked before and after the mkdir: a symbolic link
     must be this user's (or root's), and a folder must not be writable by everyone without the
-    sticky bit, where anyone could swap the folders the cache checked for links.
-
-    Raises:
-        PermissionError: a part of the path is another user's link or an unsticky world-writable
-            folder (the message names it).
+    sticky bit, where anyone could swap the folders the cache checked for links (a
+    ``PermissionError`` naming the part).
     """
     _check_cache_path(folder)
     folder.mkdir(parents=True, exist_ok=True)

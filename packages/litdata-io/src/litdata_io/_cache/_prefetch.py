@@ -126,7 +126,11 @@ class Prefetcher:
         return self._per_process.get(_Live)
 
     def schedule(self, infos: Iterable[ChunkInfo]) -> None:
-        """Append chunks (index entries) to the reading order; the first ``max_pre_download`` start downloading."""
+        """Append chunks to the reading order; the first ``max_pre_download`` start downloading.
+
+        Args:
+            infos: the chunks' entries, in reading order.
+        """
         with self._now.lock:
             if self._closed:
                 raise RuntimeError("this Prefetcher is closed")

@@ -83,8 +83,7 @@ class Superseded(Exception):
 def publish_once(ready: Path, final: Path) -> None:
     """Give ``ready`` the name ``final`` unless a file is there already (:class:`Superseded` then).
 
-    Under the chunk's lock nobody else publishes, except a process that took over this download
-    while this process was stopped: its copy is as good, and replacing it would count it twice.
+    That file is the copy of a process that took this download over: as good, and replacing it would count it twice.
     """
     try:
         os.link(ready, final)
@@ -191,8 +190,7 @@ def _idle_since(lock_fd: int, now: float, stall_s: float) -> float:
 def _progress(lock_fd: int, final: Path, inode: int) -> tuple[object, ...]:
     """What changes while the download holding ``lock_fd`` (of ``inode``) moves on.
 
-    Its staging folder (a download buffers up to a few MiB before it writes) and, for a holder on
-    this host, the bytes it read: a stopped process reads nothing.
+    Its staging folder and, for a holder on this host, the bytes it read (a stopped process reads nothing).
     """
     seen: list[object] = [os.pread(lock_fd, 512, 0)]
     pid = _holder_pid(lock_fd)
@@ -214,11 +212,8 @@ async def lock_download(
 ) -> int:
     """A descriptor holding the download lock ``lock_path`` of chunk ``final``, taking over a stalled holder.
 
-    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the
-    cache folder takes around a takeover.
-
-    Raises:
-        DownloadStalledError: the holder made no progress and this filesystem cannot take it over.
+    ``label`` (the chunk's URL) is for messages; ``serialize`` is the lock every process of the cache
+    folder takes around a takeover. :class:`DownloadStalledError` if this filesystem cannot take over.
     """
     while True:
         fd = lock_exclusive(lock_path, blocking=False)

@@ -2,9 +2,8 @@
 
 :func:`enable_tracer` chooses which categories of events are recorded and where; the emitters in
 the cache, prefetcher and stream code call :func:`trace_span`, :func:`trace_instant`,
-:func:`trace_begin`/:func:`trace_end`, :func:`trace_counter` or :func:`trace_crash`, each with the
-event's ``name`` (stable: download, read, batch, ...), its ``category`` (default: ``name``) and
-keyword arguments shown in the trace's args. ``litracer`` turns the log into a Chrome/Perfetto trace.
+:func:`trace_begin`/:func:`trace_end`, :func:`trace_counter` or :func:`trace_crash`. ``litracer``
+turns the log into a Chrome/Perfetto trace.
 
 A line (wrapped here) looks like::
 
@@ -333,7 +332,11 @@ def _emit(name: str, ph: str, cat: str, ts_ns: int, dur_ns: int | None, args: Ma
 
 
 def trace_enabled(category: str) -> bool:
-    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code."""
+    """Whether events of ``category`` are recorded; cheap enough to guard per-sample code.
+
+    Args:
+        category: An event category (``chunk``, ``sample``, ``download``, ...).
+    """
     return category in _ACTIVE
 
 
@@ -354,7 +357,11 @@ class TraceSpan:
         self._start = 0
 
     def set(self, **args: object) -> None:
-        """Add arguments known only inside the block (a byte count, a retry count)."""
+        """Add arguments known only inside the block (a byte count, a retry count).
+
+        Args:
+            **args: Shown in the trace's args, next to those given when the span began.
+        """
         self._args.update(args)
 
     def __enter__(self) -> TraceSpan:
@@ -398,9 +405,14 @@ NO_SPAN: Final[TraceSpan] = _NoSpan("", "", {})
 
 
 def trace_span(name: str, category: str | None = None, /, **args: object) -> TraceSpan:
-    """Time a block as one complete event ``name`` of ``category`` (default: ``name``), ``args`` in its args.
+    """Time a block as one complete event.
 
     Used as ``with trace_span("download", "download", chunk=3):``.
+
+    Args:
+        name: The event name (stable: download, read, delete, batch, sample, ...).
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args (chunk/sample indexes, sizes).
     """
     cat = name if category is None else category
     if cat not in _ACTIVE:
@@ -409,7 +421,7 @@ def trace_span(name: str, category: str | None = None, /, **args: object) -> Tra
 
 
 def traced(name: str, category: str | None = None, /, **args: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """Decorate a function so each call is a :func:`trace_span` of these arguments (checked per call)."""
+    """Decorate a function so each call is a :func:`trace_span` of these arguments (checked per call, not at import)."""
     cat = name if category is None else category
 
     def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -426,17 +438,28 @@ def traced(name: str, category: str | None = None, /, **args: object) -> Callabl
 
 
 def trace_instant(name: str, category: str | None = None, /, **args: object) -> None:
-    """Record a point in time (``ph: I``), e.g. a cache hit, as :func:`trace_span` takes its arguments."""
+    """Record a point in time (``ph: I``), e.g. a cache hit or an eviction decision.
+
+    Args:
+        name: The event name.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
+    """
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "I", cat, time.time_ns(), None, args)
 
 
 def trace_begin(name: str, category: str | None = None, /, **args: object) -> None:
-    """Open a duration (``ph: B``) that :func:`trace_end` closes later in the thread (arguments as :func:`trace_span`).
+    """Open a duration (``ph: B``) that :func:`trace_end` closes later in the same thread.
 
     For spans that do not fit a ``with`` block (reading a chunk across many ``__getitem__``
     calls); litracer pairs B/E per thread and name into complete events.
+
+    Args:
+        name: The event name.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
     """
     cat = name if category is None else category
     if cat in _ACTIVE:
@@ -444,16 +467,25 @@ def trace_begin(name: str, category: str | None = None, /, **args: object) -> No
 
 
 def trace_end(name: str, category: str | None = None, /, **args: object) -> None:
-    """Close the latest :func:`trace_begin` of ``name`` in this thread."""
+    """Close the latest :func:`trace_begin` of ``name`` in this thread.
+
+    Args:
+        name: The name given to :func:`trace_begin`.
+        category: Its category; defaults to ``name``.
+        **args: Shown in the trace's args.
+    """
     cat = name if category is None else category
     if cat in _ACTIVE:
         _emit(name, "E", cat, time.time_ns(), None, args)
 
 
 def trace_counter(name: str, category: str | None = None, /, **values: float) -> None:
-    """Record counter values by series name (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``.
+    """Record counter values (``ph: C``), e.g. ``trace_counter("cache", "delete", bytes=n)``.
 
-    ``category`` defaults to ``name``.
+    Args:
+        name: The counter's name.
+        category: Its category; defaults to ``name``.
+        **values: The counted values, by series name.
     """
     cat = name if category is None else category
     if cat in _ACTIVE:
@@ -465,6 +497,10 @@ def trace_crash(exc: BaseException, /, **args: object) -> None:
 
     Call it where an exception ends a thread or process that nobody joins (the prefetch thread);
     spans record their own crashes.
+
+    Args:
+        exc: The exception that ended the thread or process.
+        **args: Shown in the trace's args.
     """
     if "crash" in _ACTIVE:
         error = f"{type(exc).__name__}: {exc}"

@@ -82,9 +82,8 @@ def _load_main_in_server() -> None:
 def _exit_with_parent() -> None:
     """In the server (Linux): exit as soon as the process that started it is gone.
 
-    The kernel's parent-death signal (``PR_SET_PDEATHSIG``) tells the server; its workers then see
-    their parent change and exit too. The signal also comes when only the starting thread ends, so
-    the server checks that its parent process is gone.
+    The kernel's parent-death signal (``PR_SET_PDEATHSIG``) tells it (and then its workers); as the
+    signal also comes when only the starting thread ends, the server checks its parent is gone.
     """
     raw = os.environ.pop(_PARENT_ENV, "")
     if not raw.isdigit() or sys.argv[:1] != ["-c"] or not sys.platform.startswith("linux"):

@@ -165,8 +165,7 @@ def main(argv: list[str]) -> None:
 def _become_helper(fd: int, fresh: bool) -> NoReturn:
     """The forked child: drop what belongs to the parent, then serve ``fd`` (or exec a fresh interpreter that does).
 
-    Nothing here returns into the parent's code (the stack above is the parent's call), and no
-    user ``atexit`` handler runs: every way out is ``os._exit``.
+    Every way out is ``os._exit``: nothing returns into the parent's stack or runs its ``atexit`` handlers.
     """
     try:
         _leave_parent(fd)
@@ -408,8 +407,7 @@ async def _call(storage: bytes, request: Request[_R], url: str) -> _R:
 async def call_in_helper(storage: bytes, request: Request[_R], url: str) -> _R:
     """Run ``request`` against the storage pickled as ``storage`` in this process's helper; its result.
 
-    Raises:
-        Whatever the method raised in the helper, or StorageError if the helper died during the call.
+    Raises what the method raised there, or a StorageError naming ``url`` if the helper died meanwhile.
     """
     loop = io_loop()
     coro = _call(storage, request, url)

@@ -126,12 +126,7 @@ def io_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on this process's litdata-io loop and wait for its result.
-
-    Raises:
-        RuntimeError: when called from a coroutine already running on that loop (it would wait
-            for itself forever); await the async method there instead.
-    """
+    """Run ``coro`` on this process's litdata-io loop and wait for its result (never from that loop itself)."""
     runner = _get_runner()
     if threading.current_thread() is runner.thread:
         coro.close()

@@ -131,10 +131,9 @@ def serve_obstore_here() -> None:
 
 
 def declare_worker() -> None:
-    """Declare this process a worker a litdata package started: it runs obstore itself.
+    """Declare this process a worker a litdata package started, which does not fork: it runs obstore itself.
 
-    For processes that do the heavy lifting and do not fork (optimize and map workers). A child
-    forked from this process later is not a worker unless it is declared too.
+    A child forked from it later is not a worker unless it is declared too.
     """
     global _worker, _placement
     _worker, _placement = True, None
@@ -160,11 +159,7 @@ _frozen: PerProcess[bool] = PerProcess()  # built (the freeze done) once in each
 
 
 def obstore_placement() -> Placement:
-    """Where this process's obstore calls run: ``"here"`` or ``"helper"`` (see the module docstring).
-
-    Raises:
-        ValueError: ``LITDATA_OBSTORE_PROCESS`` is set to something else than auto, here or helper.
-    """
+    """Where this process's obstore calls run: ``"here"`` or ``"helper"`` (see the module docstring)."""
     global _placement
     placement = _placement
     if placement is None:

@@ -42,10 +42,9 @@ def obstore_expiry(expiry: object) -> dt.datetime | None:
 class _Provider(Boto3CredentialProvider):
     """obstore's boto3 provider, telling obstore when the credentials really expire, retrying refreshes.
 
-    obstore's own reports every answer as valid for a fixed ``ttl`` (30 minutes), longer than
-    temporary credentials may live. A refresh that fails transiently is retried under the storage's
-    retry policy; while the keys from before are still valid, they are served instead (with one
-    warning) and the refresh is tried again after the next backoff. A permanent refusal fails at once.
+    obstore's own reports every answer as valid for 30 minutes, longer than temporary credentials
+    may live. A refresh that fails transiently is retried under the storage's retry policy, serving
+    the keys from before while they are valid (with one warning); a permanent refusal fails at once.
     """
 
     def __init__(self, session: Any, where: str, settings: IOSettings) -> None:
@@ -160,9 +159,7 @@ def boto3_provider(
 
     ``why`` made boto3 necessary (for messages); ``region`` is for boto3's STS client when the
     profile names none (boto3 does not read ``AWS_REGION``); ``settings`` retry failed refreshes.
-
-    Raises:
-        ValueError: boto3 cannot resolve the profile's credentials.
+    A ValueError when boto3 cannot resolve the profile's credentials.
     """
     where = f"AWS profile {profile!r}" if profile else f"AWS credentials ({why})"
     try:

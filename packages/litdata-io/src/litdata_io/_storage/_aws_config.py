@@ -84,9 +84,8 @@ def s3_client_config(options: BackendOptions, environ: Mapping[str, str] | None 
     """The S3Store config and credential provider (or None: obstore's own chain) for this process.
 
     Raises:
-        ValueError: a profile named explicitly or by ``AWS_PROFILE`` does not exist; a profile (or
-            container setting) needs boto3 and it is not installed, or names a source profile that
-            does not exist; no credential source is configured and instance metadata is disabled.
+        ValueError: a profile named does not exist (or its source profile), boto3 is needed and
+            missing, or no credential source is configured and instance metadata is disabled.
     """
     environ = os.environ if environ is None else environ
     config = options.merged()
@@ -151,10 +150,7 @@ def ca_bundle(options: BackendOptions, environ: Mapping[str, str] | None = None)
     """The PEM certificates S3 connections trust besides the system roots, or None.
 
     boto3's order: ``verify="/path/ca.pem"`` in ``options``, else ``AWS_CA_BUNDLE``, else the profile's
-    ``ca_bundle``; the file is read in the process that connects.
-
-    Raises:
-        ValueError: the named file cannot be read.
+    ``ca_bundle``; the file is read in the process that connects (a ValueError if it cannot be).
     """
     environ = os.environ if environ is None else environ
     if options.client.get("ca_bundle"):

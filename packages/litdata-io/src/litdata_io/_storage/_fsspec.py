@@ -83,11 +83,9 @@ def _off_google_gcs(fs_url: str, kwargs: dict[str, Any]) -> bool:
 class FsspecStorage(Storage):
     """A storage over an fsspec filesystem.
 
-    Args:
-        url: the root URL (``memory://data``, ``gs://bucket/prefix``, ...).
-        options: normalized options; ``options.config``/``options.secrets`` are the filesystem's kwargs.
-        extra: the extra that installs this backend, for the error if fsspec is missing.
-        fs_url: the URL to hand fsspec when its protocol name differs (``az://`` for ``azure://``).
+    ``options.config``/``options.secrets`` are the filesystem's kwargs; ``extra`` installs this
+    backend (for the error if fsspec is missing); ``fs_url`` is the URL fsspec is given when its
+    protocol name differs (``az://`` for ``azure://``).
     """
 
     def __init__(self, url: str, options: BackendOptions, extra: str = "fsspec", fs_url: str | None = None) -> None:

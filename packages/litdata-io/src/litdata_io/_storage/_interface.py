@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from litdata_format import checksum_file
 from litdata_format.internal import Checksum, atomic_file, write_file_atomic
@@ -29,6 +30,10 @@ from litdata_io._storage._secret import Secret
 from litdata_io._storage._settings import IOSettings
 
 __all__ = ["ObjectInfo", "Storage", "check_key", "check_page_size"]
+
+_S = TypeVar("_S", bound="Storage")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -50,12 +55,26 @@ class ObjectInfo:
     version: str | None = None
 
 
+def _sync_twin(method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]) -> Callable[Concatenate[_S, _P], _R]:
+    """The sync twin of the async storage ``method``: runs the storage's own (overridden) one on its loop."""
+    name = method.__name__
+
+    @functools.wraps(method, assigned=("__module__",), updated=())  # not __isabstractmethod__
+    def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return run_sync(getattr(self, name)(*args, **kwargs))
+
+    twin.__name__ = name[1:]
+    twin.__qualname__ = f"Storage.{name[1:]}"
+    twin.__doc__ = f"Sync twin of :meth:`{name}`."
+    return twin
+
+
 class Storage(ABC):
     """Byte operations on one root URL.
 
-    Methods take an object's ``key`` relative to the root URL. Implementations must be safe to
-    pickle (no live client in the pickled state: clients are created lazily in each process) and
-    must never put secrets in ``repr``, errors or pickles beyond what the worker needs to connect.
+    Implementations must be safe to pickle (no live client in the pickled state: clients are
+    created lazily in each process) and must never put secrets in ``repr``, errors or pickles
+    beyond what the worker needs to connect.
     """
 
     #: The root URL this storage was opened for, with no secrets in it.
@@ -66,7 +85,11 @@ class Storage(ABC):
     read_only: bool = False
 
     def url_for(self, key: str) -> str:
-        """The full URL of ``key``, for messages."""
+        """The full URL of ``key``, for messages.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         return f"{self.url.rstrip('/')}/{key.lstrip('/')}" if key else self.url
 
     def __repr__(self) -> str:
@@ -87,7 +110,11 @@ class Storage(ABC):
     # -- async primitives (implement these) -----------------------------------------------------
     @abstractmethod
     async def ahead(self, key: str) -> ObjectInfo:
-        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist."""
+        """Metadata of ``key``; ``FileNotFoundError`` naming the URL if it does not exist.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def alist(self, prefix: str = "", recursive: bool = True) -> list[ObjectInfo]:
@@ -142,15 +169,30 @@ class Storage(ABC):
 
     @abstractmethod
     async def aget(self, key: str) -> bytes:
-        """The whole object."""
+        """The whole object.
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     @abstractmethod
     async def aget_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+        """Bytes ``[start, end)`` of the object.
+
+        Args:
+            key: the object's key under the root URL.
+            start: the first byte.
+            end: the byte after the last one.
+        """
 
     @abstractmethod
     async def aput(self, key: str, data: bytes) -> None:
-        """Create or replace ``key`` with ``data``."""
+        """Create or replace ``key`` with ``data``.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its new content.
+        """
 
     async def aput_new(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if no object has that key; whether this call created it.
@@ -158,6 +200,10 @@ class Storage(ABC):
         Of writers racing for one key exactly one succeeds on a local folder (a hard link) and on
         S3, GCS and Azure through obstore (``If-None-Match: *``); this default looks first, then
         writes, so two racing writers may both succeed.
+
+        Args:
+            key: the object's key under the root URL.
+            data: its content.
         """
         if await self.aexists(key):
             return False
@@ -187,11 +233,19 @@ class Storage(ABC):
 
     @abstractmethod
     async def adelete(self, key: str) -> None:
-        """Remove ``key`` (no error if it is already gone)."""
+        """Remove ``key`` (no error if it is already gone).
+
+        Args:
+            key: the object's key under the root URL.
+        """
 
     # -- async conveniences (backends may override with something faster) ----------------------
     async def aexists(self, key: str) -> bool:
-        """Whether ``key`` exists."""
+        """Whether ``key`` exists.
+
+        Args:
+            key: the object's key under the root URL.
+        """
         try:
             await self.ahead(key)
         except FileNotFoundError:
@@ -199,7 +253,12 @@ class Storage(ABC):
         return True
 
     async def adownload(self, key: str, destination: str | Path) -> int:
-        """Write ``key`` to the local file ``destination`` (through a temp name); return its size."""
+        """Write ``key`` to the local file ``destination`` (through a temp name); return its size.
+
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write.
+        """
         info = await self.ahead(key)
         if info.size > self.settings.parallel_threshold:
             return await self._download_parts(key, Path(destination), info)
@@ -213,6 +272,10 @@ class Storage(ABC):
 
         Backends that receive the object in pieces hash each as it arrives; this default reads the file again.
 
+        Args:
+            key: the object's key under the root URL.
+            destination: the local file to write (atomically).
+
         Returns:
             The bytes written and the file's checksum (``"xxh3_64:<hex>"``).
         """
@@ -220,12 +283,22 @@ class Storage(ABC):
         return size, await asyncio.to_thread(checksum_file, destination)
 
     async def aupload(self, source: str | Path, key: str) -> None:
-        """Upload the local file ``source`` to ``key``."""
+        """Upload the local file ``source`` to ``key``.
+
+        Args:
+            source: the local file.
+            key: the object's key under the root URL.
+        """
         self._refuse_write("PUT", key)
         await self.aput(key, await asyncio.to_thread(Path(source).read_bytes))
 
     async def acopy(self, src_key: str, dst_key: str) -> None:
-        """Copy ``src_key`` to ``dst_key`` within this storage."""
+        """Copy ``src_key`` to ``dst_key`` within this storage.
+
+        Args:
+            src_key: the key to copy.
+            dst_key: the key of the copy.
+        """
         self._refuse_write("COPY", dst_key)
         await self.aput(dst_key, await self.aget(src_key))
 
@@ -283,18 +356,6 @@ class Storage(ABC):
         self._check_size(key, len(data), end - start)
         return data
 
-    def head(self, key: str) -> ObjectInfo:
-        """Sync twin of :meth:`ahead`."""
-        return run_sync(self.ahead(key))
-
-    def exists(self, key: str) -> bool:
-        """Sync twin of :meth:`aexists`."""
-        return run_sync(self.aexists(key))
-
-    def list(self, prefix: str = "", recursive: bool = True) -> Sequence[ObjectInfo]:
-        """Sync twin of :meth:`alist`."""
-        return run_sync(self.alist(prefix, recursive))
-
     def list_pages(self, prefix: str = "", recursive: bool = True, page_size: int = 1000) -> Iterator[list[ObjectInfo]]:
         """Sync twin of :meth:`alist_pages`: each page is fetched when the iteration reaches it."""
         pages = self.alist_pages(prefix, recursive, page_size)
@@ -305,45 +366,19 @@ class Storage(ABC):
             if isinstance(pages, AsyncGenerator):  # close the backend's listing if the caller stopped early
                 run_sync(pages.aclose())
 
-    def get(self, key: str) -> bytes:
-        """Sync twin of :meth:`aget`."""
-        return run_sync(self.aget(key))
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Sync twin of :meth:`aget_range`."""
-        return run_sync(self.aget_range(key, start, end))
-
-    def put(self, key: str, data: bytes) -> None:
-        """Sync twin of :meth:`aput`."""
-        run_sync(self.aput(key, data))
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        """Sync twin of :meth:`aput_new`."""
-        return run_sync(self.aput_new(key, data))
-
-    def replace_if(self, key: str, data: bytes, expected: ObjectInfo) -> bool:
-        """Sync twin of :meth:`areplace_if`."""
-        return run_sync(self.areplace_if(key, data, expected))
-
-    def delete(self, key: str) -> None:
-        """Sync twin of :meth:`adelete`."""
-        run_sync(self.adelete(key))
-
-    def download(self, key: str, destination: str | Path) -> int:
-        """Sync twin of :meth:`adownload`."""
-        return run_sync(self.adownload(key, destination))
-
-    def download_hashed(self, key: str, destination: str | Path) -> tuple[int, str]:
-        """Sync twin of :meth:`adownload_hashed`."""
-        return run_sync(self.adownload_hashed(key, destination))
-
-    def upload(self, source: str | Path, key: str) -> None:
-        """Sync twin of :meth:`aupload`."""
-        run_sync(self.aupload(source, key))
-
-    def copy(self, src_key: str, dst_key: str) -> None:
-        """Sync twin of :meth:`acopy`."""
-        run_sync(self.acopy(src_key, dst_key))
+    head = _sync_twin(ahead)
+    exists = _sync_twin(aexists)
+    list = _sync_twin(alist)
+    get = _sync_twin(aget)
+    get_range = _sync_twin(aget_range)
+    put = _sync_twin(aput)
+    put_new = _sync_twin(aput_new)
+    replace_if = _sync_twin(areplace_if)
+    delete = _sync_twin(adelete)
+    download = _sync_twin(adownload)
+    download_hashed = _sync_twin(adownload_hashed)
+    upload = _sync_twin(aupload)
+    copy = _sync_twin(acopy)
 
 
 async def _next_page(pages: AsyncIterator[list[ObjectInfo]]) -> list[ObjectInfo] | None:

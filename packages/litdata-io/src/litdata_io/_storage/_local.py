@@ -31,15 +31,9 @@ _COPY_BLOCK = 1 << 20
 class LocalStorage(Storage):
     """Objects are files under ``root``; keys are ``/``-separated paths relative to it.
 
-    Args:
-        root: the folder.
-        url: the URL to name in messages (``local:/drive/data``, ``file:///data``); default the
-            folder's path.
-        settings: the IO settings (local files are never retried).
-        hidden: list dot-files and dot-folders too. By default they are left out: in a dataset
-            folder they are the temporary files of atomic writes in progress. A writer that owns
-            the folder (``optimize``'s output, with its ``.checkpoints/`` and leftover temporary
-            files to clean up) lists them, as a bucket lists every key.
+    ``url`` names it in messages (default: the folder's path). Dot-files are left out of listings
+    (in a dataset folder they are atomic writes in progress) unless ``hidden``: a writer that owns the
+    folder (``optimize``'s output, with its ``.checkpoints/``) lists them, as a bucket lists every key.
     """
 
     def __init__(

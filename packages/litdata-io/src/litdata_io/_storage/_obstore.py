@@ -134,7 +134,8 @@ class ObstoreStorage(Storage):
     def _secrets(self) -> Sequence[Secret]:
         return self.options.secret_values()
 
-    def _client_options(self, allow_http: bool) -> dict[str, Any]:
+    def _client_options(self, endpoint: str | None) -> dict[str, Any]:
+        """Client options: the timeouts, the user's, plain http for an ``http://`` endpoint, S3's CA bundle."""
         settings = self.settings
         client: dict[str, Any] = {
             "connect_timeout": timedelta(seconds=settings.timeout),
@@ -144,41 +145,27 @@ class ObstoreStorage(Storage):
         for name, value in self.options.client.items():
             if name == "default_headers":
                 client[name] = {k: v.reveal() if isinstance(v, Secret) else v for k, v in value.items()}
-            else:
+            elif name != "ca_bundle":  # a path: obstore takes the certificates themselves (below)
                 client[name] = value
-        if allow_http:
+        if str(endpoint or "").startswith("http://"):
             client["allow_http"] = True
+        if self.options.provider == "s3" and (roots := ca_bundle(self.options)) is not None:
+            client["root_certificate"] = roots
         return client
 
     def _build(self) -> Any:
-        obstore = _import_obstore()
-        stores = obstore.store
+        stores = _import_obstore().store
         retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=self.settings.retry_deadline)}
-        provider = self.options.provider
-        prefix = self._prefix or None
+        provider, extra = self.options.provider, {}
+        if provider == "http":
+            return stores.HTTPStore(self.url, client_options=self._client_options(self.url), retry_config=retry)
         if provider == "s3":
-            config, provider = s3_client_config(self.options)
-            endpoint = endpoint_of(config) or ""
-            client = self._client_options(endpoint.startswith("http://"))
-            client.pop("ca_bundle", None)  # a path; obstore takes the certificates
-            roots = ca_bundle(self.options)
-            if roots is not None:
-                client["root_certificate"] = roots
-            return stores.S3Store(
-                self._bucket,
-                prefix=prefix,
-                config=config,
-                client_options=client,
-                retry_config=retry,
-                credential_provider=provider,
-            )
-        if provider == "gcs":
+            config, extra["credential_provider"] = s3_client_config(self.options)
+            store, endpoint = stores.S3Store, endpoint_of(config)
+        elif provider == "gcs":
             config = {k: v for k, v in self.options.merged().items() if k != "project"}
-            client = self._client_options(str(config.get("base_url", "")).startswith("http://"))
-            return stores.GCSStore(
-                self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry
-            )
-        if provider == "azure":
+            store, endpoint = stores.GCSStore, config.get("base_url")
+        elif provider == "azure":
             config = self.options.merged()
             env_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
             if env_string and not any(name in config for name in _AZURE_CREDENTIALS):
@@ -192,14 +179,11 @@ class ObstoreStorage(Storage):
                     config["msi_endpoint"] = sdk_endpoint
             if isinstance(config.get("use_emulator"), str):
                 config["use_emulator"] = config["use_emulator"].lower() == "true"
-            client = self._client_options(str(config.get("endpoint", "")).startswith("http://"))
-            return stores.AzureStore(
-                self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry
-            )
-        if provider == "http":
-            client = self._client_options(self.url.startswith("http://"))
-            return stores.HTTPStore(self.url, client_options=client, retry_config=retry)
-        raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")  # pragma: no cover
+            store, endpoint = stores.AzureStore, config.get("endpoint")
+        else:  # pragma: no cover
+            raise ValueError(f"{self.url}: obstore does not serve provider {provider!r}")
+        client, prefix = self._client_options(endpoint), self._prefix or None
+        return store(self._bucket, prefix=prefix, config=config, client_options=client, retry_config=retry, **extra)
 
     def _client(self) -> Any:
         return self._store.get(self._build)

@@ -432,10 +432,8 @@ def normalize_options(
     """Normalize the options of a ``scheme://`` URL.
 
     ``session_options`` (boto3 ``Session`` kwargs) count for s3/r2 only; ``environ`` (default
-    ``os.environ``) gives r2's endpoint and gs's ``STORAGE_EMULATOR_HOST``.
-
-    Raises:
-        ValueError: an unknown key, a key given twice with different values, or a missing r2 endpoint.
+    ``os.environ``) gives r2's endpoint and gs's ``STORAGE_EMULATOR_HOST``. A ValueError names an
+    unknown key, a key given twice with different values, or a missing r2 endpoint.
     """
     environ = os.environ if environ is None else environ
     options = dict(storage_options or {})

@@ -22,23 +22,9 @@ _MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class IOSettings:
-    """Retry, timeout and parallelism settings of one storage.
+    """Retry, timeout and parallelism settings of one storage, each also read from ``LITDATA_IO_<NAME>``.
 
-    Attributes:
-        max_retries: retries after the first attempt of one request (``LITDATA_IO_MAX_RETRIES``).
-        retry_deadline: seconds after a request's first attempt past which no retry starts
-            (``LITDATA_IO_RETRY_DEADLINE``).
-        timeout: seconds without progress (connecting, or between two reads) after which an
-            attempt is abandoned and retried (``LITDATA_IO_TIMEOUT``).
-        request_timeout: seconds one attempt may take in total (``LITDATA_IO_REQUEST_TIMEOUT``).
-        parallel_threshold: objects larger than this many bytes are downloaded with parallel
-            ranged requests (``LITDATA_IO_PARALLEL_THRESHOLD``, e.g. ``"32MiB"``).
-        part_size: bytes per ranged request, and per multipart-upload part
-            (``LITDATA_IO_PART_SIZE``).
-        max_concurrency: ranged requests (or upload parts) in flight per object
-            (``LITDATA_IO_MAX_CONCURRENCY``).
-        backoff_base: seconds of the first backoff; each retry doubles it (with full jitter).
-        backoff_max: the longest backoff in seconds.
+    What each one does is in the table of docs/storage.md ("Retries and timeouts").
     """
 
     max_retries: int = 10

@@ -1,28 +1,17 @@
 """The behaviour every :class:`litdata_io.Storage` backend must have, as one abstract test class.
 
 A backend's test module subclasses :class:`StorageConformance` as ``Test<Backend>`` and provides a
-``storage_factory`` fixture: a callable that takes extra ``storage_options`` (the IO settings the
-tests tune, e.g. ``parallel_threshold=1000``) and returns a storage rooted at the test's location:
-empty when the test starts, the same location for every call within one test. Optional knobs:
+``storage_factory`` fixture: a callable that takes extra ``storage_options`` and returns a storage
+rooted at an empty location, the same one for every call within a test (an example is in
+docs/storage.md). Optional knobs:
 
 - ``writable = False`` for read-only backends; then override the ``seed`` fixture to write test
   objects through another client (the write tests then check that a write fails with an OSError).
 - ``shared_between_processes = False`` when another process cannot see the data (``memory://``).
 - the ``secrets`` fixture: credential strings that must never show in reprs or error messages.
 
-Shipped in litdata-io (as fsspec ships ``fsspec.tests.abstract``) so a third-party backend
-registered with :func:`litdata_io.register_storage` can run it too; its module is not named
-``test_*``, so pytest collects only the subclasses. Example::
-
-    import pytest
-    from litdata_io import get_storage
-    from litdata_io.testing import StorageConformance, StorageFactory
-
-
-    class TestMyStore(StorageConformance):
-        @pytest.fixture
-        def storage_factory(self, tmp_path) -> StorageFactory:
-            return lambda **options: get_storage(f"mystore://{tmp_path.name}", storage_options=options)
+Shipped in litdata-io (as fsspec ships ``fsspec.tests.abstract``) so a third-party backend can run
+it too; its module is not named ``test_*``, so pytest collects only the subclasses.
 """
 
 from __future__ import annotations
