@@ -51,6 +51,9 @@ __all__ = [
 
 _PROGRESS_EVERY_S = 0.2
 
+#: An input as the worker's loop takes it: its place in the slice, its position, itself, its download or None.
+Fetched = tuple[int, int, Any, "Future[Any] | None"]
+
 
 def describe_input(item: Any, limit: int = 200) -> str:
     """A short ``repr`` of an input for error messages."""
@@ -251,15 +254,14 @@ class _Inputs:
                 leaves[i], changed = str(dest), True
         return (tree_unflatten(leaves, spec), [folder]) if changed else (item, [])
 
-    def ahead_of(self, numbered: Iterator[tuple[int, int, Any]]) -> Iterator[tuple[int, int, Any, Future[Any] | None]]:
-        """The inputs of ``numbered``, each with the download of its files already started (or None)."""
+    def ahead_of(self, numbered: Iterator[Fetched]) -> Iterator[Fetched]:
+        """The inputs of ``numbered``, each with the download of its files already started (none: as they are)."""
         pool = self._pool
-        if pool is None:
-            for i, pos, item in numbered:
-                yield i, pos, item, None
-            return
-        window: deque[tuple[int, int, Any, Future[Any] | None]] = deque()
-        for i, pos, item in numbered:
+        return numbered if pool is None else self._fetching(pool, numbered)
+
+    def _fetching(self, pool: ThreadPoolExecutor, numbered: Iterator[Fetched]) -> Iterator[Fetched]:
+        window: deque[Fetched] = deque()
+        for i, pos, item, _ in numbered:
             window.append((i, pos, item, pool.submit(self.download, pos, item)))
             if len(window) > self.ahead:
                 yield window.popleft()
@@ -290,13 +292,16 @@ class _Worker:
             self.events.put(Progress(self.spec.rank, self.done_inputs - self._reported))
             self._reported, self._last_report = self.done_inputs, now
 
-    def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
-        """``(position in the slice, input position, input)``, from the slice or the shared queue."""
+    def numbered_inputs(self, work: Any) -> Iterator[Fetched]:
+        """``(position in the slice, input position, input, None)``, from the slice or the shared queue.
+
+        The None is the place of the input's download (:meth:`_Inputs.ahead_of`).
+        """
         if self.spec.items is not None:
             task = self.spec.task
             start = task.checkpoint.next_input if isinstance(task, OptimizeTask) and task.checkpoint else 0
             for i, (pos, item) in enumerate(self.spec.items[start:], start):
-                yield i, pos, item
+                yield i, pos, item, None
             return
         keep_order = isinstance(self.spec.task, OptimizeTask) and self.spec.task.keep_order
         i = 0
@@ -309,7 +314,7 @@ class _Worker:
             if keep_order and len(batch) and batch[0][0] != last + 1:
                 self.batch_starts.add(batch[0][0])
             for pos, item in batch:
-                yield i, pos, item
+                yield i, pos, item, None
                 i += 1
                 last = pos
 
@@ -317,14 +322,18 @@ class _Worker:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
         local: list[Path] = []
         try:
-            prepared, local = self.inputs.prepare(pos, item, fetched) if self.inputs.active else (item, local)
-            result = self.spec.fn(prepared, *args, **kwargs)
+            if self.inputs.active:
+                item_in, local = self.inputs.prepare(pos, item, fetched)
+                result = self.spec.fn(item_in, *args, **kwargs)
+            else:
+                result = self.spec.fn(item, *args, **kwargs)
         except Exception as err:
             _remove(local)
             raise FnFailed(pos, item, traceback.format_exc()) from err
-        if isinstance(result, GeneratorType):
+        if type(result) is GeneratorType:
             return self._drain(pos, item, result, local)
-        _remove(local)
+        if local:
+            _remove(local)
         return () if result is None else (result,)
 
     @staticmethod
