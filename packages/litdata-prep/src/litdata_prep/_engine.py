@@ -1,9 +1,9 @@
 """The parent side of a job: start the worker processes, feed them, watch them, show progress.
 
-Nothing here can hang on a dead worker: the parent polls the ``events`` queue with a short
-timeout and checks every worker's exit code, so an exception in ``fn`` (reported by the worker
-with its traceback) or a worker killed by a signal stops the job with one clear error, after the
-other workers are terminated. Inputs for the shared queue are pickled in the parent's feeder
+Nothing here can hang on a dead worker: the parent waits on every worker's pipe (its events:
+progress, done, failed) and its process sentinel together, so an exception in ``fn`` (reported by
+the worker with its traceback) or a worker killed by a signal stops the job with one clear error,
+after the other workers are terminated. Inputs for the shared queue are pickled in the parent's feeder
 thread, so an input that cannot be pickled is an error too, never a silently dropped sample.
 """
 

@@ -3,7 +3,7 @@
 A worker takes its inputs either from a static contiguous slice (optimize's default for a sequence
 of inputs, and ``keep_data_ordered=True``) or from the node's shared queue (pickled batches of
 ``(position, input)`` pairs as ``Numbered``, ``None`` to stop). It tells the parent about
-progress, completion and failure on the ``events`` queue; a failure message names the input (or,
+progress, completion and failure on ``events`` (its pipe to the parent); a failure message names the input (or,
 when a file could not be written, the file and the OS error) and carries the formatted traceback
 of the original exception.
 """
@@ -176,7 +176,7 @@ class Failed:
     traceback: str
 
 
-#: What a worker tells the parent on the ``events`` queue.
+#: What a worker tells the parent on ``events``.
 WorkerEvent = Progress | Done | Failed
 
 
