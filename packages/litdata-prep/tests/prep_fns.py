@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
 import threading
@@ -201,3 +202,15 @@ class PidAndLockRemover:
         Path(self.pids, str(os.getpid())).touch()
         Path(self.output, ".litdata-lock").unlink(missing_ok=True)
         return i
+
+
+def children_reaped() -> bool:
+    """Whether every child process of this one ends and is reaped within a generous bound (a hang guard, not a timing).
+
+    A job's workers that were still exiting when it returned end by themselves (and are reaped by
+    the next job, or here by ``multiprocessing.active_children``).
+    """
+    deadline = time.monotonic() + 30
+    while mp.active_children() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return mp.active_children() == []

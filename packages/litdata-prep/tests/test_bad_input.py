@@ -21,9 +21,9 @@ fns: Any = importlib.import_module("prep_fns")
 
 
 @pytest.fixture(autouse=True)
-def no_worker_started() -> Iterator[None]:
+def no_worker_left() -> Iterator[None]:
     yield
-    assert mp.active_children() == []
+    assert fns.children_reaped()
 
 
 def _run(call: Callable[[], Any], error: type[Exception], match: str, out: Path | None = None) -> None:

@@ -1,9 +1,9 @@
 """The parent side of a job: start the worker processes, feed them, watch them, show progress.
 
-Nothing here can hang on a dead worker: the parent polls the ``events`` queue with a short
-timeout and checks every worker's exit code, so an exception in ``fn`` (reported by the worker
-with its traceback) or a worker killed by a signal stops the job with one clear error, after the
-other workers are terminated. Inputs for the shared queue are pickled in the parent's feeder
+Nothing here can hang on a dead worker: the parent waits on every worker's pipe (its events:
+progress, done, failed) and its process sentinel together, so an exception in ``fn`` (reported by
+the worker with its traceback) or a worker killed by a signal stops the job with one clear error,
+after the other workers are terminated. Inputs for the shared queue are pickled in the parent's feeder
 thread, so an input that cannot be pickled is an error too, never a silently dropped sample.
 """
 
@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import wait as mp_wait
 from typing import Any, TypeVar
 
 from litdata_io import start_forkserver
@@ -348,11 +349,12 @@ def run_workers(
     ctx: Any = mp.get_context(start_method)
     if start_method == "forkserver":
         start_forkserver([worker_main.__module__])  # the script and the worker's modules load once
-    events = ctx.Queue()
     uses_queue = shared is not None or source is not None
     work = ctx.Queue(maxsize=max(8, 4 * len(specs))) if uses_queue else None
     feeder = _Feeder(work, shared, source, len(specs)) if uses_queue else None
     procs: dict[int, Any] = {}
+    pipes: dict[int, Any] = {}  # rank -> the read end of the worker's pipe (its events, in order)
+    closed: set[int] = set()  # the ranks whose pipe was closed at the other end
     finished = False
     summaries: dict[int, Done] = {}
     progress = ProgressBar(total, desc, verbose)
@@ -366,8 +368,9 @@ def run_workers(
             raise WorkerError(f"{desc}: {err}", -1) from err
         for spec, head in zip(specs, heads):
             inputs = _WorkQueue(work, head) if work is not None else None
+            pipes[spec.rank], sender = ctx.Pipe(duplex=False)
             proc = ctx.Process(
-                target=worker_main, args=(spec, events, inputs, environ), name=f"litdata-{desc}-{spec.rank}"
+                target=worker_main, args=(spec, sender, inputs, environ), name=f"litdata-{desc}-{spec.rank}"
             )
             try:
                 proc.start()
@@ -376,6 +379,8 @@ def run_workers(
                     f"{desc}: worker {spec.rank} could not be started with start_method={start_method!r}: {err}",
                     spec.rank,
                 ) from err
+            finally:
+                sender.close()  # the worker's copy is the one it writes to
             procs[spec.rank] = proc
         if feeder is not None:
             feeder.start()
@@ -394,23 +399,29 @@ def run_workers(
                 message = f"{desc}: {event.headline} (We found the following error in the worker; traceback above)"
                 raise WorkerError(message, event.rank, event.input, event.position, event.traceback)
 
+        def hear(rank: int) -> None:
+            """Handle what worker ``rank`` sent so far (a worker that ended has nothing more to send)."""
+            pipe = pipes[rank]
+            try:
+                while rank not in summaries and pipe.poll():
+                    handle(pipe.recv())
+            except (EOFError, OSError):
+                closed.add(rank)  # it ended, or is ending: its sentinel says when
+
         while len(summaries) < len(procs):
             if feeder is not None and feeder.error is not None:
                 raise WorkerError(f"{desc}: {feeder.error}", -1) from feeder.error
-            try:
-                handle(events.get(timeout=_POLL_S))
-                continue
-            except queue.Empty:
-                pass
-            for rank, proc in procs.items():
+            waiting = [rank for rank in procs if rank not in summaries]
+            watched = [pipes[r] for r in waiting if r not in closed] + [procs[r].sentinel for r in waiting]
+            ready = set(mp_wait(watched, timeout=_POLL_S))
+            for rank in waiting:
+                if pipes[rank] in ready:
+                    hear(rank)
+            for rank in waiting:
+                proc = procs[rank]
                 if rank in summaries or proc.exitcode is None:
                     continue
-                deadline = time.monotonic() + 1.0
-                while rank not in summaries and time.monotonic() < deadline:
-                    try:
-                        handle(events.get(timeout=_POLL_S))
-                    except queue.Empty:
-                        break
+                hear(rank)  # what it sent before it ended
                 if rank in summaries:
                     continue
                 code = proc.exitcode
@@ -451,13 +462,14 @@ def run_workers(
                 threading.Thread(target=_drain, args=(source,), name="litdata-drain", daemon=True).start()
         if not finished:
             _stop(list(procs.values()))
-        for q in (work, events):
-            if q is not None:
-                if not finished:  # a dead worker may have left the queue full: do not wait to flush it
-                    q.cancel_join_thread()
-                q.close()
-                if finished:
-                    q.join_thread()  # its feeder thread, so the next job sees no thread of this one running
+        for pipe in pipes.values():
+            pipe.close()
+        if work is not None:
+            if not finished:  # a dead worker may have left the queue full: do not wait to flush it
+                work.cancel_join_thread()
+            work.close()
+            if finished:
+                work.join_thread()  # its feeder thread, so the next job sees no thread of this one running
 
 
 def _drain(source: Any) -> None:

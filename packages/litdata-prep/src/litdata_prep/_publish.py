@@ -50,18 +50,31 @@ class Publisher:
             self._error = err
         return False
 
+    def _publish(self, source: str, key: str) -> None:
+        with probe.span("upload", "upload", None, key=key):
+            self.output.publish(source, key)
+        self.uploaded += 1
+
     def _upload(self, source: str, key: str) -> None:
         try:
-            with probe.span("upload", "upload", None, key=key):
-                self.output.publish(source, key)
-            self.uploaded += 1
+            self._publish(source, key)
         finally:
             self._slots.release()
 
-    def put_file(self, source: str | os.PathLike[str], key: str | None = None) -> None:
-        """Publish the staging file ``source`` at ``key`` (default: its file name); it is moved away."""
+    def put_file(self, source: str | os.PathLike[str], key: str | None = None, now: bool = False) -> None:
+        """Publish the staging file ``source`` at ``key`` (default: its file name); it is moved away.
+
+        With ``now``, it is published in this thread once every file submitted before it is: for a
+        worker's last files, which it would wait for anyway, no upload thread has to start (starting
+        one waits for it to be scheduled, milliseconds on a busy machine, at the end of every job).
+        """
         self._raise_if_failed()
         key = key or Path(source).name
+        if now:
+            wait(self._pending)
+            self._raise_if_failed()
+            self._publish(str(source), key)
+            return
         self._slots.acquire()
         try:
             self._pending.append(self._pool.submit(self._upload, str(source), key))

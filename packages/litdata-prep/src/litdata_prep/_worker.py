@@ -3,7 +3,7 @@
 A worker takes its inputs either from a static contiguous slice (optimize's default for a sequence
 of inputs, and ``keep_data_ordered=True``) or from the node's shared queue (pickled batches of
 ``(position, input)`` pairs as ``Numbered``, ``None`` to stop). It tells the parent about
-progress, completion and failure on the ``events`` queue; a failure message names the input (or,
+progress, completion and failure on ``events`` (its pipe to the parent); a failure message names the input (or,
 when a file could not be written, the file and the OS error) and carries the formatted traceback
 of the original exception.
 """
@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 _PROGRESS_EVERY_S = 0.2
+
+#: An input as the worker's loop takes it: its place in the slice, its position, itself, its download or None.
+Fetched = tuple[int, int, Any, "Future[Any] | None"]
 
 
 def describe_input(item: Any, limit: int = 200) -> str:
@@ -134,7 +137,7 @@ class Failed:
     traceback: str
 
 
-#: What a worker tells the parent on the ``events`` queue.
+#: What a worker tells the parent on ``events``.
 WorkerEvent = Progress | Done | Failed
 
 
@@ -209,12 +212,15 @@ class _Inputs:
                 leaves[i], changed = str(dest), True
         return (tree_unflatten(leaves, spec), [folder]) if changed else (item, [])
 
-    def ahead_of(self, numbered: Iterator[tuple[int, int, Any]]) -> Iterator[tuple[int, int, Any, Future[Any] | None]]:
-        """The inputs of ``numbered``, each with the download of its files already started (or None)."""
+    def ahead_of(self, numbered: Iterator[Fetched]) -> Iterator[Fetched]:
+        """The inputs of ``numbered``, each with the download of its files already started (none: as they are)."""
         pool = self._pool
-        window: deque[tuple[int, int, Any, Future[Any] | None]] = deque()
-        for i, pos, item in numbered:
-            window.append((i, pos, item, pool.submit(self.download, pos, item) if pool is not None else None))
+        return numbered if pool is None else self._fetching(pool, numbered)
+
+    def _fetching(self, pool: ThreadPoolExecutor, numbered: Iterator[Fetched]) -> Iterator[Fetched]:
+        window: deque[Fetched] = deque()
+        for i, pos, item, _ in numbered:
+            window.append((i, pos, item, pool.submit(self.download, pos, item)))
             if len(window) > self.ahead:
                 yield window.popleft()
         yield from window
@@ -243,13 +249,16 @@ class _Worker:
             self.events.put(Progress(self.spec.rank, self.done_inputs - self._reported))
             self._reported, self._last_report = self.done_inputs, now
 
-    def numbered_inputs(self, work: Any) -> Iterator[tuple[int, int, Any]]:
-        """``(position in the slice, input position, input)``, from the slice or the shared queue."""
+    def numbered_inputs(self, work: Any) -> Iterator[Fetched]:
+        """``(position in the slice, input position, input, None)``, from the slice or the shared queue.
+
+        The None is the place of the input's download (:meth:`_Inputs.ahead_of`).
+        """
         if self.spec.items is not None:
             task = self.spec.task
             start = task.checkpoint.next_input if isinstance(task, OptimizeTask) and task.checkpoint else 0
             for i, (pos, item) in enumerate(self.spec.items[start:], start):
-                yield i, pos, item
+                yield i, pos, item, None
             return
         keep_order = isinstance(self.spec.task, OptimizeTask) and self.spec.task.keep_order
         i = 0
@@ -262,7 +271,7 @@ class _Worker:
             if keep_order and len(batch) and batch[0][0] != last + 1:
                 self.batch_starts.add(batch[0][0])
             for pos, item in batch:
-                yield i, pos, item
+                yield i, pos, item, None
                 i += 1
                 last = pos
 
@@ -270,14 +279,18 @@ class _Worker:
         """The samples ``fn`` produces for one input (none, one, or what a generator yields)."""
         local: list[Path] = []
         try:
-            prepared, local = self.inputs.prepare(pos, item, fetched) if self.inputs.active else (item, local)
-            result = self.spec.fn(prepared, *args, **kwargs)
+            if self.inputs.active:
+                item_in, local = self.inputs.prepare(pos, item, fetched)
+                result = self.spec.fn(item_in, *args, **kwargs)
+            else:
+                result = self.spec.fn(item, *args, **kwargs)
         except Exception as err:
             _remove(local)
             raise FnFailed(pos, item, traceback.format_exc()) from err
-        if isinstance(result, GeneratorType):
+        if type(result) is GeneratorType:
             return self._drain(pos, item, result, local)
-        _remove(local)
+        if local:
+            _remove(local)
         return () if result is None else (result,)
 
     @staticmethod
@@ -373,7 +386,7 @@ class _Worker:
             chunk_inputs.append(opened)
         index = writer.finish()
         for chunk in index.chunks[published:]:
-            self.publisher.put_file(Path(spec.staging) / chunk.filename)
+            self.publisher.put_file(Path(spec.staging) / chunk.filename, now=True)
         if spec.items is not None:
             checkpoint(len(spec.items), 0)
         self.publisher.close()
@@ -478,8 +491,19 @@ def run_spec(spec: WorkerSpec, events: Any, work: Any) -> Done | Failed:
         return Failed(spec.rank, headline, None, None, text)
 
 
-def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str]) -> None:
-    """Entry point of a worker process; ``environ`` is the parent's when the job started (not the forkserver's)."""
+class _Pipe:
+    """The write end of this worker's pipe to the parent, as the ``events`` a worker puts its events on.
+
+    A send writes the pickled event in this thread: unlike a ``multiprocessing.Queue``'s, no feeder
+    thread has to start before the parent hears anything.
+    """
+
+    def __init__(self, connection: Any) -> None:
+        self.put = connection.send
+
+
+def worker_main(spec: WorkerSpec, connection: Any, work: Any, environ: dict[str, str]) -> None:
+    """Entry point of a worker process; ``connection`` is its pipe to the parent, ``environ`` the parent's."""
     freeze_inherited()  # what it inherited or imported before the job goes out of the collector's reach
     declare_worker()  # it uploads and downloads, and forks nothing: obstore runs here, not in a helper
     torch = sys.modules.get("torch")
@@ -491,8 +515,9 @@ def worker_main(spec: WorkerSpec, events: Any, work: Any, environ: dict[str, str
     if not trace_enabled("crash") and (read_text("LITDATA_TRACE_LEVEL") or read_text("LITDATA_TRACE_CATEGORIES")):
         # A forkserver child imported litdata_io before the job's environment (enable_tracer's) arrived.
         enable_tracer()
-    result = run_spec(spec, events, work)
-    events.put(result)
+    result = run_spec(spec, _Pipe(connection), work)
+    connection.send(result)
+    connection.close()
     if isinstance(result, Failed):
         sys.exit(1)
     gc.freeze()  # the OS reclaims it all: keep the interpreter's exit from walking every object
