@@ -610,16 +610,11 @@ class StreamingDataset(EpochsOwner, IterableDataset):
 
 def reader_of(dataset: StreamingDataset) -> StreamingReader:
     """The reader of ``dataset`` as it is set now (a later ``set_shuffle`` changes the next one)."""
-    transformed = bool(dataset._transforms) or dataset._transform_overridden
+    transform = dataset.transform if dataset._transforms or dataset._transform_overridden else None
+    getitem = None if dataset.samples_are_items else dataset.__getitem__
+    # positional: a NamedTuple built by keyword costs more, and dataset[i] builds one per call
     return StreamingReader(
-        ReadSpec(
-            dataset._read,
-            dataset.item_loader,
-            dataset.seed,
-            dataset.shuffle,
-            transform=dataset.transform if transformed else None,
-            getitem=None if dataset.samples_are_items else dataset.__getitem__,
-        )
+        ReadSpec(dataset._read, dataset.item_loader, dataset.seed, dataset.shuffle, transform, getitem)
     )
 
 

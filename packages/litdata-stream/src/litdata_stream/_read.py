@@ -65,11 +65,16 @@ class ReadSpec(NamedTuple):
     getitem: Callable[[int], Any] | None = None
 
 
-@dataclass(frozen=True, eq=False)
 class StreamingReader:
-    """Reads what a :class:`ReadSpec` describes: samples by index, stretches of an epoch, batches."""
+    """Reads what a :class:`ReadSpec` describes: samples by index, stretches of an epoch, batches.
 
-    spec: ReadSpec
+    ``dataset[i]`` builds one per call, so it is a slotted class (a frozen dataclass costs more to build).
+    """
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: ReadSpec) -> None:
+        self.spec = spec
 
     @property
     def num_samples(self) -> int:
