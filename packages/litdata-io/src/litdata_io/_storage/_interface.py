@@ -66,7 +66,6 @@ def _sync_twin(method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]) -
     twin.__name__ = name[1:]
     twin.__qualname__ = f"Storage.{name[1:]}"
     twin.__doc__ = f"Sync twin of :meth:`{name}`."
-    twin.__wrapped__ = method  # type: ignore[attr-defined]  # help() and inspect.signature show its parameters
     return twin
 
 
